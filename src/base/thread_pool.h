@@ -1,0 +1,68 @@
+// A persistent pool of compute threads (architecture decision 5).
+//
+// ParallelFor splits [0, n) into contiguous, statically assigned ranges, one
+// per thread, so which thread computes which output never depends on timing.
+// Kernels keep a fixed reduction order per output element, which makes their
+// results bitwise independent of the thread count (batch invariance).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dsv4 {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the calling thread, which always takes part.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+
+  // Runs fn over [0, n) split into at most num_threads() contiguous ranges of
+  // at least min_grain items.  Blocks until all ranges are done.
+  // REQUIRES: not called concurrently from two threads, nor from inside fn.
+  void ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn);
+
+  // Default thread count: the CPUs this process may run on.
+  static int DefaultThreads();
+
+ private:
+  void WorkerLoop(int index);
+  void RunShare(int index);
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+
+  // State below is protected by mu_ (published to workers via generation_).
+  std::mutex mu_;
+  std::condition_variable wake_;
+  const RangeFn* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_parts_ = 0;
+  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+};
+
+// Runs fn over [0, n) on pool if non-null, else inline on the caller.
+inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_grain,
+                        const ThreadPool::RangeFn& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr || pool->num_threads() == 1 || n < 2 * min_grain) {
+    fn(0, n);
+    return;
+  }
+  pool->ParallelFor(n, min_grain, fn);
+}
+
+}  // namespace dsv4

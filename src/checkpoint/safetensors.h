@@ -1,0 +1,64 @@
+// Memory-mapped safetensors reader with strict validation.
+//
+// Format: 8-byte little-endian header length N, N bytes of JSON
+// {"name": {"dtype": "...", "shape": [...], "data_offsets": [b, e]}, ...,
+//  "__metadata__": {"k": "v"}}, then the data region.  Offsets are relative to
+// the data region.  Every error message names the file and, where there is
+// one, the tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/mapped_file.h"
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+namespace dsv4 {
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets into the data region
+  uint64_t end = 0;
+};
+
+struct SafetensorsHeader {
+  std::vector<SafetensorsEntry> entries;  // in data-offset order
+  std::map<std::string, std::string> metadata;
+  uint64_t data_start = 0;  // 8 + header length
+};
+
+// Parses and validates the header of a safetensors image of `file_size`
+// bytes whose first bytes are `bytes` (at least min(file_size, 8 + N) of them
+// must be present; `available` says how many are).  `file` names the file in
+// messages.  Pure function: the libFuzzer target drives it directly.
+Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t available,
+                                                 uint64_t file_size, const std::string& file);
+
+class SafetensorsFile {
+ public:
+  static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+
+  const std::string& path() const { return file_->path(); }
+  const SafetensorsHeader& header() const { return header_; }
+  const std::map<std::string, std::string>& metadata() const { return header_.metadata; }
+
+  // nullptr if the file has no such tensor.
+  const TensorView* Find(std::string_view name) const;
+  std::vector<std::string> Names() const;
+  uint64_t file_size() const { return file_->size(); }
+
+ private:
+  SafetensorsFile() = default;
+  std::unique_ptr<MappedFile> file_;
+  SafetensorsHeader header_;
+  std::map<std::string, TensorView, std::less<>> views_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,53 @@
+// Linear layers, one per weight kind of model.md §4.4.  All weights use the
+// checkpoint's [out, in] row-major layout.  Results are batch invariant: row m
+// of the output depends only on row m of the input and the weight (fixed
+// reduction order per output element, whatever M, the ISA path or the thread
+// count).  `pool` may be null (single-threaded).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/numeric.h"
+
+namespace dsv4::kernels {
+
+// FP8 e4m3 weight with one E8M0 scale per 128x128 block.
+struct Fp8Weight {
+  const uint8_t* codes = nullptr;   // [out, in]
+  const uint8_t* scales = nullptr;  // E8M0 [ceil(out/128), ceil(in/128)]
+  int64_t out = 0;
+  int64_t in = 0;
+};
+
+// MXFP4 weight: two e2m1 codes per byte along `in` (low nibble = even
+// element), one E8M0 scale per 32 input elements of a row.
+struct Fp4Weight {
+  const uint8_t* packed = nullptr;  // [out, in/2]
+  const uint8_t* scales = nullptr;  // E8M0 [out, in/32]
+  int64_t out = 0;
+  int64_t in = 0;
+};
+
+// y[M, out] = bf16(sum over 128-blocks kb of (sum_k qa*qw) * (sa[m,kb]*sw[n/128,kb])).
+// x_codes [M, in] e4m3 and x_scales [M, in/128] come from ActQuantFp8(block 128).
+void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
+             bf16* y, ThreadPool* pool);
+
+// y[M, out] = bf16(sum over 32-blocks j of ((sum_k qa*qw) * sa[m,j/4]) * sw[n,j]).
+void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w,
+             bf16* y, ThreadPool* pool);
+
+// y[M, N] (row stride ldy) = bf16(x[M, K] (row stride ldx) . w[N, K]^T), FP32 accumulation.
+void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n,
+              bf16* y, int64_t ldy, ThreadPool* pool);
+
+// y[M, N] = x[M, K] . w[N, K]^T in FP32 (BF16 operands upcast exactly).
+void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
+                 ThreadPool* pool);
+
+// y[M, N] = x[M, K] . w[N, K]^T in FP32 with FP32 weights (mHC mixes).
+void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
+                  ThreadPool* pool);
+
+}  // namespace dsv4::kernels

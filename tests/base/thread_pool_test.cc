@@ -1,0 +1,45 @@
+#include "base/thread_pool.h"
+
+#include <atomic>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dsv4 {
+namespace {
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 64, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      for (int rep = 0; rep < 3; ++rep) {
+        pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+      }
+      for (auto& h : hits) EXPECT_EQ(h.load(), 3) << "threads=" << threads << " n=" << n;
+    }
+  }
+}
+
+TEST(ThreadPool, SplitIsStatic) {
+  ThreadPool pool(3);
+  std::vector<std::pair<int64_t, int64_t>> a, b;
+  std::mutex mu;
+  auto record = [&](std::vector<std::pair<int64_t, int64_t>>* v) {
+    return [&, v](int64_t s, int64_t e) {
+      std::lock_guard<std::mutex> lock(mu);
+      v->emplace_back(s, e);
+    };
+  };
+  pool.ParallelFor(100, 1, record(&a));
+  pool.ParallelFor(100, 1, record(&b));
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a.size(), 3u);
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,42 @@
+// Per-call metadata of one model forward (architecture decision 3: explicit,
+// never a global).  One call runs any mix of sequences, each contributing a
+// contiguous run of rows: a prefill chunk continuing from any position, a
+// single decode token, or S tokens of a speculative verification step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dsv4 {
+
+struct SequenceSlice {
+  int64_t cache_slot = 0;  // which per-sequence state (ModelCache slot) it reads and extends
+  int64_t start_pos = 0;   // absolute position of its first row (== tokens already cached)
+  int64_t num_tokens = 0;  // rows it contributes
+  int64_t row_offset = 0;  // index of its first row in the batch
+};
+
+struct ForwardBatch {
+  std::vector<SequenceSlice> seqs;
+  std::vector<int32_t> token_ids;   // [num_tokens] input ids (also drive hash routing)
+  std::vector<int64_t> positions;   // [num_tokens] absolute positions
+  std::vector<int64_t> logit_rows;  // rows whose logits the caller wants, ascending
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+
+  // Appends one sequence's rows [start_pos, start_pos + ids.size()).
+  void Add(int64_t cache_slot, int64_t start_pos, const std::vector<int32_t>& ids) {
+    SequenceSlice s;
+    s.cache_slot = cache_slot;
+    s.start_pos = start_pos;
+    s.num_tokens = static_cast<int64_t>(ids.size());
+    s.row_offset = num_tokens();
+    seqs.push_back(s);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      token_ids.push_back(ids[i]);
+      positions.push_back(start_pos + static_cast<int64_t>(i));
+    }
+  }
+};
+
+}  // namespace dsv4

@@ -1,0 +1,133 @@
+#include "model/linear.h"
+
+#include <cstring>
+
+#include "kernels/quant.h"
+
+namespace dsv4 {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool IsAligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+}  // namespace
+
+Result<Fp8Linear> Fp8Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                  int64_t in) {
+  if (in % 128 != 0) {
+    return InvalidArgument("{}: input width {} is not a multiple of 128 (FP8 activation blocks)",
+                           name, in);
+  }
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w,
+                        ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
+  DSV4_ASSIGN_OR_RETURN(
+      const TensorView* s,
+      ckpt.Require(name + ".scale", DType::kF8E8M0, {CeilDiv(out, 128), CeilDiv(in, 128)}));
+  Fp8Linear l;
+  l.w_.codes = w->as<uint8_t>();
+  l.w_.scales = s->as<uint8_t>();
+  l.w_.out = out;
+  l.w_.in = in;
+  return l;
+}
+
+void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws,
+                        ThreadPool* pool) const {
+  if (m == 0) return;
+  const auto n = static_cast<size_t>(m * w_.in);
+  uint8_t* codes = ws.Get<uint8_t>("linear.act_codes", n);     // [m, in]
+  float* scales = ws.Get<float>("linear.act_scales", n / 128);  // [m, in/128]
+  kernels::ActQuantFp8(x, m, w_.in, 128, codes, scales);
+  kernels::Fp8Gemm(codes, scales, m, w_, y, pool);
+}
+
+Result<Bf16Linear> Bf16Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                    int64_t in) {
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w,
+                        ckpt.Require(name + ".weight", DType::kBF16, {out, in}));
+  if (IsAligned(w->data, alignof(bf16))) {
+    Bf16Linear l;
+    l.w_ = w->as<bf16>();
+    l.out_ = out;
+    l.in_ = in;
+    return l;
+  }
+  Bf16Linear l;
+  l.owned_ = Buffer(w->nbytes());
+  std::memcpy(l.owned_.data(), w->data, w->nbytes());
+  l.w_ = l.owned_.as<bf16>();
+  l.out_ = out;
+  l.in_ = in;
+  return l;
+}
+
+Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt,
+                                                  const std::string& name, int64_t out,
+                                                  int64_t in) {
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w,
+                        ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
+  const int64_t scale_cols = CeilDiv(in, 128);
+  DSV4_ASSIGN_OR_RETURN(
+      const TensorView* s,
+      ckpt.Require(name + ".scale", DType::kF8E8M0, {CeilDiv(out, 128), scale_cols}));
+  Bf16Linear l;
+  l.owned_ = Buffer(static_cast<size_t>(out * in) * sizeof(bf16));
+  bf16* dst = l.owned_.as<bf16>();
+  const uint8_t* codes = w->as<uint8_t>();
+  const uint8_t* scales = s->as<uint8_t>();
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      const float v = E4M3ToF32(codes[o * in + i]) * E8M0ToF32(scales[(o / 128) * scale_cols + i / 128]);
+      const bf16 b = F32ToBf16(v);
+      if (Bf16ToF32(b) != v) {
+        return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})",
+                        name, o, i, v);
+      }
+      dst[o * in + i] = b;
+    }
+  }
+  l.w_ = dst;
+  l.out_ = out;
+  l.in_ = in;
+  return l;
+}
+
+Bf16Linear Bf16Linear::FromData(const bf16* w, int64_t out, int64_t in) {
+  Bf16Linear l;
+  l.owned_ = Buffer(static_cast<size_t>(out * in) * sizeof(bf16));
+  std::memcpy(l.owned_.data(), w, static_cast<size_t>(out * in) * sizeof(bf16));
+  l.w_ = l.owned_.as<bf16>();
+  l.out_ = out;
+  l.in_ = in;
+  return l;
+}
+
+void Bf16Linear::Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t ldy,
+                         ThreadPool* pool) const {
+  if (m == 0) return;
+  kernels::GemmBf16(x, ldx, m, in_, w_, out_, y, ldy, pool);
+}
+
+void Bf16Linear::ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool) const {
+  if (m == 0) return;
+  kernels::GemmBf16F32(x, m, in_, w_, out_, y, pool);
+}
+
+Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+  DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kF32, shape));
+  Buffer b(t->nbytes());
+  std::memcpy(b.data(), t->data, t->nbytes());
+  return b;
+}
+
+Result<Buffer> LoadBf16Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+  DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kBF16, shape));
+  Buffer b(t->nbytes());
+  std::memcpy(b.data(), t->data, t->nbytes());
+  return b;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,100 @@
+// Loaded linear layers, one class per weight kind of model.md §4.4.
+//
+// Each class checks the checkpoint tensor's dtype and shape at load (errors
+// name the tensor), keeps a zero-copy view into the memory-mapped checkpoint
+// where the kernels can consume it, and owns an aligned copy where they cannot
+// (a misaligned BF16 tensor, or a weight the reference converts at load such
+// as wo_a's FP8 -> BF16 dequantization).  All are move-only and immutable
+// after Load, so one instance serves concurrent forwards.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/checkpoint.h"
+#include "kernels/gemm.h"
+#include "model/workspace.h"
+#include "tensor/numeric.h"
+#include "tensor/tensor.h"
+
+namespace dsv4 {
+
+// FP8 e4m3 weight with 128x128 E8M0 block scales ("<name>.weight" F8_E4M3
+// [out, in], "<name>.scale" F8_E8M0 [ceil(out/128), ceil(in/128)]).
+// Forward = ActQuantFp8 (block 128) + Fp8Gemm: BF16 in, BF16 out, exactly the
+// reference's `linear` for FP8 weights.
+class Fp8Linear {
+ public:
+  Fp8Linear() = default;
+  Fp8Linear(Fp8Linear&&) noexcept = default;
+  Fp8Linear& operator=(Fp8Linear&&) noexcept = default;
+  Fp8Linear(const Fp8Linear&) = delete;
+  Fp8Linear& operator=(const Fp8Linear&) = delete;
+
+  // `name` without the ".weight"/".scale" suffix, e.g. "layers.3.attn.wq_a".
+  // REQUIRES (checked, error): in % 128 == 0 (activation quantization blocks).
+  static Result<Fp8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                int64_t in);
+
+  // y [m, out] = bf16(W . act_quant(x)), x [m, in] BF16.  Row r of y depends
+  // only on row r of x.  Uses Workspace keys "linear.act_codes" and
+  // "linear.act_scales" (valid only during the call).
+  void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
+
+  int64_t out() const { return w_.out; }
+  int64_t in() const { return w_.in; }
+  const kernels::Fp8Weight& weight() const { return w_; }
+
+ private:
+  kernels::Fp8Weight w_;  // views into the checkpoint mapping (byte data: no alignment needs)
+};
+
+// BF16 weight "<name>.weight" [out, in] used as a BF16 GEMM operand
+// (FP32 accumulation) or, where the reference holds an FP32 parameter, as an
+// exactly upcast FP32 operand.
+class Bf16Linear {
+ public:
+  Bf16Linear() = default;
+  Bf16Linear(Bf16Linear&&) noexcept = default;
+  Bf16Linear& operator=(Bf16Linear&&) noexcept = default;
+  Bf16Linear(const Bf16Linear&) = delete;
+  Bf16Linear& operator=(const Bf16Linear&) = delete;
+
+  // Zero-copy unless the mapped data is not 2-byte aligned (then copied).
+  static Result<Bf16Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                 int64_t in);
+  // The FP8 weight "<name>.weight"/"<name>.scale" dequantized to BF16
+  // (code value x block scale, exact in BF16 for the checkpoint's scales; an
+  // inexact product is an error), as the reference's converter does for wo_a.
+  static Result<Bf16Linear> LoadDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
+                                               int64_t out, int64_t in);
+  // Copies w [out, in] (tests and synthetic weights).
+  static Bf16Linear FromData(const bf16* w, int64_t out, int64_t in);
+
+  // y [m, out] (row stride ldy) = bf16(x [m, in] (row stride ldx) . W^T).
+  void Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t ldy,
+               ThreadPool* pool) const;
+  // y [m, out] FP32 = fp32(x) . fp32(W)^T (the reference's FP32-parameter
+  // linears: compressor wkv/wgate, router).
+  void ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool) const;
+
+  int64_t out() const { return out_; }
+  int64_t in() const { return in_; }
+  const bf16* data() const { return w_; }
+
+ private:
+  const bf16* w_ = nullptr;  // [out, in]; points into the mapping or into owned_
+  int64_t out_ = 0;
+  int64_t in_ = 0;
+  Buffer owned_;
+};
+
+// An F32 tensor copied into aligned storage (mapped data may be misaligned).
+// Errors name the tensor when it is missing or its shape differs.
+Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape);
+// A BF16 tensor (norm weights) as an aligned copy.
+Result<Buffer> LoadBf16Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape);
+
+}  // namespace dsv4

@@ -1,3 +1,8 @@
-set(KERNEL_OPS_SOURCES)
+# Non-GEMM kernels (norms, RoPE, Hadamard, mHC, attention, indexer, MoE
+# activation).  Paths are relative to src/kernels.
+set(KERNEL_OPS_SOURCES
+  norm.cc rope.cc hadamard.cc mhc.cc attention.cc indexer.cc moe.cc
+  ref/norm_ref.cc ref/rope_ref.cc ref/hadamard_ref.cc ref/mhc_ref.cc
+  ref/attention_ref.cc ref/indexer_ref.cc ref/moe_ref.cc)
 set(KERNEL_OPS_AVX2_SOURCES)
 set(KERNEL_OPS_AVX512_SOURCES)

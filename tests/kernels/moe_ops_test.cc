@@ -1,0 +1,112 @@
+// Router scoring (SqrtSoftplus + biased top-k) and SwiGLU against golden/ops
+// §16-17.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "kernels/indexer.h"
+#include "kernels/moe.h"
+#include "ops_test_util.h"
+#include "testing/golden.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using testing::ExpectBf16Close;
+using testing::OpenGolden;
+using testing::ReadBf16;
+using testing::ReadF32;
+using testing::ReadI64;
+
+struct GateCase {
+  const char* name;
+  int64_t k;
+  bool hash;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<GateCase>& param_info) {
+  return param_info.param.name;
+}
+
+class GateGolden : public ::testing::TestWithParam<GateCase> {};
+
+TEST_P(GateGolden, SelectionAndWeights) {
+  auto f = OpenGolden("golden/ops/ops.safetensors");
+  ASSERT_NE(f, nullptr);
+  const GateCase gc = GetParam();
+  const std::string p = std::string("gate.") + gc.name;
+  Shape shape;
+  const std::vector<float> logits = ReadF32(*f, p + ".logits", &shape);
+  const int64_t tokens = shape[0], experts = shape[1];
+  std::vector<float> s(logits.size());
+  SqrtSoftplus(logits.data(), static_cast<int64_t>(logits.size()), s.data());
+  const std::vector<int64_t> want_idx = ReadI64(*f, p + ".indices");
+  const std::vector<float> want_w = ReadF32(*f, p + ".route_weights");
+  std::vector<float> bias, biased(experts);
+  std::vector<int64_t> ids, tid2eid;
+  if (gc.hash) {
+    ids = ReadI64(*f, p + ".ids");
+    tid2eid = ReadI64(*f, p + ".tid2eid");
+  } else {
+    bias = ReadF32(*f, p + ".bias");
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int64_t> idx(gc.k);
+    if (gc.hash) {
+      for (int64_t j = 0; j < gc.k; ++j) idx[j] = tid2eid[ids[t] * gc.k + j];
+    } else {
+      for (int64_t e = 0; e < experts; ++e) biased[e] = s[t * experts + e] + bias[e];
+      std::vector<int32_t> top(gc.k);
+      TopKDescending(biased.data(), experts, gc.k, top.data());
+      std::copy(top.begin(), top.end(), idx.begin());
+    }
+    float sum = 0.0f;
+    for (int64_t e : idx) sum += s[t * experts + e];
+    std::map<int64_t, float> got, want;
+    for (int64_t e : idx) got[e] = s[t * experts + e] / sum * 1.5f;
+    for (int64_t j = 0; j < gc.k; ++j) want[want_idx[t * gc.k + j]] = want_w[t * gc.k + j];
+    ASSERT_EQ(got.size(), want.size()) << "token " << t;
+    for (const auto& [e, w] : want) {
+      ASSERT_TRUE(got.count(e)) << "token " << t << " misses expert " << e;
+      EXPECT_LE(std::fabs(got[e] - w), 1e-6f * std::fabs(w)) << "token " << t << " e " << e;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GateGolden,
+                         ::testing::Values(GateCase{"e256k6", 6, false},
+                                           GateCase{"e8k2", 2, false},
+                                           GateCase{"hash_e256k6", 6, true}),
+                         CaseName);
+
+TEST(SwiGluTest, RoutedAndSharedGolden) {
+  auto f = OpenGolden("golden/ops/ops.safetensors");
+  ASSERT_NE(f, nullptr);
+  for (const std::string c : {"routed", "shared"}) {
+    const std::string p = "swiglu." + c;
+    Shape shape;
+    const std::vector<bf16> gate = ReadBf16(*f, p + ".gate", &shape);
+    const std::vector<bf16> up = ReadBf16(*f, p + ".up");
+    std::vector<float> weight;
+    if (c == "routed") weight = ReadF32(*f, p + ".route_weight");
+    std::vector<bf16> h(gate.size());
+    SwiGlu(gate.data(), up.data(), shape[0], shape[1], 10.0f,
+           weight.empty() ? nullptr : weight.data(), h.data());
+    ExpectBf16Close(h, ReadBf16(*f, p + ".h"), 1, 0.005, p);
+  }
+}
+
+TEST(SqrtSoftplusTest, ThresholdBranches) {
+  const std::vector<float> x = {-30.0f, 0.0f, 20.0f, 20.5f, 79.0f};
+  std::vector<float> s(x.size());
+  SqrtSoftplus(x.data(), 5, s.data());
+  EXPECT_FLOAT_EQ(s[1], std::sqrt(std::log(2.0f)));
+  EXPECT_EQ(s[3], std::sqrt(20.5f));
+  EXPECT_EQ(s[4], std::sqrt(79.0f));
+  EXPECT_GT(s[0], 0.0f);
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -1,0 +1,7 @@
+# Tests of the non-GEMM kernels (norms, RoPE, Hadamard, mHC, attention,
+# indexer, MoE activation): golden/ops vectors for every ISA, SIMD vs scalar
+# differential tests and batch invariance.  One binary keeps link time low.
+dsv4_test(NAME kernel_ops_test
+  SOURCES rmsnorm_test.cc rope_test.cc mhc_test.cc sparse_attn_test.cc indexer_test.cc
+          moe_ops_test.cc
+  DEPS kernels base tensor)

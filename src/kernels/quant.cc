@@ -1,0 +1,24 @@
+#include "kernels/quant.h"
+
+#include "kernels/ref/quant_ref.h"
+
+namespace dsv4::kernels {
+
+uint8_t E4M3FromF32(float x) { return ref::E4M3FromF32(x); }
+uint8_t E2M1FromF32(float x) { return ref::E2M1FromF32(x); }
+float Fp8BlockScale(float amax) { return ref::Fp8BlockScale(amax); }
+float Fp4BlockScale(float amax) { return ref::Fp4BlockScale(amax); }
+
+void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
+                 float* scales) {
+  ref::ActQuantFp8(x, rows, cols, block, codes, scales);
+}
+
+// QAT runs on a few KV / indexer rows per token: not worth SIMD versions.
+void KvQatFp8(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
+  ref::KvQatFp8(x, rows, cols, nope);
+}
+
+void Fp4Qat(bf16* x, int64_t rows, int64_t cols) { ref::Fp4Qat(x, rows, cols); }
+
+}  // namespace dsv4::kernels

@@ -1,0 +1,177 @@
+// Golden tests of kernels/quant.h (golden/ops README §3-§6: bit-exact), run
+// for every ISA this CPU supports, plus SIMD-vs-scalar differential tests of
+// ActQuantFp8 (exact: no reduction but a max).
+#include "kernels/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/dispatch.h"
+#include "kernels/ref/quant_ref.h"
+#include "testing/golden.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using ::dsv4::testing::OpenGolden;
+using ::dsv4::testing::ReadBf16;
+using ::dsv4::testing::ReadF32;
+using ::dsv4::testing::ReadU8;
+
+constexpr char kOps[] = "golden/ops/ops.safetensors";
+
+std::vector<Isa> AllIsas() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
+  ~IsaScope() { SetIsaForTesting(saved_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+// Bit patterns of BF16 vectors, so a failure prints comparable numbers;
+// compared numerically except for the sign of zero, which README §1 says is
+// insignificant outside code bytes.
+std::vector<float> Values(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = Bf16ToF32(v[i]);
+  return out;
+}
+
+TEST(QuantGolden, Fp8Cast) {
+  auto f = OpenGolden(kOps);
+  ASSERT_NE(f, nullptr);
+  const auto x = ReadF32(*f, "fp8_cast.all.x");
+  const auto value = ReadF32(*f, "fp8_cast.all.value");
+  const auto code = ReadU8(*f, "fp8_cast.all.code");
+  ASSERT_EQ(x.size(), 1104u);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint8_t c = E4M3FromF32(x[i]);
+    ASSERT_EQ(c, code[i]) << "i=" << i << " x=" << x[i];
+    ASSERT_EQ(F32ToBits(E4M3ToF32(c)), F32ToBits(value[i])) << "i=" << i;
+  }
+}
+
+TEST(QuantGolden, Fp4Cast) {
+  auto f = OpenGolden(kOps);
+  ASSERT_NE(f, nullptr);
+  const auto x = ReadF32(*f, "fp4_cast.all.x");
+  const auto value = ReadF32(*f, "fp4_cast.all.value");
+  const auto code = ReadU8(*f, "fp4_cast.all.code");
+  ASSERT_EQ(x.size(), 187u);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint8_t c = E2M1FromF32(x[i]);
+    ASSERT_EQ(c, code[i]) << "i=" << i << " x=" << x[i];
+    ASSERT_EQ(F32ToBits(E2M1ToF32(c)), F32ToBits(value[i])) << "i=" << i;
+  }
+}
+
+void CheckActQuant(const std::string& which) {
+  auto f = OpenGolden(kOps);
+  ASSERT_NE(f, nullptr);
+  Shape shape;
+  const auto x = ReadBf16(*f, "act_quant." + which + ".x", &shape);
+  const auto codes = ReadU8(*f, "act_quant." + which + ".codes");
+  const auto scale = ReadF32(*f, "act_quant." + which + ".scale");
+  const auto scale_e8m0 = ReadU8(*f, "act_quant." + which + ".scale_e8m0");
+  const auto deq = ReadF32(*f, "act_quant." + which + ".deq");
+  ASSERT_EQ(shape.size(), 2u);
+  const int64_t rows = shape[0], cols = shape[1];
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    std::vector<uint8_t> got_codes(rows * cols);
+    std::vector<float> got_scale(rows * cols / 128);
+    ActQuantFp8(x.data(), rows, cols, 128, got_codes.data(), got_scale.data());
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      ASSERT_EQ(got_codes[i], codes[i]) << IsaName(isa) << " " << which << " element " << i;
+      const float s = got_scale[i / 128];
+      ASSERT_EQ(E4M3ToF32(got_codes[i]) * s, deq[i]) << which << " element " << i;
+    }
+    for (size_t b = 0; b < got_scale.size(); ++b) {
+      ASSERT_EQ(F32ToBits(got_scale[b]), F32ToBits(scale[b])) << IsaName(isa) << " block " << b;
+      ASSERT_EQ((F32ToBits(got_scale[b]) >> 23) & 0xff, scale_e8m0[b]) << "block " << b;
+    }
+  }
+}
+
+TEST(QuantGolden, ActQuantRand) { CheckActQuant("rand"); }
+TEST(QuantGolden, ActQuantEdge) { CheckActQuant("edge"); }
+
+void CheckKvQat(const std::string& which) {
+  auto f = OpenGolden(kOps);
+  ASSERT_NE(f, nullptr);
+  Shape shape;
+  const auto x = ReadBf16(*f, "act_quant_kv." + which + ".x", &shape);
+  const auto y = ReadBf16(*f, "act_quant_kv." + which + ".y");
+  const auto codes = ReadU8(*f, "act_quant_kv." + which + ".codes");
+  const auto scale = ReadF32(*f, "act_quant_kv." + which + ".scale");
+  const int64_t rows = shape[0], cols = shape[1], nope = cols - 64;
+  std::vector<bf16> got = x;
+  KvQatFp8(got.data(), rows, cols, nope);
+  EXPECT_EQ(Values(got), Values(y)) << which;
+  // The codes and scales of the same blocks (the inplace=False call) through
+  // the block-64 activation quantizer.
+  std::vector<bf16> nope_x(rows * nope);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(&nope_x[r * nope], &x[r * cols], nope * sizeof(bf16));
+  }
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    std::vector<uint8_t> got_codes(rows * nope);
+    std::vector<float> got_scale(rows * nope / 64);
+    ActQuantFp8(nope_x.data(), rows, nope, 64, got_codes.data(), got_scale.data());
+    EXPECT_EQ(got_codes, codes) << IsaName(isa) << " " << which;
+    EXPECT_EQ(got_scale, scale) << IsaName(isa) << " " << which;
+  }
+}
+
+TEST(QuantGolden, KvQatD512) { CheckKvQat("d512"); }
+TEST(QuantGolden, KvQatD128) { CheckKvQat("d128"); }
+
+void CheckFp4Quant(const std::string& which) {
+  auto f = OpenGolden(kOps);
+  ASSERT_NE(f, nullptr);
+  Shape shape;
+  const auto x = ReadBf16(*f, "fp4_quant." + which + ".x", &shape);
+  const auto y = ReadBf16(*f, "fp4_quant." + which + ".y");
+  const auto codes = ReadU8(*f, "fp4_quant." + which + ".codes");
+  const auto scale = ReadF32(*f, "fp4_quant." + which + ".scale");
+  const int64_t cols = shape.back();
+  const int64_t rows = static_cast<int64_t>(x.size()) / cols;
+  std::vector<bf16> got = x;
+  Fp4Qat(got.data(), rows, cols);
+  // Bit patterns: the QAT output keeps the sign of zero, like the reference.
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(Bf16ToF32(got[i]), Bf16ToF32(y[i])) << which << " element " << i;
+  }
+  for (size_t b = 0; b < scale.size(); ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(Bf16ToF32(x[b * 32 + i])));
+    const float s = Fp4BlockScale(amax);
+    ASSERT_EQ(F32ToBits(s), F32ToBits(scale[b])) << which << " block " << b;
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::clamp(Bf16ToF32(x[b * 32 + i]) / s, -6.0f, 6.0f);
+      ASSERT_EQ(E2M1FromF32(v), codes[b * 32 + i]) << which << " element " << b * 32 + i;
+    }
+  }
+}
+
+TEST(QuantGolden, Fp4QuantRand) { CheckFp4Quant("rand"); }
+TEST(QuantGolden, Fp4QuantEdge) { CheckFp4Quant("edge"); }
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -1,1 +1,4 @@
-set(MODEL_CORE_SOURCES)
+# Model core (everything but attention): weight binding, mHC, MoE, blocks,
+# the forward pass with MTP, per-model caches, golden checks.
+set(MODEL_CORE_SOURCES
+  weights.cc mhc.cc moe.cc block.cc model_cache.cc model.cc golden_check.cc)

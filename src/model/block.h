@@ -1,0 +1,70 @@
+// One DeepSeek-V4 block (model.md §3.2): mHC around the attention sub-layer
+// and around the MoE sub-layer, on 4 BF16 residual streams.
+//
+//   a, post, C = hc_pre(x, hc_attn);  x = hc_post(Attn(RMSNorm(a, attn_norm)), x, post, C)
+//   a, post, C = hc_pre(x, hc_ffn);   x = hc_post(MoE(RMSNorm(a, ffn_norm), ids), x, post, C)
+//
+// The same class serves main layers (prefix "layers.{L}.") and the MTP block
+// (prefix "mtp.{k}.", layer id num_hidden_layers + k).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_config.h"
+#include "model/attention.h"
+#include "model/forward_batch.h"
+#include "model/mhc.h"
+#include "model/moe.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+
+namespace dsv4 {
+
+// Optional debug output of one block call.
+struct BlockTrace {
+  AttentionTrace attn;
+  std::vector<int32_t> expert_ids;  // [num_tokens, top_k], each row ascending
+  int64_t top_k = 0;
+};
+
+class Block {
+ public:
+  // Binds every tensor under `prefix`; copies small FP32 tensors into store.
+  static Result<std::unique_ptr<Block>> Load(const Checkpoint& ckpt, const ModelConfig& cfg,
+                                             int64_t layer_id, const std::string& prefix,
+                                             WeightStore& store);
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  // in, out [T, hc, D] BF16 streams, T = batch.num_tokens(); out must not alias
+  // in.  Hash-routed layers route by batch.token_ids.  Cache contract as
+  // Attention::Forward.  Workspace keys "blk.*" plus those of its parts.
+  void Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
+               Workspace& ws, ThreadPool* pool, BlockTrace* trace = nullptr) const;
+
+  int64_t layer_id() const { return layer_id_; }
+  const Attention& attention() const { return *attn_; }
+  const MoeShape& moe_shape() const { return moe_shape_; }
+
+ private:
+  Block() = default;
+
+  int64_t layer_id_ = 0;
+  HcShape hc_;
+  MoeShape moe_shape_;
+  float norm_eps_ = 1e-6f;
+  std::unique_ptr<Attention> attn_;
+  HcWeights hc_attn_;
+  HcWeights hc_ffn_;
+  const bf16* attn_norm_ = nullptr;  // [D]
+  const bf16* ffn_norm_ = nullptr;   // [D]
+  MoeWeights moe_;
+};
+
+}  // namespace dsv4

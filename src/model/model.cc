@@ -1,0 +1,256 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "base/logging.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+
+namespace dsv4 {
+namespace {
+
+size_t Sz(int64_t v) { return static_cast<size_t>(v); }
+
+}  // namespace
+
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir));
+  return Load(std::move(ckpt), std::move(cfg), options);
+}
+
+Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg,
+                                           const ModelOptions& options) {
+  std::unique_ptr<Model> m(new Model());
+  m->cfg_ = std::move(cfg);
+  m->ckpt_ = std::move(ckpt);
+  DSV4_RETURN_IF_ERROR(m->Bind(options).WithPrefix(m->ckpt_->dir()));
+  return m;
+}
+
+Status Model::Bind(const ModelOptions& options) {
+  const ModelConfig& c = cfg_;
+  const int64_t d = c.hidden_size;
+  const int64_t v = c.vocab_size;
+  if (d % 128 != 0 || c.moe_intermediate_size % 128 != 0) {
+    return InvalidArgument("hidden_size {} and moe_intermediate_size {} must be multiples of 128",
+                           d, c.moe_intermediate_size);
+  }
+  if (static_cast<int64_t>(c.compress_ratios.size()) < c.num_layers_with_mtp()) {
+    return InvalidArgument("compress_ratios has {} entries, need {}", c.compress_ratios.size(),
+                           c.num_layers_with_mtp());
+  }
+  hc_ = HcShape::FromConfig(c);
+  DSV4_ASSIGN_OR_RETURN(embed_, BindBf16(*ckpt_, "embed.weight", {v, d}, store_));
+  DSV4_ASSIGN_OR_RETURN(head_, BindBf16(*ckpt_, "head.weight", {v, d}, store_));
+  DSV4_ASSIGN_OR_RETURN(main_head_.hc_head, LoadHcWeights(*ckpt_, "hc_head", hc_, true, store_));
+  DSV4_ASSIGN_OR_RETURN(main_head_.norm, BindBf16(*ckpt_, "norm.weight", {d}, store_));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Block> b,
+                          Block::Load(*ckpt_, c, l, fmt::format("layers.{}.", l), store_));
+    blocks_.push_back(std::move(b));
+  }
+  if (!options.load_mtp || c.num_nextn_predict_layers == 0) return Status::Ok();
+  // Only the first MTP layer is bound (Flash has exactly one).
+  const std::string p = "mtp.0.";
+  DSV4_ASSIGN_OR_RETURN(mtp_block_, Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Fp8Linear::Load(*ckpt_, p + "e_proj", d, d));
+  DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Fp8Linear::Load(*ckpt_, p + "h_proj", d, d));
+  DSV4_ASSIGN_OR_RETURN(mtp_.enorm, BindBf16(*ckpt_, p + "enorm.weight", {d}, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_.hnorm, BindBf16(*ckpt_, p + "hnorm.weight", {d}, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_.head.norm, BindBf16(*ckpt_, p + "norm.weight", {d}, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_.head.hc_head, LoadHcWeights(*ckpt_, p + "hc_head", hc_, true, store_));
+  return Status::Ok();
+}
+
+std::unique_ptr<ModelCache> Model::NewCache(int64_t num_slots, const CacheOptions& options) const {
+  std::vector<std::unique_ptr<AttentionCache>> layers;
+  for (const auto& b : blocks_) {
+    // Compressed layers cannot rewind, so a larger ring buys them nothing.
+    const int64_t ring = b->attention().compress_ratio() == 0 ? options.ring_capacity : 0;
+    layers.push_back(b->attention().NewCache(num_slots, ring));
+  }
+  std::unique_ptr<AttentionCache> mtp;
+  if (mtp_block_ != nullptr) mtp = mtp_block_->attention().NewCache(num_slots, options.mtp_ring_capacity);
+  return std::make_unique<ModelCache>(std::move(layers), std::move(mtp), num_slots);
+}
+
+Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache,
+                            int64_t first_layer, int64_t end_layer) const {
+  const int64_t n = batch.num_tokens();
+  if (static_cast<int64_t>(batch.positions.size()) != n) {
+    return InvalidArgument("batch has {} token ids but {} positions", n, batch.positions.size());
+  }
+  int64_t next_row = 0;
+  std::vector<bool> slot_used(Sz(cache.num_slots()), false);
+  for (const SequenceSlice& s : batch.seqs) {
+    if (s.num_tokens < 1 || s.row_offset != next_row || s.start_pos < 0) {
+      return InvalidArgument("batch slice (slot {}, start {}, rows {} at {}) is malformed",
+                             s.cache_slot, s.start_pos, s.num_tokens, s.row_offset);
+    }
+    if (s.cache_slot < 0 || s.cache_slot >= cache.num_slots() || slot_used[Sz(s.cache_slot)]) {
+      return InvalidArgument("batch cache slot {} is out of range [0, {}) or repeated",
+                             s.cache_slot, cache.num_slots());
+    }
+    slot_used[Sz(s.cache_slot)] = true;
+    for (int64_t i = 0; i < s.num_tokens; ++i) {
+      if (batch.positions[Sz(s.row_offset + i)] != s.start_pos + i) {
+        return InvalidArgument("batch row {} has position {}, expected {}", s.row_offset + i,
+                               batch.positions[Sz(s.row_offset + i)], s.start_pos + i);
+      }
+    }
+    next_row += s.num_tokens;
+    for (int64_t l = first_layer; l < end_layer; ++l) {
+      const AttentionCache& c = cache.layer(l);
+      const int64_t cached = c.NumCachedTokens(s.cache_slot);
+      const AttentionCacheGeometry& g = c.geometry();
+      const bool ok = g.compress_ratio != 0
+                          ? s.start_pos == cached
+                          : s.start_pos <= cached &&
+                                cached - s.start_pos <= g.ring_capacity - g.sliding_window;
+      if (!ok) {
+        return FailedPrecondition(
+            "slot {} of layer {} holds {} tokens and cannot continue at position {}",
+            s.cache_slot, l, cached, s.start_pos);
+      }
+    }
+  }
+  if (next_row != n) {
+    return InvalidArgument("batch slices cover {} rows of {}", next_row, n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t id = batch.token_ids[Sz(i)];
+    if (id < 0 || id >= cfg_.vocab_size) {
+      return InvalidArgument("token id {} at row {} is outside the vocabulary [0, {})", id, i,
+                             cfg_.vocab_size);
+    }
+  }
+  for (size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    const int64_t r = batch.logit_rows[i];
+    if (r < 0 || r >= n || (i > 0 && r <= batch.logit_rows[i - 1])) {
+      return InvalidArgument("logit row {} is out of range [0, {}) or not ascending", r, n);
+    }
+  }
+  return Status::Ok();
+}
+
+void Model::EmbedStreams(const int32_t* ids, int64_t n, bf16* streams) const {
+  const int64_t d = cfg_.hidden_size;
+  for (int64_t t = 0; t < n; ++t) {
+    const bf16* row = embed_ + static_cast<int64_t>(ids[t]) * d;
+    for (int64_t j = 0; j < hc_.hc; ++j) {
+      std::memcpy(streams + (t * hc_.hc + j) * d, row, Sz(d) * sizeof(bf16));
+    }
+  }
+}
+
+void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch& batch,
+                 const ForwardOutputs& out, Workspace& ws, ThreadPool* pool) const {
+  const auto r = static_cast<int64_t>(batch.logit_rows.size());
+  if (r == 0 || (out.logits == nullptr && out.hidden == nullptr)) return;
+  const int64_t d = cfg_.hidden_size;
+  const int64_t width = stream_width();
+  bf16* g = ws.Get<bf16>("mdl.hg", Sz(r * width));  // [r, hc, D] gathered rows
+  bf16* y = ws.Get<bf16>("mdl.hy", Sz(r * d));      // [r, D]
+  for (int64_t i = 0; i < r; ++i) {
+    std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width,
+                Sz(width) * sizeof(bf16));
+  }
+  HcHead(hc_, hw.hc_head, g, r, y, ws, pool);
+  kernels::RmsNorm(y, r, d, hw.norm, static_cast<float>(cfg_.rms_norm_eps), y);
+  if (out.hidden != nullptr) std::memcpy(out.hidden, y, Sz(r * d) * sizeof(bf16));
+  if (out.logits != nullptr) {
+    kernels::GemmBf16F32(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+  }
+}
+
+Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,
+                      Workspace& ws, ThreadPool* pool, ModelTrace* trace) const {
+  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, 0, num_layers()));
+  const int64_t n = batch.num_tokens();
+  if (n == 0) return Status::Ok();
+  const size_t elems = Sz(n * stream_width());
+  bf16* cur = ws.Get<bf16>("mdl.s0", elems);  // [n, hc, D]
+  bf16* next = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
+  EmbedStreams(batch.token_ids.data(), n, cur);
+  if (trace != nullptr) {
+    trace->blocks.resize(Sz(num_layers()));
+    trace->layer_streams.resize(trace->capture_streams ? Sz(num_layers()) : 0);
+  }
+  for (int64_t l = 0; l < num_layers(); ++l) {
+    BlockTrace* bt = trace != nullptr ? &trace->blocks[Sz(l)] : nullptr;
+    blocks_[Sz(l)]->Forward(cur, batch, cache.layer(l), next, ws, pool, bt);
+    std::swap(cur, next);
+    if (trace != nullptr && trace->capture_streams) {
+      trace->layer_streams[Sz(l)].assign(cur, cur + elems);
+    }
+  }
+  if (out.streams != nullptr) std::memcpy(out.streams, cur, elems * sizeof(bf16));
+  Head(main_head_, cur, batch, out, ws, pool);
+  return Status::Ok();
+}
+
+Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& cache,
+                         const ForwardOutputs& out, Workspace& ws, ThreadPool* pool,
+                         BlockTrace* trace) const {
+  if (mtp_block_ == nullptr || !cache.has_mtp()) {
+    return FailedPrecondition("the model or its cache was built without the MTP layer");
+  }
+  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, num_layers(), num_layers() + 1));
+  const int64_t n = batch.num_tokens();
+  if (n == 0) return Status::Ok();
+  if (h == nullptr) return InvalidArgument("ForwardMtp needs the main model's streams");
+  const int64_t d = cfg_.hidden_size;
+  const int64_t hc = hc_.hc;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  bf16* e = ws.Get<bf16>("mtp.e", Sz(n * d));        // [n, D]
+  bf16* ep = ws.Get<bf16>("mtp.ep", Sz(n * d));      // [n, D]
+  bf16* hn = ws.Get<bf16>("mtp.hn", Sz(n * hc * d));  // [n, hc, D]
+  bf16* hp = ws.Get<bf16>("mtp.hp", Sz(n * hc * d));  // [n, hc, D]
+  for (int64_t t = 0; t < n; ++t) {
+    std::memcpy(e + t * d, embed_ + static_cast<int64_t>(batch.token_ids[Sz(t)]) * d,
+                Sz(d) * sizeof(bf16));
+  }
+  kernels::RmsNorm(e, n, d, mtp_.enorm, eps, e);
+  kernels::RmsNorm(h, n * hc, d, mtp_.hnorm, eps, hn);  // each stream separately
+  mtp_.e_proj.Forward(e, n, ep, ws, pool);
+  mtp_.h_proj.Forward(hn, n * hc, hp, ws, pool);  // per token and stream
+  const size_t elems = Sz(n * stream_width());
+  bf16* x = ws.Get<bf16>("mdl.s0", elems);  // [n, hc, D]
+  bf16* y = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < hc; ++j) {
+      const bf16* a = ep + t * d;
+      const bf16* b = hp + (t * hc + j) * d;
+      bf16* o = x + (t * hc + j) * d;
+      for (int64_t c = 0; c < d; ++c) o[c] = F32ToBf16(Bf16ToF32(a[c]) + Bf16ToF32(b[c]));
+    }
+  }
+  mtp_block_->Forward(x, batch, cache.layer(num_layers()), y, ws, pool, trace);
+  if (out.streams != nullptr) std::memcpy(out.streams, y, elems * sizeof(bf16));
+  Head(mtp_.head, y, batch, out, ws, pool);
+  return Status::Ok();
+}
+
+Status Model::RunBlock(int64_t layer_id, const bf16* in, const ForwardBatch& batch,
+                       ModelCache& cache, bf16* out, Workspace& ws, ThreadPool* pool,
+                       BlockTrace* trace) const {
+  if (layer_id < 0 || layer_id > num_layers() || (layer_id == num_layers() && !has_mtp())) {
+    return InvalidArgument("no block {} (main layers 0..{}, MTP {})", layer_id,
+                           num_layers() - 1, has_mtp() ? "loaded" : "not loaded");
+  }
+  if (layer_id == num_layers() && !cache.has_mtp()) {
+    return FailedPrecondition("the cache was built without the MTP layer");
+  }
+  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, layer_id, layer_id + 1));
+  if (in == out) return InvalidArgument("RunBlock input and output streams must not alias");
+  const Block& b = layer_id == num_layers() ? *mtp_block_ : *blocks_[Sz(layer_id)];
+  b.Forward(in, batch, cache.layer(layer_id), out, ws, pool, trace);
+  return Status::Ok();
+}
+
+}  // namespace dsv4

@@ -1,0 +1,136 @@
+// The DeepSeek-V4 model: embedding, 4 mHC residual streams, the main blocks,
+// hc_head + RMSNorm + FP32 LM head on requested rows (model.md §3.1, §3.9),
+// and the MTP block (§6.1).  See docs/model.md "Forward pass API".
+//
+// Everything outside attention is per token, and attention's outputs for a
+// sequence depend only on that sequence's positions and cache, so a row's
+// results are bitwise independent of how the batch is composed or chunked.
+//
+// Immutable after Load: one Model serves concurrent forwards, each with its
+// own Workspace and ModelCache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_config.h"
+#include "model/block.h"
+#include "model/forward_batch.h"
+#include "model/linear.h"
+#include "model/mhc.h"
+#include "model/model_cache.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+#include "tensor/numeric.h"
+
+namespace dsv4 {
+
+struct ModelOptions {
+  bool load_mtp = true;  // bind mtp.{0}.* (ignored when the config has no MTP layer)
+};
+
+struct CacheOptions {
+  // Raw-KV ring rows per window-only layer; 0 = sliding_window.  A larger ring
+  // lets a window-only layer re-run its last (ring - window) positions.
+  int64_t ring_capacity = 0;
+  int64_t mtp_ring_capacity = 0;
+};
+
+// Caller-owned outputs of one forward; every pointer is optional.
+struct ForwardOutputs {
+  float* logits = nullptr;  // [logit_rows.size(), vocab] FP32
+  bf16* hidden = nullptr;   // [logit_rows.size(), D] the head input: norm(hc_head(streams))
+  bf16* streams = nullptr;  // [num_tokens, hc, D]: main model: after the last block, before
+                            // hc_head (the MTP input h); MTP: after the MTP block
+};
+
+// Optional debug output of Forward.
+struct ModelTrace {
+  bool capture_streams = false;
+  std::vector<std::vector<bf16>> layer_streams;  // [layer] -> [num_tokens, hc, D] after block
+  std::vector<BlockTrace> blocks;                // [layer]
+};
+
+class Model {
+ public:
+  // Opens <dir>/config.json and the checkpoint.
+  static Result<std::unique_ptr<Model>> Load(const std::string& dir,
+                                             const ModelOptions& options = {});
+  static Result<std::unique_ptr<Model>> Load(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg,
+                                             const ModelOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+  bool has_mtp() const { return mtp_block_ != nullptr; }
+  int64_t num_layers() const { return cfg_.num_hidden_layers; }
+  int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // per token
+
+  std::unique_ptr<ModelCache> NewCache(int64_t num_slots, const CacheOptions& options = {}) const;
+
+  // Main model on any mix of sequences (ForwardBatch).  Writes the requested
+  // outputs; extends each slice's cache slot.  Errors (InvalidArgument /
+  // FailedPrecondition) for a malformed batch, an id >= vocab, or a slice whose
+  // start_pos the cache cannot serve; the cache is untouched then.
+  Status Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,
+                 Workspace& ws, ThreadPool* pool, ModelTrace* trace = nullptr) const;
+
+  // The MTP block (model.md §6.1).  Row r of batch is (token_{q+1} at position
+  // q) and h [num_tokens, hc, D] holds the main model's pre-head streams of
+  // position q (ForwardOutputs::streams).  Uses and extends the MTP cache
+  // (window ring only).  Logits use the MTP's own hc_head/norm and the shared
+  // head.  REQUIRES has_mtp() (else FailedPrecondition).
+  Status ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& cache,
+                    const ForwardOutputs& out, Workspace& ws, ThreadPool* pool,
+                    BlockTrace* trace = nullptr) const;
+
+  // One block on given input streams (layer-by-layer debugging, isolated-block
+  // golden tests): layer_id in [0, num_layers()] (num_layers() = the MTP
+  // block), in/out [num_tokens, hc, D], using cache.layer(layer_id).
+  Status RunBlock(int64_t layer_id, const bf16* in, const ForwardBatch& batch, ModelCache& cache,
+                  bf16* out, Workspace& ws, ThreadPool* pool, BlockTrace* trace = nullptr) const;
+
+  // Block-0 input: embed[ids] copied into all hc streams.  streams [n, hc, D].
+  void EmbedStreams(const int32_t* ids, int64_t n, bf16* streams) const;
+
+ private:
+  struct HeadWeights {
+    HcWeights hc_head;
+    const bf16* norm = nullptr;  // [D]
+  };
+  struct MtpWeights {
+    Fp8Linear e_proj;
+    Fp8Linear h_proj;
+    const bf16* enorm = nullptr;  // [D]
+    const bf16* hnorm = nullptr;  // [D]
+    HeadWeights head;
+  };
+
+  Model() = default;
+  Status Bind(const ModelOptions& options);
+  Status ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
+                       int64_t end_layer) const;
+  // hc_head -> norm -> head on the batch's logit rows of streams [T, hc, D].
+  void Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch& batch,
+            const ForwardOutputs& out, Workspace& ws, ThreadPool* pool) const;
+
+  ModelConfig cfg_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  WeightStore store_;
+  HcShape hc_;
+  const bf16* embed_ = nullptr;  // [vocab, D]
+  const bf16* head_ = nullptr;   // [vocab, D], used as FP32
+  HeadWeights main_head_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<Block> mtp_block_;
+  MtpWeights mtp_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,235 @@
+#include "model/moe.h"
+
+#include <cstring>
+#include <limits>
+
+#include "base/logging.h"
+#include "kernels/moe.h"
+#include "kernels/quant.h"
+#include "model/linear.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr int64_t kActBlock = 128;  // FP8 activation block along K (model.md §4.3)
+
+size_t Sz(int64_t v) { return static_cast<size_t>(v); }
+
+// Picks the top_k largest of score[0..e) by repeated argmax: strict `>` keeps
+// the lower index on exact ties (the documented tie rule).  O(e*k) is nothing
+// next to the router GEMM.
+void TopK(const float* score, int64_t e, int64_t k, int32_t* ids) {
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = -1;
+    float best_v = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < e; ++i) {
+      bool taken = false;
+      for (int64_t p = 0; p < j; ++p) taken |= (ids[p] == i);
+      if (taken) continue;
+      if (best < 0 || score[i] > best_v) {
+        best = i;
+        best_v = score[i];
+      }
+    }
+    ids[j] = static_cast<int32_t>(best);
+  }
+}
+
+// The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs,
+// clamped SwiGLU (times the routing weight if given), FP8 re-quantization, down
+// GEMM.  Gemm is Fp8Gemm or Fp4Gemm; W the matching weight type.
+template <typename W, typename Gemm>
+void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t dim, int64_t inter, float limit,
+                const uint8_t* x_codes, const float* x_scales, int64_t m, const float* row_weight,
+                bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
+  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));   // [m, inter]
+  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));   // [m, inter]
+  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));   // [m, inter]
+  uint8_t* hq = ws.Get<uint8_t>("moe.hq", Sz(m * inter));           // [m, inter]
+  float* hs = ws.Get<float>("moe.hs", Sz(m * (inter / kActBlock)));  // [m, inter/128]
+  gemm(x_codes, x_scales, m, w1, g, pool);
+  gemm(x_codes, x_scales, m, w3, u, pool);
+  kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
+  kernels::ActQuantFp8(h, m, inter, kActBlock, hq, hs);
+  gemm(hq, hs, m, w2, y, pool);
+  (void)dim;
+}
+
+// y[t] = bf16(sum over t's experts in ascending id of fp32(ye) + fp32(shared)).
+// ye [n*k, d] permuted routed outputs; slot maps assignment -> ye row.
+void CombineExperts(const bf16* ye, const int64_t* slot, const int32_t* ids, const bf16* ysh,
+                    int64_t n, int64_t d, int64_t k, bf16* y, int32_t* expert_ids_out,
+                    ThreadPool* pool) {
+  ParallelFor(pool, n, 4, [&](int64_t begin, int64_t end) {
+    int64_t order[64];  // the row's assignments by ascending expert id
+    DSV4_CHECK(k <= 64);
+    for (int64_t t = begin; t < end; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t p = j;
+        while (p > 0 && ids[t * k + order[p - 1]] > ids[t * k + j]) {
+          order[p] = order[p - 1];
+          --p;
+        }
+        order[p] = j;
+      }
+      bf16* out = y + t * d;
+      for (int64_t c = 0; c < d; ++c) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < k; ++j) acc += Bf16ToF32(ye[slot[t * k + order[j]] * d + c]);
+        if (ysh != nullptr) acc += Bf16ToF32(ysh[t * d + c]);
+        out[c] = F32ToBf16(acc);
+      }
+      if (expert_ids_out != nullptr) {
+        for (int64_t j = 0; j < k; ++j) expert_ids_out[t * k + j] = ids[t * k + order[j]];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+MoeShape MoeShape::FromConfig(const ModelConfig& cfg) {
+  MoeShape s;
+  s.dim = cfg.hidden_size;
+  s.inter = cfg.moe_intermediate_size;
+  s.shared_inter = cfg.n_shared_experts * cfg.moe_intermediate_size;
+  s.num_experts = cfg.n_routed_experts;
+  s.top_k = cfg.num_experts_per_tok;
+  s.route_scale = static_cast<float>(cfg.routed_scaling_factor);
+  s.swiglu_limit = static_cast<float>(cfg.swiglu_limit);
+  return s;
+}
+
+Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
+                                  const MoeShape& shape, bool hash, int64_t vocab,
+                                  WeightStore& store) {
+  MoeWeights w;
+  const std::string gate = prefix + ".gate.";
+  DSV4_ASSIGN_OR_RETURN(w.router.gate,
+                        BindBf16(ckpt, gate + "weight", {shape.num_experts, shape.dim}, store));
+  if (hash) {
+    DSV4_ASSIGN_OR_RETURN(w.router.tid2eid, CopyIdTable(ckpt, gate + "tid2eid", vocab,
+                                                        shape.top_k, shape.num_experts, store));
+    w.router.vocab = vocab;
+  } else {
+    DSV4_ASSIGN_OR_RETURN(w.router.bias, CopyF32(ckpt, gate + "bias", {shape.num_experts}, store));
+  }
+  w.experts.resize(Sz(shape.num_experts));
+  for (int64_t e = 0; e < shape.num_experts; ++e) {
+    const std::string p = prefix + ".experts." + std::to_string(e) + ".";
+    RoutedExpertWeights& x = w.experts[Sz(e)];
+    DSV4_ASSIGN_OR_RETURN(x.w1, BindFp4Weight(ckpt, p + "w1", shape.inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(x.w2, BindFp4Weight(ckpt, p + "w2", shape.dim, shape.inter));
+    DSV4_ASSIGN_OR_RETURN(x.w3, BindFp4Weight(ckpt, p + "w3", shape.inter, shape.dim));
+  }
+  if (shape.shared_inter > 0) {
+    const std::string p = prefix + ".shared_experts.";
+    // Fp8Linear holds only views into the mapping, so its weight() outlives it.
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w1, Fp8Linear::Load(ckpt, p + "w1", shape.shared_inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w2, Fp8Linear::Load(ckpt, p + "w2", shape.dim, shape.shared_inter));
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w3, Fp8Linear::Load(ckpt, p + "w3", shape.shared_inter, shape.dim));
+    w.shared.w1 = w1.weight();
+    w.shared.w2 = w2.weight();
+    w.shared.w3 = w3.weight();
+  }
+  return w;
+}
+
+void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const int32_t* token_ids,
+           int64_t n, int32_t* ids, float* weights, float* logits, Workspace& ws,
+           ThreadPool* pool) {
+  const int64_t e = shape.num_experts;
+  const int64_t k = shape.top_k;
+  if (logits == nullptr) logits = ws.Get<float>("moe.logits", Sz(n * e));  // [n, e]
+  float* scores = ws.Get<float>("moe.scores", Sz(n * e));                  // [n, e]
+  float* biased = ws.Get<float>("moe.biased", Sz(e));                      // [e]
+  kernels::GemmBf16F32(x, n, shape.dim, w.gate, e, logits, pool);
+  kernels::SqrtSoftplus(logits, n * e, scores);
+  for (int64_t t = 0; t < n; ++t) {
+    const float* s = scores + t * e;
+    int32_t* row_ids = ids + t * k;
+    if (w.tid2eid != nullptr) {
+      const int64_t id = token_ids[t];
+      DSV4_CHECK(id >= 0 && id < w.vocab);
+      std::memcpy(row_ids, w.tid2eid + id * k, Sz(k) * sizeof(int32_t));
+    } else {
+      for (int64_t i = 0; i < e; ++i) biased[i] = s[i] + w.bias[i];
+      TopK(biased, e, k, row_ids);
+    }
+    // Renormalize the unbiased scores (sqrt-softplus is not a softmax), then
+    // scale; sequential FP32 sum in the returned order.
+    float sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += s[row_ids[j]];
+    for (int64_t j = 0; j < k; ++j) weights[t * k + j] = (s[row_ids[j]] / sum) * shape.route_scale;
+  }
+}
+
+void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
+                         const uint8_t* x_codes, const float* x_scales, int64_t m,
+                         const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool) {
+  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.inter, shape.swiglu_limit, x_codes, x_scales, m,
+             row_weight, y, ws, pool, kernels::Fp4Gemm);
+}
+
+void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
+                         const uint8_t* x_codes, const float* x_scales, int64_t m, bf16* y,
+                         Workspace& ws, ThreadPool* pool) {
+  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.shared_inter, shape.swiglu_limit, x_codes,
+             x_scales, m, nullptr, y, ws, pool, kernels::Fp8Gemm);
+}
+
+void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
+                const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
+                Workspace& ws, ThreadPool* pool) {
+  if (n == 0) return;
+  const int64_t d = shape.dim;
+  const int64_t e = shape.num_experts;
+  const int64_t k = shape.top_k;
+  const int64_t nb = d / kActBlock;
+  const int64_t na = n * k;  // assignments
+  int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));     // [n, k]
+  float* rw = ws.Get<float>("moe.rw", Sz(na));           // [n, k]
+  Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
+
+  // The activation is quantized once; per-row quantization makes gathering
+  // codes identical to quantizing each expert's gathered rows.
+  uint8_t* xq = ws.Get<uint8_t>("moe.xq", Sz(n * d));  // [n, d]
+  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));      // [n, d/128]
+  kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
+
+  // Counting sort of assignments by expert (tokens ascending inside an expert).
+  int64_t* offset = ws.Get<int64_t>("moe.off", Sz(e + 1));  // [e + 1]
+  int64_t* slot = ws.Get<int64_t>("moe.slot", Sz(na));      // assignment -> permuted row
+  std::memset(offset, 0, Sz(e + 1) * sizeof(int64_t));
+  for (int64_t a = 0; a < na; ++a) ++offset[ids[a] + 1];
+  for (int64_t i = 0; i < e; ++i) offset[i + 1] += offset[i];
+  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));  // [e]
+  std::memcpy(fill, offset, Sz(e) * sizeof(int64_t));
+  uint8_t* pq = ws.Get<uint8_t>("moe.pq", Sz(na * d));  // [na, d] permuted codes
+  float* ps = ws.Get<float>("moe.ps", Sz(na * nb));     // [na, d/128]
+  float* pw = ws.Get<float>("moe.pw", Sz(na));          // [na] routing weights
+  for (int64_t a = 0; a < na; ++a) {
+    const int64_t t = a / k;
+    const int64_t p = fill[ids[a]]++;
+    slot[a] = p;
+    std::memcpy(pq + p * d, xq + t * d, Sz(d));
+    std::memcpy(ps + p * nb, xs + t * nb, Sz(nb) * sizeof(float));
+    pw[p] = rw[a];
+  }
+
+  bf16* ye = ws.Get<bf16>("moe.ye", Sz(na * d));  // [na, d] routed outputs, permuted
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t m = offset[i + 1] - offset[i];
+    if (m == 0) continue;
+    RoutedExpertForward(shape, w.experts[Sz(i)], pq + offset[i] * d, ps + offset[i] * nb, m,
+                        pw + offset[i], ye + offset[i] * d, ws, pool);
+  }
+  bf16* ysh = nullptr;
+  if (shape.shared_inter > 0) {
+    ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
+    SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
+  }
+  CombineExperts(ye, slot, ids, ysh, n, d, k, y, expert_ids_out, pool);
+}
+
+}  // namespace dsv4

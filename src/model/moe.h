@@ -1,0 +1,98 @@
+// Mixture of experts (model.md §3.7): sqrt-softplus router with hash routing
+// (tid2eid) on the first num_hash_layers layers and bias-corrected top-k after,
+// MXFP4 routed experts, an FP8 shared expert, clamped SwiGLU, and the
+// reference's combine: FP32 sum of the routed outputs in ascending expert id,
+// the shared expert last, one BF16 rounding.
+//
+// Everything is per token (the expert GEMMs are row independent), so a token's
+// output never depends on which other tokens share the call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_config.h"
+#include "kernels/gemm.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+#include "tensor/numeric.h"
+
+namespace dsv4 {
+
+struct MoeShape {
+  int64_t dim = 0;           // D
+  int64_t inter = 0;         // routed expert width
+  int64_t shared_inter = 0;  // shared expert width (n_shared_experts * inter; 0 = none)
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  float route_scale = 1;
+  float swiglu_limit = 0;
+
+  static MoeShape FromConfig(const ModelConfig& cfg);
+};
+
+struct RouterWeights {
+  const bf16* gate = nullptr;        // [num_experts, dim], used as FP32
+  const float* bias = nullptr;       // [num_experts]; score-routed layers only
+  const int32_t* tid2eid = nullptr;  // [vocab, top_k]; hash-routed layers only
+  int64_t vocab = 0;                 // rows of tid2eid
+};
+
+struct RoutedExpertWeights {
+  kernels::Fp4Weight w1;  // gate [inter, dim]
+  kernels::Fp4Weight w2;  // down [dim, inter]
+  kernels::Fp4Weight w3;  // up   [inter, dim]
+};
+
+struct SharedExpertWeights {
+  kernels::Fp8Weight w1;  // gate [shared_inter, dim]
+  kernels::Fp8Weight w2;  // down [dim, shared_inter]
+  kernels::Fp8Weight w3;  // up   [shared_inter, dim]
+};
+
+struct MoeWeights {
+  RouterWeights router;
+  std::vector<RoutedExpertWeights> experts;  // [num_experts]
+  SharedExpertWeights shared;                // unused when shape.shared_inter == 0
+};
+
+// Binds `<prefix>.gate.*`, `<prefix>.experts.{e}.*`, `<prefix>.shared_experts.*`
+// (prefix e.g. "layers.0.ffn").  hash selects tid2eid routing (no bias).
+Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
+                                  const MoeShape& shape, bool hash, int64_t vocab,
+                                  WeightStore& store);
+
+// Router.  x [n, dim]; token_ids [n] (hash routing only, may be null otherwise).
+// ids/weights [n, top_k]: score-routed rows are in descending biased score
+// (ties: lower expert id first), hash-routed rows in table order; weights are
+// the unbiased scores renormalized over the row, times route_scale.
+// logits [n, num_experts] (FP32) is written if non-null.
+// REQUIRES: hash-routed token ids lie in [0, vocab).
+void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const int32_t* token_ids,
+           int64_t n, int32_t* ids, float* weights, float* logits, Workspace& ws,
+           ThreadPool* pool);
+
+// One routed expert on m rows whose activation is already FP8-quantized
+// (x_codes [m, dim], x_scales [m, dim/128]); row_weight [m] multiplies the
+// SwiGLU output before w2.  y [m, dim] BF16.
+void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
+                         const uint8_t* x_codes, const float* x_scales, int64_t m,
+                         const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool);
+
+// The shared expert (no routing weight).  y [m, dim] BF16.
+void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
+                         const uint8_t* x_codes, const float* x_scales, int64_t m, bf16* y,
+                         Workspace& ws, ThreadPool* pool);
+
+// The whole MoE: x [n, dim] -> y [n, dim].  expert_ids_out [n, top_k], if
+// non-null, receives each row's routed experts sorted ascending (debugging and
+// golden comparison).  y must not alias x.
+void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
+                const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
+                Workspace& ws, ThreadPool* pool);
+
+}  // namespace dsv4

@@ -1,32 +1,149 @@
+// Dispatch and driver of the linear-layer kernels: prepares the activations
+// once per call, then splits the output columns into fixed panels over the
+// thread pool (static ranges, so a column's arithmetic never depends on the
+// thread count).  Design notes: docs/kernels.md.
 #include "kernels/gemm.h"
 
+#include <array>
+#include <memory>
+
+#include "base/logging.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/dispatch.h"
 #include "kernels/ref/gemm_ref.h"
 
 namespace dsv4::kernels {
 
+namespace {
+
+// Each thread's share should stream at least this much weight data, or the
+// wake-up costs more than it saves.
+constexpr int64_t kMinBytesPerTask = 64 * 1024;
+
+int64_t PanelWidth(Isa isa) { return isa == Isa::kAvx512 ? cpu::kPanelAvx512 : cpu::kPanelAvx2; }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t Grain(int64_t bytes_per_panel) {
+  return std::max<int64_t>(1, CeilDiv(kMinBytesPerTask, std::max<int64_t>(1, bytes_per_panel)));
+}
+
+// Decoded activation codes: e4m3 value · `factor` for each code byte.
+std::array<float, 256> E4M3Table(float factor) {
+  std::array<float, 256> t;
+  for (int c = 0; c < 256; ++c) t[c] = E4M3ToF32(static_cast<uint8_t>(c)) * factor;
+  return t;
+}
+
+std::unique_ptr<float[]> Floats(int64_t n) {
+  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+}
+
+}  // namespace
+
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
              bf16* y, ThreadPool* pool) {
-  ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
+  DSV4_CHECK(w.in % 128 == 0);
+  if (m <= 0) return;
+  // ×2^8 compensates the kernels' FP16 route for the weights (gemm_cpu.h).
+  static const std::array<float, 256> kTable = E4M3Table(256.0f);
+  auto x = Floats(m * w.in);  // [m, in]
+  for (int64_t i = 0; i < m * w.in; ++i) x[i] = kTable[x_codes[i]];
+  const cpu::Fp8GemmArgs args{x.get(), x_scales, m, w, y};
+  const int64_t width = PanelWidth(isa);
+  ParallelFor(pool, CeilDiv(w.out, width), Grain(width * w.in), [&](int64_t b, int64_t e) {
+    if (isa == Isa::kAvx512) {
+      cpu::Fp8GemmPanelsAvx512(args, b, e);
+    } else {
+      cpu::Fp8GemmPanelsAvx2(args, b, e);
+    }
+  });
 }
 
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w,
              bf16* y, ThreadPool* pool) {
-  ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
+  DSV4_CHECK(w.in % 128 == 0);
+  if (m <= 0) return;
+  static const std::array<float, 256> kTable = E4M3Table(1.0f);
+  const int64_t width = PanelWidth(isa);
+  // Groups of 2·lanes (= 2·panel width) elements: even elements, then odd.
+  const int64_t group = 2 * width;
+  const int64_t half = width;
+  auto x = Floats(m * w.in);  // [m, in], permuted within groups
+  for (int64_t i = 0; i < m * w.in; i += group) {
+    for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
+  }
+  const cpu::Fp4GemmArgs args{x.get(), x_scales, m, w, y};
+  ParallelFor(pool, CeilDiv(w.out, width), Grain(width * w.in / 2), [&](int64_t b, int64_t e) {
+    if (isa == Isa::kAvx512) {
+      cpu::Fp4GemmPanelsAvx512(args, b, e);
+    } else {
+      cpu::Fp4GemmPanelsAvx2(args, b, e);
+    }
+  });
 }
+
+namespace {
+
+// Shared driver of the three dense GEMMs: x rows (stride ldx) to FP32 with
+// zero padding to a multiple of 16, then panels.
+void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w_bf16,
+               const float* w_f32, int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy,
+               ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t ldxf = CeilDiv(k, 16) * 16;
+  auto xf = Floats(m * ldxf);  // [m, ldxf]
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
+    for (int64_t i = k; i < ldxf; ++i) xf[r * ldxf + i] = 0.0f;
+  }
+  cpu::DenseGemmArgs args;
+  args.x = xf.get();
+  args.ldx = ldxf;
+  args.m = m;
+  args.k = k;
+  args.w_bf16 = w_bf16;
+  args.w_f32 = w_f32;
+  args.n = n;
+  args.y_bf16 = y_bf16;
+  args.y_f32 = y_f32;
+  args.ldy = ldy;
+  const int64_t width = PanelWidth(isa);
+  const int64_t bytes_per_panel = width * k * (w_f32 != nullptr ? 4 : 2);
+  ParallelFor(pool, CeilDiv(n, width), Grain(bytes_per_panel), [&](int64_t b, int64_t e) {
+    if (isa == Isa::kAvx512) {
+      cpu::DenseGemmPanelsAvx512(args, b, e);
+    } else {
+      cpu::DenseGemmPanelsAvx2(args, b, e);
+    }
+  });
+}
+
+}  // namespace
 
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n,
               bf16* y, int64_t ldy, ThreadPool* pool) {
-  ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
+  DenseGemm(isa, x, ldx, m, k, w, nullptr, n, y, nullptr, ldy, pool);
 }
 
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool) {
-  ref::GemmBf16F32(x, m, k, w, n, y, pool);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
+  DenseGemm(isa, x, k, m, k, w, nullptr, n, nullptr, y, n, pool);
 }
 
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
                   ThreadPool* pool) {
-  ref::GemmBf16xF32(x, m, k, w, n, y, pool);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::GemmBf16xF32(x, m, k, w, n, y, pool);
+  DenseGemm(isa, x, k, m, k, nullptr, w, n, nullptr, y, n, pool);
 }
 
 }  // namespace dsv4::kernels

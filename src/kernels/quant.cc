@@ -1,5 +1,7 @@
 #include "kernels/quant.h"
 
+#include "kernels/cpu/quant_cpu.h"
+#include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
 
 namespace dsv4::kernels {
@@ -11,6 +13,13 @@ float Fp4BlockScale(float amax) { return ref::Fp4BlockScale(amax); }
 
 void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
                  float* scales) {
+  if (block % 32 == 0) {
+    switch (ActiveIsa()) {
+      case Isa::kAvx512: return cpu::ActQuantFp8Avx512(x, rows, cols, block, codes, scales);
+      case Isa::kAvx2: return cpu::ActQuantFp8Avx2(x, rows, cols, block, codes, scales);
+      case Isa::kScalar: break;
+    }
+  }
   ref::ActQuantFp8(x, rows, cols, block, codes, scales);
 }
 

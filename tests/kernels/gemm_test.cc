@@ -4,6 +4,7 @@
 // thread count).
 #include "kernels/gemm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -156,6 +157,329 @@ TEST(GemmGolden, Fp4Gemm) {
       Fp4Gemm(x_codes.data(), x_scales.data(), c.m, w, got.data(), &pool);
       ExpectGemmTolerance(got, want, std::string(IsaName(isa)) + " " + name);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Differential tests: every SIMD path against the scalar reference.
+//
+// Tolerance from the math: both sides add the same terms in FP32 in different
+// orders.  A sum of n terms carries an error of at most (n-1)·2^-24·Σ|term|,
+// so the two FP32 results differ by at most 2·n·2^-24·S with S = Σ|term|
+// (for FP32-weight GEMMs the products themselves are rounded: one more term
+// per product, covered by using n = K + 1).  After the BF16 rounding the
+// outputs may additionally straddle a rounding boundary: one BF16 ulp.  And
+// since FP32 order noise is ~2^-16 of a BF16 ulp on non-cancelling sums, at
+// most 1 % of the elements may differ at all.
+
+double Bf16Ulp(double v) {
+  const double a = std::fabs(v);
+  if (a == 0.0) return std::ldexp(1.0, -133);
+  return std::ldexp(1.0, static_cast<int>(std::floor(std::log2(a))) - 7);
+}
+
+struct DiffCounter {
+  int64_t num_elements = 0;
+  int64_t num_differ = 0;
+  void ExpectFractionSmall(const std::string& what) const {
+    EXPECT_LE(static_cast<double>(num_differ), 0.01 * static_cast<double>(num_elements))
+        << what << ": " << num_differ << " of " << num_elements << " elements differ";
+  }
+};
+
+// got/want BF16, abs_sum[i] = S of element i.
+void ExpectBf16WithinBound(const bf16* got, const bf16* want, const std::vector<double>& abs_sum,
+                           int64_t terms, const std::string& what, DiffCounter* counter) {
+  const double gamma = 2.0 * static_cast<double>(terms) * std::ldexp(1.0, -24);
+  for (size_t i = 0; i < abs_sum.size(); ++i) {
+    const double g = Bf16ToF32(got[i]), w = Bf16ToF32(want[i]);
+    const double bound = gamma * abs_sum[i] + Bf16Ulp(std::max(std::fabs(g), std::fabs(w)));
+    ASSERT_LE(std::fabs(g - w), bound) << what << " element " << i << " got " << g << " want " << w;
+    counter->num_differ += (got[i].bits != want[i].bits) && !(g == 0.0 && w == 0.0);
+  }
+  counter->num_elements += static_cast<int64_t>(abs_sum.size());
+}
+
+void ExpectF32WithinBound(const float* got, const float* want, const std::vector<double>& abs_sum,
+                          int64_t terms, const std::string& what) {
+  const double gamma = 2.0 * static_cast<double>(terms) * std::ldexp(1.0, -24);
+  for (size_t i = 0; i < abs_sum.size(); ++i) {
+    ASSERT_LE(std::fabs(static_cast<double>(got[i]) - want[i]), gamma * abs_sum[i])
+        << what << " element " << i << " got " << got[i] << " want " << want[i];
+  }
+}
+
+// Random BF16 activations quantized by the (golden-tested) reference:
+// rows ~N(0,1)·10^U(-2,2), every fifth row zero.
+struct QuantizedActivation {
+  std::vector<uint8_t> codes;  // [m, k]
+  std::vector<float> scales;   // [m, k/128]
+};
+
+QuantizedActivation RandomActivation(int64_t m, int64_t k, std::mt19937* rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> decade(-2.0f, 2.0f);
+  std::vector<bf16> x(m * k);
+  for (int64_t r = 0; r < m; ++r) {
+    const float scale = (r % 5 == 4) ? 0.0f : std::pow(10.0f, decade(*rng));
+    for (int64_t i = 0; i < k; ++i) x[r * k + i] = F32ToBf16(normal(*rng) * scale);
+  }
+  QuantizedActivation a;
+  a.codes.resize(m * k);
+  a.scales.resize(m * k / 128);
+  ActQuantFp8(x.data(), m, k, 128, a.codes.data(), a.scales.data());
+  return a;
+}
+
+// Random bytes at a deliberately odd address (safetensors offsets).
+struct Misaligned {
+  std::vector<uint8_t> storage;
+  uint8_t* data() { return storage.data() + 1; }
+};
+
+Misaligned RandomBytes(int64_t n, std::mt19937* rng, uint8_t lo, uint8_t hi, bool no_nan) {
+  std::uniform_int_distribution<int> byte(lo, hi);
+  Misaligned b;
+  b.storage.resize(n + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t v = static_cast<uint8_t>(byte(*rng));
+    if (no_nan && (v & 0x7f) == 0x7f) v &= 0xfe;  // e4m3 NaN codes
+    b.storage[i + 1] = v;
+  }
+  return b;
+}
+
+constexpr int64_t kDiffM[] = {0, 1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 70};
+constexpr int64_t kDiffN[] = {1, 7, 17, 33, 200};
+
+std::vector<Isa> SimdIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : AllIsas()) {
+    if (isa != Isa::kScalar) out.push_back(isa);
+  }
+  return out;
+}
+
+TEST(GemmDifferential, Fp8GemmMatchesReference) {
+  std::mt19937 rng(7);
+  std::vector<DiffCounter> counters(SimdIsas().size());
+  for (int64_t k : {128, 384}) {
+    for (int64_t n : kDiffN) {
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      Misaligned scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      for (int64_t m : kDiffM) {
+        const QuantizedActivation a = RandomActivation(m, k, &rng);
+        std::vector<bf16> want(m * n), got(m * n + 1);
+        ref::Fp8Gemm(a.codes.data(), a.scales.data(), m, w, want.data(), nullptr);
+        std::vector<double> abs_sum(m * n, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            for (int64_t i = 0; i < k; ++i) {
+              const double s = a.scales[r * (k / 128) + i / 128] *
+                               E8M0ToF32(scales.data()[(c / 128) * (k / 128) + i / 128]);
+              abs_sum[r * n + c] += std::fabs(E4M3ToF32(a.codes[r * k + i]) *
+                                              E4M3ToF32(codes.data()[c * k + i]) * s);
+            }
+          }
+        }
+        ThreadPool pool(2);
+        for (size_t t = 0; t < SimdIsas().size(); ++t) {
+          IsaScope scope(SimdIsas()[t]);
+          Fp8Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
+          ExpectBf16WithinBound(got.data() + 1, want.data(), abs_sum, k,
+                                std::string(IsaName(SimdIsas()[t])) + " m" + std::to_string(m) +
+                                    " k" + std::to_string(k) + " n" + std::to_string(n),
+                                &counters[t]);
+        }
+      }
+    }
+  }
+  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+}
+
+TEST(GemmDifferential, Fp4GemmMatchesReference) {
+  std::mt19937 rng(11);
+  std::vector<DiffCounter> counters(SimdIsas().size());
+  for (int64_t k : {128, 384}) {
+    for (int64_t n : kDiffN) {
+      Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
+      Misaligned scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
+      const Fp4Weight w{packed.data(), scales.data(), n, k};
+      for (int64_t m : kDiffM) {
+        const QuantizedActivation a = RandomActivation(m, k, &rng);
+        std::vector<bf16> want(m * n), got(m * n + 1);
+        ref::Fp4Gemm(a.codes.data(), a.scales.data(), m, w, want.data(), nullptr);
+        std::vector<double> abs_sum(m * n, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            for (int64_t i = 0; i < k; ++i) {
+              const uint8_t byte = packed.data()[c * (k / 2) + i / 2];
+              const float wv = E2M1ToF32((i & 1) ? byte >> 4 : byte & 0xf) *
+                               E8M0ToF32(scales.data()[c * (k / 32) + i / 32]);
+              abs_sum[r * n + c] += std::fabs(E4M3ToF32(a.codes[r * k + i]) * wv *
+                                              a.scales[r * (k / 128) + i / 128]);
+            }
+          }
+        }
+        ThreadPool pool(3);
+        for (size_t t = 0; t < SimdIsas().size(); ++t) {
+          IsaScope scope(SimdIsas()[t]);
+          Fp4Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
+          ExpectBf16WithinBound(got.data() + 1, want.data(), abs_sum, k,
+                                std::string(IsaName(SimdIsas()[t])) + " m" + std::to_string(m) +
+                                    " k" + std::to_string(k) + " n" + std::to_string(n),
+                                &counters[t]);
+        }
+      }
+    }
+  }
+  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+}
+
+std::vector<bf16> RandomBf16(int64_t n, std::mt19937* rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> v(n);
+  for (auto& e : v) e = F32ToBf16(normal(*rng));
+  return v;
+}
+
+// Dense weights at misaligned addresses: BF16 at an odd byte, FP32 at 2 mod 4.
+struct DenseWeights {
+  std::vector<uint8_t> bf16_storage, f32_storage;
+  const bf16* Bf16() const { return reinterpret_cast<const bf16*>(bf16_storage.data() + 1); }
+  const float* F32() const { return reinterpret_cast<const float*>(f32_storage.data() + 2); }
+  float F32At(int64_t i) const {
+    float v;
+    std::memcpy(&v, f32_storage.data() + 2 + 4 * i, 4);
+    return v;
+  }
+  float Bf16At(int64_t i) const {
+    uint16_t u;
+    std::memcpy(&u, bf16_storage.data() + 1 + 2 * i, 2);
+    return Bf16ToF32(bf16{u});
+  }
+};
+
+DenseWeights RandomDense(int64_t n, std::mt19937* rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  DenseWeights d;
+  d.bf16_storage.resize(2 * n + 1);
+  d.f32_storage.resize(4 * n + 2);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = normal(*rng);
+    const uint16_t u = F32ToBf16(v).bits;
+    std::memcpy(d.bf16_storage.data() + 1 + 2 * i, &u, 2);
+    std::memcpy(d.f32_storage.data() + 2 + 4 * i, &v, 4);
+  }
+  return d;
+}
+
+TEST(GemmDifferential, DenseGemmsMatchReference) {
+  std::mt19937 rng(13);
+  std::vector<DiffCounter> counters(SimdIsas().size());
+  for (int64_t k : {1, 15, 17, 130, 300}) {
+    for (int64_t n : kDiffN) {
+      const DenseWeights w = RandomDense(n * k, &rng);
+      for (int64_t m : kDiffM) {
+        const int64_t ldx = k + 3, ldy = n + 2;
+        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+        std::vector<bf16> xc(m * k);  // contiguous copy for the unstrided APIs
+        for (int64_t r = 0; r < m; ++r) std::memcpy(&xc[r * k], &x[r * ldx], k * sizeof(bf16));
+        std::vector<double> sum_bf16(m * n, 0.0), sum_f32(m * n, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            for (int64_t i = 0; i < k; ++i) {
+              const double xv = Bf16ToF32(x[r * ldx + i]);
+              sum_bf16[r * n + c] += std::fabs(xv * w.Bf16At(c * k + i));
+              sum_f32[r * n + c] += std::fabs(xv * w.F32At(c * k + i));
+            }
+          }
+        }
+        std::vector<bf16> want_y(m * ldy), got_y(m * ldy);
+        std::vector<float> want_f(m * n), got_f(m * n);
+        ref::GemmBf16(x.data(), ldx, m, k, w.Bf16(), n, want_y.data(), ldy, nullptr);
+        ThreadPool pool(2);
+        for (size_t t = 0; t < SimdIsas().size(); ++t) {
+          const std::string what = std::string(IsaName(SimdIsas()[t])) + " m" + std::to_string(m) +
+                                   " k" + std::to_string(k) + " n" + std::to_string(n);
+          IsaScope scope(SimdIsas()[t]);
+          std::vector<bf16> got_rows(m * n), want_rows(m * n);
+          std::fill(got_y.begin(), got_y.end(), bf16{0x1234});
+          GemmBf16(x.data(), ldx, m, k, w.Bf16(), n, got_y.data(), ldy, &pool);
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t c = 0; c < n; ++c) {
+              got_rows[r * n + c] = got_y[r * ldy + c];
+              want_rows[r * n + c] = want_y[r * ldy + c];
+            }
+            for (int64_t c = n; c < ldy; ++c) ASSERT_EQ(got_y[r * ldy + c].bits, 0x1234) << what;
+          }
+          ExpectBf16WithinBound(got_rows.data(), want_rows.data(), sum_bf16, k, "GemmBf16 " + what,
+                                &counters[t]);
+          ref::GemmBf16F32(xc.data(), m, k, w.Bf16(), n, want_f.data(), nullptr);
+          GemmBf16F32(xc.data(), m, k, w.Bf16(), n, got_f.data(), &pool);
+          ExpectF32WithinBound(got_f.data(), want_f.data(), sum_bf16, k, "GemmBf16F32 " + what);
+          ref::GemmBf16xF32(xc.data(), m, k, w.F32(), n, want_f.data(), nullptr);
+          GemmBf16xF32(xc.data(), m, k, w.F32(), n, got_f.data(), &pool);
+          ExpectF32WithinBound(got_f.data(), want_f.data(), sum_f32, k + 1, "GemmBf16xF32 " + what);
+        }
+      }
+    }
+  }
+  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+}
+
+// ---------------------------------------------------------------------------
+// Batch invariance: on every ISA, row r of an M-row call is bitwise equal to
+// the M = 1 call on that row alone, for 1, 2 and 3 threads.  N is large
+// enough that the thread pool really splits the panels.
+
+template <typename T, typename Call>
+void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& what) {
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    std::vector<T> single(m * n);
+    for (int64_t r = 0; r < m; ++r) call(r, 1, single.data() + r * n, nullptr);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<T> batch(m * n);
+      call(0, m, batch.data(), &pool);
+      ASSERT_EQ(std::memcmp(batch.data(), single.data(), m * n * sizeof(T)), 0)
+          << what << " " << IsaName(isa) << " threads " << threads;
+    }
+  }
+}
+
+TEST(GemmBatchInvariance, AllKernels) {
+  std::mt19937 rng(17);
+  const int64_t n = 1100;
+  for (int64_t m : {13, 70}) {
+    const int64_t k = 512;
+    const QuantizedActivation a = RandomActivation(m, k, &rng);
+    Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+    Misaligned fp8_scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+    const Fp8Weight w8{codes.data(), fp8_scales.data(), n, k};
+    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+      Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w8, y, pool);
+    }, "Fp8Gemm m" + std::to_string(m));
+    Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
+    Misaligned fp4_scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
+    const Fp4Weight w4{packed.data(), fp4_scales.data(), n, k};
+    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+      Fp4Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w4, y, pool);
+    }, "Fp4Gemm m" + std::to_string(m));
+    const int64_t kd = 300;
+    const DenseWeights wd = RandomDense(n * kd, &rng);
+    const std::vector<bf16> x = RandomBf16(m * kd, &rng);
+    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+      GemmBf16(x.data() + r0 * kd, kd, rows, kd, wd.Bf16(), n, y, n, pool);
+    }, "GemmBf16 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+      GemmBf16F32(x.data() + r0 * kd, rows, kd, wd.Bf16(), n, y, pool);
+    }, "GemmBf16F32 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+      GemmBf16xF32(x.data() + r0 * kd, rows, kd, wd.F32(), n, y, pool);
+    }, "GemmBf16xF32 m" + std::to_string(m));
   }
 }
 

@@ -175,3 +175,51 @@ TEST(QuantGolden, Fp4QuantEdge) { CheckFp4Quant("edge"); }
 
 }  // namespace
 }  // namespace dsv4::kernels
+
+namespace dsv4::kernels {
+namespace {
+
+// BF16 rows whose 32-blocks span the whole dynamic range (including zero
+// blocks, e4m3-subnormal results and ties), stored at an odd bf16 offset.
+std::vector<bf16> RandomRows(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 40);
+  std::vector<bf16> x(rows * cols + 1);
+  for (int64_t b = 0; b < rows * cols; b += 32) {
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    const int kind = static_cast<int>(rng() % 8);
+    for (int64_t i = 0; i < 32; ++i) {
+      float v = normal(rng) * scale;
+      if (kind == 0) v = 0.0f;
+      if (kind == 1 && i % 3 == 0) v = -0.0f;
+      // kind 2: e4m3 grid midpoints (exact ties after scaling).
+      if (kind == 2) v = (static_cast<float>(rng() % 64) + 0.5f) * 0x1p-9f * scale;
+      x[1 + b + i] = F32ToBf16(v);
+    }
+  }
+  return x;
+}
+
+TEST(QuantDifferential, ActQuantFp8MatchesReferenceExactly) {
+  for (int64_t block : {32, 64, 128}) {
+    for (int64_t rows : {0, 1, 3, 7}) {
+      const int64_t cols = block * 3;
+      const auto storage = RandomRows(rows, cols, static_cast<uint32_t>(block * 31 + rows));
+      const bf16* x = storage.data() + 1;  // misaligned by one element
+      std::vector<uint8_t> want_codes(rows * cols + 1, 0xff), got_codes(rows * cols + 1);
+      std::vector<float> want_scales(rows * 3), got_scales(rows * 3);
+      ref::ActQuantFp8(x, rows, cols, block, want_codes.data() + 1, want_scales.data());
+      for (Isa isa : AllIsas()) {
+        IsaScope scope(isa);
+        std::fill(got_codes.begin(), got_codes.end(), 0xff);
+        ActQuantFp8(x, rows, cols, block, got_codes.data() + 1, got_scales.data());
+        EXPECT_EQ(got_codes, want_codes) << IsaName(isa) << " block " << block << " rows " << rows;
+        EXPECT_EQ(got_scales, want_scales) << IsaName(isa) << " block " << block;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

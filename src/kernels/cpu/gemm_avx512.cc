@@ -1,0 +1,277 @@
+// AVX-512 panel kernels of gemm_cpu.h.  Layout and numerics: docs/kernels.md.
+//
+// One panel = 16 output columns.  For each 128-wide K block, column c's
+// products with a row are accumulated in 16 lanes (lane l takes k = l, l+16,
+// ... in order), the 16 lane vectors of a panel are summed by one fixed
+// transpose-and-add tree (Reduce16), and the block's 16 partial sums are
+// scaled and added to the row's accumulator.  The same function computes a
+// row whatever M is, so results are batch invariant.
+// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
+// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/gemm_cpu.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+constexpr int64_t kP = kPanelAvx512;
+// Rows per tile: a tile's activation block (64 rows x 128 floats = 32 KB)
+// stays in L1/L2 while the panel's decoded weight block (8 KB) is reused.
+constexpr int64_t kMTile = 64;
+// Dense kernels keep 16 lane vectors per row between K chunks: 32 KB.
+constexpr int64_t kDenseMTile = 32;
+constexpr int64_t kChunk = 128;  // K elements per decoded weight chunk
+constexpr int kVecs = 8;         // vectors per chunk
+
+int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+float E8M0Value(uint8_t byte) {
+  uint32_t bits = static_cast<uint32_t>(byte) << 23;
+  if (byte == 0) bits = 0x00400000u;    // 2^-127, an FP32 subnormal
+  if (byte == 255) bits = 0x7fc00000u;  // NaN
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+__mmask16 TailMask(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1);
+}
+
+// 32 e4m3 codes -> 32 floats equal to value·2^-8, exactly: each code becomes
+// the FP16 with the same sign, exponent field and mantissa (bias 15 instead
+// of 7); e4m3 subnormals become FP16 subnormals, which vcvtph2ps widens
+// exactly.  Four integer/convert ops per 16 weights, no FP32 denormals.
+void DecodeE4M3x32(const uint8_t* p, __m512* out) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  __m512i h = _mm512_slli_epi16(_mm512_cvtepi8_epi16(b), 7);
+  // The sign-extended byte leaves a second sign copy in bit 14.
+  h = _mm512_and_si512(h, _mm512_set1_epi16(static_cast<int16_t>(0xbfff)));
+  out[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+  out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+
+void DecodeFp8Block(const uint8_t* codes, __m512* w) {
+  for (int i = 0; i < 4; ++i) DecodeE4M3x32(codes + 32 * i, w + 2 * i);
+}
+
+// 128 packed e2m1 weights of one row (64 bytes, 4 scale bytes) -> 8 vectors,
+// each value multiplied by its block scale (exact: powers of two).  Vector
+// 2j holds the even elements of 32-block j, vector 2j+1 the odd ones.
+void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m512* w) {
+  const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
+                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  for (int j = 0; j < 4; ++j) {
+    const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(E8M0Value(scales[j])));
+    const __m512i d =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + 16 * j)));
+    w[2 * j] = _mm512_permutexvar_ps(d, t);  // uses the low 4 bits: low nibble
+    w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), t);
+  }
+}
+
+// Up to 128 dense weights of one row -> ceil(count/16) vectors, zero padded.
+void DecodeDenseChunk(const bf16* w, int64_t count, __m512* out) {
+  for (int v = 0; v * 16 < count; ++v) {
+    const __m256i h = _mm256_maskz_loadu_epi16(TailMask(count - 16 * v), w + 16 * v);
+    out[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+void DecodeDenseChunk(const float* w, int64_t count, __m512* out) {
+  for (int v = 0; v * 16 < count; ++v) {
+    out[v] = _mm512_maskz_loadu_ps(TailMask(count - 16 * v), w + 16 * v);
+  }
+}
+
+// The per-block lane chain of the block-scaled GEMMs.  Every product is exact
+// (e4m3 x e4m3, or e4m3 x scaled e2m1), so FMA equals multiply-then-add.
+__m512 Chain8(const __m512* w, const __m512* x) {
+  __m512 lane = _mm512_mul_ps(w[0], x[0]);
+  for (int i = 1; i < kVecs; ++i) lane = _mm512_fmadd_ps(w[i], x[i], lane);
+  return lane;
+}
+
+// Sums each of 16 lane vectors.  Result lane 4·(c%4) + c/4 holds the sum of
+// v[c] (UnpermuteColumns restores column order); the tree is fixed: lanes
+// l and l+8, then l+4, l+2, l+1.
+__m512 Reduce16(const __m512* v) {
+  __m512 s[8], t[4], u[2];
+  for (int i = 0; i < 8; ++i) {
+    s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xdd));
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xdd));
+}
+
+__m512 UnpermuteColumns(__m512 r) {
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(idx, r);
+}
+
+// Round to nearest even like F32ToBf16 (NaN stays a quiet NaN); stores count.
+void StoreBf16(bf16* y, __m512 v, int64_t count) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+  r = _mm512_srli_epi32(r, 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  _mm256_mask_storeu_epi16(y, TailMask(count), _mm512_cvtepi32_epi16(r));
+}
+
+// Block-scaled GEMM over panels.  decode(col, kb, w[8]) yields the block's
+// weights; panel_scale(n0, kb) the per-panel weight scale (1 when the scale
+// is folded into the decoded weights).  acc += parts · (sa · panel_scale).
+template <typename Decode, typename PanelScale>
+void BlockScaledPanels(const float* x, const float* x_scales, int64_t m, int64_t k, int64_t n,
+                       bf16* y, int64_t panel_begin, int64_t panel_end, Decode decode,
+                       PanelScale panel_scale) {
+  const int64_t num_kb = k / 128;
+  alignas(64) __m512 wdec[kP][kVecs];  // the panel's current block, decoded
+  alignas(64) __m512 acc[kMTile];      // per row, columns permuted as Reduce16
+  __m512 lanes[kP], lanes2[kP];
+  for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
+    const int64_t mt = Min(kMTile, m - m0);
+    for (int64_t p = panel_begin; p < panel_end; ++p) {
+      const int64_t n0 = p * kP;
+      const int64_t nc = Min(kP, n - n0);
+      for (int64_t r = 0; r < mt; ++r) acc[r] = _mm512_setzero_ps();
+      for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
+      for (int64_t kb = 0; kb < num_kb; ++kb) {
+        const float sw = panel_scale(n0, kb);
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+        int64_t r = 0;
+        // Two rows share each weight load; the per-row arithmetic is the
+        // same as in the one-row tail, so pairing never changes a result.
+        for (; r + 2 <= mt; r += 2) {
+          __m512 xa[kVecs], xb[kVecs];
+          const float* pa = x + (m0 + r) * k + kb * 128;
+          for (int i = 0; i < kVecs; ++i) {
+            xa[i] = _mm512_loadu_ps(pa + 16 * i);
+            xb[i] = _mm512_loadu_ps(pa + k + 16 * i);
+          }
+          for (int64_t c = 0; c < nc; ++c) {
+            lanes[c] = Chain8(wdec[c], xa);
+            lanes2[c] = Chain8(wdec[c], xb);
+          }
+          const float sa = x_scales[(m0 + r) * num_kb + kb];
+          const float sb = x_scales[(m0 + r + 1) * num_kb + kb];
+          acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
+          acc[r + 1] =
+              _mm512_add_ps(acc[r + 1], _mm512_mul_ps(Reduce16(lanes2), _mm512_set1_ps(sb * sw)));
+        }
+        for (; r < mt; ++r) {
+          __m512 xa[kVecs];
+          const float* pa = x + (m0 + r) * k + kb * 128;
+          for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
+          for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain8(wdec[c], xa);
+          const float sa = x_scales[(m0 + r) * num_kb + kb];
+          acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
+        }
+      }
+      for (int64_t r = 0; r < mt; ++r) StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);
+    }
+  }
+}
+
+// Dense GEMM: lane vectors run over the whole K (chunks in order) and are
+// reduced once at the end.
+template <typename W>
+void DensePanels(const DenseGemmArgs& a, const W* w, int64_t panel_begin, int64_t panel_end) {
+  alignas(64) __m512 wdec[kP][kVecs];
+  alignas(64) __m512 lanes[kDenseMTile][kP];
+  for (int64_t m0 = 0; m0 < a.m; m0 += kDenseMTile) {
+    const int64_t mt = Min(kDenseMTile, a.m - m0);
+    for (int64_t p = panel_begin; p < panel_end; ++p) {
+      const int64_t n0 = p * kP;
+      const int64_t nc = Min(kP, a.n - n0);
+      for (int64_t r = 0; r < mt; ++r) {
+        for (int c = 0; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
+      }
+      if (mt == 1) {
+        // Decode-time GEMV: stream each weight row once, in K order.
+        for (int64_t c = 0; c < nc; ++c) {
+          __m512 lane = _mm512_setzero_ps();
+          for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+            const int64_t count = Min(kChunk, a.k - k0);
+            DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[0]);
+            for (int v = 0; v * 16 < count; ++v) {
+              lane = _mm512_fmadd_ps(wdec[0][v], _mm512_loadu_ps(a.x + m0 * a.ldx + k0 + 16 * v), lane);
+            }
+          }
+          lanes[0][c] = lane;
+        }
+      } else {
+        for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+          const int64_t count = Min(kChunk, a.k - k0);
+          for (int64_t c = 0; c < nc; ++c) DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[c]);
+          for (int64_t r = 0; r < mt; ++r) {
+            const float* xr = a.x + (m0 + r) * a.ldx + k0;
+            for (int64_t c = 0; c < nc; ++c) {
+              __m512 lane = lanes[r][c];
+              for (int v = 0; v * 16 < count; ++v) {
+                lane = _mm512_fmadd_ps(wdec[c][v], _mm512_loadu_ps(xr + 16 * v), lane);
+              }
+              lanes[r][c] = lane;
+            }
+          }
+        }
+      }
+      for (int64_t r = 0; r < mt; ++r) {
+        const __m512 out = UnpermuteColumns(Reduce16(lanes[r]));
+        if (a.y_bf16 != nullptr) {
+          StoreBf16(a.y_bf16 + (m0 + r) * a.ldy + n0, out, nc);
+        } else {
+          _mm512_mask_storeu_ps(a.y_f32 + (m0 + r) * a.ldy + n0, TailMask(nc), out);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+  const Fp8Weight& w = a.w;
+  const int64_t ld_scale = (w.in + 127) / 128;
+  BlockScaledPanels(
+      a.x, a.x_scales, a.m, w.in, w.out, a.y, panel_begin, panel_end,
+      [&](int64_t col, int64_t kb, __m512* out) { DecodeFp8Block(w.codes + col * w.in + kb * 128, out); },
+      [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
+}
+
+void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+  const Fp4Weight& w = a.w;
+  BlockScaledPanels(
+      a.x, a.x_scales, a.m, w.in, w.out, a.y, panel_begin, panel_end,
+      [&](int64_t col, int64_t kb, __m512* out) {
+        DecodeFp4Block(w.packed + col * (w.in / 2) + kb * 64, w.scales + col * (w.in / 32) + kb * 4,
+                       out);
+      },
+      [](int64_t, int64_t) { return 1.0f; });
+}
+
+void DenseGemmPanelsAvx512(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+  if (a.w_bf16 != nullptr) {
+    DensePanels(a, a.w_bf16, panel_begin, panel_end);
+  } else {
+    DensePanels(a, a.w_f32, panel_begin, panel_end);
+  }
+}
+
+}  // namespace dsv4::kernels::cpu

@@ -1,0 +1,70 @@
+// SIMD panel kernels behind kernels/gemm.h (internal to the kernels layer).
+//
+// The driver in gemm.cc prepares the activations once per call (decoded to
+// FP32, see the Args structs) and splits the output columns into panels of
+// kPanelAvx512 / kPanelAvx2 columns over the thread pool; each call below
+// computes every row of the panels [panel_begin, panel_end).  Which panel a
+// column belongs to never depends on M or on the thread count, and every
+// output element goes through one fixed sequence of FP32 operations, so the
+// results are batch invariant per ISA (docs/kernels.md).
+//
+// AVX-512 translation units are compiled with AVX-512 flags: they must not
+// define inline functions or templates with external linkage (the linker could
+// pick their AVX-512 copy for AVX2-only callers), hence only plain functions
+// and structs cross this header.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm.h"
+#include "tensor/numeric.h"
+
+namespace dsv4::kernels::cpu {
+
+inline constexpr int64_t kPanelAvx512 = 16;
+inline constexpr int64_t kPanelAvx2 = 8;
+
+struct Fp8GemmArgs {
+  // [m, w.in] activation codes decoded to FP32 and multiplied by 2^8 (the
+  // kernels decode weights through FP16, which yields w·2^-8; the product
+  // of the two is the exact q_a·q_w).
+  const float* x = nullptr;
+  const float* x_scales = nullptr;  // [m, w.in/128]
+  int64_t m = 0;
+  Fp8Weight w;
+  bf16* y = nullptr;  // [m, w.out]
+};
+
+struct Fp4GemmArgs {
+  // [m, w.in] activation codes decoded to FP32, each group of
+  // 2·lanes elements stored as its even elements then its odd elements (the
+  // order in which the kernels split the packed nibbles).
+  const float* x = nullptr;
+  const float* x_scales = nullptr;  // [m, w.in/128]
+  int64_t m = 0;
+  Fp4Weight w;
+  bf16* y = nullptr;  // [m, w.out]
+};
+
+// Dense GEMM with BF16 or FP32 weights and BF16 or FP32 output.
+struct DenseGemmArgs {
+  const float* x = nullptr;  // [m, ldx] activations in FP32, zero beyond k up to ldx
+  int64_t ldx = 0;           // multiple of 16, >= k
+  int64_t m = 0;
+  int64_t k = 0;
+  const bf16* w_bf16 = nullptr;  // [n, k]; exactly one of w_bf16 / w_f32 is set
+  const float* w_f32 = nullptr;  // [n, k], possibly misaligned
+  int64_t n = 0;
+  bf16* y_bf16 = nullptr;  // [m, ldy]; exactly one of y_bf16 / y_f32 is set
+  float* y_f32 = nullptr;  // [m, ldy]
+  int64_t ldy = 0;
+};
+
+void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void DenseGemmPanelsAvx512(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void DenseGemmPanelsAvx2(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end);
+
+}  // namespace dsv4::kernels::cpu

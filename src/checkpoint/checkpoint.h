@@ -3,8 +3,10 @@
 // Tensors are zero-copy views into the memory-mapped shards.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,11 +17,30 @@
 
 namespace dsv4 {
 
+// The parsed model.safetensors.index.json.
+struct CheckpointIndex {
+  std::map<std::string, std::string> weight_map;  // tensor name -> shard file name
+  std::optional<uint64_t> total_size;             // metadata.total_size, if present
+};
+
+// True for a plain file name: non-empty, no '/', '\\' or NUL, not "." or "..".
+bool IsSafeShardName(std::string_view name);
+
+// Parses index JSON text (pure: the fuzz target drives it).  Requires a
+// non-empty `weight_map` object of string values that are safe shard names;
+// `metadata` and `metadata.total_size` are optional but type-checked.
+// `file` names the file in messages.
+Result<CheckpointIndex> ParseCheckpointIndex(const std::string& json_text, const std::string& file);
+
 class Checkpoint {
  public:
   // Opens every shard and validates the index against the shards: shard names
   // must be plain file names (no absolute paths, no ".."), every tensor the
-  // index names must be in its shard, and no tensor may appear twice.
+  // index names must be in its shard, every tensor of a shard must be listed
+  // for that shard, and no tensor may appear twice.  A metadata.total_size
+  // that differs from the summed tensor bytes is logged as a warning
+  // (docs/checkpoint.md).  Without an index, <dir>/model.safetensors is the
+  // only shard; having both is an error.
   static Result<std::unique_ptr<Checkpoint>> Open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
@@ -35,6 +56,7 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
+  Status OpenShards(const CheckpointIndex& index, const std::string& index_path);
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, size_t, std::less<>> where_;  // tensor name -> shard index

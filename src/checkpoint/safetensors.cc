@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace dsv4 {
 
@@ -83,29 +82,29 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t av
   // Duplicate keys are legal JSON but ambiguous here: detect them at depth 1.
   std::set<std::string> seen;
   std::string duplicate;
-  int depth = 0;
-  auto cb = [&](int d, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && d == 1) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::key && depth == 1) {
+      std::string key = parsed.get<std::string>();
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = std::move(key);
     }
-    depth = d;
     return true;
   };
   json root = json::parse(text, text + n, cb, /*allow_exceptions=*/false);
-  (void)depth;
   if (root.is_discarded()) return DataLoss("{}: header is not valid JSON", file);
   if (!root.is_object()) return DataLoss("{}: header JSON is not an object", file);
-  if (!duplicate.empty()) return DataLoss("{}: tensor '{}' appears twice in the header", file, duplicate);
+  if (!duplicate.empty())
+    return DataLoss("{}: tensor '{}' appears twice in the header", file, duplicate);
 
   SafetensorsHeader h;
   h.data_start = 8 + n;
   const uint64_t data_size = file_size - h.data_start;
   for (auto it = root.begin(); it != root.end(); ++it) {
     if (it.key() == "__metadata__") {
+      if (it->is_null()) continue;
       if (!it->is_object()) return DataLoss("{}: __metadata__ is not an object", file);
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) return DataLoss("{}: __metadata__ value '{}' is not a string", file, m.key());
+        if (!m->is_string())
+          return DataLoss("{}: __metadata__ value '{}' is not a string", file, m.key());
         h.metadata[m.key()] = m->get<std::string>();
       }
       continue;
@@ -114,30 +113,45 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t av
     SafetensorsEntry e;
     DSV4_RETURN_IF_ERROR(ParseEntry(file, it.key(), *it, &e));
     if (e.end > data_size) {
-      return DataLoss("{}: tensor '{}': data_offsets [{}, {}] outside the data region of {} bytes "
-                      "(file truncated?)",
-                      file, e.name, e.begin, e.end, data_size);
+      return DataLoss(
+          "{}: tensor '{}': data_offsets [{}, {}] outside the data region of {} bytes "
+          "(file truncated?)",
+          file, e.name, e.begin, e.end, data_size);
     }
     h.entries.push_back(std::move(e));
   }
   std::sort(h.entries.begin(), h.entries.end(), [](const auto& a, const auto& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  // Tensors must not overlap (zero-size tensors may share an offset).
-  for (size_t i = 1; i < h.entries.size(); ++i) {
-    const auto& prev = h.entries[i - 1];
+  // Like the reference safetensors library, require the tensors to tile the
+  // data region exactly: no overlap (zero-size tensors may share an offset),
+  // no gap, no trailing bytes.  Anything else is a truncated or spliced file.
+  uint64_t covered = 0;
+  for (size_t i = 0; i < h.entries.size(); ++i) {
     const auto& cur = h.entries[i];
-    if (cur.begin < prev.end) {
-      return DataLoss("{}: tensor '{}' overlaps tensor '{}'", file, cur.name, prev.name);
+    if (cur.begin < covered) {
+      return DataLoss("{}: tensor '{}' overlaps tensor '{}'", file, cur.name,
+                      h.entries[i - 1].name);
     }
+    if (cur.begin > covered) {
+      return DataLoss(
+          "{}: tensor '{}' starts at byte {} of the data region, leaving a gap after "
+          "byte {}",
+          file, cur.name, cur.begin, covered);
+    }
+    covered = cur.end;
+  }
+  if (covered != data_size) {
+    return DataLoss("{}: data region is {} bytes but the tensors cover {} (trailing bytes)", file,
+                    data_size, covered);
   }
   return h;
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
-  DSV4_ASSIGN_OR_RETURN(auto header, ParseSafetensorsHeader(mapped->data(), mapped->size(),
-                                                            mapped->size(), path));
+  DSV4_ASSIGN_OR_RETURN(
+      auto header, ParseSafetensorsHeader(mapped->data(), mapped->size(), mapped->size(), path));
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->file_ = std::move(mapped);
   f->header_ = std::move(header);

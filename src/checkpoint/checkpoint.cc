@@ -1,0 +1,218 @@
+#include "checkpoint/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/logging.h"
+#include "base/mapped_file.h"
+
+namespace dsv4 {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleName = "model.safetensors";
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// metadata.total_size: HF writes an integer; tolerate an integral float
+// (some exporters emit 1.23e9-style numbers) but nothing else.
+Status ParseTotalSize(const json& meta, const std::string& file, std::optional<uint64_t>* out) {
+  auto it = meta.find("total_size");
+  if (it == meta.end() || it->is_null()) return Status::Ok();
+  if (it->is_number_unsigned()) {
+    *out = it->get<uint64_t>();
+    return Status::Ok();
+  }
+  if (it->is_number_float()) {
+    const double v = it->get<double>();
+    if (v >= 0 && v < 0x1p63 && std::floor(v) == v) {
+      *out = static_cast<uint64_t>(v);
+      return Status::Ok();
+    }
+  }
+  return DataLoss("{}: 'metadata.total_size' must be a non-negative integer", file);
+}
+
+}  // namespace
+
+bool IsSafeShardName(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (c == '/' || c == '\\' || c == '\0') return false;
+  }
+  return true;
+}
+
+Result<CheckpointIndex> ParseCheckpointIndex(const std::string& json_text,
+                                             const std::string& file) {
+  // A tensor listed twice in weight_map is legal JSON (the last one wins in
+  // most parsers) but means the index is broken: detect it while parsing.
+  std::string top_key;
+  std::set<std::string> seen;
+  std::string duplicate;
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
+    if (ev != json::parse_event_t::key) return true;
+    if (depth == 1) {
+      top_key = parsed.get<std::string>();
+    } else if (depth == 2 && top_key == "weight_map") {
+      std::string key = parsed.get<std::string>();
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = std::move(key);
+    }
+    return true;
+  };
+  json root = json::parse(json_text, cb, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return DataLoss("{}: not valid JSON", file);
+  if (!root.is_object()) return DataLoss("{}: top-level JSON value is not an object", file);
+  if (!duplicate.empty()) {
+    return DataLoss("{}: tensor '{}' is listed twice in 'weight_map'", file, duplicate);
+  }
+  CheckpointIndex index;
+  auto meta = root.find("metadata");
+  if (meta != root.end() && !meta->is_null()) {
+    if (!meta->is_object()) return DataLoss("{}: 'metadata' is not an object", file);
+    DSV4_RETURN_IF_ERROR(ParseTotalSize(*meta, file, &index.total_size));
+  }
+  auto wm = root.find("weight_map");
+  if (wm == root.end() || !wm->is_object()) {
+    return DataLoss("{}: missing or non-object 'weight_map'", file);
+  }
+  if (wm->empty()) return DataLoss("{}: 'weight_map' is empty", file);
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (it.key().empty()) return DataLoss("{}: empty tensor name in 'weight_map'", file);
+    if (!it->is_string()) {
+      return DataLoss("{}: tensor '{}': shard name is not a string", file, it.key());
+    }
+    const std::string shard = it->get<std::string>();
+    if (!IsSafeShardName(shard)) {
+      return DataLoss(
+          "{}: tensor '{}': unsafe shard name '{}' (must be a plain file name in "
+          "the checkpoint directory)",
+          file, it.key(), shard);
+    }
+    index.weight_map.emplace(it.key(), shard);
+  }
+  return index;
+}
+
+Result<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  const std::string index_path = dir + "/" + kIndexName;
+  const std::string single_path = dir + "/" + kSingleName;
+  const bool has_index = FileExists(index_path);
+  const bool has_single = FileExists(single_path);
+  std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+  ckpt->dir_ = dir;
+  if (has_index && has_single) {
+    return InvalidArgument("{}: both {} and {} exist; keep only one", dir, kSingleName, kIndexName);
+  }
+  if (!has_index && !has_single) {
+    return NotFound("{}: neither {} nor {} exists", dir, kSingleName, kIndexName);
+  }
+  if (has_single) {
+    DSV4_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(single_path));
+    for (const auto& e : file->header().entries) ckpt->where_.emplace(e.name, 0);
+    ckpt->shards_.push_back(std::move(file));
+    return ckpt;
+  }
+  DSV4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
+  DSV4_ASSIGN_OR_RETURN(CheckpointIndex index, ParseCheckpointIndex(text, index_path));
+  DSV4_RETURN_IF_ERROR(ckpt->OpenShards(index, index_path));
+  return ckpt;
+}
+
+Status Checkpoint::OpenShards(const CheckpointIndex& index, const std::string& index_path) {
+  // Shards in name order, so errors and shard indices are deterministic.
+  std::map<std::string, size_t> shard_ids;
+  for (const auto& [tensor, shard] : index.weight_map) {
+    if (shard_ids.count(shard) != 0) continue;
+    const std::string path = dir_ + "/" + shard;
+    if (!FileExists(path)) {
+      return NotFound("{}: shard '{}' (listed for tensor '{}') does not exist", index_path, shard,
+                      tensor);
+    }
+    shard_ids.emplace(shard, 0);
+  }
+  for (auto& [shard, id] : shard_ids) {
+    DSV4_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir_ + "/" + shard));
+    id = shards_.size();
+    shards_.push_back(std::move(file));
+  }
+  // Duplicates first: a tensor in two shards is reported as such, whichever
+  // shard the index names.
+  uint64_t payload_bytes = 0;
+  for (size_t id = 0; id < shards_.size(); ++id) {
+    for (const auto& e : shards_[id]->header().entries) {
+      payload_bytes += e.end - e.begin;
+      auto [it, inserted] = where_.emplace(e.name, id);
+      if (!inserted) {
+        return DataLoss("{}: tensor '{}' also appears in {}", shards_[id]->path(), e.name,
+                        shards_[it->second]->path());
+      }
+    }
+  }
+  for (const auto& [shard, id] : shard_ids) {
+    for (const auto& e : shards_[id]->header().entries) {
+      auto listed = index.weight_map.find(e.name);
+      if (listed == index.weight_map.end()) {
+        return DataLoss("{}: tensor '{}' is not listed in {}", shards_[id]->path(), e.name,
+                        kIndexName);
+      }
+      if (listed->second != shard) {
+        return DataLoss("{}: tensor '{}' is listed in {} under shard '{}'", shards_[id]->path(),
+                        e.name, kIndexName, listed->second);
+      }
+    }
+  }
+  for (const auto& [tensor, shard] : index.weight_map) {
+    if (where_.count(tensor) == 0) {
+      return DataLoss("{}: tensor '{}' listed in {} is missing from the shard", dir_ + "/" + shard,
+                      tensor, kIndexName);
+    }
+  }
+  if (index.total_size && *index.total_size != payload_bytes) {
+    DSV4_LOG_WARN("{}: metadata.total_size is {} but the shards hold {} tensor bytes", index_path,
+                  *index.total_size, payload_bytes);
+  }
+  return Status::Ok();
+}
+
+const TensorView* Checkpoint::Find(std::string_view name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? nullptr : shards_[it->second]->Find(name);
+}
+
+Result<const TensorView*> Checkpoint::Require(std::string_view name, DType dtype,
+                                              const Shape& shape) const {
+  auto it = where_.find(name);
+  if (it == where_.end())
+    return NotFound("{}: tensor '{}' not found in the checkpoint", dir_, name);
+  const TensorView* v = shards_[it->second]->Find(name);
+  if (v->dtype != dtype || v->shape != shape) {
+    return InvalidArgument("{}: tensor '{}': expected {} {}, found {} {}",
+                           shards_[it->second]->path(), name, DTypeName(dtype),
+                           ShapeToString(shape), DTypeName(v->dtype), ShapeToString(v->shape));
+  }
+  return v;
+}
+
+std::string Checkpoint::FileOf(std::string_view name) const {
+  auto it = where_.find(name);
+  return it == where_.end() ? std::string() : shards_[it->second]->path();
+}
+
+std::vector<std::string> Checkpoint::Names() const {
+  std::vector<std::string> names;
+  names.reserve(where_.size());
+  for (const auto& [name, id] : where_) names.push_back(name);
+  return names;
+}
+
+}  // namespace dsv4

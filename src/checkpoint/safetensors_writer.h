@@ -1,0 +1,95 @@
+// Streaming safetensors writer and atomic checkpoint-file helpers (used by
+// `dsv4 make-tiny` and the converter).
+//
+// Files are written to "<dir>/.<name>.tmp", fsync'ed and renamed into place
+// (then the directory is fsync'ed), so a crash never leaves a half-written
+// file under the final name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+namespace dsv4 {
+
+struct SafetensorsTensorInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+};
+
+// Usage: Create() with every tensor's name, dtype and shape (this fixes the
+// header: data offsets follow the given order, and the JSON is padded with
+// spaces so the data region starts at a multiple of 8 bytes); then Write()
+// each tensor's bytes in that order, in one or more chunks; then Finish().
+// A writer destroyed before a successful Finish() removes its temp file.
+class SafetensorsWriter {
+ public:
+  // Errors: empty, reserved ("__metadata__") or duplicate names, negative
+  // dimensions, byte sizes that overflow, or I/O failures.
+  static Result<std::unique_ptr<SafetensorsWriter>> Create(
+      const std::string& path, std::vector<SafetensorsTensorInfo> tensors,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Appends `nbytes` of tensor `name`, which must be the first tensor not yet
+  // complete (a zero-byte tensor is completed by a zero-byte Write).  Writing
+  // more bytes than the tensor holds is an error.  After any error the writer
+  // is failed and Finish() refuses to publish the file.
+  Status Write(std::string_view name, const void* data, size_t nbytes);
+
+  // REQUIRES: every tensor complete.  fsync, rename to the final path, fsync
+  // the directory.
+  Status Finish();
+
+  // Bytes of tensor data (sum over tensors), i.e. what an index's total_size counts.
+  uint64_t data_bytes() const { return data_bytes_; }
+
+ private:
+  SafetensorsWriter() = default;
+  Status Fail(Status s);
+
+  std::string path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  std::vector<SafetensorsTensorInfo> tensors_;
+  std::vector<uint64_t> sizes_;  // bytes per tensor
+  uint64_t data_bytes_ = 0;
+  size_t next_ = 0;       // first tensor not yet complete
+  uint64_t written_ = 0;  // bytes of tensors_[next_] written so far
+  bool failed_ = false;
+  bool finished_ = false;
+};
+
+// One tensor with its bytes, for the one-shot helper below.
+struct SafetensorsTensorData {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  const void* data = nullptr;  // numel * DTypeSize(dtype) bytes
+};
+
+// Writes a whole file in one call (Create + Write each + Finish).
+Status WriteSafetensorsFile(const std::string& path,
+                            const std::vector<SafetensorsTensorData>& tensors,
+                            const std::map<std::string, std::string>& metadata = {});
+
+// Writes <dir>/model.safetensors.index.json atomically:
+// {"metadata": {"total_size": N}, "weight_map": {tensor: shard, ...}}.
+// Every shard name must pass IsSafeShardName.
+Status WriteIndexJson(const std::string& dir, const std::map<std::string, std::string>& weight_map,
+                      uint64_t total_size);
+
+// Replaces `path` with `contents` atomically (temp file, fsync, rename, fsync dir).
+Status WriteFileAtomic(const std::string& path, std::string_view contents);
+
+}  // namespace dsv4

@@ -1,21 +1,73 @@
 #include "kernels/indexer.h"
 
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/indexer_ref.h"
 
 namespace dsv4::kernels {
 
+// Work items are (token, tile of entries): a decode token's thousands of
+// entries spread over the pool.  The SIMD tiles reproduce the reference's
+// operation sequence per entry, so scores are identical on every ISA (the
+// top-k selection cannot flip between machines) and batch invariant.
 void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, const bf16* w,
                    const bf16* const* key_rows, int64_t max_entries, const int64_t* n_entries,
                    float* score, ThreadPool* pool) {
-  ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
-    ref::IndexerScores(q + begin * heads * dim, end - begin, heads, dim, w + begin * heads,
-                       key_rows, max_entries, n_entries + begin, score + begin * max_entries);
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) {
+    ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
+      ref::IndexerScores(q + begin * heads * dim, end - begin, heads, dim, w + begin * heads,
+                         key_rows, max_entries, n_entries + begin, score + begin * max_entries);
+    });
+    return;
+  }
+  const int64_t width = isa == Isa::kAvx512 ? cpu::kIndexerTileAvx512 : cpu::kIndexerTileAvx2;
+  const int64_t num_tiles = (max_entries + width - 1) / width;
+  ParallelFor(pool, tokens * num_tiles, 4, [&](int64_t begin, int64_t end) {
+    std::vector<float> q_f32(heads * dim);  // [heads, dim] of token cur_t
+    std::vector<float> key_t(dim * width);  // [dim, width]
+    int64_t cur_t = -1;
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t t = i / num_tiles;
+      const int64_t e0 = (i % num_tiles) * width;
+      const int64_t span = std::min(width, max_entries - e0);
+      const int64_t valid = std::clamp(std::min(n_entries[t], max_entries) - e0, int64_t{0}, span);
+      float* out = score + t * max_entries + e0;
+      std::fill(out + valid, out + span, -std::numeric_limits<float>::infinity());
+      if (valid == 0) continue;
+      if (t != cur_t) {
+        for (int64_t k = 0; k < heads * dim; ++k) q_f32[k] = Bf16ToF32(q[t * heads * dim + k]);
+        cur_t = t;
+      }
+      const cpu::IndexerTileArgs args{q_f32.data(), w + t * heads, heads, dim,
+                                      key_rows + e0, valid, key_t.data(), out};
+      if (isa == Isa::kAvx512) {
+        cpu::IndexerTileAvx512(args);
+      } else {
+        cpu::IndexerTileAvx2(args);
+      }
+    }
   });
 }
 
 void TopKDescending(const float* score, int64_t n, int64_t k, int32_t* out) {
-  ref::TopKDescending(score, n, k, out);
+  if (k <= 0) return;
+  std::vector<int32_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  // A strict total order (score descending, index ascending), so selecting
+  // with nth_element and then sorting the k winners is deterministic:
+  // O(n + k log k) for the 512-of-many decode case.
+  auto before = [score](int32_t a, int32_t b) {
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+  };
+  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), before);
+  std::sort(idx.begin(), idx.begin() + k, before);
+  std::copy(idx.begin(), idx.begin() + k, out);
 }
 
 }  // namespace dsv4::kernels

@@ -1,14 +1,41 @@
 #include "kernels/mhc.h"
 
+#include <vector>
+
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/mhc_ref.h"
 
 namespace dsv4::kernels {
 
+// Per token a [n_mix x width] FP32 projection (24 x 16384 in Flash): the rms
+// pass is split over tokens, the dot products over (token, mix) items, so a
+// single decode token still spreads over the pool.  Each item is one
+// fixed-order dot (cpu::DotBf16F32*), hence batch invariant.
 void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int64_t n_mix,
              float eps, float* mixes, ThreadPool* pool) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) {
+    ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
+      ref::HcMixes(x + begin * width, end - begin, width, fn, n_mix, eps, mixes + begin * n_mix);
+    });
+    return;
+  }
+  const bool wide = isa == Isa::kAvx512;
+  std::vector<float> inv(tokens);  // [tokens]
   ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
-    ref::HcMixes(x + begin * width, end - begin, width, fn, n_mix, eps, mixes + begin * n_mix);
+    for (int64_t t = begin; t < end; ++t) {
+      const bf16* v = x + t * width;
+      inv[t] = wide ? cpu::InvRmsAvx512(v, width, eps) : cpu::InvRmsAvx2(v, width, eps);
+    }
+  });
+  ParallelFor(pool, tokens * n_mix, 2, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const bf16* v = x + (i / n_mix) * width;
+      const float* f = fn + (i % n_mix) * width;
+      const float dot = wide ? cpu::DotBf16F32Avx512(v, f, width) : cpu::DotBf16F32Avx2(v, f, width);
+      mixes[i] = dot * inv[i / n_mix];
+    }
   });
 }
 

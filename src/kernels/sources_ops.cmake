@@ -4,5 +4,5 @@ set(KERNEL_OPS_SOURCES
   norm.cc rope.cc hadamard.cc mhc.cc attention.cc indexer.cc moe.cc
   ref/norm_ref.cc ref/rope_ref.cc ref/hadamard_ref.cc ref/mhc_ref.cc
   ref/attention_ref.cc ref/indexer_ref.cc ref/moe_ref.cc)
-set(KERNEL_OPS_AVX2_SOURCES)
-set(KERNEL_OPS_AVX512_SOURCES)
+set(KERNEL_OPS_AVX2_SOURCES cpu/ops_avx2.cc)
+set(KERNEL_OPS_AVX512_SOURCES cpu/ops_avx512.cc)

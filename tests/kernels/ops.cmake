@@ -3,5 +3,5 @@
 # differential tests and batch invariance.  One binary keeps link time low.
 dsv4_test(NAME kernel_ops_test
   SOURCES rmsnorm_test.cc rope_test.cc mhc_test.cc sparse_attn_test.cc indexer_test.cc
-          moe_ops_test.cc
+          moe_ops_test.cc ops_simd_test.cc
   DEPS kernels base tensor)

@@ -1,0 +1,81 @@
+// AVX-512 instantiation of ops_simd-inl.h (16 FP32 lanes).  Compiled with
+// AVX-512 flags; reached only through ActiveIsa() == kAvx512.
+// GCC 12's AVX-512 headers use the self-initialisation idiom for "undefined"
+// vectors, which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "kernels/cpu/ops_cpu.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+struct VecAvx512 {
+  using F = __m512;
+  static constexpr int64_t kLanes = 16;
+
+  static F Zero() { return _mm512_setzero_ps(); }
+  static F Set1(float v) { return _mm512_set1_ps(v); }
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F LoadBf16(const bf16* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // Round to nearest even on the bit pattern; NaN becomes a quiet NaN.
+  static F RoundBf16(F v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, is_nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  static void StoreBf16(bf16* p, F v) {
+    const __m512i r = _mm512_srli_epi32(_mm512_castps_si512(RoundBf16(v)), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+  }
+  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+  // (lane i + lane i+8), then the AVX2 tree: one fixed order.
+  static float ReduceAdd(F v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu
+
+#include "kernels/cpu/ops_simd-inl.h"
+
+namespace dsv4::kernels::cpu {
+
+void RmsNormAvx512(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y) {
+  RmsNormRows<VecAvx512>(x, rows, dim, w, eps, y);
+}
+
+float InvRmsAvx512(const bf16* v, int64_t n, float eps) { return InvRms<VecAvx512>(v, n, eps); }
+
+float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n) {
+  return DotBf16F32<VecAvx512>(v, f, n);
+}
+
+void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
+                     float* scratch) {
+  AttendHeads<VecAvx512>(a, t, h_begin, h_end, scratch);
+}
+
+void IndexerTileAvx512(const IndexerTileArgs& a) { IndexerTile<VecAvx512>(a); }
+
+}  // namespace dsv4::kernels::cpu

@@ -1,0 +1,83 @@
+// SIMD pieces behind norm.h, mhc.h, attention.h and indexer.h (internal to the
+// kernels layer).  The public functions split work over the thread pool and
+// own all scratch memory; the functions below compute fixed units of work
+// (one row, one dot product, one (token, head range), one (token, entry
+// tile)) with a fixed sequence of FP32 operations, so every output element is
+// bitwise independent of how many tokens share a call and of the thread count.
+//
+// AVX-512 translation units are compiled with AVX-512 flags: only plain
+// functions, structs and constants cross this header (no inline functions or
+// templates with external linkage, which the linker could pick for AVX2-only
+// callers).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/numeric.h"
+
+namespace dsv4::kernels::cpu {
+
+// ---- RMSNorm and mHC building blocks ----------------------------------------
+
+// RMSNorm of rows [0, rows) (kernels/norm.h contract).  The sum of squares is
+// accumulated in four lane vectors (FMA) and reduced by a fixed tree.
+void RmsNormAvx2(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y);
+void RmsNormAvx512(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y);
+
+// 1 / sqrt(mean(v^2) + eps) over n upcast BF16 values (the hc_pre / hc_head rms).
+float InvRmsAvx2(const bf16* v, int64_t n, float eps);
+float InvRmsAvx512(const bf16* v, int64_t n, float eps);
+
+// sum_i v[i] * f[i] over n values, FP32 (the hc mixes projection).
+float DotBf16F32Avx2(const bf16* v, const float* f, int64_t n);
+float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n);
+
+// ---- Sparse attention -------------------------------------------------------
+
+// Heads processed together so that one pass over a kv row serves them all.
+inline constexpr int64_t kAttnGroup = 8;
+// dim is padded to a multiple of this in scratch (the widest vector).
+inline constexpr int64_t kAttnDimAlign = 16;
+
+struct AttnArgs {
+  const bf16* q = nullptr;  // [tokens, heads, dim]
+  int64_t heads = 0;
+  int64_t dim = 0;
+  const bf16* const* kv_rows = nullptr;  // [tokens, list_len], nullptr = padding
+  int64_t list_len = 0;
+  const float* sink = nullptr;  // [heads]
+  float scale = 0;
+  bf16* o = nullptr;  // [tokens, heads, dim]
+};
+
+// Heads [h_begin, h_end) of token t.  scratch: 2 * kAttnGroup * dim_pad +
+// kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], probabilities
+// [kAttnGroup, 64]) with dim_pad = dim rounded up to kAttnDimAlign.
+void AttendHeadsAvx2(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end, float* scratch);
+void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
+                       float* scratch);
+
+// ---- Indexer scores ---------------------------------------------------------
+
+// Entries per tile: one per lane.
+inline constexpr int64_t kIndexerTileAvx2 = 8;
+inline constexpr int64_t kIndexerTileAvx512 = 16;
+
+struct IndexerTileArgs {
+  const float* q = nullptr;  // [heads, dim] one token's queries, upcast to FP32
+  const bf16* w = nullptr;   // [heads] that token's head weights
+  int64_t heads = 0;
+  int64_t dim = 0;
+  const bf16* const* keys = nullptr;  // [n] the tile's key rows
+  int64_t n = 0;                      // 1..tile width
+  float* key_t = nullptr;  // scratch [dim, tile width]
+  float* score = nullptr;  // [n] output (BF16 values)
+};
+
+// Scores of one tile.  Every lane runs exactly the scalar reference's
+// operation sequence (sequential FP32 dot over dim, separate multiply and add;
+// sequential sum over heads), so the result equals ref::IndexerScores bitwise.
+void IndexerTileAvx2(const IndexerTileArgs& a);
+void IndexerTileAvx512(const IndexerTileArgs& a);
+
+}  // namespace dsv4::kernels::cpu

@@ -1,0 +1,271 @@
+// Vector-width-generic bodies of the ops_cpu.h kernels, instantiated once per
+// ISA by ops_avx2.cc and ops_avx512.cc with their vector type V.  Everything
+// here has internal linkage (anonymous namespace): each ISA gets its own copy.
+//
+// V provides: F (register type), kLanes, Zero, Set1, Load, Store, LoadBf16,
+// RoundBf16 (RNE, NaN-preserving), StoreBf16 (rounds), Add, Mul, Div, Fma
+// (a*b + c fused), Max, ReduceAdd (fixed tree).  No <algorithm>/<cmath>: only
+// extern libm calls (expf, sqrtf), which are ISA-neutral.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/cpu/ops_cpu.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+inline int64_t MinI(int64_t a, int64_t b) { return a < b ? a : b; }
+inline float MaxF(float a, float b) { return a < b ? b : a; }
+
+// Local copies of tensor/numeric.h's conversions: those are inline functions
+// with external linkage, which this ISA-specific file must not instantiate.
+inline float ToF32(bf16 v) {
+  const uint32_t u = static_cast<uint32_t>(v.bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+inline float RoundToBf16(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) {
+    u = (u | 0x00400000u) & 0xffff0000u;
+  } else {
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  }
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+// Loads n < kLanes BF16 values, zero-filling the rest.
+template <class V>
+typename V::F LoadBf16Tail(const bf16* p, int64_t n) {
+  bf16 buf[V::kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) buf[i] = p[i];
+  return V::LoadBf16(buf);
+}
+
+template <class V>
+typename V::F LoadF32Tail(const float* p, int64_t n) {
+  float buf[V::kLanes] = {};
+  for (int64_t i = 0; i < n; ++i) buf[i] = p[i];
+  return V::Load(buf);
+}
+
+template <class V>
+void StoreBf16Tail(bf16* p, typename V::F v, int64_t n) {
+  bf16 buf[V::kLanes];
+  V::StoreBf16(buf, v);
+  for (int64_t i = 0; i < n; ++i) p[i] = buf[i];
+}
+
+// sum a[i]*b[i] with four lane-vector accumulators over blocks of 4*kLanes,
+// leftover whole vectors and a zero-padded tail into the first one, then
+// (a0 + a1) + (a2 + a3) and ReduceAdd.  A fixed order for each n.
+template <class V, class LoadA, class LoadATail, class LoadB, class LoadBTail>
+float Dot4(int64_t n, LoadA load_a, LoadATail load_a_tail, LoadB load_b, LoadBTail load_b_tail) {
+  constexpr int64_t L = V::kLanes;
+  typename V::F acc0 = V::Zero(), acc1 = V::Zero(), acc2 = V::Zero(), acc3 = V::Zero();
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    acc0 = V::Fma(load_a(i), load_b(i), acc0);
+    acc1 = V::Fma(load_a(i + L), load_b(i + L), acc1);
+    acc2 = V::Fma(load_a(i + 2 * L), load_b(i + 2 * L), acc2);
+    acc3 = V::Fma(load_a(i + 3 * L), load_b(i + 3 * L), acc3);
+  }
+  for (; i + L <= n; i += L) acc0 = V::Fma(load_a(i), load_b(i), acc0);
+  if (i < n) acc0 = V::Fma(load_a_tail(i, n - i), load_b_tail(i, n - i), acc0);
+  return V::ReduceAdd(V::Add(V::Add(acc0, acc1), V::Add(acc2, acc3)));
+}
+
+template <class V>
+float SumSquaresBf16(const bf16* x, int64_t n) {
+  auto load = [x](int64_t i) { return V::LoadBf16(x + i); };
+  auto tail = [x](int64_t i, int64_t m) { return LoadBf16Tail<V>(x + i, m); };
+  return Dot4<V>(n, load, tail, load, tail);
+}
+
+template <class V>
+float DotBf16F32(const bf16* v, const float* f, int64_t n) {
+  return Dot4<V>(
+      n, [v](int64_t i) { return V::LoadBf16(v + i); },
+      [v](int64_t i, int64_t m) { return LoadBf16Tail<V>(v + i, m); },
+      [f](int64_t i) { return V::Load(f + i); },
+      [f](int64_t i, int64_t m) { return LoadF32Tail<V>(f + i, m); });
+}
+
+template <class V>
+float InvRms(const bf16* v, int64_t n, float eps) {
+  return 1.0f / sqrtf(SumSquaresBf16<V>(v, n) / static_cast<float>(n) + eps);
+}
+
+template <class V>
+void RmsNormRows(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y) {
+  constexpr int64_t L = V::kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bf16* xr = x + r * dim;
+    bf16* yr = y + r * dim;
+    // Elementwise part as the reference: w * (x * inv), two FP32 products.
+    const typename V::F inv = V::Set1(InvRms<V>(xr, dim, eps));
+    int64_t i = 0;
+    for (; i + L <= dim; i += L) {
+      V::StoreBf16(yr + i, V::Mul(V::LoadBf16(w + i), V::Mul(V::LoadBf16(xr + i), inv)));
+    }
+    if (i < dim) {
+      const typename V::F v =
+          V::Mul(LoadBf16Tail<V>(w + i, dim - i), V::Mul(LoadBf16Tail<V>(xr + i, dim - i), inv));
+      StoreBf16Tail<V>(yr + i, v, dim - i);
+    }
+  }
+}
+
+// ---- Sparse attention ---------------------------------------------------------
+
+constexpr int64_t kBlock = 64;  // entries per online-softmax block (model.md §3.4)
+
+// kv row chunk at d (full vector or zero-padded tail).
+template <class V>
+typename V::F LoadRowChunk(const bf16* row, int64_t d, int64_t dim) {
+  return d + V::kLanes <= dim ? V::LoadBf16(row + d) : LoadBf16Tail<V>(row + d, dim - d);
+}
+
+// G heads of one token.  qf/acc: [G, dim_pad] (q upcast, zero-padded), pb:
+// [G, 64].  Per head the operation sequence never depends on G.
+template <class V, int G>
+void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc, float* pb) {
+  constexpr int64_t L = V::kLanes;
+  const int64_t dim = a.dim;
+  const int64_t dim_pad = (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign;
+  const bf16* const* rows = a.kv_rows + t * a.list_len;
+  float m[G], z[G], alpha[G];
+  for (int g = 0; g < G; ++g) {
+    const bf16* qh = a.q + (t * a.heads + h0 + g) * dim;
+    for (int64_t d = 0; d < dim_pad; ++d) {
+      qf[g * dim_pad + d] = d < dim ? ToF32(qh[d]) : 0.0f;
+      acc[g * dim_pad + d] = 0.0f;
+    }
+    m[g] = -INFINITY;
+    z[g] = 0.0f;
+  }
+  for (int64_t b0 = 0; b0 < a.list_len; b0 += kBlock) {
+    const int64_t n = MinI(kBlock, a.list_len - b0);
+    // Scores: one pass over each row serves the G heads (MQA: one latent row
+    // is key and value for every head).  pb holds the logits for now.
+    for (int64_t j = 0; j < n; ++j) {
+      const bf16* row = rows[b0 + j];
+      if (row == nullptr) {
+        for (int g = 0; g < G; ++g) pb[g * kBlock + j] = -INFINITY;
+        continue;
+      }
+      typename V::F s[G];
+      for (int g = 0; g < G; ++g) s[g] = V::Zero();
+      for (int64_t d = 0; d < dim; d += L) {
+        const typename V::F kv = LoadRowChunk<V>(row, d, dim);
+        for (int g = 0; g < G; ++g) s[g] = V::Fma(V::Load(qf + g * dim_pad + d), kv, s[g]);
+      }
+      for (int g = 0; g < G; ++g) pb[g * kBlock + j] = V::ReduceAdd(s[g]) * a.scale;
+    }
+    // Online softmax: FP32 denominators from the unrounded p, BF16 p for P.V.
+    for (int g = 0; g < G; ++g) {
+      float* p = pb + g * kBlock;
+      float block_max = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) block_max = MaxF(block_max, p[j]);
+      const float m_new = MaxF(m[g], block_max);
+      alpha[g] = expf(m[g] - m_new);
+      float p_sum = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float e = expf(p[j] - m_new);
+        p_sum += e;
+        p[j] = RoundToBf16(e);
+      }
+      z[g] = z[g] * alpha[g] + p_sum;
+      m[g] = m_new;
+    }
+    // P.V per dim chunk, G accumulators in registers across the block's rows.
+    for (int64_t d = 0; d < dim; d += L) {
+      typename V::F pv[G];
+      for (int g = 0; g < G; ++g) pv[g] = V::Zero();
+      for (int64_t j = 0; j < n; ++j) {
+        const bf16* row = rows[b0 + j];
+        if (row == nullptr) continue;
+        const typename V::F kv = LoadRowChunk<V>(row, d, dim);
+        for (int g = 0; g < G; ++g) pv[g] = V::Fma(V::Set1(pb[g * kBlock + j]), kv, pv[g]);
+      }
+      for (int g = 0; g < G; ++g) {
+        float* ag = acc + g * dim_pad + d;
+        V::Store(ag, V::Add(V::Mul(V::Load(ag), V::Set1(alpha[g])), pv[g]));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const float zf = z[g] + expf(a.sink[h0 + g] - m[g]);
+    const typename V::F zv = V::Set1(zf);
+    bf16* out = a.o + (t * a.heads + h0 + g) * dim;
+    for (int64_t d = 0; d < dim; d += L) {
+      const typename V::F v = V::Div(V::Load(acc + g * dim_pad + d), zv);
+      if (d + L <= dim) {
+        V::StoreBf16(out + d, v);
+      } else {
+        StoreBf16Tail<V>(out + d, v, dim - d);
+      }
+    }
+  }
+}
+
+template <class V>
+void AttendHeads(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end, float* scratch) {
+  const int64_t dim_pad = (a.dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign;
+  float* qf = scratch;
+  float* acc = qf + kAttnGroup * dim_pad;
+  float* pb = acc + kAttnGroup * dim_pad;
+  int64_t h = h_begin;
+  for (; h + 8 <= h_end; h += 8) AttendGroup<V, 8>(a, t, h, qf, acc, pb);
+  for (; h + 4 <= h_end; h += 4) AttendGroup<V, 4>(a, t, h, qf, acc, pb);
+  for (; h < h_end; ++h) AttendGroup<V, 1>(a, t, h, qf, acc, pb);
+}
+
+// ---- Indexer scores -----------------------------------------------------------
+
+// G heads against the tile's keys (lane = entry): sequential over dim with a
+// separate multiply and add, exactly the reference's dot; then the three BF16
+// roundings and the in-order head sum.
+template <class V, int G>
+typename V::F IndexerHeads(const IndexerTileArgs& a, int64_t h0, typename V::F sum) {
+  constexpr int64_t L = V::kLanes;
+  typename V::F dot[G];
+  for (int g = 0; g < G; ++g) dot[g] = V::Zero();
+  for (int64_t d = 0; d < a.dim; ++d) {
+    const typename V::F k = V::Load(a.key_t + d * L);
+    for (int g = 0; g < G; ++g) {
+      dot[g] = V::Add(dot[g], V::Mul(V::Set1(a.q[(h0 + g) * a.dim + d]), k));
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const typename V::F relu = V::Max(V::RoundBf16(dot[g]), V::Zero());
+    const typename V::F w = V::Set1(ToF32(a.w[h0 + g]));
+    sum = V::Add(sum, V::RoundBf16(V::Mul(relu, w)));
+  }
+  return sum;
+}
+
+template <class V>
+void IndexerTile(const IndexerTileArgs& a) {
+  constexpr int64_t L = V::kLanes;
+  // Transpose the keys to [dim, L] so that lanes are entries; unused lanes 0.
+  for (int64_t e = 0; e < L; ++e) {
+    const bf16* key = e < a.n ? a.keys[e] : nullptr;
+    for (int64_t d = 0; d < a.dim; ++d) a.key_t[d * L + e] = key ? ToF32(key[d]) : 0.0f;
+  }
+  typename V::F sum = V::Zero();
+  int64_t h = 0;
+  for (; h + 8 <= a.heads; h += 8) sum = IndexerHeads<V, 8>(a, h, sum);
+  for (; h < a.heads; ++h) sum = IndexerHeads<V, 1>(a, h, sum);
+  float out[L];
+  V::Store(out, V::RoundBf16(sum));
+  for (int64_t e = 0; e < a.n; ++e) a.score[e] = out[e];
+}
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

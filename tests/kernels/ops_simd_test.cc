@@ -1,0 +1,321 @@
+// SIMD vs scalar-reference differential tests for the non-GEMM kernels (sizes
+// 0..2x the vector width plus model sizes, misaligned pointers), with
+// tolerances derived from the arithmetic, and batch-invariance tests: per
+// token results must not depend on the tokens sharing a call or the threads.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/indexer.h"
+#include "kernels/mhc.h"
+#include "kernels/norm.h"
+#include "kernels/ref/attention_ref.h"
+#include "kernels/ref/indexer_ref.h"
+#include "kernels/ref/mhc_ref.h"
+#include "kernels/ref/norm_ref.h"
+#include "ops_test_util.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using testing::IsasToTest;
+using testing::ScopedIsa;
+
+constexpr double kU = 1.0 / (1 << 24);  // FP32 unit roundoff
+
+std::vector<Isa> SimdIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : IsasToTest()) {
+    if (isa != Isa::kScalar) out.push_back(isa);
+  }
+  return out;
+}
+
+// Buffers deliberately offset by one element from the allocation.
+template <typename T>
+struct Misaligned {
+  explicit Misaligned(size_t n) : storage(n + 1) {}
+  T* data() { return storage.data() + 1; }
+  const T* data() const { return storage.data() + 1; }
+  T& operator[](size_t i) { return storage[i + 1]; }
+  size_t size() const { return storage.size() - 1; }
+  std::vector<T> storage;
+};
+
+void FillBf16(bf16* p, size_t n, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  for (size_t i = 0; i < n; ++i) p[i] = F32ToBf16(dist(rng));
+}
+
+double Bf16Ulp(double v) {
+  const double a = std::fabs(v);
+  if (a < 1e-38) return std::ldexp(1.0, -133);
+  return std::ldexp(1.0, std::ilogb(a) - 7);
+}
+
+std::vector<int64_t> SizesUpTo(int64_t n, std::initializer_list<int64_t> extra) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i <= n; ++i) out.push_back(i);
+  out.insert(out.end(), extra);
+  return out;
+}
+
+// The SIMD sum of squares only reorders an FP32 sum of n positive terms:
+// relative error <= n*u per version, so inv (and y before rounding) moves by
+// <= n*u relative; for n <= 8192 that is < 2^-10, below half a BF16 ulp, so
+// the rounded outputs differ by at most one ulp.
+TEST(OpsSimdTest, RmsNormMatchesReference) {
+  std::mt19937 rng(1);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t dim : SizesUpTo(33, {64, 512, 4096, 4099})) {
+      const int64_t rows = 3;
+      Misaligned<bf16> x(rows * dim), w(dim), y(rows * dim), want(rows * dim);
+      FillBf16(x.data(), rows * dim, rng, 3.0f);
+      FillBf16(w.data(), dim, rng, 1.0f);
+      RmsNorm(x.data(), rows, dim, w.data(), 1e-6f, y.data());
+      ref::RmsNorm(x.data(), rows, dim, w.data(), 1e-6f, want.data());
+      std::vector<bf16> got_v(y.data(), y.data() + rows * dim);
+      std::vector<bf16> want_v(want.data(), want.data() + rows * dim);
+      EXPECT_EQ(testing::CountUlpDiffs(got_v, want_v, 1), 0)
+          << "dim " << dim << " " << IsaName(isa);
+    }
+  }
+}
+
+// mix = dot * inv.  Reordered FP32 dot: |error| <= n*u*sum|v f| per version;
+// inv relative error <= (n/2 + 4)*u per version.
+TEST(OpsSimdTest, HcMixesMatchesReference) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t width : SizesUpTo(33, {1024, 16387})) {
+      const int64_t tokens = 3, n_mix = 3;
+      Misaligned<bf16> x(tokens * width);
+      Misaligned<float> fn(n_mix * width);
+      FillBf16(x.data(), tokens * width, rng, 2.0f);
+      for (int64_t i = 0; i < n_mix * width; ++i) fn[i] = dist(rng);
+      std::vector<float> got(tokens * n_mix), want(tokens * n_mix);
+      HcMixes(x.data(), tokens, width, fn.data(), n_mix, 1e-6f, got.data(), nullptr);
+      ref::HcMixes(x.data(), tokens, width, fn.data(), n_mix, 1e-6f, want.data());
+      if (width == 0) continue;  // 0/0: no rms to compare
+      for (int64_t t = 0; t < tokens; ++t) {
+        double ss = 0;
+        for (int64_t i = 0; i < width; ++i) ss += std::pow(Bf16ToF32(x[t * width + i]), 2);
+        const double inv = 1.0 / std::sqrt(ss / width + 1e-6);
+        for (int64_t n = 0; n < n_mix; ++n) {
+          double abs_dot = 0;
+          for (int64_t i = 0; i < width; ++i) {
+            abs_dot += std::fabs(Bf16ToF32(x[t * width + i]) * fn[n * width + i]);
+          }
+          const double w = static_cast<double>(width);
+          const double want_v = want[t * n_mix + n];
+          const double bound = 2 * w * kU * abs_dot * inv + (w + 8) * kU * std::fabs(want_v);
+          EXPECT_LE(std::fabs(got[t * n_mix + n] - want_v), bound)
+              << "width " << width << " t " << t << " n " << n << " " << IsaName(isa);
+        }
+      }
+    }
+  }
+}
+
+struct AttnCase {
+  int64_t tokens, heads, dim, list_len;
+};
+
+// Random attention problem: kv pool, per-token lists with holes (first entry
+// always valid), head 1 peaked (q x 6).
+struct AttnProblem {
+  AttnProblem(const AttnCase& c, std::mt19937& rng)
+      : q(c.tokens * c.heads * c.dim), kv(40 * c.dim), rows(c.tokens * c.list_len),
+        sink(c.heads) {
+    FillBf16(q.data(), q.size(), rng, 1.0f);
+    FillBf16(kv.data(), kv.size(), rng, 1.0f);
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (int64_t h = 1; h < std::min<int64_t>(c.heads, 2); ++h) {
+        for (int64_t d = 0; d < c.dim; ++d) {
+          bf16& v = q[(t * c.heads + h) * c.dim + d];
+          v = F32ToBf16(Bf16ToF32(v) * 6.0f);
+        }
+      }
+    }
+    std::uniform_int_distribution<int> pick(0, 39), hole(0, 9);
+    for (int64_t i = 0; i < c.tokens * c.list_len; ++i) {
+      const bool first = i % c.list_len == 0;
+      rows[i] = (!first && hole(rng) < 3) ? nullptr : kv.data() + pick(rng) * c.dim;
+    }
+    for (int64_t h = 0; h < c.heads; ++h) sink[h] = static_cast<float>(h % 5) - 2.0f;
+    scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.dim)));
+  }
+  Misaligned<bf16> q;
+  Misaligned<bf16> kv;
+  std::vector<const bf16*> rows;
+  std::vector<float> sink;
+  float scale;
+};
+
+// Bound per output element (both versions share the block structure):
+// logits differ by <= delta = 2*dim*u*max_j sum|q kv_j|*scale; the unrounded
+// p_j and Z then move by <= 2*delta (+ list_len*u for the sums), and a rounded
+// p_j by that plus one BF16 ulp (<= 2^-7 p_j).  So
+// |do| <= sum_j (2^-7 + 2 delta) p_j |kv_j| / Z + |o| (2 delta + 2 n u) + ulp(o).
+double AttnBound(const AttnCase& c, const AttnProblem& p, int64_t t, int64_t h, int64_t d,
+                 double o) {
+  const bf16* qh = p.q.data() + (t * c.heads + h) * c.dim;
+  std::vector<double> l;
+  std::vector<const bf16*> live;
+  double max_abs = 0, m = -INFINITY;
+  for (int64_t j = 0; j < c.list_len; ++j) {
+    const bf16* row = p.rows[t * c.list_len + j];
+    if (row == nullptr) continue;
+    double dot = 0, abs_dot = 0;
+    for (int64_t k = 0; k < c.dim; ++k) {
+      dot += static_cast<double>(Bf16ToF32(qh[k])) * Bf16ToF32(row[k]);
+      abs_dot += std::fabs(static_cast<double>(Bf16ToF32(qh[k])) * Bf16ToF32(row[k]));
+    }
+    l.push_back(dot * p.scale);
+    live.push_back(row);
+    max_abs = std::max(max_abs, abs_dot * p.scale);
+    m = std::max(m, dot * p.scale);
+  }
+  const double delta = 2.0 * c.dim * kU * max_abs;
+  double z = std::exp(p.sink[h] - m), weighted = 0;
+  for (size_t j = 0; j < l.size(); ++j) {
+    z += std::exp(l[j] - m);
+    weighted += std::exp(l[j] - m) * std::fabs(Bf16ToF32(live[j][d]));
+  }
+  const double n = static_cast<double>(c.list_len);
+  return (1.0 / 128 + 2 * delta) * weighted / z + std::fabs(o) * (2 * delta + 2 * n * kU) +
+         Bf16Ulp(o);
+}
+
+TEST(OpsSimdTest, SparseAttentionMatchesReference) {
+  std::mt19937 rng(3);
+  std::vector<AttnCase> cases;
+  for (int64_t dim : SizesUpTo(33, {128, 512})) cases.push_back({2, 3, dim == 0 ? 1 : dim, 70});
+  for (int64_t heads : {1, 4, 8, 13}) cases.push_back({2, heads, 128, 65});
+  for (int64_t len : {1, 63, 64, 130}) cases.push_back({3, 9, 64, len});
+  ThreadPool pool(3);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (const AttnCase& c : cases) {
+      AttnProblem p(c, rng);
+      const int64_t n_out = c.tokens * c.heads * c.dim;
+      Misaligned<bf16> got(n_out), want(n_out);
+      SparseAttention(p.q.data(), c.tokens, c.heads, c.dim, p.rows.data(), c.list_len,
+                      p.sink.data(), p.scale, got.data(), &pool);
+      ref::SparseAttention(p.q.data(), c.tokens, c.heads, c.dim, p.rows.data(), c.list_len,
+                           p.sink.data(), p.scale, want.data());
+      for (int64_t i = 0; i < n_out; ++i) {
+        const double g = Bf16ToF32(got[i]), w = Bf16ToF32(want[i]);
+        if (g == w) continue;
+        const int64_t t = i / (c.heads * c.dim), h = (i / c.dim) % c.heads, d = i % c.dim;
+        ASSERT_LE(std::fabs(g - w), AttnBound(c, p, t, h, d, w))
+            << IsaName(isa) << " dim " << c.dim << " heads " << c.heads << " len "
+            << c.list_len << " at t " << t << " h " << h << " d " << d;
+      }
+    }
+  }
+}
+
+// The SIMD tiles run the reference's exact operation sequence per entry.
+TEST(OpsSimdTest, IndexerScoresEqualReference) {
+  std::mt19937 rng(4);
+  ThreadPool pool(3);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t dim : SizesUpTo(33, {128})) {
+      for (int64_t heads : {1, 3, 9, 64}) {
+        const int64_t tokens = 3, max_entries = 37;
+        Misaligned<bf16> q(tokens * heads * dim), w(tokens * heads), keys(max_entries * dim);
+        FillBf16(q.data(), tokens * heads * dim, rng, 1.0f);
+        FillBf16(w.data(), tokens * heads, rng, 0.3f);
+        FillBf16(keys.data(), max_entries * dim, rng, 1.0f);
+        std::vector<const bf16*> key_rows(max_entries);
+        for (int64_t e = 0; e < max_entries; ++e) key_rows[e] = keys.data() + e * dim;
+        const std::vector<int64_t> n_entries = {37, 17, 0};
+        std::vector<float> got(tokens * max_entries), want(tokens * max_entries);
+        IndexerScores(q.data(), tokens, heads, dim, w.data(), key_rows.data(), max_entries,
+                      n_entries.data(), got.data(), &pool);
+        ref::IndexerScores(q.data(), tokens, heads, dim, w.data(), key_rows.data(), max_entries,
+                           n_entries.data(), want.data());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(F32ToBits(got[i]), F32ToBits(want[i]))
+              << IsaName(isa) << " dim " << dim << " heads " << heads << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+// Each token computed alone on the calling thread must equal the same token
+// inside a 7-token call on a 3-thread pool, bit for bit, on every ISA.
+TEST(OpsSimdTest, BatchInvariance) {
+  std::mt19937 rng(5);
+  ThreadPool pool(3);
+  const int64_t tokens = 7, heads = 13, dim = 512, width = 4 * 512, n_mix = 24;
+  for (Isa isa : IsasToTest()) {
+    ScopedIsa scoped(isa);
+    const AttnCase c{tokens, heads, dim, 150};
+    AttnProblem p(c, rng);
+    std::vector<bf16> batch(tokens * heads * dim), single(tokens * heads * dim);
+    SparseAttention(p.q.data(), tokens, heads, dim, p.rows.data(), c.list_len, p.sink.data(),
+                    p.scale, batch.data(), &pool);
+    for (int64_t t = 0; t < tokens; ++t) {
+      SparseAttention(p.q.data() + t * heads * dim, 1, heads, dim, p.rows.data() + t * c.list_len,
+                      c.list_len, p.sink.data(), p.scale, single.data() + t * heads * dim,
+                      nullptr);
+    }
+    EXPECT_EQ(testing::CountUlpDiffs(batch, single, 0), 0) << "attention " << IsaName(isa);
+
+    std::vector<bf16> x(tokens * width);
+    std::vector<float> fn(n_mix * width);
+    FillBf16(x.data(), x.size(), rng, 1.0f);
+    for (float& v : fn) v = Bf16ToF32(F32ToBf16(static_cast<float>(rng() % 1000) * 1e-4f));
+    std::vector<float> mix_batch(tokens * n_mix), mix_single(tokens * n_mix);
+    HcMixes(x.data(), tokens, width, fn.data(), n_mix, 1e-6f, mix_batch.data(), &pool);
+    for (int64_t t = 0; t < tokens; ++t) {
+      HcMixes(x.data() + t * width, 1, width, fn.data(), n_mix, 1e-6f,
+              mix_single.data() + t * n_mix, nullptr);
+    }
+    for (size_t i = 0; i < mix_batch.size(); ++i) {
+      EXPECT_EQ(F32ToBits(mix_batch[i]), F32ToBits(mix_single[i])) << "mixes " << IsaName(isa);
+    }
+
+    std::vector<bf16> y_batch(tokens * width), y_single(tokens * width), w(width);
+    FillBf16(w.data(), width, rng, 1.0f);
+    RmsNorm(x.data(), tokens, width, w.data(), 1e-6f, y_batch.data());
+    for (int64_t t = 0; t < tokens; ++t) {
+      RmsNorm(x.data() + t * width, 1, width, w.data(), 1e-6f, y_single.data() + t * width);
+    }
+    EXPECT_EQ(testing::CountUlpDiffs(y_batch, y_single, 0), 0) << "rmsnorm " << IsaName(isa);
+
+    const int64_t ih = 64, idim = 128, entries = 100;
+    std::vector<bf16> iq(tokens * ih * idim), iw(tokens * ih), keys(entries * idim);
+    FillBf16(iq.data(), iq.size(), rng, 1.0f);
+    FillBf16(iw.data(), iw.size(), rng, 0.2f);
+    FillBf16(keys.data(), keys.size(), rng, 1.0f);
+    std::vector<const bf16*> key_rows(entries);
+    for (int64_t e = 0; e < entries; ++e) key_rows[e] = keys.data() + e * idim;
+    std::vector<int64_t> n_entries(tokens);
+    for (int64_t t = 0; t < tokens; ++t) n_entries[t] = 20 + 11 * t;
+    std::vector<float> s_batch(tokens * entries), s_single(tokens * entries);
+    IndexerScores(iq.data(), tokens, ih, idim, iw.data(), key_rows.data(), entries,
+                  n_entries.data(), s_batch.data(), &pool);
+    for (int64_t t = 0; t < tokens; ++t) {
+      IndexerScores(iq.data() + t * ih * idim, 1, ih, idim, iw.data() + t * ih, key_rows.data(),
+                    entries, n_entries.data() + t, s_single.data() + t * entries, nullptr);
+    }
+    for (size_t i = 0; i < s_batch.size(); ++i) {
+      EXPECT_EQ(F32ToBits(s_batch[i]), F32ToBits(s_single[i])) << "indexer " << IsaName(isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

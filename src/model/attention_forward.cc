@@ -1,0 +1,232 @@
+// Attention::Forward: the general path (model.md §3.8 order) for any mix of
+// sequence slices.  The index layout it builds is documented in docs/model.md
+// "Attention index layout".
+#include <algorithm>
+#include <cstring>
+
+#include "base/logging.h"
+#include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/quant.h"
+#include "kernels/rope.h"
+#include "model/attention.h"
+#include "model/attention_weights.h"
+#include "model/compressor.h"
+#include "model/indexer.h"
+
+namespace dsv4 {
+namespace {
+
+size_t Sz(int64_t n) { return static_cast<size_t>(n); }
+
+void CheckBatch(const ForwardBatch& batch, const AttentionCache& cache, int64_t ratio) {
+  const AttentionCacheGeometry& g = cache.geometry();
+  DSV4_CHECK(g.compress_ratio == ratio);
+  std::vector<bool> seen(Sz(cache.num_slots()), false);
+  int64_t rows = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    DSV4_CHECK(s.cache_slot >= 0 && s.cache_slot < cache.num_slots());
+    DSV4_CHECK_MSG(!seen[Sz(s.cache_slot)], "cache slot {} appears twice in one call",
+                   s.cache_slot);
+    seen[Sz(s.cache_slot)] = true;
+    DSV4_CHECK(s.num_tokens >= 1 && s.row_offset == rows);
+    rows += s.num_tokens;
+    const int64_t cached = cache.NumCachedTokens(s.cache_slot);
+    DSV4_CHECK_MSG(s.start_pos >= 0 && s.start_pos <= cached,
+                   "slot {}: start_pos {} beyond {} cached tokens", s.cache_slot, s.start_pos,
+                   cached);
+    if (ratio != 0) {
+      DSV4_CHECK_MSG(s.start_pos == cached,
+                     "slot {}: compressed layer cannot rewind from {} to {}", s.cache_slot,
+                     cached, s.start_pos);
+    } else {
+      DSV4_CHECK_MSG(cached - s.start_pos <= g.ring_capacity - g.sliding_window,
+                     "slot {}: rewind from {} to {} exceeds the ring slack", s.cache_slot,
+                     cached, s.start_pos);
+    }
+  }
+  DSV4_CHECK(rows == batch.num_tokens());
+}
+
+// qr = q_norm(wq_a(x)) [T, q_lora]; q = RoPE(QHeadRms(wq_b(qr))) [T, H, d].
+void QueryPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& batch, bf16* qr,
+               bf16* q, Workspace& ws, ThreadPool* pool) {
+  const int64_t t = batch.num_tokens();
+  w.wq_a.Forward(x, t, qr, ws, pool);
+  kernels::RmsNorm(qr, t, w.q_lora, w.q_norm.as<bf16>(), w.eps, qr);
+  w.wq_b.Forward(qr, t, q, ws, pool);
+  kernels::QHeadRms(q, t * w.n_heads, w.head_dim, w.eps);
+  kernels::ApplyRope(q, t, w.n_heads, w.head_dim, w.rope_dim, batch.positions.data(),
+                     w.freqs.data(), false);
+}
+
+// kv = FP8-QAT(RoPE(kv_norm(wkv(x)))) [T, d] (model.md §3.4 raw KV path).
+void KvPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& batch, bf16* kv,
+            Workspace& ws, ThreadPool* pool) {
+  const int64_t t = batch.num_tokens();
+  w.wkv.Forward(x, t, kv, ws, pool);
+  kernels::RmsNorm(kv, t, w.head_dim, w.kv_norm.as<bf16>(), w.eps, kv);
+  kernels::ApplyRope(kv, t, 1, w.head_dim, w.rope_dim, batch.positions.data(), w.freqs.data(),
+                     false);
+  kernels::KvQatFp8(kv, t, w.head_dim, w.head_dim - w.rope_dim);
+}
+
+// Appends every compressed row completed by this call to each slice's list.
+void UpdateCompressed(const Compressor& comp, const bf16* x, const ForwardBatch& batch,
+                      AttentionCache& cache, Workspace& ws, ThreadPool* pool) {
+  const int64_t t = batch.num_tokens();
+  const int64_t width = comp.state_width();
+  const int64_t d = comp.spec().head_dim;
+  const int64_t ratio = comp.spec().ratio;
+  float* kv = ws.Get<float>("attn.cmp_proj_kv", Sz(t * width));
+  float* score = ws.Get<float>("attn.cmp_proj_score", Sz(t * width));
+  comp.Project(x, t, kv, score, pool);
+  const int64_t max_new = t / ratio + static_cast<int64_t>(batch.seqs.size());
+  bf16* entries = ws.Get<bf16>("attn.cmp_new", Sz(max_new * d));
+  int64_t* blocks = ws.Get<int64_t>("attn.cmp_new_blocks", Sz(max_new));
+  int64_t total = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    const int64_t n = comp.Absorb(kv + s.row_offset * width, score + s.row_offset * width,
+                                  s.start_pos, s.num_tokens, cache.AttnStateKv(s.cache_slot),
+                                  cache.AttnStateScore(s.cache_slot), entries + total * d, ws);
+    const int64_t first = Compressor::FirstEmitted(ratio, s.start_pos);
+    DSV4_CHECK(cache.compressed().size(s.cache_slot) == first);
+    for (int64_t i = 0; i < n; ++i) blocks[total + i] = first + i;
+    total += n;
+  }
+  comp.Finish(entries, total, blocks, ws);  // row-wise, so all slices at once
+  total = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    const int64_t n = Compressor::NumEmitted(ratio, s.start_pos, s.num_tokens);
+    for (int64_t i = 0; i < n; ++i, ++total) {
+      std::copy_n(entries + total * d, d, cache.compressed().Append(s.cache_slot));
+    }
+  }
+}
+
+// Width of the compressed part of the longest list in the call.
+int64_t CompressedWidth(const ForwardBatch& batch, int64_t ratio, int64_t topk) {
+  int64_t width = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    const int64_t visible = (s.start_pos + s.num_tokens) / std::max<int64_t>(ratio, 1);
+    if (ratio == 4) width = std::max(width, std::min(topk, visible));
+    if (ratio == 128) width = std::max(width, visible);
+  }
+  return width;
+}
+
+// Row pointers of every query's index list (canonical layout): window part of
+// width W (positions max(0, p-W+1) .. p oldest first, then padding), then the
+// compressed part (HCA: all visible rows ascending; CSA: the indexer's
+// selection in its order), then padding up to list_len.  Trailing padding does
+// not change the kernel's result (an all-padding block leaves m, Z, acc as
+// they are; padding inside a block adds exact zeros).
+void BuildRows(const AttentionWeights& w, int64_t ratio, const ForwardBatch& batch,
+               const AttentionCache& cache, const bf16* kv, const int32_t* topk,
+               int64_t topk_width, int64_t list_len, const bf16** rows) {
+  const int64_t win = w.window;
+  const int64_t d = w.head_dim;
+  for (const SequenceSlice& s : batch.seqs) {
+    for (int64_t i = 0; i < s.num_tokens; ++i) {
+      const int64_t row = s.row_offset + i;
+      const int64_t p = s.start_pos + i;
+      const bf16** list = rows + row * list_len;
+      int64_t j = 0;
+      for (int64_t q = std::max<int64_t>(0, p - win + 1); q <= p; ++q, ++j) {
+        list[j] = q >= s.start_pos ? kv + (s.row_offset + q - s.start_pos) * d
+                                   : cache.RingRow(s.cache_slot, q);
+      }
+      for (; j < win; ++j) list[j] = nullptr;
+      if (ratio == 128) {
+        for (int64_t t = 0; t < (p + 1) / 128; ++t) {
+          list[j++] = cache.compressed().Row(s.cache_slot, t);
+        }
+      } else if (ratio == 4) {
+        const int32_t* sel = topk + row * topk_width;
+        for (int64_t k = 0; k < topk_width && j < list_len; ++k) {
+          if (sel[k] >= 0) list[j++] = cache.compressed().Row(s.cache_slot, sel[k]);
+        }
+      }
+      for (; j < list_len; ++j) list[j] = nullptr;
+    }
+  }
+}
+
+// After attention (this call's rows may still be read from the ring before).
+void WriteRing(const AttentionWeights& w, const ForwardBatch& batch, const bf16* kv,
+               AttentionCache& cache) {
+  const int64_t cap = cache.geometry().ring_capacity;
+  for (const SequenceSlice& s : batch.seqs) {
+    const int64_t end = s.start_pos + s.num_tokens;
+    for (int64_t p = std::max(s.start_pos, end - cap); p < end; ++p) {
+      std::copy_n(kv + (s.row_offset + p - s.start_pos) * w.head_dim, w.head_dim,
+                  cache.RingRow(s.cache_slot, p));
+    }
+    cache.SetNumCachedTokens(s.cache_slot, end);
+  }
+}
+
+// out = wo_b(wo_a_grouped(inverse-RoPE(o))) (model.md §3.4 output path).
+void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, bf16* out,
+                Workspace& ws, ThreadPool* pool) {
+  const int64_t t = batch.num_tokens();
+  kernels::ApplyRope(o, t, w.n_heads, w.head_dim, w.rope_dim, batch.positions.data(),
+                     w.freqs.data(), true);
+  const int64_t hd = w.n_heads * w.head_dim;
+  const int64_t k = hd / w.n_groups;  // heads 8g..8g+7 of a token, concatenated
+  const int64_t zw = w.n_groups * w.o_lora;
+  bf16* z = ws.Get<bf16>("attn.z", Sz(t * zw));  // [T, G * o_lora], group-major
+  for (int64_t g = 0; g < w.n_groups; ++g) {
+    kernels::GemmBf16(o + g * k, hd, t, k, w.wo_a.data() + g * w.o_lora * k, w.o_lora,
+                      z + g * w.o_lora, zw, pool);
+  }
+  w.wo_b.Forward(z, t, out, ws, pool);
+}
+
+void FillTrace(const int32_t* topk, int64_t t, int64_t width, AttentionTrace* trace) {
+  trace->topk_width = width;
+  trace->indexer_topk.assign(topk, topk + t * width);
+  for (int64_t r = 0; r < t; ++r) {
+    int32_t* b = trace->indexer_topk.data() + r * width;
+    int32_t* e = std::partition(b, b + width, [](int32_t v) { return v >= 0; });
+    std::sort(b, e);
+  }
+}
+
+}  // namespace
+
+void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache,
+                        bf16* out, Workspace& ws, ThreadPool* pool, AttentionTrace* trace) const {
+  const AttentionWeights& w = *w_;
+  const int64_t t = batch.num_tokens();
+  if (trace != nullptr) *trace = AttentionTrace();
+  if (t == 0) return;
+  CheckBatch(batch, cache, ratio_);
+  bf16* qr = ws.Get<bf16>("attn.qr", Sz(t * w.q_lora));               // [T, q_lora]
+  bf16* q = ws.Get<bf16>("attn.q", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
+  bf16* kv = ws.Get<bf16>("attn.kv", Sz(t * w.head_dim));            // [T, d]
+  QueryPath(w, x, batch, qr, q, ws, pool);
+  KvPath(w, x, batch, kv, ws, pool);
+
+  int32_t* topk = nullptr;  // [T, index_topk]
+  int64_t topk_width = 0;
+  if (indexer_ != nullptr) {
+    topk_width = indexer_->topk();
+    topk = ws.Get<int32_t>("attn.topk", Sz(t * topk_width));
+    indexer_->Forward(x, qr, batch, cache, topk, ws, pool);
+    if (trace != nullptr) FillTrace(topk, t, topk_width, trace);
+  }
+  if (compressor_ != nullptr) UpdateCompressed(*compressor_, x, batch, cache, ws, pool);
+
+  const int64_t list_len = w.window + CompressedWidth(batch, ratio_, topk_width);
+  const bf16** rows = ws.Get<const bf16*>("attn.rows", Sz(t * list_len));  // [T, list_len]
+  BuildRows(w, ratio_, batch, cache, kv, topk, topk_width, list_len, rows);
+  bf16* o = ws.Get<bf16>("attn.o", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
+  kernels::SparseAttention(q, t, w.n_heads, w.head_dim, rows, list_len, w.sink.as<float>(),
+                           w.softmax_scale, o, pool);
+  WriteRing(w, batch, kv, cache);
+  OutputPath(w, o, batch, out, ws, pool);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,38 @@
+// Internal to the attention sub-layer (attention.cc, attention_forward.cc):
+// one layer's loaded weights and dimensions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/linear.h"
+#include "tensor/tensor.h"
+
+namespace dsv4 {
+
+struct AttentionWeights {
+  // Dimensions (model.md §1.1 names).
+  int64_t dim = 0;         // D
+  int64_t n_heads = 0;     // H
+  int64_t head_dim = 0;    // d
+  int64_t rope_dim = 0;    // rd
+  int64_t q_lora = 0;
+  int64_t n_groups = 0;    // o_groups
+  int64_t o_lora = 0;      // o_lora_rank
+  int64_t window = 0;      // sliding_window
+  int64_t index_head_dim = 0;
+  float eps = 1e-6f;
+  float softmax_scale = 0;  // fp32(head_dim^-0.5)
+
+  Fp8Linear wq_a;   // [q_lora, D]
+  Buffer q_norm;    // [q_lora] BF16
+  Fp8Linear wq_b;   // [H*d, q_lora]
+  Fp8Linear wkv;    // [d, D]
+  Buffer kv_norm;   // [d] BF16
+  Bf16Linear wo_a;  // [G*o_lora, H*d/G], FP8 dequantized at load as the reference's converter
+  Fp8Linear wo_b;   // [D, G*o_lora]
+  Buffer sink;      // [H] FP32
+  std::vector<float> freqs;  // [rd/2], this layer's RoPE profile
+};
+
+}  // namespace dsv4

@@ -1,0 +1,160 @@
+#include "model/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/logging.h"
+#include "kernels/hadamard.h"
+#include "kernels/norm.h"
+#include "kernels/quant.h"
+#include "kernels/rope.h"
+
+namespace dsv4 {
+
+Result<std::unique_ptr<Compressor>> Compressor::Load(const Checkpoint& ckpt,
+                                                     const std::string& prefix,
+                                                     const CompressorSpec& spec,
+                                                     const float* rope_freqs) {
+  if (spec.ratio != 4 && spec.ratio != 128) {
+    return InvalidArgument("{}: compress ratio {} is not 4 or 128", prefix, spec.ratio);
+  }
+  std::unique_ptr<Compressor> c(new Compressor());
+  c->spec_ = spec;
+  const int64_t width = c->state_width();
+  DSV4_ASSIGN_OR_RETURN(c->wkv_, Bf16Linear::Load(ckpt, prefix + "wkv", width, spec.dim));
+  DSV4_ASSIGN_OR_RETURN(c->wgate_, Bf16Linear::Load(ckpt, prefix + "wgate", width, spec.dim));
+  DSV4_ASSIGN_OR_RETURN(c->ape_, LoadF32Copy(ckpt, prefix + "ape", {spec.ratio, width}));
+  DSV4_ASSIGN_OR_RETURN(c->norm_, LoadBf16Copy(ckpt, prefix + "norm.weight", {spec.head_dim}));
+  c->freqs_.assign(rope_freqs, rope_freqs + spec.rope_dim / 2);
+  return c;
+}
+
+std::unique_ptr<Compressor> Compressor::FromData(const CompressorSpec& spec, const bf16* wkv,
+                                                 const bf16* wgate, const float* ape,
+                                                 const bf16* norm, const float* rope_freqs) {
+  DSV4_CHECK(spec.ratio == 4 || spec.ratio == 128);
+  std::unique_ptr<Compressor> c(new Compressor());
+  c->spec_ = spec;
+  const int64_t width = c->state_width();
+  c->wkv_ = Bf16Linear::FromData(wkv, width, spec.dim);
+  c->wgate_ = Bf16Linear::FromData(wgate, width, spec.dim);
+  c->ape_ = Buffer(static_cast<size_t>(spec.ratio * width) * sizeof(float));
+  std::memcpy(c->ape_.data(), ape, c->ape_.size());
+  c->norm_ = Buffer(static_cast<size_t>(spec.head_dim) * sizeof(bf16));
+  std::memcpy(c->norm_.data(), norm, c->norm_.size());
+  c->freqs_.assign(rope_freqs, rope_freqs + spec.rope_dim / 2);
+  return c;
+}
+
+void Compressor::ResetState(float* state_kv, float* state_score) const {
+  const int64_t n = state_rows() * state_width();
+  std::fill_n(state_kv, n, 0.0f);
+  std::fill_n(state_score, n, -std::numeric_limits<float>::infinity());
+}
+
+void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
+                         ThreadPool* pool) const {
+  wkv_.ForwardF32(x, n, kv, pool);
+  wgate_.ForwardF32(x, n, score, pool);
+}
+
+// One entry from a full state: per channel c, the block's rows j (ratio 4:
+// first halves of the previous block's rows 0..3, then second halves of the
+// current block's rows 4..7) are mixed with softmax weights over their scores.
+// As the reference (PyTorch's CPU softmax multiplies by the reciprocal of the
+// sum; a division changes 1 of the golden's 1024 r128 pooled values by 1 ulp):
+// p_j = exp(s_j - max) * (1 / sum_j exp(s_j - max)), then sum_j kv_j * p_j in
+// row order, all FP32; one BF16 rounding at the end.
+void Compressor::PoolBlock(const float* state_kv, const float* state_score, float* tmp,
+                           bf16* out) const {
+  const int64_t d = spec_.head_dim;
+  const int64_t width = state_width();
+  const int64_t rows = state_rows();
+  auto col = [&](int64_t j) { return (spec_.ratio == 4 && j >= 4) ? d : 0; };
+  float* mx = tmp;           // [d]
+  float* sum = tmp + d;      // [d]
+  float* acc = tmp + 2 * d;  // [d]
+  float* e = tmp + 3 * d;    // [rows, d] exp(s - max)
+  std::fill_n(mx, d, -std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* s = state_score + j * width + col(j);
+    for (int64_t c = 0; c < d; ++c) mx[c] = std::max(mx[c], s[c]);
+  }
+  std::fill_n(sum, d, 0.0f);
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* s = state_score + j * width + col(j);
+    float* ej = e + j * d;
+    for (int64_t c = 0; c < d; ++c) {
+      ej[c] = std::exp(s[c] - mx[c]);
+      sum[c] += ej[c];
+    }
+  }
+  std::fill_n(acc, d, 0.0f);
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* v = state_kv + j * width + col(j);
+    const float* ej = e + j * d;
+    for (int64_t c = 0; c < d; ++c) acc[c] += v[c] * (ej[c] * (1.0f / sum[c]));
+  }
+  for (int64_t c = 0; c < d; ++c) out[c] = F32ToBf16(acc[c]);
+}
+
+int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
+                           float* state_kv, float* state_score, bf16* pooled,
+                           Workspace& ws) const {
+  const int64_t ratio = spec_.ratio;
+  const int64_t width = state_width();
+  const float* ape = ape_.as<float>();
+  float* tmp = ws.Get<float>("compressor.pool_tmp",
+                             static_cast<size_t>((3 + state_rows()) * spec_.head_dim));
+  int64_t emitted = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t k = (start_pos + i) % ratio;
+    const int64_t row = ratio == 4 ? 4 + k : k;
+    float* skv = state_kv + row * width;
+    float* ssc = state_score + row * width;
+    std::memcpy(skv, kv + i * width, static_cast<size_t>(width) * sizeof(float));
+    for (int64_t c = 0; c < width; ++c) ssc[c] = score[i * width + c] + ape[k * width + c];
+    if (k != ratio - 1) continue;
+    PoolBlock(state_kv, state_score, tmp, pooled + emitted * spec_.head_dim);
+    ++emitted;
+    if (ratio == 4) {  // the current block becomes the previous one
+      const size_t bytes = static_cast<size_t>(4 * width) * sizeof(float);
+      std::memcpy(state_kv, state_kv + 4 * width, bytes);
+      std::memcpy(state_score, state_score + 4 * width, bytes);
+    }
+  }
+  return emitted;
+}
+
+void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const {
+  if (n == 0) return;
+  const int64_t d = spec_.head_dim;
+  kernels::RmsNorm(entries, n, d, norm_.as<bf16>(), spec_.norm_eps, entries);
+  int64_t* positions = ws.Get<int64_t>("compressor.positions", static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[i] = blocks[i] * spec_.ratio;
+  kernels::ApplyRope(entries, n, 1, d, spec_.rope_dim, positions, freqs_.data(), false);
+  if (spec_.rotate) {
+    kernels::HadamardBf16(entries, n, d);
+    kernels::Fp4Qat(entries, n, d);
+  } else {
+    kernels::KvQatFp8(entries, n, d, d - spec_.rope_dim);
+  }
+}
+
+int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, float* state_kv,
+                            float* state_score, bf16* entries, Workspace& ws,
+                            ThreadPool* pool) const {
+  const auto elems = static_cast<size_t>(n * state_width());
+  float* kv = ws.Get<float>("compressor.kv", elems);
+  float* score = ws.Get<float>("compressor.score", elems);
+  Project(x, n, kv, score, pool);
+  const int64_t emitted = Absorb(kv, score, start_pos, n, state_kv, state_score, entries, ws);
+  int64_t* blocks = ws.Get<int64_t>("compressor.blocks", static_cast<size_t>(emitted) + 1);
+  for (int64_t i = 0; i < emitted; ++i) blocks[i] = FirstEmitted(spec_.ratio, start_pos) + i;
+  Finish(entries, emitted, blocks, ws);
+  return emitted;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,95 @@
+// The KV compressor of CSA/HCA layers and of the lightning indexer
+// (model.md §3.5, golden/ops §14).
+//
+// Per token: FP32 projections kv = x.wkv^T, score = x.wgate^T + ape[p mod ratio]
+// (coff*d wide, coff = 2 for the overlapping ratio 4, else 1).  Tokens stream
+// through a per-sequence state exactly like the reference's decode path
+// (ratio 4: rows 0..3 = previous block, rows 4..7 = current block; ratio 128:
+// row p mod 128), and every block completed by a call is pooled from that
+// state (per-channel softmax over the block's scores, FP32 weighted sum), so
+// the emitted entries do not depend on how a sequence is split into calls.
+// Each entry then becomes bf16 -> RMSNorm -> RoPE at position ratio*b ->
+// FP8 KV QAT on the nope dims (attention) or Hadamard + FP4 QAT (indexer).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/checkpoint.h"
+#include "model/linear.h"
+#include "model/workspace.h"
+#include "tensor/numeric.h"
+#include "tensor/tensor.h"
+
+namespace dsv4 {
+
+struct CompressorSpec {
+  int64_t ratio = 0;      // 4 (overlapping) or 128
+  int64_t dim = 0;        // input width D
+  int64_t head_dim = 0;   // d: entry width
+  int64_t rope_dim = 0;   // RoPE on the last rope_dim dims of an entry
+  bool rotate = false;    // true: indexer (Hadamard + FP4 QAT); false: FP8 KV QAT
+  float norm_eps = 1e-6f;
+};
+
+class Compressor {
+ public:
+  // prefix e.g. "layers.2.attn.compressor." (tensors wkv.weight, wgate.weight,
+  // ape, norm.weight).  rope_freqs [rope_dim/2]: the layer's table.
+  static Result<std::unique_ptr<Compressor>> Load(const Checkpoint& ckpt, const std::string& prefix,
+                                                  const CompressorSpec& spec,
+                                                  const float* rope_freqs);
+  // Copies the given weights: wkv/wgate [coff*d, D], ape [ratio, coff*d], norm [d].
+  static std::unique_ptr<Compressor> FromData(const CompressorSpec& spec, const bf16* wkv,
+                                              const bf16* wgate, const float* ape,
+                                              const bf16* norm, const float* rope_freqs);
+
+  const CompressorSpec& spec() const { return spec_; }
+  int64_t coff() const { return spec_.ratio == 4 ? 2 : 1; }
+  // Per-sequence state: two FP32 buffers (kv, score) of [state_rows, state_width].
+  int64_t state_rows() const { return coff() * spec_.ratio; }
+  int64_t state_width() const { return coff() * spec_.head_dim; }
+  // Fresh state: kv 0, score -inf.
+  void ResetState(float* state_kv, float* state_score) const;
+
+  // Entries emitted by a call of n tokens starting at start_pos: blocks
+  // start_pos/ratio .. (start_pos+n)/ratio - 1.
+  static int64_t FirstEmitted(int64_t ratio, int64_t start_pos) { return start_pos / ratio; }
+  static int64_t NumEmitted(int64_t ratio, int64_t start_pos, int64_t n) {
+    return (start_pos + n) / ratio - start_pos / ratio;
+  }
+
+  // kv, score [n, state_width] FP32 = projections of x [n, D] (score without ape).
+  // Row-wise: row r depends only on x row r.
+  void Project(const bf16* x, int64_t n, float* kv, float* score, ThreadPool* pool) const;
+  // Streams projected rows of ONE sequence at positions start_pos .. start_pos+n-1
+  // through its state and writes the pooled (bf16-rounded, not yet normalized)
+  // entry of every completed block to pooled [NumEmitted, d].  Returns NumEmitted.
+  int64_t Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
+                 float* state_kv, float* state_score, bf16* pooled, Workspace& ws) const;
+  // In place on n pooled entries whose block indices are blocks[0..n):
+  // RMSNorm -> RoPE at ratio*block -> QAT (or Hadamard + FP4 QAT).  Row-wise.
+  void Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const;
+
+  // Project + Absorb + Finish for one sequence (the unit-test entry point).
+  // entries [NumEmitted, d].  Returns NumEmitted.
+  int64_t Forward(const bf16* x, int64_t start_pos, int64_t n, float* state_kv,
+                  float* state_score, bf16* entries, Workspace& ws, ThreadPool* pool) const;
+
+ private:
+  Compressor() = default;
+  void PoolBlock(const float* state_kv, const float* state_score, float* tmp, bf16* out) const;
+
+  CompressorSpec spec_;
+  Bf16Linear wkv_;    // [coff*d, D], used as FP32
+  Bf16Linear wgate_;  // [coff*d, D], used as FP32
+  Buffer ape_;        // [ratio, coff*d] FP32
+  Buffer norm_;       // [d] BF16
+  std::vector<float> freqs_;  // [rope_dim/2]
+};
+
+}  // namespace dsv4

@@ -2,7 +2,9 @@
 // 0..2x the vector width plus model sizes, misaligned pointers), with
 // tolerances derived from the arithmetic, and batch-invariance tests: per
 // token results must not depend on the tokens sharing a call or the threads.
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -314,6 +316,61 @@ TEST(OpsSimdTest, BatchInvariance) {
     for (size_t i = 0; i < s_batch.size(); ++i) {
       EXPECT_EQ(F32ToBits(s_batch[i]), F32ToBits(s_single[i])) << "indexer " << IsaName(isa);
     }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels
+
+namespace dsv4::kernels {
+namespace {
+
+// Manual timing of decode-shaped calls per ISA (not a correctness test):
+//   kernel_ops_test --gtest_also_run_disabled_tests --gtest_filter='*Timing*'
+TEST(OpsSimdTest, DISABLED_DecodeTiming) {
+  std::mt19937 rng(6);
+  auto time_ms = [](auto&& fn, int reps) {
+    fn();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count() / reps;
+  };
+  const AttnCase c{1, 64, 512, 640};
+  AttnProblem p(c, rng);
+  std::vector<bf16> o(64 * 512);
+  const int64_t width = 16384, n_mix = 24;
+  std::vector<bf16> x(width);
+  std::vector<float> fn(n_mix * width), mixes(n_mix);
+  FillBf16(x.data(), width, rng, 1.0f);
+  for (float& v : fn) v = 1e-3f * static_cast<float>(rng() % 100);
+  const int64_t entries = 16384;
+  std::vector<bf16> iq(64 * 128), iw(64), keys(entries * 128);
+  FillBf16(iq.data(), iq.size(), rng, 1.0f);
+  FillBf16(iw.data(), iw.size(), rng, 0.2f);
+  FillBf16(keys.data(), keys.size(), rng, 1.0f);
+  std::vector<const bf16*> key_rows(entries);
+  for (int64_t e = 0; e < entries; ++e) key_rows[e] = keys.data() + e * 128;
+  std::vector<float> score(entries);
+  std::vector<bf16> y(4 * 4096), w(4096);
+  for (Isa isa : IsasToTest()) {
+    ScopedIsa scoped(isa);
+    const double attn = time_ms([&] {
+      SparseAttention(p.q.data(), 1, 64, 512, p.rows.data(), 640, p.sink.data(), p.scale,
+                      o.data(), nullptr);
+    }, 5);
+    const double mix = time_ms([&] {
+      HcMixes(x.data(), 1, width, fn.data(), n_mix, 1e-6f, mixes.data(), nullptr);
+    }, 20);
+    const int64_t n = entries;
+    const double idx = time_ms([&] {
+      IndexerScores(iq.data(), 1, 64, 128, iw.data(), key_rows.data(), entries, &n, score.data(),
+                    nullptr);
+    }, 3);
+    const double norm = time_ms([&] { RmsNorm(x.data(), 4, 4096, w.data(), 1e-6f, y.data()); }, 50);
+    std::printf("%-7s attn(64h x 640 x 512) %.3f ms | hc_mixes(24 x 16384) %.3f ms | "
+                "indexer(64h x 16384 x 128) %.3f ms | rmsnorm(4 x 4096) %.4f ms\n",
+                std::string(IsaName(isa)).c_str(), attn, mix, idx, norm);
   }
 }
 

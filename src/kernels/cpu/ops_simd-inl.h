@@ -140,6 +140,7 @@ void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc
   const int64_t dim_pad = (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign;
   const bf16* const* rows = a.kv_rows + t * a.list_len;
   float m[G], z[G], alpha[G];
+  #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const bf16* qh = a.q + (t * a.heads + h0 + g) * dim;
     for (int64_t d = 0; d < dim_pad; ++d) {
@@ -156,18 +157,23 @@ void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc
     for (int64_t j = 0; j < n; ++j) {
       const bf16* row = rows[b0 + j];
       if (row == nullptr) {
+        #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) pb[g * kBlock + j] = -INFINITY;
         continue;
       }
       typename V::F s[G];
+      #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) s[g] = V::Zero();
       for (int64_t d = 0; d < dim; d += L) {
         const typename V::F kv = LoadRowChunk<V>(row, d, dim);
+        #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) s[g] = V::Fma(V::Load(qf + g * dim_pad + d), kv, s[g]);
       }
+      #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) pb[g * kBlock + j] = V::ReduceAdd(s[g]) * a.scale;
     }
     // Online softmax: FP32 denominators from the unrounded p, BF16 p for P.V.
+    #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       float* p = pb + g * kBlock;
       float block_max = -INFINITY;
@@ -186,19 +192,23 @@ void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc
     // P.V per dim chunk, G accumulators in registers across the block's rows.
     for (int64_t d = 0; d < dim; d += L) {
       typename V::F pv[G];
+      #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) pv[g] = V::Zero();
       for (int64_t j = 0; j < n; ++j) {
         const bf16* row = rows[b0 + j];
         if (row == nullptr) continue;
         const typename V::F kv = LoadRowChunk<V>(row, d, dim);
+        #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) pv[g] = V::Fma(V::Set1(pb[g * kBlock + j]), kv, pv[g]);
       }
+      #pragma GCC unroll 8
       for (int g = 0; g < G; ++g) {
         float* ag = acc + g * dim_pad + d;
         V::Store(ag, V::Add(V::Mul(V::Load(ag), V::Set1(alpha[g])), pv[g]));
       }
     }
   }
+  #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const float zf = z[g] + expf(a.sink[h0 + g] - m[g]);
     const typename V::F zv = V::Set1(zf);
@@ -235,13 +245,16 @@ template <class V, int G>
 typename V::F IndexerHeads(const IndexerTileArgs& a, int64_t h0, typename V::F sum) {
   constexpr int64_t L = V::kLanes;
   typename V::F dot[G];
+  #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) dot[g] = V::Zero();
   for (int64_t d = 0; d < a.dim; ++d) {
     const typename V::F k = V::Load(a.key_t + d * L);
+    #pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       dot[g] = V::Add(dot[g], V::Mul(V::Set1(a.q[(h0 + g) * a.dim + d]), k));
     }
   }
+  #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const typename V::F relu = V::Max(V::RoundBf16(dot[g]), V::Zero());
     const typename V::F w = V::Set1(ToF32(a.w[h0 + g]));

@@ -123,14 +123,21 @@ struct LogitStats {
       margin_agree += a == b ? 1 : 0;
     }
   }
+  // The confident-row rule allows one miss: with few such rows 95 % is
+  // stricter than the reference's own FP64-vs-FP32 noise (5/6 on prefill37,
+  // golden/README.md §7).
+  bool margin_pass() const {
+    return margin_agree >= kMarginAgreement * margin_rows || margin_rows - margin_agree <= 1;
+  }
   bool pass() const {
-    return diff.rms() <= kLogitsRms && agree >= kArgmaxAgreement * rows &&
-           margin_agree >= kMarginAgreement * margin_rows;
+    return diff.rms() <= kLogitsRms && agree >= kArgmaxAgreement * rows && margin_pass();
   }
   std::string Figures() const {
-    return fmt::format("rms {:.4f} (<= {}), max_abs {:.3f}, argmax {}/{}, margin>1 rows {}/{}",
-                       diff.rms(), kLogitsRms, diff.max_abs, agree, rows, margin_agree,
-                       margin_rows);
+    return fmt::format(
+        "rms {:.4f} (<= {}), max_abs {:.3f}, argmax {}/{} (>= {:.0f}%), margin>1 rows {}/{} "
+        "(>= {:.0f}% or one miss)",
+        diff.rms(), kLogitsRms, diff.max_abs, agree, rows, 100 * kArgmaxAgreement, margin_agree,
+        margin_rows, 100 * kMarginAgreement);
   }
 };
 

@@ -28,7 +28,7 @@ Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<Checkpoint> ckpt, Mod
   std::unique_ptr<Model> m(new Model());
   m->cfg_ = std::move(cfg);
   m->ckpt_ = std::move(ckpt);
-  DSV4_RETURN_IF_ERROR(m->Bind(options).WithPrefix(m->ckpt_->dir()));
+  DSV4_RETURN_IF_ERROR(m->Bind(options));
   return m;
 }
 

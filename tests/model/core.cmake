@@ -2,3 +2,15 @@
 dsv4_test(NAME model_moe_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/moe_test.cc
   DEPS model kernels checkpoint tensor base)
+dsv4_test(NAME model_block_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/block_test.cc
+  DEPS model kernels checkpoint tensor base)
+dsv4_test(NAME model_model_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/model_test.cc
+  DEPS model kernels checkpoint tensor base)
+dsv4_test(NAME model_consistency_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/consistency_test.cc
+  DEPS model kernels checkpoint tensor base)
+dsv4_test(NAME model_golden_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/golden_test.cc
+  DEPS model kernels checkpoint tensor base)

@@ -154,6 +154,20 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t m, int64_t
       for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
+        if (mt == 1) {
+          // Decode GEMV: weights go from memory to registers to FMAs, with
+          // the same per-column chain as the tiled path below.
+          __m512 xa[kVecs], wv[kVecs];
+          const float* pa = x + m0 * k + kb * 128;
+          for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
+          for (int64_t c = 0; c < nc; ++c) {
+            decode(n0 + c, kb, wv);
+            lanes[c] = Chain8(wv, xa);
+          }
+          const float sa = x_scales[m0 * num_kb + kb];
+          acc[0] = _mm512_add_ps(acc[0], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
+          continue;
+        }
         for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
         int64_t r = 0;
         // Two rows share each weight load; the per-row arithmetic is the
@@ -203,32 +217,17 @@ void DensePanels(const DenseGemmArgs& a, const W* w, int64_t panel_begin, int64_
       for (int64_t r = 0; r < mt; ++r) {
         for (int c = 0; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
       }
-      if (mt == 1) {
-        // Decode-time GEMV: stream each weight row once, in K order.
-        for (int64_t c = 0; c < nc; ++c) {
-          __m512 lane = _mm512_setzero_ps();
-          for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
-            const int64_t count = Min(kChunk, a.k - k0);
-            DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[0]);
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        for (int64_t c = 0; c < nc; ++c) DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[c]);
+        for (int64_t r = 0; r < mt; ++r) {
+          const float* xr = a.x + (m0 + r) * a.ldx + k0;
+          for (int64_t c = 0; c < nc; ++c) {
+            __m512 lane = lanes[r][c];
             for (int v = 0; v * 16 < count; ++v) {
-              lane = _mm512_fmadd_ps(wdec[0][v], _mm512_loadu_ps(a.x + m0 * a.ldx + k0 + 16 * v), lane);
+              lane = _mm512_fmadd_ps(wdec[c][v], _mm512_loadu_ps(xr + 16 * v), lane);
             }
-          }
-          lanes[0][c] = lane;
-        }
-      } else {
-        for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
-          const int64_t count = Min(kChunk, a.k - k0);
-          for (int64_t c = 0; c < nc; ++c) DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[c]);
-          for (int64_t r = 0; r < mt; ++r) {
-            const float* xr = a.x + (m0 + r) * a.ldx + k0;
-            for (int64_t c = 0; c < nc; ++c) {
-              __m512 lane = lanes[r][c];
-              for (int v = 0; v * 16 < count; ++v) {
-                lane = _mm512_fmadd_ps(wdec[c][v], _mm512_loadu_ps(xr + 16 * v), lane);
-              }
-              lanes[r][c] = lane;
-            }
+            lanes[r][c] = lane;
           }
         }
       }

@@ -1,0 +1,158 @@
+// Linear-layer micro-benchmarks at DeepSeek-V4-Flash shapes: decode GEMV
+// (M = 1, memory bound: reported as weight bytes read per second) and a few
+// prefill batch sizes, for every ISA path side by side.
+//
+//   dsv4_gemm_bench --benchmark_filter=Gemv
+//
+// Arguments: {isa (0 scalar, 1 avx2, 2 avx512), M, threads}.
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
+
+namespace dsv4::kernels {
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t out, in;
+};
+
+// [out, in] of the benchmarked weights.
+constexpr Shape kWqB{"wq_b", 32768, 1024};
+constexpr Shape kSharedW1{"shared_w1", 2048, 4096};
+constexpr Shape kExpertW1{"expert_w1", 2048, 4096};
+
+std::vector<uint8_t> RandomBytes(int64_t n, uint8_t lo, uint8_t hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(lo, hi);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    b = static_cast<uint8_t>(byte(rng));
+    if ((b & 0x7f) == 0x7f) b &= 0xfe;
+  }
+  return v;
+}
+
+struct Activation {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+
+Activation RandomActivation(int64_t m, int64_t k) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> x(m * k);
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  Activation a{std::vector<uint8_t>(m * k), std::vector<float>(m * k / 128)};
+  ActQuantFp8(x.data(), m, k, 128, a.codes.data(), a.scales.data());
+  return a;
+}
+
+// Selects the ISA of state.range(0); false (and the benchmark skipped) if
+// the CPU lacks it.
+bool SelectIsa(benchmark::State& state) {
+  const Isa isa = static_cast<Isa>(state.range(0));
+  if (isa > BestSupportedIsa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return false;
+  }
+  SetIsaForTesting(isa);
+  state.SetLabel(std::string(IsaName(isa)));
+  return true;
+}
+
+std::unique_ptr<ThreadPool> MakePool(int64_t threads) {
+  return threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+}
+
+void BM_Fp8Gemm(benchmark::State& state, Shape shape) {
+  if (!SelectIsa(state)) return;
+  const int64_t m = state.range(1);
+  const auto codes = RandomBytes(shape.out * shape.in, 0, 255, 1);
+  const auto scales = RandomBytes(((shape.out + 127) / 128) * (shape.in / 128), 116, 124, 2);
+  const Fp8Weight w{codes.data(), scales.data(), shape.out, shape.in};
+  const Activation a = RandomActivation(m, shape.in);
+  std::vector<bf16> y(m * shape.out);
+  auto pool = MakePool(state.range(2));
+  for (auto _ : state) {
+    Fp8Gemm(a.codes.data(), a.scales.data(), m, w, y.data(), pool.get());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * shape.out * shape.in);
+  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(m * shape.out * shape.in) *
+                                                   static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+void BM_Fp4Gemm(benchmark::State& state, Shape shape) {
+  if (!SelectIsa(state)) return;
+  const int64_t m = state.range(1);
+  const auto packed = RandomBytes(shape.out * shape.in / 2, 0, 255, 3);
+  const auto scales = RandomBytes(shape.out * shape.in / 32, 118, 126, 4);
+  const Fp4Weight w{packed.data(), scales.data(), shape.out, shape.in};
+  const Activation a = RandomActivation(m, shape.in);
+  std::vector<bf16> y(m * shape.out);
+  auto pool = MakePool(state.range(2));
+  for (auto _ : state) {
+    Fp4Gemm(a.codes.data(), a.scales.data(), m, w, y.data(), pool.get());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * (shape.out * shape.in / 2 + shape.out * shape.in / 32));
+  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(m * shape.out * shape.in) *
+                                                   static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
+// wo_a-like BF16 weight (dequantized at conversion): [1024, 4096].
+void BM_GemmBf16(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const int64_t m = state.range(1), n = 1024, k = 4096;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> w(n * k), x(m * k), y(m * n);
+  for (auto& v : w) v = F32ToBf16(normal(rng));
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  auto pool = MakePool(state.range(2));
+  for (auto _ : state) {
+    GemmBf16(x.data(), k, m, k, w.data(), n, y.data(), n, pool.get());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * k * 2);
+}
+
+// {isa, M, threads}: GEMV on one thread and on all CPUs, plus prefill sizes.
+void GemvArgs(benchmark::internal::Benchmark* b) {
+  const int64_t all = ThreadPool::DefaultThreads();
+  for (int64_t isa = 0; isa <= 2; ++isa) b->Args({isa, 1, 1});
+  if (all > 1) {
+    for (int64_t isa = 1; isa <= 2; ++isa) b->Args({isa, 1, all});
+  }
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
+}
+
+void PrefillArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {16, 128}) {
+    for (int64_t isa = 1; isa <= 2; ++isa) b->Args({isa, m, 1});
+  }
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
+BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(PrefillArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(PrefillArgs);
+
+}  // namespace
+}  // namespace dsv4::kernels
+
+BENCHMARK_MAIN();

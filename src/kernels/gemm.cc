@@ -4,6 +4,7 @@
 // thread count).  Design notes: docs/kernels.md.
 #include "kernels/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 
@@ -35,6 +36,27 @@ std::array<float, 256> E4M3Table(float factor) {
   return t;
 }
 
+// Runs kernel(tile) over an [m, n] output split into panels of `width`
+// columns and blocks of kRowBlock rows (task = row block · num_panels +
+// panel), so narrow outputs of long batches still use every thread.  Any
+// split gives the same bits: rows and columns are computed independently.
+template <typename Kernel>
+void ForEachTile(ThreadPool* pool, int64_t m, int64_t n, int64_t width, int64_t bytes_per_panel,
+                 const Kernel& kernel) {
+  const int64_t num_panels = CeilDiv(n, width);
+  const int64_t num_tasks = num_panels * CeilDiv(m, cpu::kRowBlock);
+  ParallelFor(pool, num_tasks, Grain(bytes_per_panel), [&](int64_t begin, int64_t end) {
+    while (begin < end) {
+      const int64_t row_block = begin / num_panels;
+      const int64_t panel = begin % num_panels;
+      const int64_t count = std::min(num_panels - panel, end - begin);
+      kernel(cpu::Tile{row_block * cpu::kRowBlock, std::min(m, (row_block + 1) * cpu::kRowBlock),
+                       panel, panel + count});
+      begin += count;
+    }
+  });
+}
+
 std::unique_ptr<float[]> Floats(int64_t n) {
   return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
 }
@@ -53,11 +75,11 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   for (int64_t i = 0; i < m * w.in; ++i) x[i] = kTable[x_codes[i]];
   const cpu::Fp8GemmArgs args{x.get(), x_scales, m, w, y};
   const int64_t width = PanelWidth(isa);
-  ParallelFor(pool, CeilDiv(w.out, width), Grain(width * w.in), [&](int64_t b, int64_t e) {
+  ForEachTile(pool, m, w.out, width, width * w.in, [&](const cpu::Tile& t) {
     if (isa == Isa::kAvx512) {
-      cpu::Fp8GemmPanelsAvx512(args, b, e);
+      cpu::Fp8GemmPanelsAvx512(args, t);
     } else {
-      cpu::Fp8GemmPanelsAvx2(args, b, e);
+      cpu::Fp8GemmPanelsAvx2(args, t);
     }
   });
 }
@@ -78,11 +100,11 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
     for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
   }
   const cpu::Fp4GemmArgs args{x.get(), x_scales, m, w, y};
-  ParallelFor(pool, CeilDiv(w.out, width), Grain(width * w.in / 2), [&](int64_t b, int64_t e) {
+  ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) {
     if (isa == Isa::kAvx512) {
-      cpu::Fp4GemmPanelsAvx512(args, b, e);
+      cpu::Fp4GemmPanelsAvx512(args, t);
     } else {
-      cpu::Fp4GemmPanelsAvx2(args, b, e);
+      cpu::Fp4GemmPanelsAvx2(args, t);
     }
   });
 }
@@ -114,11 +136,11 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
   args.ldy = ldy;
   const int64_t width = PanelWidth(isa);
   const int64_t bytes_per_panel = width * k * (w_f32 != nullptr ? 4 : 2);
-  ParallelFor(pool, CeilDiv(n, width), Grain(bytes_per_panel), [&](int64_t b, int64_t e) {
+  ForEachTile(pool, m, n, width, bytes_per_panel, [&](const cpu::Tile& t) {
     if (isa == Isa::kAvx512) {
-      cpu::DenseGemmPanelsAvx512(args, b, e);
+      cpu::DenseGemmPanelsAvx512(args, t);
     } else {
-      cpu::DenseGemmPanelsAvx2(args, b, e);
+      cpu::DenseGemmPanelsAvx2(args, t);
     }
   });
 }

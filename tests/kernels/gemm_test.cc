@@ -500,3 +500,21 @@ TEST(GemmBatchInvariance, AllKernels) {
 
 }  // namespace
 }  // namespace dsv4::kernels
+
+namespace dsv4::kernels {
+namespace {
+
+// Narrow outputs of long batches (the mHC mixes: N = 24) are split over row
+// blocks instead of panels; the rows must still not notice.
+TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
+  std::mt19937 rng(19);
+  const int64_t m = 200, n = 24, k = 4096;
+  const DenseWeights w = RandomDense(n * k, &rng);
+  const std::vector<bf16> x = RandomBf16(m * k, &rng);
+  ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+    GemmBf16xF32(x.data() + r0 * k, rows, k, w.F32(), n, y, pool);
+  }, "GemmBf16xF32 narrow");
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -138,16 +138,15 @@ void StoreBf16(bf16* y, __m512 v, int64_t count) {
 // weights; panel_scale(n0, kb) the per-panel weight scale (1 when the scale
 // is folded into the decoded weights).  acc += parts · (sa · panel_scale).
 template <typename Decode, typename PanelScale>
-void BlockScaledPanels(const float* x, const float* x_scales, int64_t m, int64_t k, int64_t n,
-                       bf16* y, int64_t panel_begin, int64_t panel_end, Decode decode,
-                       PanelScale panel_scale) {
+void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
+                       const Tile& t, Decode decode, PanelScale panel_scale) {
   const int64_t num_kb = k / 128;
   alignas(64) __m512 wdec[kP][kVecs];  // the panel's current block, decoded
   alignas(64) __m512 acc[kMTile];      // per row, columns permuted as Reduce16
   __m512 lanes[kP], lanes2[kP];
-  for (int64_t m0 = 0; m0 < m; m0 += kMTile) {
-    const int64_t mt = Min(kMTile, m - m0);
-    for (int64_t p = panel_begin; p < panel_end; ++p) {
+  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
+    const int64_t mt = Min(kMTile, t.row_end - m0);
+    for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = _mm512_setzero_ps();
@@ -206,12 +205,12 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t m, int64_t
 // Dense GEMM: lane vectors run over the whole K (chunks in order) and are
 // reduced once at the end.
 template <typename W>
-void DensePanels(const DenseGemmArgs& a, const W* w, int64_t panel_begin, int64_t panel_end) {
+void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
   alignas(64) __m512 wdec[kP][kVecs];
   alignas(64) __m512 lanes[kDenseMTile][kP];
-  for (int64_t m0 = 0; m0 < a.m; m0 += kDenseMTile) {
-    const int64_t mt = Min(kDenseMTile, a.m - m0);
-    for (int64_t p = panel_begin; p < panel_end; ++p) {
+  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kDenseMTile) {
+    const int64_t mt = Min(kDenseMTile, t.row_end - m0);
+    for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, a.n - n0);
       for (int64_t r = 0; r < mt; ++r) {
@@ -245,19 +244,19 @@ void DensePanels(const DenseGemmArgs& a, const W* w, int64_t panel_begin, int64_
 
 }  // namespace
 
-void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) {
   const Fp8Weight& w = a.w;
   const int64_t ld_scale = (w.in + 127) / 128;
   BlockScaledPanels(
-      a.x, a.x_scales, a.m, w.in, w.out, a.y, panel_begin, panel_end,
+      a.x, a.x_scales, w.in, w.out, a.y, t,
       [&](int64_t col, int64_t kb, __m512* out) { DecodeFp8Block(w.codes + col * w.in + kb * 128, out); },
       [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
 }
 
-void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t) {
   const Fp4Weight& w = a.w;
   BlockScaledPanels(
-      a.x, a.x_scales, a.m, w.in, w.out, a.y, panel_begin, panel_end,
+      a.x, a.x_scales, w.in, w.out, a.y, t,
       [&](int64_t col, int64_t kb, __m512* out) {
         DecodeFp4Block(w.packed + col * (w.in / 2) + kb * 64, w.scales + col * (w.in / 32) + kb * 4,
                        out);
@@ -265,11 +264,11 @@ void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, int64_t panel_begin, int64_t pane
       [](int64_t, int64_t) { return 1.0f; });
 }
 
-void DenseGemmPanelsAvx512(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end) {
+void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t) {
   if (a.w_bf16 != nullptr) {
-    DensePanels(a, a.w_bf16, panel_begin, panel_end);
+    DensePanels(a, a.w_bf16, t);
   } else {
-    DensePanels(a, a.w_f32, panel_begin, panel_end);
+    DensePanels(a, a.w_f32, t);
   }
 }
 

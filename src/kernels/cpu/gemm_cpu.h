@@ -2,8 +2,9 @@
 //
 // The driver in gemm.cc prepares the activations once per call (decoded to
 // FP32, see the Args structs) and splits the output columns into panels of
-// kPanelAvx512 / kPanelAvx2 columns over the thread pool; each call below
-// computes every row of the panels [panel_begin, panel_end).  Which panel a
+// kPanelAvx512 / kPanelAvx2 columns (and, for long batches, blocks of
+// kRowBlock rows) over the thread pool; each call below computes rows
+// [row_begin, row_end) of the panels [panel_begin, panel_end).  Which panel a
 // column belongs to never depends on M or on the thread count, and every
 // output element goes through one fixed sequence of FP32 operations, so the
 // results are batch invariant per ISA (docs/kernels.md).
@@ -23,6 +24,14 @@ namespace dsv4::kernels::cpu {
 
 inline constexpr int64_t kPanelAvx512 = 16;
 inline constexpr int64_t kPanelAvx2 = 8;
+// Rows per parallel task when a batch is split over rows too.
+inline constexpr int64_t kRowBlock = 64;
+
+// The part of the output one task computes.
+struct Tile {
+  int64_t row_begin = 0, row_end = 0;
+  int64_t panel_begin = 0, panel_end = 0;
+};
 
 struct Fp8GemmArgs {
   // [m, w.in] activation codes decoded to FP32 and multiplied by 2^8 (the
@@ -60,11 +69,11 @@ struct DenseGemmArgs {
   int64_t ldy = 0;
 };
 
-void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end);
-void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, int64_t panel_begin, int64_t panel_end);
-void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end);
-void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, int64_t panel_begin, int64_t panel_end);
-void DenseGemmPanelsAvx512(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end);
-void DenseGemmPanelsAvx2(const DenseGemmArgs& a, int64_t panel_begin, int64_t panel_end);
+void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t);
+void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, const Tile& t);
+void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t);
+void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, const Tile& t);
+void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t);
+void DenseGemmPanelsAvx2(const DenseGemmArgs& a, const Tile& t);
 
 }  // namespace dsv4::kernels::cpu

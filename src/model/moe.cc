@@ -1,5 +1,6 @@
 #include "model/moe.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -55,35 +56,32 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t dim, int64_t inte
   (void)dim;
 }
 
-// y[t] = bf16(sum over t's experts in ascending id of fp32(ye) + fp32(shared)).
-// ye [n*k, d] permuted routed outputs; slot maps assignment -> ye row.
-void CombineExperts(const bf16* ye, const int64_t* slot, const int32_t* ids, const bf16* ysh,
-                    int64_t n, int64_t d, int64_t k, bf16* y, int32_t* expert_ids_out,
-                    ThreadPool* pool) {
-  ParallelFor(pool, n, 4, [&](int64_t begin, int64_t end) {
-    int64_t order[64];  // the row's assignments by ascending expert id
-    DSV4_CHECK(k <= 64);
-    for (int64_t t = begin; t < end; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        int64_t p = j;
-        while (p > 0 && ids[t * k + order[p - 1]] > ids[t * k + j]) {
-          order[p] = order[p - 1];
-          --p;
-        }
-        order[p] = j;
-      }
-      bf16* out = y + t * d;
-      for (int64_t c = 0; c < d; ++c) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < k; ++j) acc += Bf16ToF32(ye[slot[t * k + order[j]] * d + c]);
-        if (ysh != nullptr) acc += Bf16ToF32(ysh[t * d + c]);
-        out[c] = F32ToBf16(acc);
-      }
-      if (expert_ids_out != nullptr) {
-        for (int64_t j = 0; j < k; ++j) expert_ids_out[t * k + j] = ids[t * k + order[j]];
-      }
+// Appends row r of ye [m, d] to acc[token[r]] in FP32.  A token occurs at
+// most once per expert (distinct ids per row), so rows never collide.
+void ScatterAdd(const bf16* ye, const int64_t* token, int64_t m, int64_t d, float* acc,
+                ThreadPool* pool) {
+  ParallelFor(pool, m, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* a = acc + token[r] * d;
+      const bf16* v = ye + r * d;
+      for (int64_t c = 0; c < d; ++c) a[c] += Bf16ToF32(v[c]);
     }
   });
+}
+
+// Each row's experts sorted ascending (the golden `expert_ids` layout).
+void SortedExperts(const int32_t* ids, int64_t n, int64_t k, int32_t* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t* row = out + t * k;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t p = j;
+      while (p > 0 && row[p - 1] > ids[t * k + j]) {
+        row[p] = row[p - 1];
+        --p;
+      }
+      row[p] = ids[t * k + j];
+    }
+  }
 }
 
 }  // namespace
@@ -204,37 +202,47 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
 
   // Counting sort of assignments by expert (tokens ascending inside an expert).
   int64_t* offset = ws.Get<int64_t>("moe.off", Sz(e + 1));  // [e + 1]
-  int64_t* slot = ws.Get<int64_t>("moe.slot", Sz(na));      // assignment -> permuted row
   std::memset(offset, 0, Sz(e + 1) * sizeof(int64_t));
   for (int64_t a = 0; a < na; ++a) ++offset[ids[a] + 1];
   for (int64_t i = 0; i < e; ++i) offset[i + 1] += offset[i];
-  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));  // [e]
+  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));    // [e]
+  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));   // [na] token of each sorted assignment
+  float* pw = ws.Get<float>("moe.pw", Sz(na));           // [na] its routing weight
   std::memcpy(fill, offset, Sz(e) * sizeof(int64_t));
-  uint8_t* pq = ws.Get<uint8_t>("moe.pq", Sz(na * d));  // [na, d] permuted codes
-  float* ps = ws.Get<float>("moe.ps", Sz(na * nb));     // [na, d/128]
-  float* pw = ws.Get<float>("moe.pw", Sz(na));          // [na] routing weights
+  int64_t max_rows = 0;
   for (int64_t a = 0; a < na; ++a) {
-    const int64_t t = a / k;
     const int64_t p = fill[ids[a]]++;
-    slot[a] = p;
-    std::memcpy(pq + p * d, xq + t * d, Sz(d));
-    std::memcpy(ps + p * nb, xs + t * nb, Sz(nb) * sizeof(float));
+    ptok[p] = a / k;
     pw[p] = rw[a];
   }
+  for (int64_t i = 0; i < e; ++i) max_rows = std::max(max_rows, offset[i + 1] - offset[i]);
 
-  bf16* ye = ws.Get<bf16>("moe.ye", Sz(na * d));  // [na, d] routed outputs, permuted
+  // y starts at zero in FP32 and each expert, in ascending id, adds its BF16
+  // output to its tokens: exactly the reference's order, with O(n*d) memory
+  // rather than O(n*top_k*d).
+  float* acc = ws.Get<float>("moe.acc", Sz(n * d));           // [n, d]
+  uint8_t* eq = ws.Get<uint8_t>("moe.eq", Sz(max_rows * d));  // [rows, d] gathered codes
+  float* es = ws.Get<float>("moe.es", Sz(max_rows * nb));     // [rows, d/128]
+  bf16* ye = ws.Get<bf16>("moe.ye", Sz(max_rows * d));        // [rows, d]
+  std::memset(acc, 0, Sz(n * d) * sizeof(float));
   for (int64_t i = 0; i < e; ++i) {
     const int64_t m = offset[i + 1] - offset[i];
     if (m == 0) continue;
-    RoutedExpertForward(shape, w.experts[Sz(i)], pq + offset[i] * d, ps + offset[i] * nb, m,
-                        pw + offset[i], ye + offset[i] * d, ws, pool);
+    const int64_t* tok = ptok + offset[i];
+    for (int64_t r = 0; r < m; ++r) {
+      std::memcpy(eq + r * d, xq + tok[r] * d, Sz(d));
+      std::memcpy(es + r * nb, xs + tok[r] * nb, Sz(nb) * sizeof(float));
+    }
+    RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye, ws, pool);
+    ScatterAdd(ye, tok, m, d, acc, pool);
   }
-  bf16* ysh = nullptr;
   if (shape.shared_inter > 0) {
-    ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
+    bf16* ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
     SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
+    for (int64_t i = 0; i < n * d; ++i) acc[i] += Bf16ToF32(ysh[i]);
   }
-  CombineExperts(ye, slot, ids, ysh, n, d, k, y, expert_ids_out, pool);
+  for (int64_t i = 0; i < n * d; ++i) y[i] = F32ToBf16(acc[i]);
+  if (expert_ids_out != nullptr) SortedExperts(ids, n, k, expert_ids_out);
 }
 
 }  // namespace dsv4

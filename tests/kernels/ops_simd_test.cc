@@ -163,9 +163,10 @@ struct AttnProblem {
 
 // Bound per output element (both versions share the block structure):
 // logits differ by <= delta = 2*dim*u*max_j sum|q kv_j|*scale; the unrounded
-// p_j and Z then move by <= 2*delta (+ list_len*u for the sums), and a rounded
-// p_j by that plus one BF16 ulp (<= 2^-7 p_j).  So
-// |do| <= sum_j (2^-7 + 2 delta) p_j |kv_j| / Z + |o| (2 delta + 2 n u) + ulp(o).
+// p_j and Z then move by <= 2*delta + 4u (the SIMD exp is within 2 ulp of
+// expf; + list_len*u for the sums), and a rounded p_j by that plus one BF16
+// ulp (<= 2^-7 p_j).  So
+// |do| <= sum_j (2^-7 + 2 delta + 4u) p_j |kv_j| / Z + |o| (2 delta + 2 n u + 4u) + ulp(o).
 double AttnBound(const AttnCase& c, const AttnProblem& p, int64_t t, int64_t h, int64_t d,
                  double o) {
   const bf16* qh = p.q.data() + (t * c.heads + h) * c.dim;
@@ -192,8 +193,8 @@ double AttnBound(const AttnCase& c, const AttnProblem& p, int64_t t, int64_t h, 
     weighted += std::exp(l[j] - m) * std::fabs(Bf16ToF32(live[j][d]));
   }
   const double n = static_cast<double>(c.list_len);
-  return (1.0 / 128 + 2 * delta) * weighted / z + std::fabs(o) * (2 * delta + 2 * n * kU) +
-         Bf16Ulp(o);
+  return (1.0 / 128 + 2 * delta + 4 * kU) * weighted / z +
+         std::fabs(o) * (2 * delta + 2 * n * kU + 4 * kU) + Bf16Ulp(o);
 }
 
 TEST(OpsSimdTest, SparseAttentionMatchesReference) {

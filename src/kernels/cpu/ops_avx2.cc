@@ -39,6 +39,22 @@ struct VecAvx2 {
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Floor(F a) { return _mm256_floor_ps(a); }
+  // y * 2^n for integral n in [-126, 127].
+  static F ScalePow2(F y, F n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  }
+  static F ZeroBelow(F v, F x, float limit) {
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(limit), _CMP_LT_OQ), v);
+  }
+  static float ReduceMax(F v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
   // (lane i + lane i+4), then pairs, then the last two: one fixed tree.
   static float ReduceAdd(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -43,6 +43,24 @@ struct VecAvx512 {
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F Floor(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+  // y * 2^n for integral n in [-126, 127].
+  static F ScalePow2(F y, F n) {
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+  }
+  static F ZeroBelow(F v, F x, float limit) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(limit), _CMP_GE_OQ), v);
+  }
+  static float ReduceMax(F v) {
+    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
   // (lane i + lane i+8), then the AVX2 tree: one fixed order.
   static float ReduceAdd(F v) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),

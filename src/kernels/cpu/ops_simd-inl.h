@@ -3,8 +3,9 @@
 // here has internal linkage (anonymous namespace): each ISA gets its own copy.
 //
 // V provides: F (register type), kLanes, Zero, Set1, Load, Store, LoadBf16,
-// RoundBf16 (RNE, NaN-preserving), StoreBf16 (rounds), Add, Mul, Div, Fma
-// (a*b + c fused), Max, ReduceAdd (fixed tree).  No <algorithm>/<cmath>: only
+// RoundBf16 (RNE, NaN-preserving), StoreBf16 (rounds), Add, Sub, Mul, Div, Fma
+// (a*b + c fused), Max, Floor, ScalePow2 (y * 2^n), ZeroBelow (v where
+// x >= limit, else 0), ReduceAdd (fixed tree), ReduceMax.  No <algorithm>/<cmath>: only
 // extern libm calls (expf, sqrtf), which are ISA-neutral.
 #pragma once
 
@@ -131,6 +132,47 @@ typename V::F LoadRowChunk(const bf16* row, int64_t d, int64_t dim) {
   return d + V::kLanes <= dim ? V::LoadBf16(row + d) : LoadBf16Tail<V>(row + d, dim - d);
 }
 
+// exp(x) for x <= 0 (Cephes-style: 2^n * e^r with a degree-6 polynomial,
+// within 2 FP32 ulp of libm expf); x < -87 (including -inf) gives 0, where
+// expf would return at most 1.6e-38 (far below any probability that matters
+// next to the block maximum's exp(0) = 1).
+template <class V>
+typename V::F ExpNonPositive(typename V::F x) {
+  using F = typename V::F;
+  const F n = V::Floor(V::Fma(x, V::Set1(1.44269504088896341f), V::Set1(0.5f)));
+  F r = V::Fma(n, V::Set1(-0.693359375f), x);
+  r = V::Fma(n, V::Set1(2.12194440e-4f), r);
+  F y = V::Set1(1.9875691500e-4f);
+  y = V::Fma(y, r, V::Set1(1.3981999507e-3f));
+  y = V::Fma(y, r, V::Set1(8.3334519073e-3f));
+  y = V::Fma(y, r, V::Set1(4.1665795894e-2f));
+  y = V::Fma(y, r, V::Set1(1.6666665459e-1f));
+  y = V::Fma(y, r, V::Set1(5.0000001201e-1f));
+  y = V::Fma(y, V::Mul(r, r), V::Add(r, V::Set1(1.0f)));
+  return V::ZeroBelow(V::ScalePow2(y, n), x, -87.0f);
+}
+
+// One block of the online softmax for one head.  p [kBlock]: logits in
+// (entries >= n are padding), BF16-rounded probabilities out.
+template <class V>
+void BlockSoftmax(float* p, int64_t n, float& m, float& alpha, float& z) {
+  constexpr int64_t L = V::kLanes;
+  for (int64_t j = n; j < kBlock; ++j) p[j] = -INFINITY;
+  typename V::F mx = V::Load(p);
+  for (int64_t j = L; j < kBlock; j += L) mx = V::Max(mx, V::Load(p + j));
+  const float m_new = MaxF(m, V::ReduceMax(mx));  // max is exact in any order
+  alpha = expf(m - m_new);
+  const typename V::F shift = V::Set1(m_new);
+  typename V::F sum = V::Zero();
+  for (int64_t j = 0; j < kBlock; j += L) {
+    const typename V::F e = ExpNonPositive<V>(V::Sub(V::Load(p + j), shift));
+    sum = V::Add(sum, e);
+    V::Store(p + j, V::RoundBf16(e));
+  }
+  z = z * alpha + V::ReduceAdd(sum);
+  m = m_new;
+}
+
 // G heads of one token.  qf/acc: [G, dim_pad] (q upcast, zero-padded), pb:
 // [G, 64].  Per head the operation sequence never depends on G.
 template <class V, int G>
@@ -173,22 +215,7 @@ void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc
       for (int g = 0; g < G; ++g) pb[g * kBlock + j] = V::ReduceAdd(s[g]) * a.scale;
     }
     // Online softmax: FP32 denominators from the unrounded p, BF16 p for P.V.
-    #pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      float* p = pb + g * kBlock;
-      float block_max = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) block_max = MaxF(block_max, p[j]);
-      const float m_new = MaxF(m[g], block_max);
-      alpha[g] = expf(m[g] - m_new);
-      float p_sum = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        const float e = expf(p[j] - m_new);
-        p_sum += e;
-        p[j] = RoundToBf16(e);
-      }
-      z[g] = z[g] * alpha[g] + p_sum;
-      m[g] = m_new;
-    }
+    for (int g = 0; g < G; ++g) BlockSoftmax<V>(pb + g * kBlock, n, m[g], alpha[g], z[g]);
     // P.V per dim chunk, G accumulators in registers across the block's rows.
     for (int64_t d = 0; d < dim; d += L) {
       typename V::F pv[G];

@@ -182,6 +182,16 @@ TEST_F(ConsistencyTest, BatchOfThreeEqualsEachAlone) {
   }
 }
 
+TEST_F(ConsistencyTest, ThreadCountDoesNotChangeBits) {
+  const std::vector<int32_t> ids = Tokens(150, 11);
+  const CallResult two = Chunked(ids, 150);  // the suite's 2-thread pool
+  ThreadPool* saved = pool_;
+  pool_ = nullptr;  // inline, single thread
+  const CallResult one = Chunked(ids, 150);
+  pool_ = saved;
+  ExpectSameRows(one, 0, two, 0, ids.size(), "thread count");
+}
+
 TEST_F(ConsistencyTest, MtpChunkedEqualsOneShot) {
   const std::vector<int32_t> ids = Tokens(60, 10);
   const CallResult main_out = Chunked(ids, 60);

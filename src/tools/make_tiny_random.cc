@@ -237,11 +237,22 @@ void TensorGenerator::FillFp8Scale(int64_t begin, int64_t end, uint8_t* out) con
   }
 }
 
+float TensorGenerator::Fp4RowStd(int64_t r) const {
+  // Rows of a trained expert differ in norm; a per-row gain 2^(k/4 - 1/2),
+  // k uniform in 0..3, spreads the MXFP4 group scales over neighbouring
+  // powers of two.  Constants instead of exp2: the bytes must not depend on libm.
+  constexpr float kGain[4] = {0.70710678f, 0.84089642f, 1.0f, 1.18920712f};
+  constexpr float kInvRmsGain = 1.05098501f;  // 1 / sqrt(mean(kGain^2))
+  const uint64_t bits = RandomBits(scale_key_, static_cast<uint64_t>(r));
+  return std_ * kInvRmsGain * kGain[bits >> 62];
+}
+
 int TensorGenerator::Fp4GroupValues(int64_t r, int64_t c, float* v) const {
   float amax = 0;
   const uint64_t index = static_cast<uint64_t>(r * in_ + c);
+  const float row_std = Fp4RowStd(r);
   for (int64_t j = 0; j < kFp4Group; ++j) {
-    v[j] = std_ * NormalFromBits(RandomBits(value_key_, index + static_cast<uint64_t>(j)));
+    v[j] = row_std * NormalFromBits(RandomBits(value_key_, index + static_cast<uint64_t>(j)));
     amax = std::max(amax, std::fabs(v[j]));
   }
   // MXFP4 scale: the smallest power of two that maps amax into [-6, 6].

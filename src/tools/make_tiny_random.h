@@ -71,6 +71,7 @@ class TensorGenerator {
   // E8M0 exponent of the 32 FP4 values of row r starting at column c, whose
   // values (before scaling) are written to v[32].
   int Fp4GroupValues(int64_t r, int64_t c, float* v) const;
+  float Fp4RowStd(int64_t r) const;
   float Int8RowScale(int64_t r) const;
 
   WeightSpec::Kind kind_;

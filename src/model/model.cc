@@ -224,14 +224,17 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   const size_t elems = Sz(n * stream_width());
   bf16* x = ws.Get<bf16>("mdl.s0", elems);  // [n, hc, D]
   bf16* y = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t j = 0; j < hc; ++j) {
-      const bf16* a = ep + t * d;
-      const bf16* b = hp + (t * hc + j) * d;
-      bf16* o = x + (t * hc + j) * d;
-      for (int64_t c = 0; c < d; ++c) o[c] = F32ToBf16(Bf16ToF32(a[c]) + Bf16ToF32(b[c]));
+  // One BF16 rounding of the sum; e_proj is broadcast to every stream.
+  ParallelFor(pool, n, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (int64_t j = 0; j < hc; ++j) {
+        const bf16* a = ep + t * d;
+        const bf16* b = hp + (t * hc + j) * d;
+        bf16* o = x + (t * hc + j) * d;
+        for (int64_t c = 0; c < d; ++c) o[c] = F32ToBf16(Bf16ToF32(a[c]) + Bf16ToF32(b[c]));
+      }
     }
-  }
+  });
   mtp_block_->Forward(x, batch, cache.layer(num_layers()), y, ws, pool, trace);
   if (out.streams != nullptr) std::memcpy(out.streams, y, elems * sizeof(bf16));
   Head(mtp_.head, y, batch, out, ws, pool);

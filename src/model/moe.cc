@@ -236,12 +236,16 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
     RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye, ws, pool);
     ScatterAdd(ye, tok, m, d, acc, pool);
   }
+  bf16* ysh = nullptr;
   if (shape.shared_inter > 0) {
-    bf16* ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
+    ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
     SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
-    for (int64_t i = 0; i < n * d; ++i) acc[i] += Bf16ToF32(ysh[i]);
   }
-  for (int64_t i = 0; i < n * d; ++i) y[i] = F32ToBf16(acc[i]);
+  ParallelFor(pool, n, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * d; i < end * d; ++i) {
+      y[i] = F32ToBf16(ysh != nullptr ? acc[i] + Bf16ToF32(ysh[i]) : acc[i]);  // shared last
+    }
+  });
   if (expert_ids_out != nullptr) SortedExperts(ids, n, k, expert_ids_out);
 }
 

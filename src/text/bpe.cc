@@ -7,8 +7,9 @@
 namespace dsv4::text {
 
 uint64_t HashBytes(std::string_view s) {
-  // Word-at-a-time multiplicative hash: pre-tokens are short, so this beats
-  // byte-wise FNV and is good enough for power-of-two open addressing.
+  // Word-at-a-time multiply-rotate with a murmur3 finalizer: pre-tokens are
+  // short, and open addressing indexes by the low bits, which the finalizer
+  // makes depend on every input byte.
   uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
   size_t i = 0;
   for (; i + 8 <= s.size(); i += 8) {
@@ -18,31 +19,45 @@ uint64_t HashBytes(std::string_view s) {
   }
   uint64_t tail = 0;
   std::memcpy(&tail, s.data() + i, s.size() - i);
-  h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
-  return h ^ (h >> 32);
+  h ^= tail;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ull;
+  return h ^ (h >> 33);
+}
+
+bool StringIdMap::KeyEquals(const Slot& s, std::string_view key) {
+  return std::memcmp(s.data, key.data(), key.size()) == 0;
 }
 
 void StringIdMap::Build(const std::vector<std::pair<std::string_view, int32_t>>& entries) {
   size_t cap = 16;
   while (cap < entries.size() * 2) cap <<= 1;
   slots_.assign(cap, Slot{});
+  sizes_.assign(cap, 0);
   mask_ = cap - 1;
   for (const auto& [key, value] : entries) {
-    uint64_t i = HashBytes(key) & mask_;
+    const uint64_t h = HashBytes(key);
+    const auto tag = static_cast<uint32_t>(h >> 32);
+    uint64_t i = h & mask_;
     while (slots_[i].value >= 0) {
-      if (std::string_view(slots_[i].data, slots_[i].size) == key) break;
+      if (slots_[i].tag == tag && sizes_[i] == key.size() && KeyEquals(slots_[i], key)) break;
       i = (i + 1) & mask_;
     }
-    slots_[i] = Slot{key.data(), static_cast<uint32_t>(key.size()), value};
+    slots_[i] = Slot{key.data(), tag, value};
+    sizes_[i] = static_cast<uint32_t>(key.size());
   }
 }
 
 int32_t StringIdMap::Find(std::string_view key) const {
   if (slots_.empty()) return -1;
-  uint64_t i = HashBytes(key) & mask_;
+  const uint64_t h = HashBytes(key);
+  const auto tag = static_cast<uint32_t>(h >> 32);
+  uint64_t i = h & mask_;
   while (slots_[i].value >= 0) {
     const Slot& s = slots_[i];
-    if (s.size == key.size() && std::memcmp(s.data, key.data(), key.size()) == 0) return s.value;
+    if (s.tag == tag && sizes_[i] == key.size() && KeyEquals(s, key)) return s.value;
     i = (i + 1) & mask_;
   }
   return -1;
@@ -144,7 +159,7 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>& out) co
   CacheShard& shard = cache_[HashBytes(piece) % kNumShards];
   {
     std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.map.find(std::string(piece));
+    auto it = shard.map.find(piece);
     if (it != shard.map.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;

@@ -30,11 +30,15 @@ class StringIdMap {
   int32_t Find(std::string_view key) const;
 
  private:
+  // 16 bytes; the hash tag rejects almost every non-matching probe without
+  // touching the key bytes.
   struct Slot {
     const char* data = nullptr;
-    uint32_t size = 0;
+    uint32_t tag = 0;  // high 32 bits of the key's hash
     int32_t value = -1;
   };
+  static bool KeyEquals(const Slot& s, std::string_view key);
+  std::vector<uint32_t> sizes_;  // [slots] key sizes (kept out of the hot slot)
   std::vector<Slot> slots_;
   uint64_t mask_ = 0;
 };
@@ -93,9 +97,13 @@ class BpeModel {
 
   // Cache for pre-tokens that encode to several ids, sharded so concurrent
   // encoders rarely contend.  Bounded: a full shard is cleared.
+  struct PieceHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return HashBytes(s); }
+  };
   struct CacheShard {
     std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>> map;  // GUARDED_BY(mu)
+    std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>> map;  // GUARDED_BY(mu)
   };
   static constexpr int kNumShards = 16;
   static constexpr size_t kMaxShardEntries = 8192;

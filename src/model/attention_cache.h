@@ -21,7 +21,7 @@
 //   of [128, d] FP32 (1024*d).  Growing: ratio 4: 2*d + 2*di bytes per 4 tokens;
 //   ratio 128: 2*d per 128 tokens; allocated in whole pages (32 rows for ratio 4,
 //   8 rows for ratio 128).  Flash (d 512, di 128, cap 128): CSA 128 KiB + 80 KiB
-//   fixed, 320 B/4 tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB/128 tokens.
+//   fixed, 1280 B per 4 tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB/128 tokens.
 //
 // Thread safety: none; one forward at a time per cache.
 #pragma once

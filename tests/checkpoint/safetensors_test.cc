@@ -82,6 +82,12 @@ TEST(SafetensorsHeader, BadJson) {
   EXPECT_THAT(ParseError("[1, 2]", 0), HasSubstr("header JSON is not an object"));
 }
 
+TEST(SafetensorsHeader, DeepNestingDoesNotOverflowTheStack) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  EXPECT_THAT(ParseError(deep, 0), HasSubstr("header JSON is not an object"));
+  EXPECT_THAT(ParseError("{\"t\":" + deep + "}", 0), HasSubstr("header entry is not an object"));
+}
+
 TEST(SafetensorsHeader, BadEntries) {
   EXPECT_THAT(ParseError(R"({"t": [1]})", 0),
               HasSubstr("tensor 't': header entry is not an object"));

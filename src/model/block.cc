@@ -18,9 +18,9 @@ Result<std::unique_ptr<Block>> Block::Load(const Checkpoint& ckpt, const ModelCo
   DSV4_ASSIGN_OR_RETURN(b->hc_ffn_, LoadHcWeights(ckpt, prefix + "hc_ffn", b->hc_, false, store));
   DSV4_ASSIGN_OR_RETURN(b->attn_norm_, BindBf16(ckpt, prefix + "attn_norm.weight", {d}, store));
   DSV4_ASSIGN_OR_RETURN(b->ffn_norm_, BindBf16(ckpt, prefix + "ffn_norm.weight", {d}, store));
-  DSV4_ASSIGN_OR_RETURN(b->moe_, LoadMoeWeights(ckpt, prefix + "ffn", b->moe_shape_,
-                                                cfg.is_hash_layer(layer_id), cfg.vocab_size,
-                                                store));
+  DSV4_ASSIGN_OR_RETURN(
+      b->moe_, LoadMoeWeights(ckpt, prefix + "ffn", b->moe_shape_, cfg.is_hash_layer(layer_id),
+                              cfg.vocab_size, store));
   return b;
 }
 
@@ -30,9 +30,9 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
   if (n == 0) return;
   const int64_t d = hc_.dim;
   const auto nd = static_cast<size_t>(n * d);
-  bf16* a = ws.Get<bf16>("blk.a", nd);                                     // [n, D]
-  bf16* f = ws.Get<bf16>("blk.f", nd);                                     // [n, D]
-  bf16* mid = ws.Get<bf16>("blk.mid", nd * static_cast<size_t>(hc_.hc));   // [n, hc, D]
+  bf16* a = ws.Get<bf16>("blk.a", nd);                                                // [n, D]
+  bf16* f = ws.Get<bf16>("blk.f", nd);                                                // [n, D]
+  bf16* mid = ws.Get<bf16>("blk.mid", nd * static_cast<size_t>(hc_.hc));              // [n, hc, D]
   float* post = ws.Get<float>("blk.post", static_cast<size_t>(n * hc_.hc));           // [n, hc]
   float* comb = ws.Get<float>("blk.comb", static_cast<size_t>(n * hc_.hc * hc_.hc));  // [n, hc, hc]
 

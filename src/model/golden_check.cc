@@ -1,11 +1,11 @@
 #include "model/golden_check.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "base/thread_pool.h"
 #include "checkpoint/safetensors.h"
@@ -159,8 +159,7 @@ int64_t IndexOf(const std::vector<int64_t>& v, int64_t x) {
 // Runs the checks of golden/README.md §7 on one model and golden file.
 class Checker {
  public:
-  Checker(const Model& model, const GoldenFile& golden, ThreadPool* pool,
-          GoldenCheckReport* report)
+  Checker(const Model& model, const GoldenFile& golden, ThreadPool* pool, GoldenCheckReport* report)
       : m_(model), g_(golden), pool_(pool), report_(report) {
     const ModelConfig& c = model.config();
     num_layers_ = c.num_hidden_layers;
@@ -201,9 +200,8 @@ class Checker {
         bool same = true;
         for (int64_t j = 0; j < std::max(topk_w, bt.attn.topk_width); ++j) {
           const int64_t want = j < topk_w ? golden_topk[t * topk_w + j] : -1;
-          const int64_t got = j < bt.attn.topk_width
-                                  ? bt.attn.indexer_topk[Sz(t * bt.attn.topk_width + j)]
-                                  : -1;
+          const int64_t got =
+              j < bt.attn.topk_width ? bt.attn.indexer_topk[Sz(t * bt.attn.topk_width + j)] : -1;
           same &= want == got;
         }
         *topk_agree += same ? 1 : 0;
@@ -233,8 +231,8 @@ class Checker {
     const auto t = static_cast<int64_t>(ids64.size());
     const std::vector<int32_t> ids = ToIds(ids64);
     DSV4_ASSIGN_OR_RETURN(const std::vector<float> streams,
-                          g_.F32("prefill37.layer_streams", {t, num_layers_, m_.config().hc_mult,
-                                                             m_.config().hidden_size}));
+                          g_.F32("prefill37.layer_streams",
+                                 {t, num_layers_, m_.config().hc_mult, m_.config().hidden_size}));
     DSV4_ASSIGN_OR_RETURN(const Shape topk_shape, g_.ShapeOf("prefill37.indexer_topk"));
     DSV4_ASSIGN_OR_RETURN(const std::vector<int64_t> topk, g_.I64("prefill37.indexer_topk"));
     DSV4_ASSIGN_OR_RETURN(const std::vector<int64_t> experts, g_.I64("prefill37.expert_ids"));
@@ -259,8 +257,8 @@ class Checker {
       d.Add(out.data(), want.data(), t * width_);
       const int64_t csa = CsaIndex(l);
       int64_t topk_agree = 0, expert_agree = 0;
-      CountAgreement(bt, csa >= 0 ? topk.data() + csa * t * topk_shape[2] : nullptr,
-                     topk_shape[2], experts.data() + l * t * k, t, &topk_agree, &expert_agree);
+      CountAgreement(bt, csa >= 0 ? topk.data() + csa * t * topk_shape[2] : nullptr, topk_shape[2],
+                     experts.data() + l * t * k, t, &topk_agree, &expert_agree);
       std::string extra = fmt::format(", experts {}/{}", expert_agree, t);
       if (csa >= 0) extra += fmt::format(", indexer rows {}/{}", topk_agree, t);
       AddIsolated(fmt::format("isolated block {} on prefill37", l), d, extra);
@@ -330,7 +328,8 @@ class Checker {
     DiffStats dd;
     topk_agree = expert_agree = 0;
     for (int64_t s = 0; s < steps; ++s) {
-      const std::vector<bf16> step_in = ToBf16(ds.data() + (s * num_layers_ + l - 1) * width_, width_);
+      const std::vector<bf16> step_in =
+          ToBf16(ds.data() + (s * num_layers_ + l - 1) * width_, width_);
       std::vector<bf16> step_out(Sz(width_));
       ForwardBatch sb;
       sb.Add(0, t + s, {static_cast<int32_t>(dids[Sz(s)])});
@@ -381,13 +380,14 @@ class Checker {
     std::vector<float> logits(Sz(n * vocab_));
     DSV4_RETURN_IF_ERROR(MtpCall(ToIds(pids), 0, ToBf16(h.data(), n * width_), logits.data()));
     pd->Add(logits.data(), plog.data(), n * vocab_);
-    for (int64_t r = 0; r < n; ++r) pl->AddRow(&logits[Sz(r * vocab_)], &plog[Sz(r * vocab_)], vocab_);
+    for (int64_t r = 0; r < n; ++r)
+      pl->AddRow(&logits[Sz(r * vocab_)], &plog[Sz(r * vocab_)], vocab_);
     for (size_t r = 0; r < dids.size(); ++r) {
       const int64_t q = dpos[r];
       const float* src = MtpInput(prefill, prefill_len, decode, decode_stride, q, width_);
       std::vector<float> row(Sz(vocab_));
-      DSV4_RETURN_IF_ERROR(MtpCall({static_cast<int32_t>(dids[r])}, q, ToBf16(src, width_),
-                                   row.data()));
+      DSV4_RETURN_IF_ERROR(
+          MtpCall({static_cast<int32_t>(dids[r])}, q, ToBf16(src, width_), row.data()));
       const float* want = dlog.data() + static_cast<int64_t>(r) * vocab_;
       dd->Add(row.data(), want, vocab_);
       dl->AddRow(row.data(), want, vocab_);
@@ -433,7 +433,8 @@ class Checker {
       const size_t h = v.size() / 2;
       median = v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
     }
-    report_->lines.push_back({"isolated tests median", !v.empty() && median <= kIsolatedMedianRelRms,
+    report_->lines.push_back({"isolated tests median",
+                              !v.empty() && median <= kIsolatedMedianRelRms,
                               fmt::format("median rel_rms {:.3e} over {} tests (<= {:.0e})", median,
                                           v.size(), kIsolatedMedianRelRms)});
   }
@@ -467,8 +468,10 @@ class Checker {
     DSV4_ASSIGN_OR_RETURN(const std::vector<int64_t> dids, g_.I64("decode.ids"));
     const auto t = static_cast<int64_t>(ids64.size());
     const auto steps = static_cast<int64_t>(dids.size());
-    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want_all, g_.F32("prefill300.logits_all", {t, vocab_}));
-    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want_dec, g_.F32("decode.logits", {steps, vocab_}));
+    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want_all,
+                          g_.F32("prefill300.logits_all", {t, vocab_}));
+    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want_dec,
+                          g_.F32("decode.logits", {steps, vocab_}));
     cache_->Reset(0);
     std::vector<float> logits(Sz(t * vocab_));
     std::vector<bf16> streams(Sz(t * width_));
@@ -517,7 +520,8 @@ class Checker {
 
     DSV4_ASSIGN_OR_RETURN(const std::vector<int64_t> ids37, g_.I64("prompt37.ids"));
     const auto n37 = static_cast<int64_t>(ids37.size());
-    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want37, g_.F32("prefill37.logits_all", {n37, vocab_}));
+    DSV4_ASSIGN_OR_RETURN(const std::vector<float> want37,
+                          g_.F32("prefill37.logits_all", {n37, vocab_}));
     cache_->Reset(0);
     logits.assign(Sz(n37 * vocab_), 0.0f);
     DSV4_RETURN_IF_ERROR(MainCall(ToIds(ids37), 0, 0, logits.data(), nullptr));
@@ -544,8 +548,7 @@ class Checker {
                                     &logits[Sz((i + 1) * vocab_)], nullptr));
     }
     int64_t lead = 0;
-    while (lead < n &&
-           LogitStats::Argmax(&logits[Sz(lead * vocab_)], vocab_) == tokens[Sz(lead)]) {
+    while (lead < n && LogitStats::Argmax(&logits[Sz(lead * vocab_)], vocab_) == tokens[Sz(lead)]) {
       ++lead;
     }
     report_->lines.push_back(

@@ -36,7 +36,6 @@ Result<GoldenCheckReport> CheckGolden(const std::string& model_dir, const std::s
 
 // Prints one line per check ("PASS|FAIL name: figures") and a summary to out;
 // returns 0 when every check passes, 1 when one fails, 2 on an error.
-int RunCheckGolden(const std::string& model_dir, const std::string& golden_file,
-                   std::ostream& out);
+int RunCheckGolden(const std::string& model_dir, const std::string& golden_file, std::ostream& out);
 
 }  // namespace dsv4

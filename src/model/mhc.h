@@ -45,8 +45,8 @@ Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefi
 
 // hc_pre: x [n, hc, dim] -> a [n, dim] (BF16), post [n, hc], comb [n, hc, hc]
 // (row j = source stream).
-void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* a,
-           float* post, float* comb, Workspace& ws, ThreadPool* pool);
+void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* a, float* post,
+           float* comb, Workspace& ws, ThreadPool* pool);
 
 // hc_post: y[t, k] = bf16(post[t,k]*f[t] + sum_j comb[t,j,k]*res[t,j]).
 // f [n, dim], res and y [n, hc, dim]; y must not alias res.

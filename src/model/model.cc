@@ -75,12 +75,13 @@ std::unique_ptr<ModelCache> Model::NewCache(int64_t num_slots, const CacheOption
     layers.push_back(b->attention().NewCache(num_slots, ring));
   }
   std::unique_ptr<AttentionCache> mtp;
-  if (mtp_block_ != nullptr) mtp = mtp_block_->attention().NewCache(num_slots, options.mtp_ring_capacity);
+  if (mtp_block_ != nullptr)
+    mtp = mtp_block_->attention().NewCache(num_slots, options.mtp_ring_capacity);
   return std::make_unique<ModelCache>(std::move(layers), std::move(mtp), num_slots);
 }
 
-Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache,
-                            int64_t first_layer, int64_t end_layer) const {
+Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
+                            int64_t end_layer) const {
   const int64_t n = batch.num_tokens();
   if (static_cast<int64_t>(batch.positions.size()) != n) {
     return InvalidArgument("batch has {} token ids but {} positions", n, batch.positions.size());
@@ -110,14 +111,14 @@ Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache,
       const AttentionCache& c = cache.layer(l);
       const int64_t cached = c.NumCachedTokens(s.cache_slot);
       const AttentionCacheGeometry& g = c.geometry();
-      const bool ok = g.compress_ratio != 0
-                          ? s.start_pos == cached
-                          : s.start_pos <= cached &&
-                                cached - s.start_pos <= g.ring_capacity - g.sliding_window;
+      const bool ok =
+          g.compress_ratio != 0
+              ? s.start_pos == cached
+              : s.start_pos <= cached && cached - s.start_pos <= g.ring_capacity - g.sliding_window;
       if (!ok) {
         return FailedPrecondition(
-            "slot {} of layer {} holds {} tokens and cannot continue at position {}",
-            s.cache_slot, l, cached, s.start_pos);
+            "slot {} of layer {} holds {} tokens and cannot continue at position {}", s.cache_slot,
+            l, cached, s.start_pos);
       }
     }
   }
@@ -159,8 +160,7 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   bf16* g = ws.Get<bf16>("mdl.hg", Sz(r * width));  // [r, hc, D] gathered rows
   bf16* y = ws.Get<bf16>("mdl.hy", Sz(r * d));      // [r, D]
   for (int64_t i = 0; i < r; ++i) {
-    std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width,
-                Sz(width) * sizeof(bf16));
+    std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width, Sz(width) * sizeof(bf16));
   }
   HcHead(hc_, hw.hc_head, g, r, y, ws, pool);
   kernels::RmsNorm(y, r, d, hw.norm, static_cast<float>(cfg_.rms_norm_eps), y);
@@ -176,7 +176,7 @@ Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const Forwar
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
   const size_t elems = Sz(n * stream_width());
-  bf16* cur = ws.Get<bf16>("mdl.s0", elems);  // [n, hc, D]
+  bf16* cur = ws.Get<bf16>("mdl.s0", elems);   // [n, hc, D]
   bf16* next = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
   EmbedStreams(batch.token_ids.data(), n, cur);
   if (trace != nullptr) {
@@ -209,8 +209,8 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   const int64_t d = cfg_.hidden_size;
   const int64_t hc = hc_.hc;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  bf16* e = ws.Get<bf16>("mtp.e", Sz(n * d));        // [n, D]
-  bf16* ep = ws.Get<bf16>("mtp.ep", Sz(n * d));      // [n, D]
+  bf16* e = ws.Get<bf16>("mtp.e", Sz(n * d));         // [n, D]
+  bf16* ep = ws.Get<bf16>("mtp.ep", Sz(n * d));       // [n, D]
   bf16* hn = ws.Get<bf16>("mtp.hn", Sz(n * hc * d));  // [n, hc, D]
   bf16* hp = ws.Get<bf16>("mtp.hp", Sz(n * hc * d));  // [n, hc, D]
   for (int64_t t = 0; t < n; ++t) {
@@ -245,8 +245,8 @@ Status Model::RunBlock(int64_t layer_id, const bf16* in, const ForwardBatch& bat
                        ModelCache& cache, bf16* out, Workspace& ws, ThreadPool* pool,
                        BlockTrace* trace) const {
   if (layer_id < 0 || layer_id > num_layers() || (layer_id == num_layers() && !has_mtp())) {
-    return InvalidArgument("no block {} (main layers 0..{}, MTP {})", layer_id,
-                           num_layers() - 1, has_mtp() ? "loaded" : "not loaded");
+    return InvalidArgument("no block {} (main layers 0..{}, MTP {})", layer_id, num_layers() - 1,
+                           has_mtp() ? "loaded" : "not loaded");
   }
   if (layer_id == num_layers() && !cache.has_mtp()) {
     return FailedPrecondition("the cache was built without the MTP layer");

@@ -43,10 +43,10 @@ template <typename W, typename Gemm>
 void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t dim, int64_t inter, float limit,
                 const uint8_t* x_codes, const float* x_scales, int64_t m, const float* row_weight,
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
-  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));   // [m, inter]
-  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));   // [m, inter]
-  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));   // [m, inter]
-  uint8_t* hq = ws.Get<uint8_t>("moe.hq", Sz(m * inter));           // [m, inter]
+  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));                    // [m, inter]
+  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));                    // [m, inter]
+  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));                    // [m, inter]
+  uint8_t* hq = ws.Get<uint8_t>("moe.hq", Sz(m * inter));            // [m, inter]
   float* hs = ws.Get<float>("moe.hs", Sz(m * (inter / kActBlock)));  // [m, inter/128]
   gemm(x_codes, x_scales, m, w1, g, pool);
   gemm(x_codes, x_scales, m, w3, u, pool);
@@ -106,8 +106,8 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
   DSV4_ASSIGN_OR_RETURN(w.router.gate,
                         BindBf16(ckpt, gate + "weight", {shape.num_experts, shape.dim}, store));
   if (hash) {
-    DSV4_ASSIGN_OR_RETURN(w.router.tid2eid, CopyIdTable(ckpt, gate + "tid2eid", vocab,
-                                                        shape.top_k, shape.num_experts, store));
+    DSV4_ASSIGN_OR_RETURN(w.router.tid2eid, CopyIdTable(ckpt, gate + "tid2eid", vocab, shape.top_k,
+                                                        shape.num_experts, store));
     w.router.vocab = vocab;
   } else {
     DSV4_ASSIGN_OR_RETURN(w.router.bias, CopyF32(ckpt, gate + "bias", {shape.num_experts}, store));
@@ -123,9 +123,12 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
   if (shape.shared_inter > 0) {
     const std::string p = prefix + ".shared_experts.";
     // Fp8Linear holds only views into the mapping, so its weight() outlives it.
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w1, Fp8Linear::Load(ckpt, p + "w1", shape.shared_inter, shape.dim));
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w2, Fp8Linear::Load(ckpt, p + "w2", shape.dim, shape.shared_inter));
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w3, Fp8Linear::Load(ckpt, p + "w3", shape.shared_inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w1,
+                          Fp8Linear::Load(ckpt, p + "w1", shape.shared_inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w2,
+                          Fp8Linear::Load(ckpt, p + "w2", shape.dim, shape.shared_inter));
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear w3,
+                          Fp8Linear::Load(ckpt, p + "w3", shape.shared_inter, shape.dim));
     w.shared.w1 = w1.weight();
     w.shared.w2 = w2.weight();
     w.shared.w3 = w3.weight();
@@ -177,27 +180,26 @@ void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
 void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m, bf16* y,
                          Workspace& ws, ThreadPool* pool) {
-  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.shared_inter, shape.swiglu_limit, x_codes,
-             x_scales, m, nullptr, y, ws, pool, kernels::Fp8Gemm);
+  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.shared_inter, shape.swiglu_limit, x_codes, x_scales,
+             m, nullptr, y, ws, pool, kernels::Fp8Gemm);
 }
 
-void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
-                const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
-                Workspace& ws, ThreadPool* pool) {
+void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
+                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool) {
   if (n == 0) return;
   const int64_t d = shape.dim;
   const int64_t e = shape.num_experts;
   const int64_t k = shape.top_k;
   const int64_t nb = d / kActBlock;
-  const int64_t na = n * k;  // assignments
-  int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));     // [n, k]
-  float* rw = ws.Get<float>("moe.rw", Sz(na));           // [n, k]
+  const int64_t na = n * k;                           // assignments
+  int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));  // [n, k]
+  float* rw = ws.Get<float>("moe.rw", Sz(na));        // [n, k]
   Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
 
   // The activation is quantized once; per-row quantization makes gathering
   // codes identical to quantizing each expert's gathered rows.
   uint8_t* xq = ws.Get<uint8_t>("moe.xq", Sz(n * d));  // [n, d]
-  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));      // [n, d/128]
+  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));     // [n, d/128]
   kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
 
   // Counting sort of assignments by expert (tokens ascending inside an expert).
@@ -205,9 +207,9 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
   std::memset(offset, 0, Sz(e + 1) * sizeof(int64_t));
   for (int64_t a = 0; a < na; ++a) ++offset[ids[a] + 1];
   for (int64_t i = 0; i < e; ++i) offset[i + 1] += offset[i];
-  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));    // [e]
-  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));   // [na] token of each sorted assignment
-  float* pw = ws.Get<float>("moe.pw", Sz(na));           // [na] its routing weight
+  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));   // [e]
+  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));  // [na] token of each sorted assignment
+  float* pw = ws.Get<float>("moe.pw", Sz(na));          // [na] its routing weight
   std::memcpy(fill, offset, Sz(e) * sizeof(int64_t));
   int64_t max_rows = 0;
   for (int64_t a = 0; a < na; ++a) {

@@ -73,8 +73,7 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
 // logits [n, num_experts] (FP32) is written if non-null.
 // REQUIRES: hash-routed token ids lie in [0, vocab).
 void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const int32_t* token_ids,
-           int64_t n, int32_t* ids, float* weights, float* logits, Workspace& ws,
-           ThreadPool* pool);
+           int64_t n, int32_t* ids, float* weights, float* logits, Workspace& ws, ThreadPool* pool);
 
 // One routed expert on m rows whose activation is already FP8-quantized
 // (x_codes [m, dim], x_scales [m, dim/128]); row_weight [m] multiplies the
@@ -91,8 +90,7 @@ void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
 // The whole MoE: x [n, dim] -> y [n, dim].  expert_ids_out [n, top_k], if
 // non-null, receives each row's routed experts sorted ascending (debugging and
 // golden comparison).  y must not alias x.
-void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x,
-                const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
-                Workspace& ws, ThreadPool* pool);
+void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
+                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool);
 
 }  // namespace dsv4

@@ -37,8 +37,8 @@ Result<const int32_t*> CopyIdTable(const Checkpoint& ckpt, const std::string& na
       int64_t v;  // the mapped data may be misaligned for int64
       std::memcpy(&v, bytes + (r * cols + c) * 8, 8);
       if (v < 0 || v >= max_value) {
-        return DataLoss("{}: tensor {} row {} holds id {} outside [0, {})", ckpt.FileOf(name),
-                        name, r, v, max_value);
+        return DataLoss("{}: tensor {} row {} holds id {} outside [0, {})", ckpt.FileOf(name), name,
+                        r, v, max_value);
       }
       for (int64_t p = 0; p < c; ++p) {
         if (table[r * cols + p] == v) {

@@ -2,11 +2,11 @@
 // tiny-a against the reference's stored streams.
 #include "model/block.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "model/mhc.h"
 #include "model/model.h"

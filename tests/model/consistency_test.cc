@@ -1,12 +1,12 @@
 // Bitwise self-consistency of the forward pass on tiny-a: the result for a
 // row depends only on its sequence's tokens and position, never on how the
 // work is chunked or batched (docs/model.md "Forward pass API").
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "model/model.h"
 #include "testing/golden.h"
@@ -74,15 +74,14 @@ class ConsistencyTest : public ::testing::Test {
   static void ExpectSameBits(const float* a, const float* b, size_t n, const char* what) {
     ASSERT_EQ(std::memcmp(a, b, n * sizeof(float)), 0) << what;
   }
-  static void ExpectSameRows(const CallResult& a, size_t a_row, const CallResult& b,
-                             size_t b_row, size_t rows, const char* what) {
+  static void ExpectSameRows(const CallResult& a, size_t a_row, const CallResult& b, size_t b_row,
+                             size_t rows, const char* what) {
     const auto v = static_cast<size_t>(vocab());
     const auto w = static_cast<size_t>(model_->stream_width());
     ASSERT_LE((a_row + rows) * v, a.logits.size()) << what;
     ASSERT_LE((b_row + rows) * v, b.logits.size()) << what;
     ExpectSameBits(&a.logits[a_row * v], &b.logits[b_row * v], rows * v, what);
-    ASSERT_EQ(std::memcmp(&a.streams[a_row * w], &b.streams[b_row * w], rows * w * sizeof(bf16)),
-              0)
+    ASSERT_EQ(std::memcmp(&a.streams[a_row * w], &b.streams[b_row * w], rows * w * sizeof(bf16)), 0)
         << what;
   }
 
@@ -208,8 +207,8 @@ TEST_F(ConsistencyTest, MtpChunkedEqualsOneShot) {
       std::vector<float> l(static_cast<size_t>((e - s) * vocab()));
       ForwardOutputs out;
       out.logits = l.data();
-      const Status st = model_->ForwardMtp(
-          b, main_out.streams.data() + s * model_->stream_width(), *cache, out, ws_, pool_);
+      const Status st = model_->ForwardMtp(b, main_out.streams.data() + s * model_->stream_width(),
+                                           *cache, out, ws_, pool_);
       EXPECT_TRUE(st.ok()) << st.ToString();
       logits.insert(logits.end(), l.begin(), l.end());
     }

@@ -1,11 +1,11 @@
 // The real gate: `dsv4 check-golden` on tiny-a must pass (golden/README.md §7).
-#include "model/golden_check.h"
-
-#include <sstream>
+#include "testing/golden.h"
 
 #include <gtest/gtest.h>
 
-#include "testing/golden.h"
+#include <sstream>
+
+#include "model/golden_check.h"
 
 namespace dsv4 {
 namespace {

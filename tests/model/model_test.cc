@@ -3,10 +3,10 @@
 // the workspace.
 #include "model/model.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "testing/golden.h"
 
@@ -22,7 +22,8 @@ class ModelTest : public ::testing::Test {
   }
   std::vector<int32_t> Ids(int64_t n) const {
     std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 11) % 1024);
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 11) % 1024);
     return v;
   }
   std::unique_ptr<Model> model_;

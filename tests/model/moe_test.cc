@@ -2,12 +2,12 @@
 // batch invariance of the MoE.
 #include "model/moe.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/quant.h"
 #include "model/workspace.h"
@@ -98,8 +98,7 @@ TEST_P(GateGoldenTest, MatchesReferenceGate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, GateGoldenTest,
-                         ::testing::Values(GateCase{"e256k6", 6, false},
-                                           GateCase{"e8k2", 2, false},
+                         ::testing::Values(GateCase{"e256k6", 6, false}, GateCase{"e8k2", 2, false},
                                            GateCase{"hash_e256k6", 6, true}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
@@ -138,8 +137,8 @@ kernels::Fp8Weight Fp8(const std::vector<uint8_t>& codes, const std::vector<uint
 
 // Holds the ops-golden tensors an expert or MoE view points into.
 struct OpsExperts {
-  std::vector<uint8_t> w1, w1s, w2, w2s, w3, w3s;     // routed, all experts
-  std::vector<uint8_t> s1, s1s, s2, s2s, s3, s3s;     // shared
+  std::vector<uint8_t> w1, w1s, w2, w2s, w3, w3s;  // routed, all experts
+  std::vector<uint8_t> s1, s1s, s2, s2s, s3, s3s;  // shared
 };
 
 TEST(ExpertGoldenTest, RoutedFp4AndSharedFp8MatchBitExactly) {
@@ -268,8 +267,7 @@ TEST_F(MoeGoldenTest, EachTokenAloneEqualsTheBatch) {
   MoeForward(shape, w, x_.data(), ids_.data(), n_, batch.data(), nullptr, ws, &pool);
   for (int64_t t = 0; t < n_; ++t) {
     std::vector<bf16> one(static_cast<size_t>(d));
-    MoeForward(shape, w, x_.data() + t * d, ids_.data() + t, 1, one.data(), nullptr, ws,
-               nullptr);
+    MoeForward(shape, w, x_.data() + t * d, ids_.data() + t, 1, one.data(), nullptr, ws, nullptr);
     for (int64_t c = 0; c < d; ++c) {
       ASSERT_EQ(one[static_cast<size_t>(c)].bits, batch[static_cast<size_t>(t * d + c)].bits)
           << "token " << t << " channel " << c;

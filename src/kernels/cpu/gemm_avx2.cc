@@ -17,10 +17,15 @@ constexpr int kVecs = 16;  // 8-float vectors per 128-wide chunk
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-float E8M0Value(uint8_t byte) {
-  uint32_t bits = static_cast<uint32_t>(byte) << 23;
-  if (byte == 0) bits = 0x00400000u;
-  if (byte == 255) bits = 0x7fc00000u;
+// FP32 bits of an E8M0 scale: 2^(byte-127); byte 0 is 2^-127 (subnormal),
+// 255 NaN.  Kept in integer registers: broadcast without a trip through memory.
+[[gnu::always_inline]] inline uint32_t E8M0Bits(uint8_t byte) {
+  const uint32_t bits = byte == 0 ? 0x00400000u : static_cast<uint32_t>(byte) << 23;
+  return byte == 255 ? 0x7fc00000u : bits;
+}
+
+[[gnu::always_inline]] inline float E8M0Value(uint8_t byte) {
+  const uint32_t bits = E8M0Bits(byte);
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
@@ -28,7 +33,7 @@ float E8M0Value(uint8_t byte) {
 
 // 16 e4m3 codes -> 16 floats equal to value·2^-8, exactly (via FP16, as in
 // the AVX-512 kernels).
-void DecodeE4M3x16(const uint8_t* p, __m256* out) {
+[[gnu::always_inline]] inline void DecodeE4M3x16(const uint8_t* p, __m256* out) {
   const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   __m256i h = _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7);
   h = _mm256_and_si256(h, _mm256_set1_epi16(static_cast<int16_t>(0xbfff)));
@@ -36,7 +41,8 @@ void DecodeE4M3x16(const uint8_t* p, __m256* out) {
   out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }
 
-void DecodeFp8Block(const uint8_t* codes, __m256* w) {
+[[gnu::always_inline]] inline void DecodeFp8Block(const uint8_t* codes, __m256* w) {
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) DecodeE4M3x16(codes + 16 * i, w + 2 * i);
 }
 
@@ -44,11 +50,13 @@ void DecodeFp8Block(const uint8_t* codes, __m256* w) {
 // 16-element group g gives vector 2g (its even elements) and 2g+1 (odd).
 // vpermps looks up the magnitude from the low 3 index bits; the sign bit of
 // the nibble is moved to bit 31 and OR-ed in.
-void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m256* w) {
+[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m256* w) {
   const __m256 mags = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
   const __m256i sign_bit = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
+  #pragma GCC unroll 16
   for (int j = 0; j < 4; ++j) {
-    const __m256 t = _mm256_mul_ps(mags, _mm256_set1_ps(E8M0Value(scales[j])));
+    const __m256 t = _mm256_mul_ps(mags, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
+    #pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m256i d = _mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + 16 * j + 8 * h)));
@@ -64,7 +72,7 @@ void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m256* w) {
 
 // Up to 128 dense weights of one row -> ceil(count/8) vectors, zero padded.
 // The tail goes through a zeroed copy: AVX2 has no 16-bit masked load.
-void DecodeDenseChunk(const bf16* w, int64_t count, __m256* out) {
+[[gnu::always_inline]] inline void DecodeDenseChunk(const bf16* w, int64_t count, __m256* out) {
   const int64_t full = count / 8;
   for (int64_t v = 0; v < full; ++v) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8 * v));
@@ -77,7 +85,7 @@ void DecodeDenseChunk(const bf16* w, int64_t count, __m256* out) {
     out[full] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
-void DecodeDenseChunk(const float* w, int64_t count, __m256* out) {
+[[gnu::always_inline]] inline void DecodeDenseChunk(const float* w, int64_t count, __m256* out) {
   const int64_t full = count / 8;
   for (int64_t v = 0; v < full; ++v) out[v] = _mm256_loadu_ps(w + 8 * v);
   if (count % 8 != 0) {
@@ -88,20 +96,28 @@ void DecodeDenseChunk(const float* w, int64_t count, __m256* out) {
 }
 
 // Exact products (see gemm_avx512.cc): FMA equals multiply-then-add.
-__m256 Chain16(const __m256* w, const float* x) {
-  __m256 lane = _mm256_mul_ps(w[0], _mm256_loadu_ps(x));
-  for (int i = 1; i < kVecs; ++i) lane = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + 8 * i), lane);
-  return lane;
+// Two interleaved chains (even and odd vectors) halve the FMA latency chain.
+[[gnu::always_inline]] inline __m256 Chain16(const __m256* w, const float* x) {
+  __m256 even = _mm256_mul_ps(w[0], _mm256_loadu_ps(x));
+  __m256 odd = _mm256_mul_ps(w[1], _mm256_loadu_ps(x + 8));
+  #pragma GCC unroll 16
+  for (int i = 2; i < kVecs; i += 2) {
+    even = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + 8 * i), even);
+    odd = _mm256_fmadd_ps(w[i + 1], _mm256_loadu_ps(x + 8 * i + 8), odd);
+  }
+  return _mm256_add_ps(even, odd);
 }
 
 // Sums each of 8 lane vectors; result lane (c%2)·4 + c/2 holds column c.
 // Fixed tree: lanes l and l+4, then l+2, then l+1.
-__m256 Reduce8(const __m256* v) {
+[[gnu::always_inline]] inline __m256 Reduce8(const __m256* v) {
   __m256 s[4], t[2];
+  #pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {
     s[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
                          _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 2; ++i) {
     t[i] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44),
                          _mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0xee));
@@ -109,12 +125,12 @@ __m256 Reduce8(const __m256* v) {
   return _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], 0x88), _mm256_shuffle_ps(t[0], t[1], 0xdd));
 }
 
-__m256 UnpermuteColumns(__m256 r) {
+[[gnu::always_inline]] inline __m256 UnpermuteColumns(__m256 r) {
   return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // Round to nearest even like F32ToBf16 (NaN stays a quiet NaN); stores count.
-void StoreBf16(bf16* y, __m256 v, int64_t count) {
+[[gnu::always_inline]] inline void StoreBf16(bf16* y, __m256 v, int64_t count) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
@@ -127,7 +143,7 @@ void StoreBf16(bf16* y, __m256 v, int64_t count) {
   std::memcpy(y, out, static_cast<size_t>(count) * 2);
 }
 
-void StoreF32(float* y, __m256 v, int64_t count) {
+[[gnu::always_inline]] inline void StoreF32(float* y, __m256 v, int64_t count) {
   float out[8];
   _mm256_storeu_ps(out, v);
   std::memcpy(y, out, static_cast<size_t>(count) * 4);
@@ -146,9 +162,22 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = _mm256_setzero_ps();
+      #pragma GCC unroll 16
       for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
+        if (mt == 1) {
+          // Decode GEMV: decoded weights feed the FMAs directly (same chain).
+          const float* xr = x + m0 * k + kb * 128;
+          for (int64_t c = 0; c < nc; ++c) {
+            __m256 wv[kVecs];
+            decode(n0 + c, kb, wv);
+            lanes[c] = Chain16(wv, xr);
+          }
+          const float sa = x_scales[m0 * num_kb + kb];
+          acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(Reduce8(lanes), _mm256_set1_ps(sa * sw)));
+          continue;
+        }
         for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
         for (int64_t r = 0; r < mt; ++r) {
           const float* xr = x + (m0 + r) * k + kb * 128;
@@ -172,6 +201,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, a.n - n0);
       for (int64_t r = 0; r < mt; ++r) {
+        #pragma GCC unroll 16
         for (int c = 0; c < kP; ++c) lanes[r][c] = _mm256_setzero_ps();
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
@@ -181,6 +211,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
           const float* xr = a.x + (m0 + r) * a.ldx + k0;
           for (int64_t c = 0; c < nc; ++c) {
             __m256 lane = lanes[r][c];
+            #pragma GCC unroll 16
             for (int v = 0; v * 8 < count; ++v) {
               lane = _mm256_fmadd_ps(wdec[c][v], _mm256_loadu_ps(xr + 8 * v), lane);
             }

@@ -32,16 +32,21 @@ constexpr int kVecs = 8;         // vectors per chunk
 
 int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 
-float E8M0Value(uint8_t byte) {
-  uint32_t bits = static_cast<uint32_t>(byte) << 23;
-  if (byte == 0) bits = 0x00400000u;    // 2^-127, an FP32 subnormal
-  if (byte == 255) bits = 0x7fc00000u;  // NaN
+// FP32 bits of an E8M0 scale: 2^(byte-127); byte 0 is 2^-127 (subnormal),
+// 255 NaN.  Kept in integer registers: broadcast without a trip through memory.
+[[gnu::always_inline]] inline uint32_t E8M0Bits(uint8_t byte) {
+  const uint32_t bits = byte == 0 ? 0x00400000u : static_cast<uint32_t>(byte) << 23;
+  return byte == 255 ? 0x7fc00000u : bits;
+}
+
+[[gnu::always_inline]] inline float E8M0Value(uint8_t byte) {
+  const uint32_t bits = E8M0Bits(byte);
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
 
-__mmask16 TailMask(int64_t count) {
+[[gnu::always_inline]] inline __mmask16 TailMask(int64_t count) {
   return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1);
 }
 
@@ -49,7 +54,7 @@ __mmask16 TailMask(int64_t count) {
 // the FP16 with the same sign, exponent field and mantissa (bias 15 instead
 // of 7); e4m3 subnormals become FP16 subnormals, which vcvtph2ps widens
 // exactly.  Four integer/convert ops per 16 weights, no FP32 denormals.
-void DecodeE4M3x32(const uint8_t* p, __m512* out) {
+[[gnu::always_inline]] inline void DecodeE4M3x32(const uint8_t* p, __m512* out) {
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   __m512i h = _mm512_slli_epi16(_mm512_cvtepi8_epi16(b), 7);
   // The sign-extended byte leaves a second sign copy in bit 14.
@@ -58,18 +63,20 @@ void DecodeE4M3x32(const uint8_t* p, __m512* out) {
   out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
-void DecodeFp8Block(const uint8_t* codes, __m512* w) {
+[[gnu::always_inline]] inline void DecodeFp8Block(const uint8_t* codes, __m512* w) {
+  #pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) DecodeE4M3x32(codes + 32 * i, w + 2 * i);
 }
 
 // 128 packed e2m1 weights of one row (64 bytes, 4 scale bytes) -> 8 vectors,
 // each value multiplied by its block scale (exact: powers of two).  Vector
 // 2j holds the even elements of 32-block j, vector 2j+1 the odd ones.
-void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m512* w) {
+[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m512* w) {
   const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
                                       -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+  #pragma GCC unroll 16
   for (int j = 0; j < 4; ++j) {
-    const __m512 t = _mm512_mul_ps(table, _mm512_set1_ps(E8M0Value(scales[j])));
+    const __m512 t = _mm512_mul_ps(table, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
     const __m512i d =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + 16 * j)));
     w[2 * j] = _mm512_permutexvar_ps(d, t);  // uses the low 4 bits: low nibble
@@ -78,13 +85,15 @@ void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m512* w) {
 }
 
 // Up to 128 dense weights of one row -> ceil(count/16) vectors, zero padded.
-void DecodeDenseChunk(const bf16* w, int64_t count, __m512* out) {
+[[gnu::always_inline]] inline void DecodeDenseChunk(const bf16* w, int64_t count, __m512* out) {
+  #pragma GCC unroll 16
   for (int v = 0; v * 16 < count; ++v) {
     const __m256i h = _mm256_maskz_loadu_epi16(TailMask(count - 16 * v), w + 16 * v);
     out[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
-void DecodeDenseChunk(const float* w, int64_t count, __m512* out) {
+[[gnu::always_inline]] inline void DecodeDenseChunk(const float* w, int64_t count, __m512* out) {
+  #pragma GCC unroll 16
   for (int v = 0; v * 16 < count; ++v) {
     out[v] = _mm512_maskz_loadu_ps(TailMask(count - 16 * v), w + 16 * v);
   }
@@ -92,25 +101,34 @@ void DecodeDenseChunk(const float* w, int64_t count, __m512* out) {
 
 // The per-block lane chain of the block-scaled GEMMs.  Every product is exact
 // (e4m3 x e4m3, or e4m3 x scaled e2m1), so FMA equals multiply-then-add.
-__m512 Chain8(const __m512* w, const __m512* x) {
-  __m512 lane = _mm512_mul_ps(w[0], x[0]);
-  for (int i = 1; i < kVecs; ++i) lane = _mm512_fmadd_ps(w[i], x[i], lane);
-  return lane;
+// Two interleaved chains (even and odd vectors) halve the FMA latency chain.
+[[gnu::always_inline]] inline __m512 Chain8(const __m512* w, const __m512* x) {
+  __m512 even = _mm512_mul_ps(w[0], x[0]);
+  __m512 odd = _mm512_mul_ps(w[1], x[1]);
+  #pragma GCC unroll 16
+  for (int i = 2; i < kVecs; i += 2) {
+    even = _mm512_fmadd_ps(w[i], x[i], even);
+    odd = _mm512_fmadd_ps(w[i + 1], x[i + 1], odd);
+  }
+  return _mm512_add_ps(even, odd);
 }
 
 // Sums each of 16 lane vectors.  Result lane 4·(c%4) + c/4 holds the sum of
 // v[c] (UnpermuteColumns restores column order); the tree is fixed: lanes
 // l and l+8, then l+4, l+2, l+1.
-__m512 Reduce16(const __m512* v) {
+[[gnu::always_inline]] inline __m512 Reduce16(const __m512* v) {
   __m512 s[8], t[4], u[2];
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
                          _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {
     t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
                          _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xdd));
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 2; ++i) {
     u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
                          _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
@@ -118,13 +136,13 @@ __m512 Reduce16(const __m512* v) {
   return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xdd));
 }
 
-__m512 UnpermuteColumns(__m512 r) {
+[[gnu::always_inline]] inline __m512 UnpermuteColumns(__m512 r) {
   const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   return _mm512_permutexvar_ps(idx, r);
 }
 
 // Round to nearest even like F32ToBf16 (NaN stays a quiet NaN); stores count.
-void StoreBf16(bf16* y, __m512 v, int64_t count) {
+[[gnu::always_inline]] inline void StoreBf16(bf16* y, __m512 v, int64_t count) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
@@ -150,6 +168,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = _mm512_setzero_ps();
+      #pragma GCC unroll 16
       for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
@@ -158,6 +177,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
           // the same per-column chain as the tiled path below.
           __m512 xa[kVecs], wv[kVecs];
           const float* pa = x + m0 * k + kb * 128;
+          #pragma GCC unroll 16
           for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
           for (int64_t c = 0; c < nc; ++c) {
             decode(n0 + c, kb, wv);
@@ -174,6 +194,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
         for (; r + 2 <= mt; r += 2) {
           __m512 xa[kVecs], xb[kVecs];
           const float* pa = x + (m0 + r) * k + kb * 128;
+          #pragma GCC unroll 16
           for (int i = 0; i < kVecs; ++i) {
             xa[i] = _mm512_loadu_ps(pa + 16 * i);
             xb[i] = _mm512_loadu_ps(pa + k + 16 * i);
@@ -191,6 +212,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
         for (; r < mt; ++r) {
           __m512 xa[kVecs];
           const float* pa = x + (m0 + r) * k + kb * 128;
+          #pragma GCC unroll 16
           for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
           for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain8(wdec[c], xa);
           const float sa = x_scales[(m0 + r) * num_kb + kb];
@@ -214,6 +236,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, a.n - n0);
       for (int64_t r = 0; r < mt; ++r) {
+        #pragma GCC unroll 16
         for (int c = 0; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
@@ -223,6 +246,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
           const float* xr = a.x + (m0 + r) * a.ldx + k0;
           for (int64_t c = 0; c < nc; ++c) {
             __m512 lane = lanes[r][c];
+            #pragma GCC unroll 16
             for (int v = 0; v * 16 < count; ++v) {
               lane = _mm512_fmadd_ps(wdec[c][v], _mm512_loadu_ps(xr + 16 * v), lane);
             }

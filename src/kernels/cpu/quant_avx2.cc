@@ -7,13 +7,13 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
-__m256 LoadBf16x8(const bf16* p) {
+[[gnu::always_inline]] inline __m256 LoadBf16x8(const bf16* p) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 // Bit-exact twin of ref::E4M3FromF32 for |v| <= 448 (see quant_avx512.cc).
-__m256i EncodeE4M3(__m256 v) {
+[[gnu::always_inline]] inline __m256i EncodeE4M3(__m256 v) {
   const __m256i bits = _mm256_castps_si256(v);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), _mm256_set1_epi32(0x80));
   const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
@@ -25,14 +25,14 @@ __m256i EncodeE4M3(__m256 v) {
   return _mm256_or_si256(_mm256_blendv_epi8(normal, sub, is_sub), sign);
 }
 
-__m256 AbsMax8(const bf16* x, int64_t n) {
+[[gnu::always_inline]] inline __m256 AbsMax8(const bf16* x, int64_t n) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 amax = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(LoadBf16x8(x + i), abs_mask));
   return amax;
 }
 
-float HorizontalMax(__m256 v) {
+[[gnu::always_inline]] inline float HorizontalMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));

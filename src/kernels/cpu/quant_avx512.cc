@@ -15,7 +15,7 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
-__m512 LoadBf16x16(const bf16* p) {
+[[gnu::always_inline]] inline __m512 LoadBf16x16(const bf16* p) {
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -24,7 +24,7 @@ __m512 LoadBf16x16(const bf16* p) {
 // FP32 mantissa to 3 bits (ties to even) by integer add; below 2^-6 the
 // value is rounded on the subnormal grid 2^-9 with cvtps2dq (round to
 // nearest even, the MXCSR default).
-__m512i EncodeE4M3(__m512 v) {
+[[gnu::always_inline]] inline __m512i EncodeE4M3(__m512 v) {
   const __m512i bits = _mm512_castps_si512(v);
   const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80));
   const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));

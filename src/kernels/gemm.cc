@@ -61,6 +61,18 @@ std::unique_ptr<float[]> Floats(int64_t n) {
   return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
 }
 
+// Runs fn(row) for every row in parallel: preparing the activations of a
+// long batch is O(M·K) work that would otherwise run on one thread while the
+// others wait.  Each row is written by exactly one task.
+template <typename Fn>
+void ForEachRow(ThreadPool* pool, int64_t m, int64_t k, const Fn& fn) {
+  constexpr int64_t kMinElementsPerTask = 32 * 1024;
+  ParallelFor(pool, m, CeilDiv(kMinElementsPerTask, std::max<int64_t>(k, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t r = begin; r < end; ++r) fn(r);
+              });
+}
+
 }  // namespace
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
@@ -72,7 +84,9 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   // ×2^8 compensates the kernels' FP16 route for the weights (gemm_cpu.h).
   static const std::array<float, 256> kTable = E4M3Table(256.0f);
   auto x = Floats(m * w.in);  // [m, in]
-  for (int64_t i = 0; i < m * w.in; ++i) x[i] = kTable[x_codes[i]];
+  ForEachRow(pool, m, w.in, [&](int64_t r) {
+    for (int64_t i = r * w.in; i < (r + 1) * w.in; ++i) x[i] = kTable[x_codes[i]];
+  });
   const cpu::Fp8GemmArgs args{x.get(), x_scales, m, w, y};
   const int64_t width = PanelWidth(isa);
   ForEachTile(pool, m, w.out, width, width * w.in, [&](const cpu::Tile& t) {
@@ -96,9 +110,11 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   const int64_t group = 2 * width;
   const int64_t half = width;
   auto x = Floats(m * w.in);  // [m, in], permuted within groups
-  for (int64_t i = 0; i < m * w.in; i += group) {
-    for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
-  }
+  ForEachRow(pool, m, w.in, [&](int64_t r) {
+    for (int64_t i = r * w.in; i < (r + 1) * w.in; i += group) {
+      for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
+    }
+  });
   const cpu::Fp4GemmArgs args{x.get(), x_scales, m, w, y};
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) {
     if (isa == Isa::kAvx512) {
@@ -119,10 +135,10 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
   if (m <= 0 || n <= 0) return;
   const int64_t ldxf = CeilDiv(k, 16) * 16;
   auto xf = Floats(m * ldxf);  // [m, ldxf]
-  for (int64_t r = 0; r < m; ++r) {
+  ForEachRow(pool, m, k, [&](int64_t r) {
     for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
     for (int64_t i = k; i < ldxf; ++i) xf[r * ldxf + i] = 0.0f;
-  }
+  });
   cpu::DenseGemmArgs args;
   args.x = xf.get();
   args.ldx = ldxf;

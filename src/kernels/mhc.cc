@@ -45,13 +45,25 @@ void HcSplitSinkhorn(const float* mixes, int64_t tokens, int64_t hc, const float
   ref::HcSplitSinkhorn(mixes, tokens, hc, scale, base, iters, eps, pre, post, comb);
 }
 
+// Elementwise (4 x 4096 and 16 x 4096 multiply-adds per token): the SIMD
+// versions keep the reference's per-element order and are bitwise equal to it.
 void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
                    bf16* y) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return cpu::HcWeightedSumAvx512(x, tokens, hc, dim, pre, y);
+    case Isa::kAvx2: return cpu::HcWeightedSumAvx2(x, tokens, hc, dim, pre, y);
+    case Isa::kScalar: break;
+  }
   ref::HcWeightedSum(x, tokens, hc, dim, pre, y);
 }
 
 void HcPost(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
             const float* post, const float* comb, bf16* y) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return cpu::HcPostAvx512(f, res, tokens, hc, dim, post, comb, y);
+    case Isa::kAvx2: return cpu::HcPostAvx2(f, res, tokens, hc, dim, post, comb, y);
+    case Isa::kScalar: break;
+  }
   ref::HcPost(f, res, tokens, hc, dim, post, comb, y);
 }
 

@@ -26,6 +26,7 @@ void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const
                    bf16* y);
 
 // y[t, k] = bf16(post[t,k]*f[t] + sum_j comb[t,j,k]*res[t,j]) (j-sum first).
+// REQUIRES: y does not overlap res or f.
 void HcPost(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
             const float* post, const float* comb, bf16* y);
 

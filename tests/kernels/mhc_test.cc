@@ -74,9 +74,13 @@ TEST(MhcTest, HcPostGolden) {
   const std::vector<bf16> res = ReadBf16(*f, "hc_post.s6.residual");
   const std::vector<float> post = ReadF32(*f, "hc_post.s6.post");
   const std::vector<float> comb = ReadF32(*f, "hc_post.s6.comb");
-  std::vector<bf16> y(kTokens * kHc * kDim);
-  HcPost(fo.data(), res.data(), kTokens, kHc, kDim, post.data(), comb.data(), y.data());
-  ExpectBf16Close(y, ReadBf16(*f, "hc_post.s6.y"), 1, 0.005, "hc_post");
+  for (Isa isa : IsasToTest()) {
+    ScopedIsa scoped(isa);
+    std::vector<bf16> y(kTokens * kHc * kDim);
+    HcPost(fo.data(), res.data(), kTokens, kHc, kDim, post.data(), comb.data(), y.data());
+    ExpectBf16Close(y, ReadBf16(*f, "hc_post.s6.y"), 1, 0.005,
+                    "hc_post " + std::string(IsaName(isa)));
+  }
 }
 
 TEST(MhcTest, HcHeadGolden) {

@@ -89,6 +89,61 @@ TEST(OpsSimdTest, RmsNormMatchesReference) {
   }
 }
 
+// Only the FP32 sum of the BF16 squares is reordered: ms moves by <= n*u
+// relative, so bf16(ms) and then bf16(ms + eps) may land one BF16 ulp apart,
+// r = bf16(rsqrt(ms)) then by at most one ulp, and y = bf16(q*r) by at most two.
+TEST(OpsSimdTest, QHeadRmsMatchesReference) {
+  std::mt19937 rng(7);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t dim : SizesUpTo(33, {128, 512, 515})) {
+      const int64_t rows = 5;
+      Misaligned<bf16> q(rows * dim);
+      FillBf16(q.data(), rows * dim, rng, 0.7f);
+      std::vector<bf16> got(q.data(), q.data() + rows * dim), want = got;
+      bf16* got_p = q.data();  // run in place on the misaligned buffer
+      QHeadRms(got_p, rows, dim, 1e-6f);
+      ref::QHeadRms(want.data(), rows, dim, 1e-6f);
+      got.assign(got_p, got_p + rows * dim);
+      EXPECT_EQ(testing::CountUlpDiffs(got, want, 2), 0) << "dim " << dim << " " << IsaName(isa);
+    }
+  }
+}
+
+// Elementwise in the reference's order: bitwise equal.
+TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> weight(0.0f, 2.0f);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t dim : SizesUpTo(33, {4096})) {
+      for (int64_t hc : {1, 4}) {
+        const int64_t tokens = 3;
+        Misaligned<bf16> x(tokens * hc * dim), f(tokens * dim);
+        FillBf16(x.data(), x.size(), rng, 2.0f);
+        FillBf16(f.data(), f.size(), rng, 2.0f);
+        std::vector<float> pre(tokens * hc), comb(tokens * hc * hc);
+        for (float& v : pre) v = weight(rng);
+        for (float& v : comb) v = weight(rng);
+        Misaligned<bf16> y(tokens * dim), y_post(tokens * hc * dim);
+        std::vector<bf16> want(tokens * dim), want_post(tokens * hc * dim);
+        HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data());
+        ref::HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), want.data());
+        HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), y_post.data());
+        ref::HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(),
+                    want_post.data());
+        EXPECT_EQ(testing::CountUlpDiffs(std::vector<bf16>(y.data(), y.data() + want.size()),
+                                         want, 0), 0)
+            << "weighted sum dim " << dim << " hc " << hc << " " << IsaName(isa);
+        EXPECT_EQ(testing::CountUlpDiffs(
+                      std::vector<bf16>(y_post.data(), y_post.data() + want_post.size()),
+                      want_post, 0), 0)
+            << "post dim " << dim << " hc " << hc << " " << IsaName(isa);
+      }
+    }
+  }
+}
+
 // mix = dot * inv.  Reordered FP32 dot: |error| <= n*u*sum|v f| per version;
 // inv relative error <= (n/2 + 4)*u per version.
 TEST(OpsSimdTest, HcMixesMatchesReference) {
@@ -369,9 +424,13 @@ TEST(OpsSimdTest, DISABLED_DecodeTiming) {
                     nullptr);
     }, 3);
     const double norm = time_ms([&] { RmsNorm(x.data(), 4, 4096, w.data(), 1e-6f, y.data()); }, 50);
+    std::vector<bf16> qh(64 * 512);
+    FillBf16(qh.data(), qh.size(), rng, 1.0f);
+    const double qrms = time_ms([&] { QHeadRms(qh.data(), 64, 512, 1e-6f); }, 50);
     std::printf("%-7s attn(64h x 640 x 512) %.3f ms | hc_mixes(24 x 16384) %.3f ms | "
-                "indexer(64h x 16384 x 128) %.3f ms | rmsnorm(4 x 4096) %.4f ms\n",
-                std::string(IsaName(isa)).c_str(), attn, mix, idx, norm);
+                "indexer(64h x 16384 x 128) %.3f ms | rmsnorm(4 x 4096) %.4f ms | "
+                "q_rms(64 x 512) %.4f ms\n",
+                std::string(IsaName(isa)).c_str(), attn, mix, idx, norm, qrms);
   }
 }
 

@@ -89,6 +89,20 @@ float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n) {
   return DotBf16F32<VecAvx512>(v, f, n);
 }
 
+void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps) {
+  QHeadRmsRows<VecAvx512>(q, rows, dim, eps);
+}
+
+void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
+                   bf16* y) {
+  HcWeightedSumRows<VecAvx512>(x, tokens, hc, dim, pre, y);
+}
+
+void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
+            const float* post, const float* comb, bf16* y) {
+  HcPostRows<VecAvx512>(f, res, tokens, hc, dim, post, comb, y);
+}
+
 void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
                      float* scratch) {
   AttendHeads<VecAvx512>(a, t, h_begin, h_end, scratch);

@@ -32,6 +32,22 @@ float InvRmsAvx512(const bf16* v, int64_t n, float eps);
 float DotBf16F32Avx2(const bf16* v, const float* f, int64_t n);
 float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n);
 
+// Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
+// sum of the rounded squares in four lane-vector accumulators.
+void QHeadRmsAvx2(bf16* q, int64_t rows, int64_t dim, float eps);
+void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps);
+
+// kernels/mhc.h HcWeightedSum / HcPost; elementwise in the reference's order,
+// bitwise equal to ref::.
+void HcWeightedSumAvx2(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
+                       bf16* y);
+void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim,
+                         const float* pre, bf16* y);
+void HcPostAvx2(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
+                const float* post, const float* comb, bf16* y);
+void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
+                  const float* post, const float* comb, bf16* y);
+
 // ---- Sparse attention -------------------------------------------------------
 
 // Heads processed together so that one pass over a kv row serves them all.

@@ -122,6 +122,93 @@ void RmsNormRows(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float 
   }
 }
 
+// Per-head query RMS with the reference's five BF16 roundings; only the FP32
+// sum of the rounded squares is reordered (four lane-vector accumulators).
+template <class V>
+void QHeadRmsRows(bf16* q, int64_t rows, int64_t dim, float eps) {
+  constexpr int64_t L = V::kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    bf16* qr = q + r * dim;
+    auto sq = [qr](int64_t i) {
+      const typename V::F v = V::LoadBf16(qr + i);
+      return V::RoundBf16(V::Mul(v, v));
+    };
+    typename V::F acc0 = V::Zero(), acc1 = V::Zero(), acc2 = V::Zero(), acc3 = V::Zero();
+    int64_t i = 0;
+    for (; i + 4 * L <= dim; i += 4 * L) {
+      acc0 = V::Add(acc0, sq(i));
+      acc1 = V::Add(acc1, sq(i + L));
+      acc2 = V::Add(acc2, sq(i + 2 * L));
+      acc3 = V::Add(acc3, sq(i + 3 * L));
+    }
+    for (; i + L <= dim; i += L) acc0 = V::Add(acc0, sq(i));
+    if (i < dim) {
+      const typename V::F v = LoadBf16Tail<V>(qr + i, dim - i);
+      acc0 = V::Add(acc0, V::RoundBf16(V::Mul(v, v)));
+    }
+    const float sum = V::ReduceAdd(V::Add(V::Add(acc0, acc1), V::Add(acc2, acc3)));
+    float ms = RoundToBf16(sum / static_cast<float>(dim));
+    ms = RoundToBf16(ms + eps);
+    const typename V::F inv = V::Set1(RoundToBf16(1.0f / sqrtf(ms)));
+    for (i = 0; i + L <= dim; i += L) V::StoreBf16(qr + i, V::Mul(V::LoadBf16(qr + i), inv));
+    if (i < dim) StoreBf16Tail<V>(qr + i, V::Mul(LoadBf16Tail<V>(qr + i, dim - i), inv), dim - i);
+  }
+}
+
+// hc_pre / hc_head output and hc_post: elementwise, the reference's exact
+// operation order per element, so bitwise equal to it.
+template <class V>
+void HcWeightedSumRows(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
+                       bf16* y) {
+  constexpr int64_t L = V::kLanes;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const bf16* xt = x + t * hc * dim;
+    const float* p = pre + t * hc;
+    for (int64_t d = 0; d < dim; d += L) {
+      const int64_t n = MinI(L, dim - d);
+      auto load = [&](int64_t j) {
+        return n == L ? V::LoadBf16(xt + j * dim + d) : LoadBf16Tail<V>(xt + j * dim + d, n);
+      };
+      typename V::F acc = V::Mul(V::Set1(p[0]), load(0));
+      for (int64_t j = 1; j < hc; ++j) acc = V::Add(acc, V::Mul(V::Set1(p[j]), load(j)));
+      if (n == L) {
+        V::StoreBf16(y + t * dim + d, acc);
+      } else {
+        StoreBf16Tail<V>(y + t * dim + d, acc, n);
+      }
+    }
+  }
+}
+
+template <class V>
+void HcPostRows(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
+                const float* post, const float* comb, bf16* y) {
+  constexpr int64_t L = V::kLanes;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const bf16* ft = f + t * dim;
+    const bf16* rt = res + t * hc * dim;
+    const float* c = comb + t * hc * hc;
+    for (int64_t d = 0; d < dim; d += L) {
+      const int64_t n = MinI(L, dim - d);
+      auto load = [&](const bf16* p) { return n == L ? V::LoadBf16(p) : LoadBf16Tail<V>(p, n); };
+      const typename V::F fv = load(ft + d);
+      for (int64_t k = 0; k < hc; ++k) {
+        typename V::F mix = V::Mul(V::Set1(c[k]), load(rt + d));
+        for (int64_t j = 1; j < hc; ++j) {
+          mix = V::Add(mix, V::Mul(V::Set1(c[j * hc + k]), load(rt + j * dim + d)));
+        }
+        const typename V::F out = V::Add(V::Mul(V::Set1(post[t * hc + k]), fv), mix);
+        bf16* yk = y + (t * hc + k) * dim + d;
+        if (n == L) {
+          V::StoreBf16(yk, out);
+        } else {
+          StoreBf16Tail<V>(yk, out, n);
+        }
+      }
+    }
+  }
+}
+
 // ---- Sparse attention ---------------------------------------------------------
 
 constexpr int64_t kBlock = 64;  // entries per online-softmax block (model.md §3.4)

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -86,22 +87,53 @@ Result<uint64_t> TensorBytes(const SafetensorsTensorInfo& t, const std::string& 
   return n;
 }
 
+// Data-region offsets: by element size, largest first, so each tensor starts
+// at a multiple of its element size (all sizes are powers of two).
+std::vector<uint64_t> LayOut(const std::vector<SafetensorsTensorInfo>& tensors,
+                             const std::vector<uint64_t>& sizes) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return DTypeSize(tensors[a].dtype) > DTypeSize(tensors[b].dtype);
+  });
+  std::vector<uint64_t> offsets(tensors.size());
+  uint64_t offset = 0;
+  for (size_t i : order) {
+    offsets[i] = offset;
+    offset += sizes[i];
+  }
+  return offsets;
+}
+
 // The header JSON, space-padded so that 8 + its length is a multiple of 8.
 std::string BuildHeader(const std::vector<SafetensorsTensorInfo>& tensors,
-                        const std::vector<uint64_t>& sizes,
+                        const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& offsets,
                         const std::map<std::string, std::string>& metadata) {
   json root = json::object();
   if (!metadata.empty()) root["__metadata__"] = metadata;
-  uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     root[tensors[i].name] = {{"dtype", std::string(DTypeName(tensors[i].dtype))},
                              {"shape", tensors[i].shape},
-                             {"data_offsets", {offset, offset + sizes[i]}}};
-    offset += sizes[i];
+                             {"data_offsets", {offsets[i], offsets[i] + sizes[i]}}};
   }
   std::string text = root.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   return text;
+}
+
+Status PwriteAll(int fd, const void* data, size_t n, uint64_t offset, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return IoError("{}: write failed: {}", path, std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    offset += static_cast<uint64_t>(w);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -128,7 +160,14 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     w->data_bytes_ += bytes;
   }
   w->tensors_ = std::move(tensors);
-  const std::string header = BuildHeader(w->tensors_, w->sizes_, metadata);
+  for (size_t i = 0; i < w->tensors_.size(); ++i) w->by_name_.emplace(w->tensors_[i].name, i);
+  std::vector<uint64_t> offsets = LayOut(w->tensors_, w->sizes_);
+  const std::string header = BuildHeader(w->tensors_, w->sizes_, offsets, metadata);
+  for (uint64_t& o : offsets) o += 8 + header.size();
+  w->offsets_ = std::move(offsets);
+  w->written_.assign(w->tensors_.size(), 0);
+  // Zero-byte tensors have nothing to write: complete from the start.
+  for (uint64_t bytes : w->sizes_) w->done_.push_back(bytes == 0);
   uint8_t len[8];
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i, n >>= 8) len[i] = static_cast<uint8_t>(n & 0xff);
@@ -152,25 +191,20 @@ Status SafetensorsWriter::Write(std::string_view name, const void* data, size_t 
   if (failed_ || finished_) {
     return FailedPrecondition("{}: writer is {}", path_, failed_ ? "failed" : "finished");
   }
-  if (next_ == tensors_.size()) {
-    return Fail(
-        InvalidArgument("{}: tensor '{}': every declared tensor is already written", path_, name));
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return Fail(InvalidArgument("{}: tensor '{}' was not declared", path_, name));
   }
-  const SafetensorsTensorInfo& t = tensors_[next_];
-  if (name != t.name) {
-    return Fail(InvalidArgument("{}: got bytes for tensor '{}' but tensor '{}' comes next", path_,
-                                name, t.name));
-  }
-  if (nbytes > sizes_[next_] - written_) {
+  const size_t i = it->second;
+  if (nbytes == 0) return Status::Ok();
+  if (done_[i]) return Fail(InvalidArgument("{}: tensor '{}' is already complete", path_, name));
+  if (nbytes > sizes_[i] - written_[i]) {
     return Fail(InvalidArgument("{}: tensor '{}': {} bytes written, more than its {} bytes", path_,
-                                name, written_ + nbytes, sizes_[next_]));
+                                name, written_[i] + nbytes, sizes_[i]));
   }
-  DSV4_RETURN_IF_ERROR(Fail(WriteAll(fd_, data, nbytes, temp_path_)));
-  written_ += nbytes;
-  if (written_ == sizes_[next_]) {
-    ++next_;
-    written_ = 0;
-  }
+  DSV4_RETURN_IF_ERROR(Fail(PwriteAll(fd_, data, nbytes, offsets_[i] + written_[i], temp_path_)));
+  written_[i] += nbytes;
+  done_[i] = written_[i] == sizes_[i];
   return Status::Ok();
 }
 
@@ -178,9 +212,11 @@ Status SafetensorsWriter::Finish() {
   if (failed_ || finished_) {
     return FailedPrecondition("{}: writer is {}", path_, failed_ ? "failed" : "finished");
   }
-  if (next_ != tensors_.size()) {
-    return Fail(FailedPrecondition("{}: tensor '{}' is incomplete ({} of {} bytes written)", path_,
-                                   tensors_[next_].name, written_, sizes_[next_]));
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (!done_[i]) {
+      return Fail(FailedPrecondition("{}: tensor '{}' is incomplete ({} of {} bytes written)",
+                                     path_, tensors_[i].name, written_[i], sizes_[i]));
+    }
   }
   const int fd = fd_;
   fd_ = -1;  // Publish closes it

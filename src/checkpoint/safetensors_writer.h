@@ -26,10 +26,15 @@ struct SafetensorsTensorInfo {
 };
 
 // Usage: Create() with every tensor's name, dtype and shape (this fixes the
-// header: data offsets follow the given order, and the JSON is padded with
-// spaces so the data region starts at a multiple of 8 bytes); then Write()
-// each tensor's bytes in that order, in one or more chunks; then Finish().
-// A writer destroyed before a successful Finish() removes its temp file.
+// header); then Write() each tensor's bytes, in one or more sequential chunks
+// per tensor, tensors in any order; then Finish().  A writer destroyed before
+// a successful Finish() removes its temp file.
+//
+// Layout: the header JSON is space-padded so the data region starts at a
+// multiple of 8 bytes, and tensors are laid out by element size, largest
+// first (stable otherwise), so every tensor starts at a multiple of its
+// element size: mapped views of the file are naturally aligned.  Data goes to
+// its final offset with pwrite, so writing order does not constrain layout.
 class SafetensorsWriter {
  public:
   // Errors: empty, reserved ("__metadata__") or duplicate names, negative
@@ -41,13 +46,13 @@ class SafetensorsWriter {
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
 
-  // Appends `nbytes` of tensor `name`, which must be the first tensor not yet
-  // complete (a zero-byte tensor is completed by a zero-byte Write).  Writing
-  // more bytes than the tensor holds is an error.  After any error the writer
-  // is failed and Finish() refuses to publish the file.
+  // Appends `nbytes` to tensor `name`, a declared tensor (zero-byte writes
+  // are no-ops, so zero-size tensors need no call).  Writing more bytes than
+  // the tensor holds is an error.  After any error the writer is failed and
+  // Finish() refuses to publish the file.
   Status Write(std::string_view name, const void* data, size_t nbytes);
 
-  // REQUIRES: every tensor complete.  fsync, rename to the final path, fsync
+  // Fails unless every tensor is complete.  fsync, rename to the final path, fsync
   // the directory.
   Status Finish();
 
@@ -61,11 +66,13 @@ class SafetensorsWriter {
   std::string path_;
   std::string temp_path_;
   int fd_ = -1;
-  std::vector<SafetensorsTensorInfo> tensors_;
-  std::vector<uint64_t> sizes_;  // bytes per tensor
+  std::vector<SafetensorsTensorInfo> tensors_;  // declaration order
+  std::map<std::string, size_t, std::less<>> by_name_;
+  std::vector<uint64_t> sizes_;    // bytes per tensor
+  std::vector<uint64_t> offsets_;  // file offset of each tensor's first byte
+  std::vector<uint64_t> written_;  // bytes written per tensor
+  std::vector<bool> done_;         // complete (distinguishes zero-byte tensors)
   uint64_t data_bytes_ = 0;
-  size_t next_ = 0;       // first tensor not yet complete
-  uint64_t written_ = 0;  // bytes of tensors_[next_] written so far
   bool failed_ = false;
   bool finished_ = false;
 };

@@ -260,76 +260,94 @@ void BlockSoftmax(float* p, int64_t n, float& m, float& alpha, float& z) {
   m = m_new;
 }
 
-// G heads of one token.  qf/acc: [G, dim_pad] (q upcast, zero-padded), pb:
-// [G, 64].  Per head the operation sequence never depends on G.
+// Working set of G heads of one token.  qf/acc: [G, dim_pad] (q upcast and
+// zero-padded / running P.V accumulator), pb: [G, 64] (block logits, then
+// BF16 probabilities).  Per head the operation sequence never depends on G.
+template <int G>
+struct HeadGroup {
+  const bf16* const* rows;  // [list_len] this token's kv rows
+  int64_t dim;
+  int64_t dim_pad;
+  float* qf;
+  float* acc;
+  float* pb;
+  float m[G], z[G], alpha[G];
+};
+
+// Logits of one block: a pass over each kv row serves the G heads (MQA: one
+// latent row is key and value for every head).  FMA lanes over dim, one
+// reduction tree per (row, head), the scale applied to the FP32 dot.
+template <class V, int G>
+void BlockScores(HeadGroup<G>& hg, int64_t b0, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) {
+    const bf16* row = hg.rows[b0 + j];
+    if (row == nullptr) {
+      for (int g = 0; g < G; ++g) hg.pb[g * kBlock + j] = -INFINITY;
+      continue;
+    }
+    typename V::F s[G];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) s[g] = V::Zero();
+    for (int64_t d = 0; d < hg.dim; d += V::kLanes) {
+      const typename V::F kv = LoadRowChunk<V>(row, d, hg.dim);
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) s[g] = V::Fma(V::Load(hg.qf + g * hg.dim_pad + d), kv, s[g]);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) hg.pb[g * kBlock + j] = V::ReduceAdd(s[g]) * scale;
+  }
+}
+
+// acc = acc*alpha + sum_j bf16(p_j)*kv_j per 16-float dim chunk, the G
+// accumulators staying in registers across the block's rows (in order).
+template <class V, int G>
+void BlockPv(HeadGroup<G>& hg, int64_t b0, int64_t n) {
+  for (int64_t d = 0; d < hg.dim; d += V::kLanes) {
+    typename V::F pv[G];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) pv[g] = V::Zero();
+    for (int64_t j = 0; j < n; ++j) {
+      const bf16* row = hg.rows[b0 + j];
+      if (row == nullptr) continue;
+      const typename V::F kv = LoadRowChunk<V>(row, d, hg.dim);
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) pv[g] = V::Fma(V::Set1(hg.pb[g * kBlock + j]), kv, pv[g]);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      float* ag = hg.acc + g * hg.dim_pad + d;
+      V::Store(ag, V::Add(V::Mul(V::Load(ag), V::Set1(hg.alpha[g])), pv[g]));
+    }
+  }
+}
+
 template <class V, int G>
 void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc, float* pb) {
-  constexpr int64_t L = V::kLanes;
   const int64_t dim = a.dim;
-  const int64_t dim_pad = (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign;
-  const bf16* const* rows = a.kv_rows + t * a.list_len;
-  float m[G], z[G], alpha[G];
-  #pragma GCC unroll 8
+  HeadGroup<G> hg{a.kv_rows + t * a.list_len, dim,
+                  (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign, qf, acc, pb, {}, {}, {}};
   for (int g = 0; g < G; ++g) {
     const bf16* qh = a.q + (t * a.heads + h0 + g) * dim;
-    for (int64_t d = 0; d < dim_pad; ++d) {
-      qf[g * dim_pad + d] = d < dim ? ToF32(qh[d]) : 0.0f;
-      acc[g * dim_pad + d] = 0.0f;
+    for (int64_t d = 0; d < hg.dim_pad; ++d) {
+      qf[g * hg.dim_pad + d] = d < dim ? ToF32(qh[d]) : 0.0f;
+      acc[g * hg.dim_pad + d] = 0.0f;
     }
-    m[g] = -INFINITY;
-    z[g] = 0.0f;
+    hg.m[g] = -INFINITY;
+    hg.z[g] = 0.0f;
   }
   for (int64_t b0 = 0; b0 < a.list_len; b0 += kBlock) {
     const int64_t n = MinI(kBlock, a.list_len - b0);
-    // Scores: one pass over each row serves the G heads (MQA: one latent row
-    // is key and value for every head).  pb holds the logits for now.
-    for (int64_t j = 0; j < n; ++j) {
-      const bf16* row = rows[b0 + j];
-      if (row == nullptr) {
-        #pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) pb[g * kBlock + j] = -INFINITY;
-        continue;
-      }
-      typename V::F s[G];
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) s[g] = V::Zero();
-      for (int64_t d = 0; d < dim; d += L) {
-        const typename V::F kv = LoadRowChunk<V>(row, d, dim);
-        #pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) s[g] = V::Fma(V::Load(qf + g * dim_pad + d), kv, s[g]);
-      }
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) pb[g * kBlock + j] = V::ReduceAdd(s[g]) * a.scale;
-    }
-    // Online softmax: FP32 denominators from the unrounded p, BF16 p for P.V.
-    for (int g = 0; g < G; ++g) BlockSoftmax<V>(pb + g * kBlock, n, m[g], alpha[g], z[g]);
-    // P.V per dim chunk, G accumulators in registers across the block's rows.
-    for (int64_t d = 0; d < dim; d += L) {
-      typename V::F pv[G];
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) pv[g] = V::Zero();
-      for (int64_t j = 0; j < n; ++j) {
-        const bf16* row = rows[b0 + j];
-        if (row == nullptr) continue;
-        const typename V::F kv = LoadRowChunk<V>(row, d, dim);
-        #pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) pv[g] = V::Fma(V::Set1(pb[g * kBlock + j]), kv, pv[g]);
-      }
-      #pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) {
-        float* ag = acc + g * dim_pad + d;
-        V::Store(ag, V::Add(V::Mul(V::Load(ag), V::Set1(alpha[g])), pv[g]));
-      }
-    }
+    BlockScores<V, G>(hg, b0, n, a.scale);
+    for (int g = 0; g < G; ++g) BlockSoftmax<V>(pb + g * kBlock, n, hg.m[g], hg.alpha[g], hg.z[g]);
+    BlockPv<V, G>(hg, b0, n);
   }
-  #pragma GCC unroll 8
+  // The sink joins the denominator once, against the final running max.
   for (int g = 0; g < G; ++g) {
-    const float zf = z[g] + expf(a.sink[h0 + g] - m[g]);
-    const typename V::F zv = V::Set1(zf);
+    const typename V::F zv = V::Set1(hg.z[g] + expf(a.sink[h0 + g] - hg.m[g]));
     bf16* out = a.o + (t * a.heads + h0 + g) * dim;
-    for (int64_t d = 0; d < dim; d += L) {
-      const typename V::F v = V::Div(V::Load(acc + g * dim_pad + d), zv);
-      if (d + L <= dim) {
+    for (int64_t d = 0; d < dim; d += V::kLanes) {
+      const typename V::F v = V::Div(V::Load(acc + g * hg.dim_pad + d), zv);
+      if (d + V::kLanes <= dim) {
         V::StoreBf16(out + d, v);
       } else {
         StoreBf16Tail<V>(out + d, v, dim - d);
@@ -359,16 +377,16 @@ template <class V, int G>
 typename V::F IndexerHeads(const IndexerTileArgs& a, int64_t h0, typename V::F sum) {
   constexpr int64_t L = V::kLanes;
   typename V::F dot[G];
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g) dot[g] = V::Zero();
   for (int64_t d = 0; d < a.dim; ++d) {
     const typename V::F k = V::Load(a.key_t + d * L);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int g = 0; g < G; ++g) {
       dot[g] = V::Add(dot[g], V::Mul(V::Set1(a.q[(h0 + g) * a.dim + d]), k));
     }
   }
-  #pragma GCC unroll 8
+#pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     const typename V::F relu = V::Max(V::RoundBf16(dot[g]), V::Zero());
     const typename V::F w = V::Set1(ToF32(a.w[h0 + g]));

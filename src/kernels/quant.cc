@@ -1,5 +1,6 @@
 #include "kernels/quant.h"
 
+#include "base/logging.h"
 #include "kernels/cpu/quant_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
@@ -13,6 +14,7 @@ float Fp4BlockScale(float amax) { return ref::Fp4BlockScale(amax); }
 
 void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
                  float* scales) {
+  DSV4_CHECK(block > 0 && cols % block == 0);
   if (block % 32 == 0) {
     switch (ActiveIsa()) {
       case Isa::kAvx512: return cpu::ActQuantFp8Avx512(x, rows, cols, block, codes, scales);

@@ -7,10 +7,6 @@
 
 namespace dsv4 {
 
-int64_t BlockTable::num_mapped() const {
-  return std::count_if(pages.begin(), pages.end(), [](int32_t p) { return p != kNoPage; });
-}
-
 Result<CacheManager> CacheManager::Create(std::vector<CacheGroupSpec> groups,
                                           int32_t num_partitions,
                                           std::vector<int64_t> pages_per_group) {

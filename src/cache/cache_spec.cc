@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cache/block_table.h"
+
 namespace dsv4 {
 
 int64_t CacheGroupSpec::LiveFrom(int64_t num_computed) const {
@@ -43,10 +45,18 @@ std::vector<PageRange> CacheGroupSpec::RequiredPages(const StepSpan& span) const
   return out;
 }
 
+int64_t RowOf(const CacheGroupSpec& spec, const BlockTable& table, int64_t pos) {
+  const int32_t page = table.At(spec.PageOf(pos));
+  if (page == kNoPage) return -1;
+  return int64_t{page} * spec.rows_per_page() + (pos % spec.tokens_per_page) / spec.tokens_per_row;
+}
+
 Status ValidateGroupSpec(const CacheGroupSpec& spec) {
-  if (spec.tokens_per_page <= 0) {
-    return InvalidArgument("cache group '{}': tokens_per_page must be positive, got {}", spec.name,
-                           spec.tokens_per_page);
+  if (spec.tokens_per_page <= 0 || spec.tokens_per_row <= 0 ||
+      spec.tokens_per_page % spec.tokens_per_row != 0) {
+    return InvalidArgument(
+        "cache group '{}': tokens_per_page {} must be a positive multiple of tokens_per_row {}",
+        spec.name, spec.tokens_per_page, spec.tokens_per_row);
   }
   if (spec.is_ring() && (spec.align <= 0 || spec.lookback < 0)) {
     return InvalidArgument("cache group '{}': ring needs align > 0 and lookback >= 0, got {} and {}",
@@ -72,11 +82,12 @@ Result<std::vector<CacheGroupSpec>> MakeDsv4CacheGroups(const Dsv4CacheGeometry&
         "compressed row lies in one page",
         g.block_size, g.csa_ratio, g.hca_ratio);
   }
-  auto full = [&](const char* name) {
+  auto full = [&](const char* name, int32_t ratio) {
     CacheGroupSpec s;
     s.name = name;
     s.kind = GroupKind::kFullHistory;
     s.tokens_per_page = g.block_size;
+    s.tokens_per_row = ratio;
     return s;
   };
   auto ring = [&](const char* name, int32_t page_tokens, int32_t align, int32_t lookback) {
@@ -90,9 +101,9 @@ Result<std::vector<CacheGroupSpec>> MakeDsv4CacheGroups(const Dsv4CacheGeometry&
   };
   std::vector<CacheGroupSpec> groups;
   groups.push_back(ring("ori", g.block_size, 1, g.window - 1 + (g.mtp_in_ori ? 1 : 0)));
-  groups.push_back(full("cmp_c128"));
-  groups.push_back(full("cmp_c4"));
-  groups.push_back(full("idx"));
+  groups.push_back(full("cmp_c128", g.hca_ratio));
+  groups.push_back(full("cmp_c4", g.csa_ratio));
+  groups.push_back(full("idx", g.csa_ratio));
   // HCA compressor: only the open block of `hca_ratio` tokens (no overlap).
   groups.push_back(ring("hca_state", g.hca_state_page_tokens, g.hca_ratio, 0));
   // CSA compressors (attention and indexer) overlap one previous block.

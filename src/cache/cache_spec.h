@@ -41,6 +41,10 @@ struct CacheGroupSpec {
   std::string name;
   GroupKind kind = GroupKind::kFullHistory;
   int32_t tokens_per_page = 128;  // source positions one page covers
+  // Source positions per stored row: 1 for per-token groups (window KV,
+  // compressor state), the compress ratio for compressed KV and indexer keys
+  // (a page then holds tokens_per_page / tokens_per_row rows).
+  int32_t tokens_per_row = 1;
   // Ring only.  After `c` positions are computed, a later step reads positions
   // [LiveFrom(c), c) with LiveFrom(c) = max(0, AlignDown(c, align) - lookback):
   // a window of w tokens (plus the MTP layer's shifted row) is align 1,
@@ -58,6 +62,7 @@ struct CacheGroupSpec {
   int64_t LiveFrom(int64_t num_computed) const;
   // Logical page holding position `pos`.
   int64_t PageOf(int64_t pos) const { return pos / tokens_per_page; }
+  int32_t rows_per_page() const { return tokens_per_page / tokens_per_row; }
   // Pages covering positions [begin, end).
   PageRange PagesOf(int64_t begin, int64_t end) const;
   // Pages a request must hold while it has `num_computed` positions and no
@@ -73,6 +78,13 @@ struct CacheGroupSpec {
 };
 
 Status ValidateGroupSpec(const CacheGroupSpec& spec);
+
+struct BlockTable;
+// Pool row that holds position `pos` of the owner of `table` (for compressed
+// groups: the row of the block containing pos), or -1 where the table has no
+// page (a ring's hole or a released page): the slot mapping a runner passes
+// to the kernels, -1 meaning "do not store".
+int64_t RowOf(const CacheGroupSpec& spec, const BlockTable& table, int64_t pos);
 
 // DeepSeek-V4 model dims that shape the groups (the caller builds this from
 // ModelConfig and the --block-size flag).

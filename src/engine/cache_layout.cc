@@ -68,9 +68,11 @@ Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& 
   const int64_t di = s.index_head_dim;
   const int64_t e = st.state_elem_bytes;
   groups[kGroupOri].page_bytes = (s.num_layers + s.num_mtp_layers) * b * st.kv_row_bytes;
-  groups[kGroupCmpC128].page_bytes = s.num_hca_layers * (b / s.hca_ratio) * st.kv_row_bytes;
-  groups[kGroupCmpC4].page_bytes = s.num_csa_layers * (b / s.csa_ratio) * st.kv_row_bytes;
-  groups[kGroupIdx].page_bytes = s.num_csa_layers * (b / s.csa_ratio) * st.index_row_bytes;
+  groups[kGroupCmpC128].page_bytes =
+      s.num_hca_layers * groups[kGroupCmpC128].rows_per_page() * st.kv_row_bytes;
+  groups[kGroupCmpC4].page_bytes =
+      s.num_csa_layers * groups[kGroupCmpC4].rows_per_page() * st.kv_row_bytes;
+  groups[kGroupIdx].page_bytes = s.num_csa_layers * groups[kGroupIdx].rows_per_page() * st.index_row_bytes;
   // State rows are [kv | score]; the CSA compressors overlap two blocks, which
   // doubles both halves.
   groups[kGroupHcaState].page_bytes = s.num_hca_layers * state_pages.hca * (2 * d) * e;

@@ -249,7 +249,10 @@ void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
     if (num_running() >= config_.max_num_seqs || *budget <= 0) break;
     if (seq.preempted_step == current_step_) continue;
     const int64_t chunk = ChunkSize(seq, *budget);
-    if (chunk <= 0) continue;  // needs a larger budget than this step has left
+    if (chunk <= 0) {  // needs a larger budget than this step has left
+      head = false;
+      continue;
+    }
     // The whole first chunk must fit (no shrinking on admission: a request
     // admitted into scraps would only be preempted again).
     const int32_t p = PickPartition(seq, chunk, load);

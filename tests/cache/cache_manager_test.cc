@@ -138,6 +138,28 @@ TEST(CacheManagerTest, LongChunkHoldsOnlyWhatStaysLive) {
   EXPECT_TRUE(cache.CheckInvariants().ok());
 }
 
+TEST(CacheManagerTest, RowOfGivesSlotMappings) {
+  Result<std::vector<CacheGroupSpec>> g = MakeDsv4CacheGroups(Dsv4CacheGeometry{});
+  ASSERT_TRUE(g.ok());
+  BlockTable table;
+  table.first_page = 2;
+  table.pages = {7, kNoPage, 3};
+  const CacheGroupSpec& ori = (*g)[kGroupOri];
+  EXPECT_EQ(RowOf(ori, table, 2 * 128 + 5), 7 * 128 + 5);
+  EXPECT_EQ(RowOf(ori, table, 3 * 128 + 5), -1);  // hole
+  EXPECT_EQ(RowOf(ori, table, 100), -1);          // released
+  const CacheGroupSpec& c4 = (*g)[kGroupCmpC4];
+  EXPECT_EQ(c4.rows_per_page(), 32);
+  EXPECT_EQ(RowOf(c4, table, 4 * 128 + 11), 3 * 32 + 2);  // block 2 of page 3
+  const CacheGroupSpec& c128 = (*g)[kGroupCmpC128];
+  EXPECT_EQ(RowOf(c128, table, 2 * 128 + 127), 7);
+  const CacheGroupSpec& hca = (*g)[kGroupHcaState];
+  BlockTable state;
+  state.first_page = 32;
+  state.pages = {9};
+  EXPECT_EQ(RowOf(hca, state, 32 * 8 + 3), 9 * 8 + 3);
+}
+
 TEST(CacheManagerTest, PartitionsHaveTheirOwnNamespaces) {
   CacheManager cache = Make(2, 4, 4);
   cache.Allocate(0, 1, {0, 8, 0}, nullptr);

@@ -57,7 +57,7 @@ Result<std::unique_ptr<AddedTokenMatcher>> AddedTokenMatcher::Create(const std::
   }
   if (needs_classes) {
     DSV4_ASSIGN_OR_RETURN(m->word_char_, Regex::Compile("\\w"));
-    DSV4_ASSIGN_OR_RETURN(m->space_char_, Regex::Compile("\\s"));
+    DSV4_ASSIGN_OR_RETURN(m->space_char_, Regex::Compile(OnigurumaToPcre2("\\s")));
   }
   return m;
 }

@@ -9,6 +9,13 @@
 
 namespace dsv4::text {
 
+// Rewrites the whitespace escapes of an Oniguruma (HF) pattern for PCRE2.
+// PCRE2's Unicode \s also matches U+180E (Mongolian vowel separator, a
+// space before Unicode 6.3); Oniguruma's \s is exactly the White_Space
+// property.  \s and \S become explicit White_Space classes; everything else
+// is copied.  (\S inside a character class has no class form and is kept.)
+std::string OnigurumaToPcre2(std::string_view pattern);
+
 class Regex {
  public:
   // Per-call match state; one per thread (a Regex itself is immutable).

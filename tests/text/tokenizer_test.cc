@@ -7,6 +7,7 @@
 
 #include "tests/text/text_test_util.h"
 #include "text/detokenizer.h"
+#include "text/regex.h"
 #include "text/utf8.h"
 
 namespace dsv4::text {
@@ -123,6 +124,25 @@ TEST(TokenizerTest, PreTokenizerRules) {
   // The DSML opener tokenizes as documented in encoding.md §5.2.
   EXPECT_EQ(tok.Encode("\n\n<｜DSML｜tool_calls>\n"),
             (std::vector<int32_t>{271, 30, 128825, 72461, 4941, 12548, 1018}));
+}
+
+TEST(TokenizerTest, WhitespaceIsOnigurumasWhiteSpace) {
+  // Ids from the Hugging Face engine on the same tokenizer.json.  PCRE2's own
+  // \s would also match U+180E and merge " \u180e" into one piece.
+  const Tokenizer& tok = V4Tokenizer();
+  const std::pair<const char*, std::vector<int32_t>> kCases[] = {
+      {" \u180e", {223, 115522, 239}},
+      {"a \u0085b", {67, 223, 129, 230, 68}},
+      {"x\u00a0 y", {90, 2162, 383}},
+      {"\u3000\u3000z", {18524, 18524, 92}},
+      {"1\u2028\n", {19, 300, 104, 201}},
+      {"a\u200b b", {67, 35020, 291}},
+      {"\t\v\f x", {200, 202, 203, 1527}},
+  };
+  for (const auto& [text, ids] : kCases) EXPECT_EQ(tok.Encode(text), ids) << text;
+  EXPECT_EQ(OnigurumaToPcre2("[^\\s]\\S"), "[^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
+            "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}][^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}"
+            "\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]");
 }
 
 TEST(TokenizerTest, RoundTripVariedUnicode) {

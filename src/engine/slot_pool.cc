@@ -18,7 +18,7 @@ SlotHandle SlotPool::Acquire() {
   const int32_t slot = free_.back();
   free_.pop_back();
   uint32_t& gen = generation_[static_cast<size_t>(slot)];
-  gen = gen >= 0x7fffffffu ? 1u : gen + 1u;
+  gen = NextGeneration(gen);
   in_use_[static_cast<size_t>(slot)] = 1;
   return {slot, gen};
 }

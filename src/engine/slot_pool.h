@@ -33,6 +33,9 @@ class SlotPool {
   // REQUIRES: `slot` is in use.
   void Release(int32_t slot);
 
+  // The generation after `g`: g + 1, wrapping from 2^31 - 1 to 1.
+  static uint32_t NextGeneration(uint32_t g) { return g >= 0x7fffffffu ? 1u : g + 1u; }
+
  private:
   std::vector<int32_t> free_;  // descending, so back() is the lowest
   std::vector<uint32_t> generation_;

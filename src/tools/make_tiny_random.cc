@@ -70,19 +70,20 @@ float UniformFromBits(uint64_t bits) {
 }
 
 uint8_t EncodeE4M3(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (!(a < 448.0f)) return sign | 0x7E;  // saturate (NaN too: never produced here)
-  if (a < 0.015625f) {
-    // Subnormals: multiples of 2^-9; 8 * 2^-9 rounds up into the first normal (code 8).
-    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
+  const uint32_t bits = F32ToBits(x);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t mag = bits & 0x7FFFFFFFu;
+  if (!(mag < 0x43E00000u)) return sign | 0x7E;  // |x| >= 448 (or NaN: never produced) saturates
+  if (mag < 0x3C800000u) {
+    // |x| < 2^-6: subnormal codes are multiples of 2^-9 (exact scaling); 8
+    // rounds up into the first normal code, which is 8 too.
+    return sign | static_cast<uint8_t>(std::nearbyint(BitsToF32(mag) * 512.0f));
   }
-  int p = 0;
-  std::frexp(a, &p);  // a in [2^(p-1), 2^p)
-  const int e = p - 1;
-  // m in [8, 16]: 3 mantissa bits; 16 carries into the next exponent.
-  const int m = static_cast<int>(std::nearbyint(std::ldexp(a, 3 - e)));
-  return sign | static_cast<uint8_t>(((e + 7) << 3) + (m - 8));
+  // Normal: keep 3 of the 23 mantissa bits, round to nearest even on the
+  // whole exponent|mantissa word so a carry bumps the exponent; then rebias
+  // the exponent from 127 to 7.
+  const uint32_t rounded = (mag + 0x7FFFFu + ((mag >> 20) & 1u)) >> 20;
+  return sign | static_cast<uint8_t>(rounded - (120u << 3));
 }
 
 uint8_t EncodeE2M1(float x) {

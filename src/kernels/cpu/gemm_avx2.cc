@@ -149,41 +149,63 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
   std::memcpy(y, out, static_cast<size_t>(count) * 4);
 }
 
+// acc + (block partial sums of the panel)·scale, multiply then add.
+[[gnu::always_inline]] inline __m256 AddBlock(__m256 acc, const __m256* lanes, float scale) {
+  return _mm256_add_ps(acc, _mm256_mul_ps(Reduce8(lanes), _mm256_set1_ps(scale)));
+}
+
+// Rows [0, mt) of a tile against one decoded panel block (x: row 0's block,
+// row stride k; x_scales: row 0's block scale, row stride num_kb).
+void TileBlock(const __m256 (*wdec)[kVecs], int64_t nc, const float* x, int64_t k,
+               const float* x_scales, int64_t num_kb, float sw, int64_t mt, __m256* acc) {
+  __m256 lanes[kP];
+  #pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
+  for (int64_t r = 0; r < mt; ++r) {
+    for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain16(wdec[c], x + r * k);
+    acc[r] = AddBlock(acc[r], lanes, x_scales[r * num_kb] * sw);
+  }
+}
+
+// One row (decode GEMV) against one panel block: decoded weights feed the
+// FMAs directly, with the same per-column chain as TileBlock.
+template <typename Decode>
+[[gnu::always_inline]] inline __m256 GemvBlock(const Decode& decode, int64_t n0, int64_t kb,
+                                               int64_t nc, const float* x, float scale,
+                                               __m256 acc) {
+  __m256 lanes[kP];
+  #pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < nc; ++c) {
+    __m256 wv[kVecs];
+    decode(n0 + c, kb, wv);
+    lanes[c] = Chain16(wv, x);
+  }
+  return AddBlock(acc, lanes, scale);
+}
+
+// Block-scaled GEMM over the tile t (see gemm_avx512.cc).
 template <typename Decode, typename PanelScale>
 void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
                        const Tile& t, Decode decode, PanelScale panel_scale) {
   const int64_t num_kb = k / 128;
   alignas(32) __m256 wdec[kP][kVecs];
   alignas(32) __m256 acc[kMTile];
-  __m256 lanes[kP];
   for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
     const int64_t mt = Min(kMTile, t.row_end - m0);
     for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = _mm256_setzero_ps();
-      #pragma GCC unroll 16
-      for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
+        const float* xb = x + m0 * k + kb * 128;
+        const float* sb = x_scales + m0 * num_kb + kb;
         if (mt == 1) {
-          // Decode GEMV: decoded weights feed the FMAs directly (same chain).
-          const float* xr = x + m0 * k + kb * 128;
-          for (int64_t c = 0; c < nc; ++c) {
-            __m256 wv[kVecs];
-            decode(n0 + c, kb, wv);
-            lanes[c] = Chain16(wv, xr);
-          }
-          const float sa = x_scales[m0 * num_kb + kb];
-          acc[0] = _mm256_add_ps(acc[0], _mm256_mul_ps(Reduce8(lanes), _mm256_set1_ps(sa * sw)));
-          continue;
-        }
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
-        for (int64_t r = 0; r < mt; ++r) {
-          const float* xr = x + (m0 + r) * k + kb * 128;
-          for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain16(wdec[c], xr);
-          const float sa = x_scales[(m0 + r) * num_kb + kb];
-          acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(Reduce8(lanes), _mm256_set1_ps(sa * sw)));
+          acc[0] = GemvBlock(decode, n0, kb, nc, xb, sb[0] * sw, acc[0]);
+        } else {
+          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          TileBlock(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
         }
       }
       for (int64_t r = 0; r < mt; ++r) StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);

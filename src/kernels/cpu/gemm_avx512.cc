@@ -152,7 +152,64 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
   _mm256_mask_storeu_epi16(y, TailMask(count), _mm512_cvtepi32_epi16(r));
 }
 
-// Block-scaled GEMM over panels.  decode(col, kb, w[8]) yields the block's
+[[gnu::always_inline]] inline void LoadBlock(const float* x, __m512* out) {
+  #pragma GCC unroll 16
+  for (int i = 0; i < kVecs; ++i) out[i] = _mm512_loadu_ps(x + 16 * i);
+}
+
+// acc + (block partial sums of the panel)·scale: one block's contribution to
+// one row, multiply then add as in the reference.
+[[gnu::always_inline]] inline __m512 AddBlock(__m512 acc, const __m512* lanes, float scale) {
+  return _mm512_add_ps(acc, _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(scale)));
+}
+
+// Rows [0, mt) of a tile against one decoded panel block.  x points at the
+// block in row 0 (row stride k); x_scales at row 0's block scale (row stride
+// num_kb).  Two rows share each weight load; the per-row arithmetic is that
+// of the one-row tail, so pairing never changes a result.
+void TileBlock(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int64_t k,
+               const float* x_scales, int64_t num_kb, float sw, int64_t mt, __m512* acc) {
+  __m512 lanes[kP], lanes2[kP];
+  #pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
+  int64_t r = 0;
+  for (; r + 2 <= mt; r += 2) {
+    __m512 xa[kVecs], xb[kVecs];
+    LoadBlock(x + r * k, xa);
+    LoadBlock(x + (r + 1) * k, xb);
+    for (int64_t c = 0; c < nc; ++c) {
+      lanes[c] = Chain8(wdec[c], xa);
+      lanes2[c] = Chain8(wdec[c], xb);
+    }
+    acc[r] = AddBlock(acc[r], lanes, x_scales[r * num_kb] * sw);
+    acc[r + 1] = AddBlock(acc[r + 1], lanes2, x_scales[(r + 1) * num_kb] * sw);
+  }
+  for (; r < mt; ++r) {
+    __m512 xa[kVecs];
+    LoadBlock(x + r * k, xa);
+    for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain8(wdec[c], xa);
+    acc[r] = AddBlock(acc[r], lanes, x_scales[r * num_kb] * sw);
+  }
+}
+
+// One row (decode GEMV) against one panel block: the weights go from memory
+// to registers to FMAs, with the same per-column chain as TileBlock.
+template <typename Decode>
+[[gnu::always_inline]] inline __m512 GemvBlock(const Decode& decode, int64_t n0, int64_t kb,
+                                               int64_t nc, const float* x, float scale,
+                                               __m512 acc) {
+  __m512 lanes[kP], xa[kVecs], wv[kVecs];
+  #pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = _mm512_setzero_ps();
+  LoadBlock(x, xa);
+  for (int64_t c = 0; c < nc; ++c) {
+    decode(n0 + c, kb, wv);
+    lanes[c] = Chain8(wv, xa);
+  }
+  return AddBlock(acc, lanes, scale);
+}
+
+// Block-scaled GEMM over the tile t.  decode(col, kb, w[8]) yields a block's
 // weights; panel_scale(n0, kb) the per-panel weight scale (1 when the scale
 // is folded into the decoded weights).  acc += parts · (sa · panel_scale).
 template <typename Decode, typename PanelScale>
@@ -161,62 +218,21 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
   const int64_t num_kb = k / 128;
   alignas(64) __m512 wdec[kP][kVecs];  // the panel's current block, decoded
   alignas(64) __m512 acc[kMTile];      // per row, columns permuted as Reduce16
-  __m512 lanes[kP], lanes2[kP];
   for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
     const int64_t mt = Min(kMTile, t.row_end - m0);
     for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = _mm512_setzero_ps();
-      #pragma GCC unroll 16
-      for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
+        const float* xb = x + m0 * k + kb * 128;
+        const float* sb = x_scales + m0 * num_kb + kb;
         if (mt == 1) {
-          // Decode GEMV: weights go from memory to registers to FMAs, with
-          // the same per-column chain as the tiled path below.
-          __m512 xa[kVecs], wv[kVecs];
-          const float* pa = x + m0 * k + kb * 128;
-          #pragma GCC unroll 16
-          for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
-          for (int64_t c = 0; c < nc; ++c) {
-            decode(n0 + c, kb, wv);
-            lanes[c] = Chain8(wv, xa);
-          }
-          const float sa = x_scales[m0 * num_kb + kb];
-          acc[0] = _mm512_add_ps(acc[0], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
-          continue;
-        }
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
-        int64_t r = 0;
-        // Two rows share each weight load; the per-row arithmetic is the
-        // same as in the one-row tail, so pairing never changes a result.
-        for (; r + 2 <= mt; r += 2) {
-          __m512 xa[kVecs], xb[kVecs];
-          const float* pa = x + (m0 + r) * k + kb * 128;
-          #pragma GCC unroll 16
-          for (int i = 0; i < kVecs; ++i) {
-            xa[i] = _mm512_loadu_ps(pa + 16 * i);
-            xb[i] = _mm512_loadu_ps(pa + k + 16 * i);
-          }
-          for (int64_t c = 0; c < nc; ++c) {
-            lanes[c] = Chain8(wdec[c], xa);
-            lanes2[c] = Chain8(wdec[c], xb);
-          }
-          const float sa = x_scales[(m0 + r) * num_kb + kb];
-          const float sb = x_scales[(m0 + r + 1) * num_kb + kb];
-          acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
-          acc[r + 1] =
-              _mm512_add_ps(acc[r + 1], _mm512_mul_ps(Reduce16(lanes2), _mm512_set1_ps(sb * sw)));
-        }
-        for (; r < mt; ++r) {
-          __m512 xa[kVecs];
-          const float* pa = x + (m0 + r) * k + kb * 128;
-          #pragma GCC unroll 16
-          for (int i = 0; i < kVecs; ++i) xa[i] = _mm512_loadu_ps(pa + 16 * i);
-          for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain8(wdec[c], xa);
-          const float sa = x_scales[(m0 + r) * num_kb + kb];
-          acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(Reduce16(lanes), _mm512_set1_ps(sa * sw)));
+          acc[0] = GemvBlock(decode, n0, kb, nc, xb, sb[0] * sw, acc[0]);
+        } else {
+          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          TileBlock(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
         }
       }
       for (int64_t r = 0; r < mt; ++r) StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);

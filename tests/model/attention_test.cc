@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "kernels/norm.h"
@@ -65,7 +66,8 @@ class AttentionTest : public ::testing::Test {
   // sizes (the last size repeats); returns out [n, D] and the traces' rows.
   std::vector<bf16> RunChunked(const Attention& attn, const std::vector<bf16>& x, int64_t n,
                                const std::vector<int64_t>& sizes,
-                               std::vector<int32_t>* topk = nullptr) {
+                               std::vector<int32_t>* topk = nullptr,
+                               ThreadPool* pool = nullptr) {
     const int64_t d = cfg_->hidden_size;
     auto cache = attn.NewCache(1);
     std::vector<bf16> out(static_cast<size_t>(n * d));
@@ -77,7 +79,7 @@ class AttentionTest : public ::testing::Test {
       ForwardBatch batch;
       batch.Add(0, pos, std::vector<int32_t>(static_cast<size_t>(s), 0));
       AttentionTrace trace;
-      attn.Forward(x.data() + pos * d, batch, *cache, out.data() + pos * d, ws_, nullptr, &trace);
+      attn.Forward(x.data() + pos * d, batch, *cache, out.data() + pos * d, ws_, pool, &trace);
       if (topk != nullptr) {
         topk->insert(topk->end(), trace.indexer_topk.begin(), trace.indexer_topk.end());
       }
@@ -179,6 +181,18 @@ TEST_F(AttentionTest, MultiTokenStepEqualsSingleSteps) {
     const auto x = RandomInput(155, 303);
     EXPECT_EQ(BitDiffs(RunChunked(*attn, x, 155, {150, 5}), RunChunked(*attn, x, 155, {150, 1})),
               0);
+  }
+}
+
+TEST_F(AttentionTest, ThreadCountDoesNotChangeResult) {
+  ThreadPool pool(3);
+  for (int64_t layer : {0, 2, 3}) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    auto attn = LoadLayer(layer);
+    ASSERT_NE(attn, nullptr);
+    const auto x = RandomInput(kSeqLen, 808);
+    const auto serial = RunChunked(*attn, x, kSeqLen, {260, 1});
+    EXPECT_EQ(BitDiffs(RunChunked(*attn, x, kSeqLen, {260, 1}, nullptr, &pool), serial), 0);
   }
 }
 

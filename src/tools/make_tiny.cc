@@ -103,14 +103,14 @@ Status WriteShard(const std::string& dir, const Shard& shard, const ModelConfig&
 // Checks the output directory before any work: it must be absent, or an
 // empty directory (any directory with `force`).
 Status CheckOutDir(const std::string& dir, bool force) {
-  if (dir.empty()) return InvalidArgument("make-tiny: an output directory (--out) is required");
+  if (dir.empty()) return InvalidArgument("an output directory (--out) is required");
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status::Ok();
   if (!fs::is_directory(dir, ec)) {
-    return InvalidArgument("make-tiny: '{}' exists and is not a directory", dir);
+    return InvalidArgument("output directory '{}' exists and is not a directory", dir);
   }
   if (!force && !fs::is_empty(dir, ec)) {
-    return InvalidArgument("make-tiny: '{}' is not empty (pass --force to overwrite)", dir);
+    return InvalidArgument("output directory '{}' is not empty (pass --force to overwrite)", dir);
   }
   return Status::Ok();
 }
@@ -118,7 +118,7 @@ Status CheckOutDir(const std::string& dir, bool force) {
 Status CreateOutDir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) return IoError("make-tiny: cannot create '{}': {}", dir, ec.message());
+  if (ec) return IoError("cannot create output directory '{}': {}", dir, ec.message());
   return Status::Ok();
 }
 

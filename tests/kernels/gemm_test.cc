@@ -506,6 +506,94 @@ TEST(GemmBatchInvariance, AllKernels) {
 namespace dsv4::kernels {
 namespace {
 
+// Inputs whose dot products cancel: in every 128-block the products at j and
+// j + 64 (j < 56) are exact negatives of each other and large (~10^5), the
+// other 16 products tiny (~2^-11).  What survives is the rounding residue of
+// the large partial sums, which depends on the summation order in nearly
+// every output: any order difference between code paths shows up bitwise
+// (random data would only flip a BF16 output once in ~10^4).
+enum class Slot { kBig, kMirror, kTiny };
+Slot SlotOf(int64_t k) {
+  const int64_t j = k % 128;
+  if (j < 56) return Slot::kBig;
+  if (j >= 64 && j < 120) return Slot::kMirror;
+  return Slot::kTiny;
+}
+
+struct CancellingFp8 {
+  std::vector<uint8_t> x_codes, w_codes, w_scales, w_packed, w4_scales;
+  std::vector<float> x_scales;
+};
+
+CancellingFp8 MakeCancelling(int64_t m, int64_t n, int64_t k, std::mt19937* rng) {
+  std::uniform_int_distribution<int> big(0x60, 0x7e), tiny(0x01, 0x0f), nibble(4, 7);
+  CancellingFp8 c;
+  c.x_codes.resize(m * k);
+  c.w_codes.resize(n * k);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t sign = static_cast<uint8_t>((*rng)() & 0x80);
+      const Slot s = SlotOf(i);
+      c.x_codes[r * k + i] = s == Slot::kMirror ? c.x_codes[r * k + i - 64]
+                             : s == Slot::kBig  ? static_cast<uint8_t>(big(*rng) | sign)
+                                                : static_cast<uint8_t>(0x08 | sign);
+    }
+  }
+  std::vector<uint8_t> nibbles(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t sign = static_cast<uint8_t>((*rng)() & 0x80);
+      const Slot s = SlotOf(i);
+      c.w_codes[r * k + i] = s == Slot::kMirror ? c.w_codes[r * k + i - 64] ^ 0x80
+                             : s == Slot::kBig  ? static_cast<uint8_t>(big(*rng) | sign)
+                                                : static_cast<uint8_t>(tiny(*rng) | sign);
+      nibbles[r * k + i] = s == Slot::kMirror ? nibbles[r * k + i - 64] ^ 0x8
+                           : s == Slot::kBig  ? static_cast<uint8_t>(nibble(*rng) | (sign >> 4))
+                                              : static_cast<uint8_t>(0x1 | (sign >> 4));
+    }
+  }
+  c.x_scales.assign(m * k / 128, 1.0f);
+  c.w_scales.assign(((n + 127) / 128) * (k / 128), 127);
+  c.w4_scales.assign(n * k / 32, 127);
+  c.w_packed.resize(n * k / 2);
+  for (int64_t i = 0; i < n * k / 2; ++i) {
+    c.w_packed[i] = static_cast<uint8_t>(nibbles[2 * i] | (nibbles[2 * i + 1] << 4));
+  }
+  return c;
+}
+
+TEST(GemmBatchInvariance, OrderSensitiveData) {
+  std::mt19937 rng(23);
+  const int64_t m = 13, n = 1100, k = 256;
+  const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
+  // The data must really be order sensitive: the SIMD paths, which sum in a
+  // different order than the reference, differ from it in most outputs.
+  std::vector<bf16> want(m * n), got(m * n);
+  ref::Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
+               Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, want.data(), nullptr);
+  if (BestSupportedIsa() != Isa::kScalar) {
+    IsaScope scope(BestSupportedIsa());
+    Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
+            Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, got.data(), nullptr);
+    EXPECT_GT(CompareBf16(got.data(), want.data(), m * n).num_differ, m * n / 4);
+  }
+  const Fp8Weight w8{c.w_codes.data(), c.w_scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+    Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
+  }, "Fp8Gemm cancelling");
+  const Fp4Weight w4{c.w_packed.data(), c.w4_scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+    Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
+  }, "Fp4Gemm cancelling");
+  // The same pattern in BF16 for the dense kernels.
+  std::vector<bf16> x(m * k), wb(n * k);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = F32ToBf16(E4M3ToF32(c.x_codes[i]));
+  for (int64_t i = 0; i < n * k; ++i) wb[i] = F32ToBf16(E4M3ToF32(c.w_codes[i]));
+  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+    GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
+  }, "GemmBf16 cancelling");
+}
+
 // Narrow outputs of long batches (the mHC mixes: N = 24) are split over row
 // blocks instead of panels; the rows must still not notice.
 TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {

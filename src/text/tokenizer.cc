@@ -116,6 +116,73 @@ Status CheckModel(const json& model) {
   return Status::Ok();
 }
 
+struct Vocab {
+  std::vector<std::string> token_bytes;   // [num_base] BPE-reachable entries, raw bytes
+  std::vector<std::string> decode_bytes;  // [num_base] what each base id decodes to
+  StringIdMap spelling_to_id;             // keys are views into the parsed JSON
+};
+
+Result<Vocab> ParseVocab(const json& vocab_json) {
+  const ByteLevelMap byte_map;
+  Vocab v;
+  std::vector<std::pair<std::string_view, int32_t>> spellings;
+  spellings.reserve(vocab_json.size());
+  for (const auto& [spelling, id_json] : vocab_json.items()) {
+    if (!id_json.is_number_integer()) return InvalidArgument("tokenizer: vocab id of '{}' not an integer", spelling);
+    const int64_t id = id_json.get<int64_t>();
+    if (id < 0 || id > (1 << 24)) return InvalidArgument("tokenizer: vocab id {} out of range", id);
+    if (spelling.empty()) return InvalidArgument("tokenizer: empty vocab entry (id {})", id);
+    spellings.emplace_back(spelling, static_cast<int32_t>(id));  // JSON keys are unique
+    if (v.decode_bytes.size() <= static_cast<size_t>(id)) v.decode_bytes.resize(id + 1);
+    if (!v.decode_bytes[id].empty()) return InvalidArgument("tokenizer: vocab id {} used twice", id);
+    auto bytes = byte_map.ToBytes(spelling);
+    if (bytes) {
+      if (v.token_bytes.size() <= static_cast<size_t>(id)) v.token_bytes.resize(id + 1);
+      v.token_bytes[id] = *bytes;
+      v.decode_bytes[id] = std::move(*bytes);
+    } else {
+      // Outside the byte alphabet (e.g. "<｜begin▁of▁sentence｜>" at ids 0-2):
+      // BPE can never produce it; it decodes to its own UTF-8 bytes.
+      v.decode_bytes[id] = spelling;
+    }
+  }
+  v.token_bytes.resize(v.decode_bytes.size());
+  v.spelling_to_id.Build(spellings);
+  return v;
+}
+
+Result<std::vector<BpeModel::Merge>> ParseMerges(const json& merges_json, const Vocab& vocab) {
+  std::vector<BpeModel::Merge> merges;
+  merges.reserve(merges_json.size());
+  std::string joined;
+  for (const json& m : merges_json) {
+    std::string_view a, b;
+    if (m.is_string()) {
+      const std::string_view s = m.get_ref<const std::string&>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string_view::npos || s.find(' ', sp + 1) != std::string_view::npos) {
+        return InvalidArgument("tokenizer: merge '{}' is not two tokens", s);
+      }
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      a = m[0].get_ref<const std::string&>();
+      b = m[1].get_ref<const std::string&>();
+    } else {
+      return InvalidArgument("tokenizer: malformed merge entry");
+    }
+    joined.assign(a);
+    joined.append(b);
+    const int32_t ia = vocab.spelling_to_id.Find(a), ib = vocab.spelling_to_id.Find(b);
+    const int32_t im = vocab.spelling_to_id.Find(joined);
+    if (ia < 0 || ib < 0 || im < 0) {
+      return InvalidArgument("tokenizer: merge '{} {}' uses a token missing from the vocab", a, b);
+    }
+    merges.push_back({ia, ib, im});
+  }
+  return merges;
+}
+
 Result<AddedToken> ParseAddedToken(const json& t) {
   if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
       !t["content"].is_string()) {
@@ -207,67 +274,23 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenize
     return InvalidArgument("tokenizer: decoder must be ByteLevel");
   }
   DSV4_ASSIGN_OR_RETURN(std::vector<std::string> patterns, ParsePreTokenizer(j.value("pre_tokenizer", json())));
-  const json& model = j.value("model", json::object());
+  static const json kNoModel = json::object();
+  const json& model = j.contains("model") ? j["model"] : kNoModel;  // no copy of the vocab
   DSV4_RETURN_IF_ERROR(CheckModel(model));
 
   std::unique_ptr<Tokenizer> tok(new Tokenizer());
   DSV4_ASSIGN_OR_RETURN(tok->splitter_, RegexSplitter::Create(patterns));
 
   // Base vocabulary: byte-level spellings -> raw bytes.
-  const ByteLevelMap byte_map;
-  std::vector<std::string> token_bytes;   // [num_base] BPE-reachable entries, raw bytes
-  std::vector<std::string> decode_bytes;  // [num_base] what each base id decodes to
-  std::unordered_map<std::string, int32_t> spelling_to_id;
-  for (const auto& [spelling, id_json] : model["vocab"].items()) {
-    if (!id_json.is_number_integer()) return InvalidArgument("tokenizer: vocab id of '{}' not an integer", spelling);
-    const int64_t id = id_json.get<int64_t>();
-    if (id < 0 || id > (1 << 24)) return InvalidArgument("tokenizer: vocab id {} out of range", id);
-    if (spelling.empty()) return InvalidArgument("tokenizer: empty vocab entry (id {})", id);
-    if (!spelling_to_id.emplace(spelling, static_cast<int32_t>(id)).second) {
-      return InvalidArgument("tokenizer: vocab entry '{}' appears twice", spelling);
-    }
-    if (token_bytes.size() <= static_cast<size_t>(id)) token_bytes.resize(id + 1);
-    if (decode_bytes.size() <= static_cast<size_t>(id)) decode_bytes.resize(id + 1);
-    if (!decode_bytes[id].empty()) return InvalidArgument("tokenizer: vocab id {} used twice", id);
-    auto bytes = byte_map.ToBytes(spelling);
-    if (bytes) {
-      token_bytes[id] = *bytes;
-      decode_bytes[id] = std::move(*bytes);
-    } else {
-      // Outside the byte alphabet (e.g. "<｜begin▁of▁sentence｜>" at ids 0-2):
-      // BPE can never produce it; it decodes to its own UTF-8 bytes.
-      decode_bytes[id] = spelling;
-    }
-  }
-  std::vector<BpeModel::Merge> merges;
-  merges.reserve(model["merges"].size());
-  for (const json& m : model["merges"]) {
-    std::string a, b;
-    if (m.is_string()) {
-      const std::string s = m.get<std::string>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) {
-        return InvalidArgument("tokenizer: merge '{}' is not two tokens", s);
-      }
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else {
-      return InvalidArgument("tokenizer: malformed merge entry");
-    }
-    auto ia = spelling_to_id.find(a), ib = spelling_to_id.find(b), im = spelling_to_id.find(a + b);
-    if (ia == spelling_to_id.end() || ib == spelling_to_id.end() || im == spelling_to_id.end()) {
-      return InvalidArgument("tokenizer: merge '{} {}' uses a token missing from the vocab", a, b);
-    }
-    merges.push_back({ia->second, ib->second, im->second});
-  }
-  token_bytes.resize(decode_bytes.size());
+  DSV4_ASSIGN_OR_RETURN(Vocab vocab, ParseVocab(model["vocab"]));
+  DSV4_ASSIGN_OR_RETURN(std::vector<BpeModel::Merge> merges, ParseMerges(model["merges"], vocab));
+  std::vector<std::string>& token_bytes = vocab.token_bytes;
+  std::vector<std::string>& decode_bytes = vocab.decode_bytes;
   const size_t num_base = decode_bytes.size();
   DSV4_ASSIGN_OR_RETURN(tok->bpe_, BpeModel::Create(token_bytes, merges, model.value("ignore_merges", false)));
 
   // Added tokens (+ overlay).
+  const ByteLevelMap byte_map;
   std::vector<AddedToken> added;
   for (const json& t : j.value("added_tokens", json::array())) {
     DSV4_ASSIGN_OR_RETURN(AddedToken a, ParseAddedToken(t));

@@ -7,6 +7,7 @@
 // Arguments: {isa (0 scalar, 1 avx2, 2 avx512), M, threads}.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>
@@ -128,6 +129,28 @@ void BM_GemmBf16(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * k * 2);
 }
 
+// Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
+// row, indexer-query FP4 QAT (64 heads x 128) and KV FP8 QAT (512 dims).
+void BM_Quant(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const int64_t rows = state.range(1);
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> x(rows * 8192);
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  std::vector<uint8_t> codes(rows * 4096);
+  std::vector<float> scales(rows * 32);
+  std::vector<bf16> work = x;
+  for (auto _ : state) {
+    ActQuantFp8(x.data(), rows, 4096, 128, codes.data(), scales.data());
+    std::copy(x.begin(), x.end(), work.begin());
+    Fp4Qat(work.data(), rows * 64, 128);
+    KvQatFp8(work.data(), rows, 512, 448);
+    benchmark::DoNotOptimize(work.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+
 // {isa, M, threads}: GEMV on one thread and on all CPUs, plus prefill sizes.
 void GemvArgs(benchmark::internal::Benchmark* b) {
   const int64_t all = ThreadPool::DefaultThreads();
@@ -150,6 +173,10 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
+BENCHMARK(BM_Quant)->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
+    ->ArgsProduct({{0, 1, 2}, {16}})
+    ->ArgNames({"isa", "tokens"})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(PrefillArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(PrefillArgs);
 

@@ -25,11 +25,24 @@ void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8
   ref::ActQuantFp8(x, rows, cols, block, codes, scales);
 }
 
-// QAT runs on a few KV / indexer rows per token: not worth SIMD versions.
 void KvQatFp8(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
+  DSV4_CHECK(nope >= 0 && nope <= cols && nope % 64 == 0);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return cpu::KvQatFp8Avx512(x, rows, cols, nope);
+    case Isa::kAvx2: return cpu::KvQatFp8Avx2(x, rows, cols, nope);
+    case Isa::kScalar: break;
+  }
   ref::KvQatFp8(x, rows, cols, nope);
 }
 
-void Fp4Qat(bf16* x, int64_t rows, int64_t cols) { ref::Fp4Qat(x, rows, cols); }
+void Fp4Qat(bf16* x, int64_t rows, int64_t cols) {
+  DSV4_CHECK(cols % 32 == 0);
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return cpu::Fp4QatAvx512(x, rows, cols);
+    case Isa::kAvx2: return cpu::Fp4QatAvx2(x, rows, cols);
+    case Isa::kScalar: break;
+  }
+  ref::Fp4Qat(x, rows, cols);
+}
 
 }  // namespace dsv4::kernels

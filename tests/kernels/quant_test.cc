@@ -120,9 +120,12 @@ void CheckKvQat(const std::string& which) {
   const auto codes = ReadU8(*f, "act_quant_kv." + which + ".codes");
   const auto scale = ReadF32(*f, "act_quant_kv." + which + ".scale");
   const int64_t rows = shape[0], cols = shape[1], nope = cols - 64;
-  std::vector<bf16> got = x;
-  KvQatFp8(got.data(), rows, cols, nope);
-  EXPECT_EQ(Values(got), Values(y)) << which;
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    std::vector<bf16> got = x;
+    KvQatFp8(got.data(), rows, cols, nope);
+    EXPECT_EQ(Values(got), Values(y)) << IsaName(isa) << " " << which;
+  }
   // The codes and scales of the same blocks (the inplace=False call) through
   // the block-64 activation quantizer.
   std::vector<bf16> nope_x(rows * nope);
@@ -152,11 +155,13 @@ void CheckFp4Quant(const std::string& which) {
   const auto scale = ReadF32(*f, "fp4_quant." + which + ".scale");
   const int64_t cols = shape.back();
   const int64_t rows = static_cast<int64_t>(x.size()) / cols;
-  std::vector<bf16> got = x;
-  Fp4Qat(got.data(), rows, cols);
-  // Bit patterns: the QAT output keeps the sign of zero, like the reference.
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(Bf16ToF32(got[i]), Bf16ToF32(y[i])) << which << " element " << i;
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    std::vector<bf16> got = x;
+    Fp4Qat(got.data(), rows, cols);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(Bf16ToF32(got[i]), Bf16ToF32(y[i])) << IsaName(isa) << " " << which << " element " << i;
+    }
   }
   for (size_t b = 0; b < scale.size(); ++b) {
     float amax = 0.0f;
@@ -195,6 +200,11 @@ std::vector<bf16> RandomRows(int64_t rows, int64_t cols, uint32_t seed) {
       if (kind == 1 && i % 3 == 0) v = -0.0f;
       // kind 2: e4m3 grid midpoints (exact ties after scaling).
       if (kind == 2) v = (static_cast<float>(rng() % 64) + 0.5f) * 0x1p-9f * scale;
+      // kind 3: e2m1 ties; amax 4·scale makes the FP4 block scale `scale`.
+      if (kind == 3) {
+        static constexpr float kTies[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f};
+        v = (i == 0 ? 4.0f : kTies[rng() % 6]) * scale * ((rng() & 1) ? -1.0f : 1.0f);
+      }
       x[1 + b + i] = F32ToBf16(v);
     }
   }
@@ -216,6 +226,38 @@ TEST(QuantDifferential, ActQuantFp8MatchesReferenceExactly) {
         ActQuantFp8(x, rows, cols, block, got_codes.data() + 1, got_scales.data());
         EXPECT_EQ(got_codes, want_codes) << IsaName(isa) << " block " << block << " rows " << rows;
         EXPECT_EQ(got_scales, want_scales) << IsaName(isa) << " block " << block;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels
+
+namespace dsv4::kernels {
+namespace {
+
+// QAT is exact arithmetic: every ISA must reproduce the reference bit for
+// bit, including the sign of zero, on data with ties, zero blocks and a
+// 2^±40 dynamic range, at a misaligned address.
+TEST(QuantDifferential, QatMatchesReferenceExactly) {
+  for (int64_t rows : {0, 1, 3, 5}) {
+    const auto storage = RandomRows(rows, 576, static_cast<uint32_t>(100 + rows));
+    std::vector<bf16> x(storage.begin() + 1, storage.end());
+    std::vector<bf16> want_kv = x, want_fp4 = x;
+    ref::KvQatFp8(want_kv.data(), rows, 576, 512);
+    ref::Fp4Qat(want_fp4.data(), rows, 576);
+    for (Isa isa : AllIsas()) {
+      IsaScope scope(isa);
+      std::vector<bf16> got = storage;  // QAT on the misaligned copy
+      KvQatFp8(got.data() + 1, rows, 576, 512);
+      for (int64_t i = 0; i < rows * 576; ++i) {
+        ASSERT_EQ(got[i + 1].bits, want_kv[i].bits) << IsaName(isa) << " kv element " << i;
+      }
+      got = storage;
+      Fp4Qat(got.data() + 1, rows, 576);
+      for (int64_t i = 0; i < rows * 576; ++i) {
+        ASSERT_EQ(got[i + 1].bits, want_fp4[i].bits) << IsaName(isa) << " fp4 element " << i;
       }
     }
   }

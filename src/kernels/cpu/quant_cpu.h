@@ -1,7 +1,7 @@
-// SIMD activation quantization behind kernels/quant.h (internal).  Same
-// contract as ActQuantFp8, bit-exact with ref::ActQuantFp8 (no reduction but
-// a max).  REQUIRES: block % 32 == 0 (the callers fall back to the scalar
-// reference otherwise).
+// SIMD activation quantization and QAT behind kernels/quant.h (internal).
+// Same contracts as the public functions and bit-exact with ref/ (no
+// reduction but a max).  REQUIRES: ActQuantFp8 block % 32 == 0, KvQatFp8
+// nope % 64 == 0, Fp4Qat cols % 32 == 0 (quant.cc checks).
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,10 @@ void ActQuantFp8Avx512(const bf16* x, int64_t rows, int64_t cols, int64_t block,
                        float* scales);
 void ActQuantFp8Avx2(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
                      float* scales);
+
+void KvQatFp8Avx512(bf16* x, int64_t rows, int64_t cols, int64_t nope);
+void KvQatFp8Avx2(bf16* x, int64_t rows, int64_t cols, int64_t nope);
+void Fp4QatAvx512(bf16* x, int64_t rows, int64_t cols);
+void Fp4QatAvx2(bf16* x, int64_t rows, int64_t cols);
 
 }  // namespace dsv4::kernels::cpu

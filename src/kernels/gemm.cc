@@ -1,7 +1,8 @@
 // Dispatch and driver of the linear-layer kernels: prepares the activations
-// once per call, then splits the output columns into fixed panels over the
-// thread pool (static ranges, so a column's arithmetic never depends on the
-// thread count).  Design notes: docs/kernels.md.
+// once per call, then splits the output into fixed column panels (and row
+// blocks) over the thread pool.  An element's arithmetic never depends on
+// which task computes it, so results do not depend on the thread count.
+// Design notes: docs/kernels.md.
 #include "kernels/gemm.h"
 
 #include <algorithm>

@@ -5,8 +5,9 @@
 // V provides: F (register type), kLanes, Zero, Set1, Load, Store, LoadBf16,
 // RoundBf16 (RNE, NaN-preserving), StoreBf16 (rounds), Add, Sub, Mul, Div, Fma
 // (a*b + c fused), Max, Floor, ScalePow2 (y * 2^n), ZeroBelow (v where
-// x >= limit, else 0), ReduceAdd (fixed tree), ReduceMax.  No <algorithm>/<cmath>: only
-// extern libm calls (expf, sqrtf), which are ISA-neutral.
+// x >= limit, else 0), ReduceAdd (fixed tree), ReduceMax.
+// No <algorithm>/<cmath>: only extern libm calls (expf, sqrtf), which are
+// ISA-neutral.
 #pragma once
 
 #include <math.h>

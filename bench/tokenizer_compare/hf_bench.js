@@ -18,20 +18,27 @@ async function main() {
   const bytes = Buffer.byteLength(corpus);
   const docs = corpus.split('\f');
   let best = Infinity;
+  let bestCpu = Infinity;
   let all = [];
   for (let r = 0; r < repeat; ++r) {
     all = [];
     const start = process.hrtime.bigint();
+    const cpuStart = process.cpuUsage();
     for (const d of docs) {
       const e = await tok.encode(d, null, { addSpecialTokens: false });
       all.push(e.getIds());
     }
     const s = Number(process.hrtime.bigint() - start) / 1e9;
+    // Process CPU time: the encode runs on a libuv worker while the main
+    // thread waits, so this is the engine's single-thread CPU time.
+    const c = process.cpuUsage(cpuStart);
+    const cpu = (c.user + c.system) / 1e6;
     best = Math.min(best, s);
-    console.log(`hf run ${r}: ${s.toFixed(3)} s, ${(bytes / s / 1e6).toFixed(2)} MB/s`);
+    bestCpu = Math.min(bestCpu, cpu);
+    console.log(`hf run ${r}: wall ${s.toFixed(3)} s (${(bytes / s / 1e6).toFixed(2)} MB/s), cpu ${cpu.toFixed(3)} s (${(bytes / cpu / 1e6).toFixed(2)} MB/s)`);
   }
   const flat = all.flat();
-  console.log(`hf: load ${loadS.toFixed(2)} s; ${bytes} bytes, ${docs.length} docs, ${flat.length} ids; best ${(bytes / best / 1e6).toFixed(2)} MB/s`);
+  console.log(`hf: load ${loadS.toFixed(2)} s; ${bytes} bytes, ${docs.length} docs, ${flat.length} ids; best wall ${(bytes / best / 1e6).toFixed(2)} MB/s, best cpu ${(bytes / bestCpu / 1e6).toFixed(2)} MB/s`);
   fs.writeFileSync(idsOut, Buffer.from(Int32Array.from(flat).buffer));
 }
 main().catch((e) => { console.error(e); process.exit(1); });

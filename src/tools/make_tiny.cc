@@ -65,8 +65,8 @@ std::vector<Shard> AssignShards(const std::vector<WeightSpec>& specs, const Mode
 
 // Generates one tensor chunk by chunk (rows split over the pool) and streams
 // it into the writer.
-Status WriteTensor(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed,
-                   ThreadPool* pool, std::vector<uint8_t>* buffer, SafetensorsWriter* writer) {
+Status WriteTensor(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed, ThreadPool* pool,
+                   std::vector<uint8_t>* buffer, SafetensorsWriter* writer) {
   const TensorGenerator gen(spec, cfg, seed);
   const size_t row_bytes = gen.row_bytes();
   if (gen.num_rows() == 0 || row_bytes == 0) return writer->Write(spec.name, nullptr, 0);
@@ -84,8 +84,8 @@ Status WriteTensor(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed
   return Status::Ok();
 }
 
-Status WriteShard(const std::string& dir, const Shard& shard, const ModelConfig& cfg,
-                  uint64_t seed, ThreadPool* pool, uint64_t* data_bytes) {
+Status WriteShard(const std::string& dir, const Shard& shard, const ModelConfig& cfg, uint64_t seed,
+                  ThreadPool* pool, uint64_t* data_bytes) {
   std::vector<SafetensorsTensorInfo> infos;
   for (const WeightSpec* s : shard.tensors) infos.push_back({s->name, s->dtype, s->shape});
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
@@ -168,16 +168,16 @@ Status MakeTiny(const MakeTinyOptions& options) {
       WriteFileAtomic((dir / "generation_config.json").string(), GenerationConfigJson()));
   DSV4_RETURN_IF_ERROR(
       WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
-  DSV4_RETURN_IF_ERROR(WriteFileAtomic((dir / "tokenizer_config.json").string(),
-                                       tokenizer.tokenizer_config_json));
+  DSV4_RETURN_IF_ERROR(
+      WriteFileAtomic((dir / "tokenizer_config.json").string(), tokenizer.tokenizer_config_json));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  DSV4_LOG_INFO("make-tiny: preset {} seed {}: {} tensors, {:.1f} MiB in {} shards, vocab {} "
-                "({} BPE + {} added) -> {} ({:.1f} s)",
-                options.preset, options.seed, specs.size(),
-                static_cast<double>(total_bytes) / (1 << 20), shards.size(), cfg.vocab_size,
-                tokenizer.num_base_tokens, cfg.vocab_size - tokenizer.num_base_tokens,
-                options.out_dir, seconds);
+  DSV4_LOG_INFO(
+      "make-tiny: preset {} seed {}: {} tensors, {:.1f} MiB in {} shards, vocab {} "
+      "({} BPE + {} added) -> {} ({:.1f} s)",
+      options.preset, options.seed, specs.size(), static_cast<double>(total_bytes) / (1 << 20),
+      shards.size(), cfg.vocab_size, tokenizer.num_base_tokens,
+      cfg.vocab_size - tokenizer.num_base_tokens, options.out_dir, seconds);
   return Status::Ok();
 }
 

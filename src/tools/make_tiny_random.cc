@@ -59,8 +59,9 @@ uint64_t StreamKey(uint64_t seed, std::string_view name) {
 
 float NormalFromBits(uint64_t bits) {
   // Sum of four uniforms on [0, 65535]: mean 131070, variance (65536^2 - 1) / 3.
-  const int64_t sum = static_cast<int64_t>(bits & 0xFFFF) + static_cast<int64_t>((bits >> 16) & 0xFFFF) +
-                      static_cast<int64_t>((bits >> 32) & 0xFFFF) + static_cast<int64_t>(bits >> 48);
+  const int64_t sum =
+      static_cast<int64_t>(bits & 0xFFFF) + static_cast<int64_t>((bits >> 16) & 0xFFFF) +
+      static_cast<int64_t>((bits >> 32) & 0xFFFF) + static_cast<int64_t>(bits >> 48);
   constexpr float kInvStd = 2.6428998e-05f;  // 1 / sqrt((65536^2 - 1) / 3)
   return static_cast<float>(sum - 131070) * kInvStd;
 }
@@ -211,7 +212,8 @@ void TensorGenerator::FillFloats(int64_t begin, int64_t end, uint8_t* out) const
 }
 
 int TensorGenerator::Fp8BlockExponent(int64_t block_row, int64_t block_col) const {
-  const uint64_t bits = RandomBits(scale_key_, static_cast<uint64_t>(block_row * scale_cols_ + block_col));
+  const uint64_t bits =
+      RandomBits(scale_key_, static_cast<uint64_t>(block_row * scale_cols_ + block_col));
   return fp8_base_exponent_ + static_cast<int>(bits >> 62);
 }
 
@@ -223,7 +225,8 @@ void TensorGenerator::FillFp8Weight(int64_t begin, int64_t end, uint8_t* out) co
     }
     const uint64_t row_index = static_cast<uint64_t>(r * in_);
     for (int64_t c = 0; c < in_; ++c) {
-      const float v = std_ * NormalFromBits(RandomBits(value_key_, row_index + static_cast<uint64_t>(c)));
+      const float v =
+          std_ * NormalFromBits(RandomBits(value_key_, row_index + static_cast<uint64_t>(c)));
       // Multiplying by a power of two is exact: v / scale without rounding.
       *out++ = EncodeE4M3(v * inv_scale[static_cast<size_t>(c / kFp8Block)]);
     }
@@ -294,7 +297,8 @@ void TensorGenerator::FillInt8(int64_t begin, int64_t end, uint8_t* out) const {
       continue;
     }
     for (int64_t c = 0; c < in_; ++c) {
-      const float v = std_ * NormalFromBits(RandomBits(value_key_, static_cast<uint64_t>(r * in_ + c)));
+      const float v =
+          std_ * NormalFromBits(RandomBits(value_key_, static_cast<uint64_t>(r * in_ + c)));
       const float q = std::clamp(std::nearbyint(v / s), -127.0f, 127.0f);
       *out++ = static_cast<uint8_t>(static_cast<int8_t>(q));
     }

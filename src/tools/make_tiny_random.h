@@ -79,9 +79,9 @@ class TensorGenerator {
   int64_t num_rows_ = 1;
   int64_t row_elems_ = 1;  // stored elements per row
   size_t row_bytes_ = 0;
-  int64_t in_ = 1;         // logical input width of a linear
-  int64_t scale_cols_ = 1; // FP8 blocks per row of blocks
-  float mean_ = 0;         // kNormal: mean + std * N; kUniform: mean + std * U
+  int64_t in_ = 1;          // logical input width of a linear
+  int64_t scale_cols_ = 1;  // FP8 blocks per row of blocks
+  float mean_ = 0;          // kNormal: mean + std * N; kUniform: mean + std * U
   float std_ = 1;
   int fp8_base_exponent_ = 0;
   int64_t num_experts_ = 1;

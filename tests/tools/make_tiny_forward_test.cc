@@ -1,15 +1,14 @@
 // The tiny preset runs through the model: activations stay in range through
 // every layer (finite, varied logits), as the generator's scaling promises.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/thread_pool.h"
 #include "model/model.h"
@@ -42,8 +41,8 @@ RowStats Stats(const float* row, int64_t vocab) {
 }
 
 TEST(MakeTinyForward, LogitsFiniteAndVaried) {
-  const fs::path dir = fs::path(DSV4_BINARY_DIR) / "tmp" /
-                       ("make_tiny_forward-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(DSV4_BINARY_DIR) / "tmp" / ("make_tiny_forward-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   MakeTinyOptions o;
   o.out_dir = dir.string();

@@ -1,11 +1,11 @@
 #include "tools/make_tiny_random.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tensor/numeric.h"
 
@@ -45,7 +45,8 @@ TEST(MakeTinyRandom, E2M1RoundsToNearestEvenAndSaturates) {
     EXPECT_EQ(EncodeE2M1(E2M1ToF32(static_cast<uint8_t>(c))), c) << "code " << c;
   }
   for (int c = 0; c < 7; ++c) {
-    const float mid = (E2M1ToF32(static_cast<uint8_t>(c)) + E2M1ToF32(static_cast<uint8_t>(c + 1))) / 2;
+    const float mid =
+        (E2M1ToF32(static_cast<uint8_t>(c)) + E2M1ToF32(static_cast<uint8_t>(c + 1))) / 2;
     EXPECT_EQ(EncodeE2M1(mid), (c % 2 == 0) ? c : c + 1) << "code " << c;
     EXPECT_EQ(EncodeE2M1(std::nextafter(mid, 100.0f)), c + 1) << "code " << c;
     EXPECT_EQ(EncodeE2M1(std::nextafter(mid, 0.0f)), c) << "code " << c;
@@ -122,10 +123,10 @@ std::vector<uint8_t> Generate(const WeightSpec& spec, uint64_t seed, int64_t spl
 }
 
 TEST(MakeTinyRandom, Fp8WeightsMatchTheirScales) {
-  const WeightSpec w = Spec("layers.0.attn.wq_b.weight", DType::kF8E4M3, {512, 128},
-                            WeightSpec::kFp8Weight);
-  const WeightSpec s = Spec("layers.0.attn.wq_b.scale", DType::kF8E8M0, {4, 1},
-                            WeightSpec::kFp8Scale, {512, 128});
+  const WeightSpec w =
+      Spec("layers.0.attn.wq_b.weight", DType::kF8E4M3, {512, 128}, WeightSpec::kFp8Weight);
+  const WeightSpec s =
+      Spec("layers.0.attn.wq_b.scale", DType::kF8E8M0, {4, 1}, WeightSpec::kFp8Scale, {512, 128});
   const std::vector<uint8_t> codes = Generate(w, 3);
   EXPECT_EQ(codes, Generate(w, 3, 7));
   EXPECT_NE(codes, Generate(w, 4));
@@ -221,8 +222,8 @@ TEST(MakeTinyRandom, PlainParametersByRole) {
   };
   double mean, sd;
   float lo, hi;
-  stats(Spec("layers.2.attn_norm.weight", DType::kBF16, {4096}, WeightSpec::kBf16), &mean, &sd,
-        &lo, &hi);
+  stats(Spec("layers.2.attn_norm.weight", DType::kBF16, {4096}, WeightSpec::kBf16), &mean, &sd, &lo,
+        &hi);
   EXPECT_NEAR(mean, 1.0, 0.01);
   EXPECT_NEAR(sd, 0.1, 0.01);
   stats(Spec("layers.2.hc_attn_scale", DType::kF32, {3000}, WeightSpec::kF32), &mean, &sd, &lo,

@@ -1,16 +1,15 @@
 #include "tools/make_tiny.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
 #include "checkpoint/checkpoint.h"
@@ -32,8 +31,7 @@ const char kNpmTokenizer[] =
 class TempDir {
  public:
   explicit TempDir(const std::string& tag)
-      : path_(fs::path(DSV4_BINARY_DIR) / "tmp" /
-              (tag + "-" + std::to_string(::getpid()))) {
+      : path_(fs::path(DSV4_BINARY_DIR) / "tmp" / (tag + "-" + std::to_string(::getpid()))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -97,12 +95,14 @@ TEST(MakeTiny, TinyPresetIsAValidCheckpoint) {
   Status valid = ValidateCheckpoint(**ckpt, *cfg);
   EXPECT_TRUE(valid.ok()) << valid.ToString();
   // Shards as in tiny-a.
-  EXPECT_EQ(fs::path((*ckpt)->FileOf("embed.weight")).filename(), "model-00001-of-00003.safetensors");
+  EXPECT_EQ(fs::path((*ckpt)->FileOf("embed.weight")).filename(),
+            "model-00001-of-00003.safetensors");
   EXPECT_EQ(fs::path((*ckpt)->FileOf("layers.2.attn.wq_a.weight")).filename(),
             "model-00001-of-00003.safetensors");
   EXPECT_EQ(fs::path((*ckpt)->FileOf("layers.3.attn.wq_a.weight")).filename(),
             "model-00002-of-00003.safetensors");
-  EXPECT_EQ(fs::path((*ckpt)->FileOf("head.weight")).filename(), "model-00002-of-00003.safetensors");
+  EXPECT_EQ(fs::path((*ckpt)->FileOf("head.weight")).filename(),
+            "model-00002-of-00003.safetensors");
   EXPECT_EQ(fs::path((*ckpt)->FileOf("mtp.0.e_proj.weight")).filename(),
             "model-00003-of-00003.safetensors");
   Json index = Json::parse(ReadAll(dir + "/model.safetensors.index.json"));
@@ -114,7 +114,8 @@ TEST(MakeTiny, TinyPresetIsAValidCheckpoint) {
   // The tokenizer fits the vocabulary: every id < vocab_size, ids dense.
   Json tok = Json::parse(ReadAll(dir + "/tokenizer.json"));
   int64_t max_id = -1;
-  for (const auto& [t, id] : tok["model"]["vocab"].items()) max_id = std::max(max_id, id.get<int64_t>());
+  for (const auto& [t, id] : tok["model"]["vocab"].items())
+    max_id = std::max(max_id, id.get<int64_t>());
   for (const Json& a : tok["added_tokens"]) max_id = std::max(max_id, a["id"].get<int64_t>());
   EXPECT_EQ(max_id, cfg->vocab_size - 1);
   Json tok_cfg = Json::parse(ReadAll(dir + "/tokenizer_config.json"));

@@ -1,13 +1,13 @@
 #include "tools/tokenizer_cut.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
 
@@ -112,9 +112,9 @@ TEST(TokenizerCut, V3PrefixWithChatTokens) {
   EXPECT_EQ(AddedId(*r, "<｜begin▁of▁sentence｜>"), 0);
   EXPECT_EQ(AddedId(*r, "<｜end▁of▁sentence｜>"), 1);
   EXPECT_EQ(AddedId(*r, "<｜User｜>"), r->num_base_tokens + 3);
-  for (const char* s : {"<｜Assistant｜>", "<think>", "</think>", "｜DSML｜", "<｜latest_reminder｜>",
-                        "<｜action｜>", "<｜query｜>", "<｜title｜>", "<｜image｜>",
-                        "<｜tool▁calls▁begin｜>"}) {
+  for (const char* s :
+       {"<｜Assistant｜>", "<think>", "</think>", "｜DSML｜", "<｜latest_reminder｜>",
+        "<｜action｜>", "<｜query｜>", "<｜title｜>", "<｜image｜>", "<｜tool▁calls▁begin｜>"}) {
     const int64_t id = AddedId(*r, s);
     EXPECT_GE(id, r->num_base_tokens) << s;
     EXPECT_LT(id, kVocab) << s;
@@ -169,10 +169,10 @@ TEST(TokenizerCut, KeepsByteSymbolsOutsideThePrefix) {
     vocab[s] = id++;
   }
   for (const std::string& sym : ByteSymbols()) vocab[sym] = id++;
-  Json src = {{"version", "1.0"},
-              {"added_tokens", Json::array()},
-              {"model",
-               {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", "ab c", "c d", "ab cd"}}}}};
+  Json src = {
+      {"version", "1.0"},
+      {"added_tokens", Json::array()},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"a b", "ab c", "c d", "ab cd"}}}}};
   // Room for the forced tokens plus 2 more: "ab" and "abc" (ids 3, 4).
   const int64_t size = MinCutVocabSize() + 2;
   Result<CutTokenizerFiles> r = CutTokenizer(src.dump(), "synthetic", size);

@@ -2,12 +2,12 @@
 // layer): chat markup encodes to single in-range ids, text round-trips, and
 // wherever the full V4 tokenizer only needs tokens the cut kept, both give the
 // same ids (up to the renumbering of the added tokens).
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/mapped_file.h"
 #include "text/tokenizer.h"

@@ -57,16 +57,18 @@ class Attention {
   // start_pos, start_pos+1, ...  out [T, D] BF16 (after wo_b); out may not alias x.
   // Reads and extends, for each slice, the state of slice.cache_slot in `cache`.
   // REQUIRES: cache made by this layer's NewCache; distinct cache_slot per
-  // slice; 0 <= start_pos <= cache.NumCachedTokens(slot); compressed layers:
-  // start_pos == NumCachedTokens(slot) (compressor state cannot rewind);
-  // window-only layers: NumCachedTokens(slot) - start_pos <=
-  // ring_capacity - sliding_window (the window rows must still be in the ring).
+  // slice; cache.CanContinueAt(slot, start_pos), i.e. NumCachedTokens(slot) -
+  // (ring_capacity - sliding_window) <= start_pos <= NumCachedTokens(slot).  A
+  // start_pos below NumCachedTokens re-runs those positions (after rejected
+  // speculative tokens): everything the dropped positions produced is
+  // discarded first, so the result equals never having run them.
   // Uses Workspace keys prefixed "attn." and "linear.".
   void Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
                Workspace& ws, ThreadPool* pool, AttentionTrace* trace = nullptr) const;
 
   // A cache for num_slots sequences, all fresh.  ring_capacity 0 means
-  // sliding_window; otherwise it must be >= sliding_window.
+  // sliding_window; otherwise it must be >= sliding_window, and the excess is
+  // the number of positions a slot can re-run (on every layer kind).
   std::unique_ptr<AttentionCache> NewCache(int64_t num_slots, int64_t ring_capacity = 0) const;
 
   int64_t layer_id() const { return layer_id_; }

@@ -45,6 +45,17 @@ bf16* PagedRows::Append(int64_t slot) {
   return row;
 }
 
+void PagedRows::Truncate(int64_t slot, int64_t n) {
+  auto& table = tables_[static_cast<size_t>(slot)];
+  DSV4_CHECK(n >= 0 && n <= size(slot));
+  const auto keep = static_cast<size_t>((n + rows_per_page_ - 1) / rows_per_page_);
+  while (table.size() > keep) {
+    free_pages_.push_back(table.back());
+    table.pop_back();
+  }
+  sizes_[static_cast<size_t>(slot)] = n;
+}
+
 void PagedRows::Clear(int64_t slot) {
   auto& table = tables_[static_cast<size_t>(slot)];
   free_pages_.insert(free_pages_.end(), table.rbegin(), table.rend());
@@ -72,14 +83,38 @@ AttentionCache::AttentionCache(const AttentionCacheGeometry& geometry, int64_t n
   for (int64_t s = 0; s < num_slots; ++s) Reset(s);
 }
 
+int64_t AttentionCache::AttnStateRows() const {
+  return g_.compress_ratio == 0 ? 0 : Coff(g_.compress_ratio) * g_.compress_ratio + slack();
+}
+
+int64_t AttentionCache::IndexStateRows() const {
+  return g_.compress_ratio == 4 ? 8 + slack() : 0;
+}
+
 int64_t AttentionCache::attn_state_elems() const {
   if (g_.compress_ratio == 0) return 0;
-  const int64_t coff = Coff(g_.compress_ratio);
-  return coff * g_.compress_ratio * coff * g_.head_dim;
+  return AttnStateRows() * Coff(g_.compress_ratio) * g_.head_dim;
 }
 
 int64_t AttentionCache::index_state_elems() const {
-  return g_.compress_ratio == 4 ? 8 * 2 * g_.index_head_dim : 0;
+  return g_.compress_ratio == 4 ? IndexStateRows() * 2 * g_.index_head_dim : 0;
+}
+
+bool AttentionCache::CanContinueAt(int64_t slot, int64_t start_pos) const {
+  const int64_t cached = NumCachedTokens(slot);
+  return start_pos >= 0 && start_pos <= cached && cached - start_pos <= slack();
+}
+
+void AttentionCache::Rewind(int64_t slot, int64_t start_pos) {
+  DSV4_CHECK(CanContinueAt(slot, start_pos));
+  num_cached_[static_cast<size_t>(slot)] = start_pos;
+  if (g_.compress_ratio != 0) {
+    const int64_t keep = start_pos / g_.compress_ratio;
+    if (compressed_.size(slot) > keep) compressed_.Truncate(slot, keep);
+  }
+  if (g_.compress_ratio == 4 && index_keys_.size(slot) > start_pos / 4) {
+    index_keys_.Truncate(slot, start_pos / 4);
+  }
 }
 
 void AttentionCache::Reset(int64_t slot) {

@@ -18,7 +18,7 @@
 // Byte counts per slot (d = head_dim, di = index_head_dim, cap = ring_capacity):
 //   fixed (FixedBytesPerSlot): ring 2*cap*d; ratio 4: + 2 states of [8, 2d] FP32
 //   (128*d) + 2 indexer states of [8, 2di] FP32 (128*di); ratio 128: + 2 states
-//   of [128, d] FP32 (1024*d).  Growing: ratio 4: 2*d + 2*di bytes per 4 tokens;
+//   of [128, d] FP32 (1024*d); plus slack rows of each state.  Growing: ratio 4: 2*d + 2*di bytes per 4 tokens;
 //   ratio 128: 2*d per 128 tokens; allocated in whole pages (32 rows for ratio 4,
 //   8 rows for ratio 128).  Flash (d 512, di 128, cap 128): CSA 128 KiB + 80 KiB
 //   fixed, 1280 B per 4 tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB/128 tokens.
@@ -49,6 +49,8 @@ class PagedRows {
   const bf16* Row(int64_t slot, int64_t i) const;
   // Appends one (uninitialized) row and returns it.
   bf16* Append(int64_t slot);
+  // Keeps the first n rows (n <= size); freed pages return to the pool.
+  void Truncate(int64_t slot, int64_t n);
   // Drops the slot's rows; its pages return to the pool's free list.
   void Clear(int64_t slot);
   int64_t num_pages() const { return static_cast<int64_t>(pages_.size()); }
@@ -86,6 +88,11 @@ class AttentionCache {
   void Reset(int64_t slot);
   // Positions 0 .. NumCachedTokens(slot)-1 have been processed.
   int64_t NumCachedTokens(int64_t slot) const { return num_cached_[static_cast<size_t>(slot)]; }
+  // Whether the slot can continue at start_pos (see slack above).
+  bool CanContinueAt(int64_t slot, int64_t start_pos) const;
+  // Forgets positions >= start_pos (compressed rows and indexer keys whose
+  // block reaches start_pos).  REQUIRES: CanContinueAt(slot, start_pos).
+  void Rewind(int64_t slot, int64_t start_pos);
   // Compressed KV rows / indexer keys emitted so far.
   int64_t NumCompressed(int64_t slot) const;
   int64_t NumIndexKeys(int64_t slot) const;
@@ -95,9 +102,12 @@ class AttentionCache {
   // ---- Used by Attention (model/ internals). ----
   bf16* RingRow(int64_t slot, int64_t pos);  // [head_dim]
   const bf16* RingRow(int64_t slot, int64_t pos) const;
-  float* AttnStateKv(int64_t slot);      // [coff*ratio, coff*d]
+  int64_t slack() const { return g_.ring_capacity - g_.sliding_window; }
+  int64_t AttnStateRows() const;         // coff*ratio + slack
+  int64_t IndexStateRows() const;        // 8 + slack
+  float* AttnStateKv(int64_t slot);      // [AttnStateRows(), coff*d]
   float* AttnStateScore(int64_t slot);
-  float* IndexStateKv(int64_t slot);     // [8, 2*di]
+  float* IndexStateKv(int64_t slot);     // [IndexStateRows(), 2*di]
   float* IndexStateScore(int64_t slot);
   PagedRows& compressed() { return compressed_; }
   const PagedRows& compressed() const { return compressed_; }
@@ -113,9 +123,9 @@ class AttentionCache {
   int64_t num_slots_;
   std::vector<int64_t> num_cached_;
   Buffer ring_;               // [num_slots, ring_capacity, d] BF16
-  Buffer attn_state_kv_;      // [num_slots, coff*ratio, coff*d] FP32
+  Buffer attn_state_kv_;      // [num_slots, AttnStateRows(), coff*d] FP32
   Buffer attn_state_score_;
-  Buffer index_state_kv_;     // [num_slots, 8, 2*di] FP32
+  Buffer index_state_kv_;     // [num_slots, IndexStateRows(), 2*di] FP32
   Buffer index_state_score_;
   PagedRows compressed_;      // width d
   PagedRows index_keys_;      // width di

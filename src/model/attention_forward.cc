@@ -20,9 +20,10 @@ namespace {
 
 size_t Sz(int64_t n) { return static_cast<size_t>(n); }
 
-void CheckBatch(const ForwardBatch& batch, const AttentionCache& cache, int64_t ratio) {
-  const AttentionCacheGeometry& g = cache.geometry();
-  DSV4_CHECK(g.compress_ratio == ratio);
+// Checks the slices and forgets positions >= start_pos of slots that re-run
+// positions (within the cache's slack).
+void PrepareSlices(const ForwardBatch& batch, AttentionCache& cache, int64_t ratio) {
+  DSV4_CHECK(cache.geometry().compress_ratio == ratio);
   std::vector<bool> seen(Sz(cache.num_slots()), false);
   int64_t rows = 0;
   for (const SequenceSlice& s : batch.seqs) {
@@ -32,19 +33,10 @@ void CheckBatch(const ForwardBatch& batch, const AttentionCache& cache, int64_t 
     seen[Sz(s.cache_slot)] = true;
     DSV4_CHECK(s.num_tokens >= 1 && s.row_offset == rows);
     rows += s.num_tokens;
-    const int64_t cached = cache.NumCachedTokens(s.cache_slot);
-    DSV4_CHECK_MSG(s.start_pos >= 0 && s.start_pos <= cached,
-                   "slot {}: start_pos {} beyond {} cached tokens", s.cache_slot, s.start_pos,
-                   cached);
-    if (ratio != 0) {
-      DSV4_CHECK_MSG(s.start_pos == cached,
-                     "slot {}: compressed layer cannot rewind from {} to {}", s.cache_slot,
-                     cached, s.start_pos);
-    } else {
-      DSV4_CHECK_MSG(cached - s.start_pos <= g.ring_capacity - g.sliding_window,
-                     "slot {}: rewind from {} to {} exceeds the ring slack", s.cache_slot,
-                     cached, s.start_pos);
-    }
+    DSV4_CHECK_MSG(cache.CanContinueAt(s.cache_slot, s.start_pos),
+                   "slot {}: cannot continue at {} with {} cached tokens and slack {}",
+                   s.cache_slot, s.start_pos, cache.NumCachedTokens(s.cache_slot), cache.slack());
+    if (s.start_pos < cache.NumCachedTokens(s.cache_slot)) cache.Rewind(s.cache_slot, s.start_pos);
   }
   DSV4_CHECK(rows == batch.num_tokens());
 }
@@ -87,9 +79,10 @@ void UpdateCompressed(const Compressor& comp, const bf16* x, const ForwardBatch&
   int64_t* blocks = ws.Get<int64_t>("attn.cmp_new_blocks", Sz(max_new));
   int64_t total = 0;
   for (const SequenceSlice& s : batch.seqs) {
+    const Compressor::State state{cache.AttnStateKv(s.cache_slot),
+                                  cache.AttnStateScore(s.cache_slot), cache.AttnStateRows()};
     const int64_t n = comp.Absorb(kv + s.row_offset * width, score + s.row_offset * width,
-                                  s.start_pos, s.num_tokens, cache.AttnStateKv(s.cache_slot),
-                                  cache.AttnStateScore(s.cache_slot), entries + total * d, ws);
+                                  s.start_pos, s.num_tokens, state, entries + total * d, ws);
     const int64_t first = Compressor::FirstEmitted(ratio, s.start_pos);
     DSV4_CHECK(cache.compressed().size(s.cache_slot) == first);
     for (int64_t i = 0; i < n; ++i) blocks[total + i] = first + i;
@@ -202,7 +195,7 @@ void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache
   const int64_t t = batch.num_tokens();
   if (trace != nullptr) *trace = AttentionTrace();
   if (t == 0) return;
-  CheckBatch(batch, cache, ratio_);
+  PrepareSlices(batch, cache, ratio_);
   bf16* qr = ws.Get<bf16>("attn.qr", Sz(t * w.q_lora));               // [T, q_lora]
   bf16* q = ws.Get<bf16>("attn.q", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
   bf16* kv = ws.Get<bf16>("attn.kv", Sz(t * w.head_dim));            // [T, d]

@@ -48,10 +48,11 @@ std::unique_ptr<Compressor> Compressor::FromData(const CompressorSpec& spec, con
   return c;
 }
 
-void Compressor::ResetState(float* state_kv, float* state_score) const {
-  const int64_t n = state_rows() * state_width();
-  std::fill_n(state_kv, n, 0.0f);
-  std::fill_n(state_score, n, -std::numeric_limits<float>::infinity());
+void Compressor::ResetState(const State& state) const {
+  DSV4_CHECK(state.capacity >= min_state_rows());
+  const int64_t n = state.capacity * state_width();
+  std::fill_n(state.kv, n, 0.0f);
+  std::fill_n(state.score, n, -std::numeric_limits<float>::infinity());
 }
 
 void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
@@ -60,31 +61,44 @@ void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
   wgate_.ForwardF32(x, n, score, pool);
 }
 
-// One entry from a full state: per channel c, the block's rows j (ratio 4:
-// first halves of the previous block's rows 0..3, then second halves of the
-// current block's rows 4..7) are mixed with softmax weights over their scores.
-// As the reference (PyTorch's CPU softmax multiplies by the reciprocal of the
-// sum; a division changes 1 of the golden's 1024 r128 pooled values by 1 ulp):
-// p_j = exp(s_j - max) * (1 / sum_j exp(s_j - max)), then sum_j kv_j * p_j in
-// row order, all FP32; one BF16 rounding at the end.
-void Compressor::PoolBlock(const float* state_kv, const float* state_score, float* tmp,
-                           bf16* out) const {
+// Entry `block` from the ring: per channel c, the block's source rows j
+// (ratio 4: the first halves of the previous block's tokens, then the second
+// halves of the block's own tokens; ratio 128: the block's tokens) are mixed
+// with softmax weights over their scores.  As the reference (PyTorch's CPU
+// softmax multiplies by the reciprocal of the sum; a division changes 1 of the
+// golden's 1024 r128 pooled values by 1 ulp): p_j = exp(s_j - max) *
+// (1 / sum_j exp(s_j - max)), then sum_j kv_j * p_j in row order, all FP32; one
+// BF16 rounding at the end.  The absent previous block of block 0 (the
+// reference's kv 0 / score -inf) contributes exact zeros, so it is skipped.
+void Compressor::PoolBlock(const State& state, int64_t block, float* tmp, bf16* out) const {
   const int64_t d = spec_.head_dim;
   const int64_t width = state_width();
-  const int64_t rows = state_rows();
-  auto col = [&](int64_t j) { return (spec_.ratio == 4 && j >= 4) ? d : 0; };
+  const int64_t ratio = spec_.ratio;
+  const float* kv_rows[128];
+  const float* score_rows[128];
+  int64_t rows = 0;
+  for (int64_t j = 0; j < min_state_rows(); ++j) {
+    // ratio 4: j < 4 -> token 4b-4+j, first half; j >= 4 -> token 4b+j-4, second half.
+    const int64_t token = ratio == 4 ? 4 * block - 4 + j : ratio * block + j;
+    if (token < 0) continue;
+    const int64_t col = (ratio == 4 && j >= 4) ? d : 0;
+    const int64_t row = (token % state.capacity) * width + col;
+    kv_rows[rows] = state.kv + row;
+    score_rows[rows] = state.score + row;
+    ++rows;
+  }
   float* mx = tmp;           // [d]
   float* sum = tmp + d;      // [d]
   float* acc = tmp + 2 * d;  // [d]
   float* e = tmp + 3 * d;    // [rows, d] exp(s - max)
   std::fill_n(mx, d, -std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < rows; ++j) {
-    const float* s = state_score + j * width + col(j);
+    const float* s = score_rows[j];
     for (int64_t c = 0; c < d; ++c) mx[c] = std::max(mx[c], s[c]);
   }
   std::fill_n(sum, d, 0.0f);
   for (int64_t j = 0; j < rows; ++j) {
-    const float* s = state_score + j * width + col(j);
+    const float* s = score_rows[j];
     float* ej = e + j * d;
     for (int64_t c = 0; c < d; ++c) {
       ej[c] = std::exp(s[c] - mx[c]);
@@ -93,7 +107,7 @@ void Compressor::PoolBlock(const float* state_kv, const float* state_score, floa
   }
   std::fill_n(acc, d, 0.0f);
   for (int64_t j = 0; j < rows; ++j) {
-    const float* v = state_kv + j * width + col(j);
+    const float* v = kv_rows[j];
     const float* ej = e + j * d;
     for (int64_t c = 0; c < d; ++c) acc[c] += v[c] * (ej[c] * (1.0f / sum[c]));
   }
@@ -101,29 +115,24 @@ void Compressor::PoolBlock(const float* state_kv, const float* state_score, floa
 }
 
 int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
-                           float* state_kv, float* state_score, bf16* pooled,
-                           Workspace& ws) const {
+                           const State& state, bf16* pooled, Workspace& ws) const {
+  DSV4_CHECK(state.capacity >= min_state_rows());
   const int64_t ratio = spec_.ratio;
   const int64_t width = state_width();
   const float* ape = ape_.as<float>();
   float* tmp = ws.Get<float>("compressor.pool_tmp",
-                             static_cast<size_t>((3 + state_rows()) * spec_.head_dim));
+                             static_cast<size_t>((3 + min_state_rows()) * spec_.head_dim));
   int64_t emitted = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t k = (start_pos + i) % ratio;
-    const int64_t row = ratio == 4 ? 4 + k : k;
-    float* skv = state_kv + row * width;
-    float* ssc = state_score + row * width;
+    const int64_t p = start_pos + i;
+    const int64_t k = p % ratio;
+    float* skv = state.kv + (p % state.capacity) * width;
+    float* ssc = state.score + (p % state.capacity) * width;
     std::memcpy(skv, kv + i * width, static_cast<size_t>(width) * sizeof(float));
     for (int64_t c = 0; c < width; ++c) ssc[c] = score[i * width + c] + ape[k * width + c];
     if (k != ratio - 1) continue;
-    PoolBlock(state_kv, state_score, tmp, pooled + emitted * spec_.head_dim);
+    PoolBlock(state, p / ratio, tmp, pooled + emitted * spec_.head_dim);
     ++emitted;
-    if (ratio == 4) {  // the current block becomes the previous one
-      const size_t bytes = static_cast<size_t>(4 * width) * sizeof(float);
-      std::memcpy(state_kv, state_kv + 4 * width, bytes);
-      std::memcpy(state_score, state_score + 4 * width, bytes);
-    }
   }
   return emitted;
 }
@@ -143,14 +152,13 @@ void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspa
   }
 }
 
-int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, float* state_kv,
-                            float* state_score, bf16* entries, Workspace& ws,
-                            ThreadPool* pool) const {
+int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, const State& state,
+                            bf16* entries, Workspace& ws, ThreadPool* pool) const {
   const auto elems = static_cast<size_t>(n * state_width());
   float* kv = ws.Get<float>("compressor.kv", elems);
   float* score = ws.Get<float>("compressor.score", elems);
   Project(x, n, kv, score, pool);
-  const int64_t emitted = Absorb(kv, score, start_pos, n, state_kv, state_score, entries, ws);
+  const int64_t emitted = Absorb(kv, score, start_pos, n, state, entries, ws);
   int64_t* blocks = ws.Get<int64_t>("compressor.blocks", static_cast<size_t>(emitted) + 1);
   for (int64_t i = 0; i < emitted; ++i) blocks[i] = FirstEmitted(spec_.ratio, start_pos) + i;
   Finish(entries, emitted, blocks, ws);

@@ -2,12 +2,17 @@
 // (model.md §3.5, golden/ops §14).
 //
 // Per token: FP32 projections kv = x.wkv^T, score = x.wgate^T + ape[p mod ratio]
-// (coff*d wide, coff = 2 for the overlapping ratio 4, else 1).  Tokens stream
-// through a per-sequence state exactly like the reference's decode path
-// (ratio 4: rows 0..3 = previous block, rows 4..7 = current block; ratio 128:
-// row p mod 128), and every block completed by a call is pooled from that
-// state (per-channel softmax over the block's scores, FP32 weighted sum), so
-// the emitted entries do not depend on how a sequence is split into calls.
+// (coff*d wide, coff = 2 for the overlapping ratio 4, else 1).  A sequence's
+// state is a ring of its last tokens' projections (token p in row
+// p mod capacity, capacity >= coff*ratio).  Every block completed by a call is
+// pooled from the ring rows of its tokens (ratio 4, block b: the first halves
+// of tokens 4b-4..4b-1, absent for b = 0, and the second halves of tokens
+// 4b..4b+3; ratio 128: tokens 128b..128b+127) with a per-channel softmax over
+// their scores and an FP32 weighted sum, exactly the reference's arithmetic,
+// so entries do not depend on how a sequence is split into calls.  Rows beyond
+// coff*ratio let a sequence rewind: re-running from position P needs only the
+// rows of tokens >= coff*ratio*floor(P/ratio) - (coff-1)*ratio, which survive as
+// long as (tokens processed) - P <= capacity - coff*ratio.
 // Each entry then becomes bf16 -> RMSNorm -> RoPE at position ratio*b ->
 // FP8 KV QAT on the nope dims (attention) or Hadamard + FP4 QAT (indexer).
 #pragma once
@@ -50,11 +55,16 @@ class Compressor {
 
   const CompressorSpec& spec() const { return spec_; }
   int64_t coff() const { return spec_.ratio == 4 ? 2 : 1; }
-  // Per-sequence state: two FP32 buffers (kv, score) of [state_rows, state_width].
-  int64_t state_rows() const { return coff() * spec_.ratio; }
+  // Per-sequence state: two FP32 rings (kv, score + ape) of [capacity, state_width].
+  struct State {
+    float* kv = nullptr;
+    float* score = nullptr;
+    int64_t capacity = 0;  // >= min_state_rows()
+  };
+  int64_t min_state_rows() const { return coff() * spec_.ratio; }
   int64_t state_width() const { return coff() * spec_.head_dim; }
-  // Fresh state: kv 0, score -inf.
-  void ResetState(float* state_kv, float* state_score) const;
+  // Fresh state (kv 0, score -inf; never read before written, cleared for hygiene).
+  void ResetState(const State& state) const;
 
   // Entries emitted by a call of n tokens starting at start_pos: blocks
   // start_pos/ratio .. (start_pos+n)/ratio - 1.
@@ -67,22 +77,24 @@ class Compressor {
   // Row-wise: row r depends only on x row r.
   void Project(const bf16* x, int64_t n, float* kv, float* score, ThreadPool* pool) const;
   // Streams projected rows of ONE sequence at positions start_pos .. start_pos+n-1
-  // through its state and writes the pooled (bf16-rounded, not yet normalized)
+  // into its state and writes the pooled (bf16-rounded, not yet normalized)
   // entry of every completed block to pooled [NumEmitted, d].  Returns NumEmitted.
+  // REQUIRES: the state holds the rows of the earlier tokens the emitted blocks
+  // mix (see the rewind rule above).
   int64_t Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
-                 float* state_kv, float* state_score, bf16* pooled, Workspace& ws) const;
+                 const State& state, bf16* pooled, Workspace& ws) const;
   // In place on n pooled entries whose block indices are blocks[0..n):
   // RMSNorm -> RoPE at ratio*block -> QAT (or Hadamard + FP4 QAT).  Row-wise.
   void Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const;
 
   // Project + Absorb + Finish for one sequence (the unit-test entry point).
   // entries [NumEmitted, d].  Returns NumEmitted.
-  int64_t Forward(const bf16* x, int64_t start_pos, int64_t n, float* state_kv,
-                  float* state_score, bf16* entries, Workspace& ws, ThreadPool* pool) const;
+  int64_t Forward(const bf16* x, int64_t start_pos, int64_t n, const State& state,
+                  bf16* entries, Workspace& ws, ThreadPool* pool) const;
 
  private:
   Compressor() = default;
-  void PoolBlock(const float* state_kv, const float* state_score, float* tmp, bf16* out) const;
+  void PoolBlock(const State& state, int64_t block, float* tmp, bf16* out) const;
 
   CompressorSpec spec_;
   Bf16Linear wkv_;    // [coff*d, D], used as FP32

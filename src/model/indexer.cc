@@ -72,9 +72,10 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
   bf16* keys = ws.Get<bf16>("attn.idx_new_keys", static_cast<size_t>((t / ratio_ + 1) * head_dim_));
   int64_t* blocks = ws.Get<int64_t>("attn.idx_new_blocks", static_cast<size_t>(t / ratio_ + 1));
   for (const SequenceSlice& s : batch.seqs) {
+    const Compressor::State state{cache.IndexStateKv(s.cache_slot),
+                                  cache.IndexStateScore(s.cache_slot), cache.IndexStateRows()};
     const int64_t n = compressor_->Absorb(kv + s.row_offset * width, score + s.row_offset * width,
-                                          s.start_pos, s.num_tokens, cache.IndexStateKv(s.cache_slot),
-                                          cache.IndexStateScore(s.cache_slot), keys, ws);
+                                          s.start_pos, s.num_tokens, state, keys, ws);
     if (n == 0) continue;
     const int64_t first = Compressor::FirstEmitted(ratio_, s.start_pos);
     DSV4_CHECK(cache.index_keys().size(s.cache_slot) == first);

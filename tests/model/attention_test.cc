@@ -229,29 +229,38 @@ TEST_F(AttentionTest, IndexerSelectionsAreVisibleDistinctAndFull) {
   }
 }
 
-TEST_F(AttentionTest, WindowLayerRewindWithinRingSlack) {
-  // A window-only layer with 2 rows of slack can re-run its last 2 positions
-  // (a rejected speculative token): the result equals never having gone astray.
-  auto attn = LoadLayer(6);
-  ASSERT_NE(attn, nullptr);
+TEST_F(AttentionTest, RewindWithinSlackLeavesNoTrace) {
+  // With 3 rows of slack, every layer kind can re-run its last 3 positions
+  // (rejected speculative tokens): decode-like steps that first run 3 wrong
+  // tokens, then re-run 2 true ones from the same position, must equal the
+  // straight run, across CSA/HCA block boundaries (positions 120..170).
   const int64_t d = cfg_->hidden_size;
-  const int64_t n = 40;
-  const auto x = RandomInput(n, 505);
-  const auto junk = RandomInput(2, 606);
-  const auto want = RunChunked(*attn, x, n, {n});
-  auto cache = attn->NewCache(1, cfg_->sliding_window + 2);
-  std::vector<bf16> out(static_cast<size_t>(n * d));
-  ForwardBatch first;
-  first.Add(0, 0, std::vector<int32_t>(static_cast<size_t>(n - 2), 0));
-  attn->Forward(x.data(), first, *cache, out.data(), ws_, nullptr);
-  ForwardBatch astray;
-  astray.Add(0, n - 2, {0, 0});
-  std::vector<bf16> junk_out(junk.size());
-  attn->Forward(junk.data(), astray, *cache, junk_out.data(), ws_, nullptr);
-  ForwardBatch redo;
-  redo.Add(0, n - 2, {0, 0});
-  attn->Forward(x.data() + (n - 2) * d, redo, *cache, out.data() + (n - 2) * d, ws_, nullptr);
-  EXPECT_EQ(BitDiffs(out, want), 0);
+  const int64_t n = 170, n0 = 120, slack = 3;
+  for (int64_t layer : {0, 2, 3, 6}) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    auto attn = LoadLayer(layer);
+    ASSERT_NE(attn, nullptr);
+    const auto x = RandomInput(n, 505);
+    const auto junk = RandomInput(slack, 606);
+    const auto want = RunChunked(*attn, x, n, {n});
+    auto cache = attn->NewCache(1, cfg_->sliding_window + slack);
+    std::vector<bf16> out(static_cast<size_t>(n * d)), junk_out(junk.size());
+    ForwardBatch first;
+    first.Add(0, 0, std::vector<int32_t>(static_cast<size_t>(n0), 0));
+    attn->Forward(x.data(), first, *cache, out.data(), ws_, nullptr);
+    for (int64_t pos = n0; pos < n; pos += 2) {
+      ForwardBatch astray;
+      astray.Add(0, pos, std::vector<int32_t>(static_cast<size_t>(slack), 0));
+      attn->Forward(junk.data(), astray, *cache, junk_out.data(), ws_, nullptr);
+      EXPECT_TRUE(cache->CanContinueAt(0, pos));
+      EXPECT_FALSE(cache->CanContinueAt(0, pos - 1));
+      ForwardBatch redo;
+      redo.Add(0, pos, {0, 0});
+      attn->Forward(x.data() + pos * d, redo, *cache, out.data() + pos * d, ws_, nullptr);
+    }
+    EXPECT_EQ(BitDiffs(out, want), 0);
+    EXPECT_EQ(cache->NumCompressed(0), layer == 2 ? n / 4 : layer == 3 ? n / 128 : 0);
+  }
 }
 
 TEST_F(AttentionTest, CacheGeometryAndBytes) {
@@ -262,6 +271,8 @@ TEST_F(AttentionTest, CacheGeometryAndBytes) {
   const int64_t d = cfg_->head_dim, di = cfg_->index_head_dim, w = cfg_->sliding_window;
   EXPECT_EQ(csa->NewCache(2)->FixedBytesPerSlot(),
             static_cast<size_t>(2 * w * d + 2 * 4 * (8 * 2 * d) + 2 * 4 * (8 * 2 * di)));
+  EXPECT_EQ(csa->NewCache(2, w + 1)->FixedBytesPerSlot(),
+            static_cast<size_t>(2 * (w + 1) * d + 2 * 4 * (9 * 2 * d) + 2 * 4 * (9 * 2 * di)));
   EXPECT_EQ(hca->NewCache(2)->FixedBytesPerSlot(),
             static_cast<size_t>(2 * w * d + 2 * 4 * (128 * d)));
   auto cache = csa->NewCache(1);

@@ -27,6 +27,8 @@ struct Variant {
   std::vector<int64_t> scenarios;
 };
 
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+
 class CompressorGoldenTest : public ::testing::TestWithParam<Variant> {
  protected:
   void SetUp() override {
@@ -58,12 +60,13 @@ class CompressorGoldenTest : public ::testing::TestWithParam<Variant> {
 
   // Runs the whole sequence split into calls of the given sizes (the last
   // size repeats), returning all emitted entries [n/ratio, d].
-  std::vector<bf16> RunSplit(const std::vector<int64_t>& sizes) {
+  std::vector<bf16> RunSplit(const std::vector<int64_t>& sizes, int64_t slack = 0) {
     const int64_t d = GetParam().head_dim;
-    const int64_t rows = comp_->state_rows() * comp_->state_width();
-    std::vector<float> state_kv(static_cast<size_t>(rows));
-    std::vector<float> state_score(static_cast<size_t>(rows));
-    comp_->ResetState(state_kv.data(), state_score.data());
+    const int64_t rows = comp_->min_state_rows() + slack;
+    std::vector<float> state_kv(static_cast<size_t>(rows * comp_->state_width()));
+    std::vector<float> state_score(state_kv.size());
+    const Compressor::State state{state_kv.data(), state_score.data(), rows};
+    comp_->ResetState(state);
     std::vector<bf16> entries(static_cast<size_t>((n_ / GetParam().ratio + 1) * d));
     int64_t pos = 0;
     int64_t emitted = 0;
@@ -71,9 +74,8 @@ class CompressorGoldenTest : public ::testing::TestWithParam<Variant> {
     while (pos < n_) {
       const int64_t s = std::min(sizes[std::min(k, sizes.size() - 1)], n_ - pos);
       ++k;
-      const int64_t e = comp_->Forward(x_.data() + pos * dim_, pos, s, state_kv.data(),
-                                       state_score.data(), entries.data() + emitted * d, ws_,
-                                       nullptr);
+      const int64_t e = comp_->Forward(x_.data() + pos * dim_, pos, s, state,
+                                       entries.data() + emitted * d, ws_, nullptr);
       EXPECT_EQ(e, Compressor::NumEmitted(GetParam().ratio, pos, s));
       emitted += e;
       pos += s;
@@ -102,11 +104,11 @@ TEST_P(CompressorGoldenTest, PooledMatchesGoldenInOneShot) {
   const int64_t width = comp_->state_width();
   std::vector<float> kv(static_cast<size_t>(n_ * width)), score(kv.size());
   comp_->Project(x_.data(), n_, kv.data(), score.data(), nullptr);
-  std::vector<float> skv(static_cast<size_t>(comp_->state_rows() * width)), ssc(skv.size());
-  comp_->ResetState(skv.data(), ssc.data());
+  std::vector<float> skv(static_cast<size_t>(comp_->min_state_rows() * width)), ssc(skv.size());
+  const Compressor::State state{skv.data(), ssc.data(), comp_->min_state_rows()};
+  comp_->ResetState(state);
   std::vector<bf16> pooled(want.size());
-  const int64_t e = comp_->Absorb(kv.data(), score.data(), 0, n_, skv.data(), ssc.data(),
-                                  pooled.data(), ws_);
+  const int64_t e = comp_->Absorb(kv.data(), score.data(), 0, n_, state, pooled.data(), ws_);
   ASSERT_EQ(e * v.head_dim, static_cast<int64_t>(want.size()));
   EXPECT_EQ(CountBitDiffs(pooled, want), 0);
 }
@@ -134,6 +136,44 @@ TEST_P(CompressorGoldenTest, OtherSplitsBitIdentical) {
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(CountBitDiffs(got, want), 0);
   }
+}
+
+TEST_P(CompressorGoldenTest, LargerStateRingGivesSameEntries) {
+  const Variant& v = GetParam();
+  const auto want = ReadBf16(
+      *file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
+  EXPECT_EQ(CountBitDiffs(RunSplit({1}, 5), want), 0);
+  EXPECT_EQ(CountBitDiffs(RunSplit({7}, 3), want), 0);
+}
+
+// Re-running the last `slack` positions with other inputs first (rejected
+// speculative tokens) then the true ones gives the golden entries.
+TEST_P(CompressorGoldenTest, RewindWithinSlackLeavesNoTrace) {
+  const Variant& v = GetParam();
+  const int64_t d = v.head_dim;
+  const auto want = ReadBf16(
+      *file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
+  const int64_t slack = 3;
+  const int64_t rows = comp_->min_state_rows() + slack;
+  std::vector<float> skv(static_cast<size_t>(rows * comp_->state_width())), ssc(skv.size());
+  const Compressor::State state{skv.data(), ssc.data(), rows};
+  comp_->ResetState(state);
+  std::vector<bf16> entries(static_cast<size_t>((n_ / v.ratio) * d));
+  std::vector<bf16> junk(static_cast<size_t>((slack / v.ratio + 2) * d));
+  // Reversed rows as wrong inputs.
+  std::vector<bf16> wrong(x_.rbegin(), x_.rend());
+  int64_t pos = 0;
+  while (pos < n_) {
+    const int64_t s = std::min<int64_t>(2, n_ - pos);
+    // Speculate: run `slack` wrong tokens from pos, then rewind to pos.
+    const int64_t spec = std::min(slack, n_ - pos);
+    comp_->Forward(wrong.data() + pos * dim_, pos, spec, state, junk.data(), ws_, nullptr);
+    const int64_t first = Compressor::FirstEmitted(v.ratio, pos);
+    comp_->Forward(x_.data() + pos * dim_, pos, s, state, entries.data() + first * d, ws_,
+                   nullptr);
+    pos += s;
+  }
+  EXPECT_EQ(CountBitDiffs(entries, want), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

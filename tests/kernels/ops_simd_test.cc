@@ -311,25 +311,51 @@ TEST(OpsSimdTest, IndexerScoresEqualReference) {
   }
 }
 
-// Each token computed alone on the calling thread must equal the same token
-// inside a 7-token call on a 3-thread pool, bit for bit, on every ISA.
+// Makes every attention logit order-sensitive: dims 0 and dim/2 contribute
+// +-65536 (same lane for 8- and 16-lane vectors), so the small products
+// accumulated in between lose bits that the final cancellation exposes.  Any
+// change of a head's FP32 operation sequence then shows in the BF16 outputs.
+void MakeCancelling(AttnProblem& p, const AttnCase& c) {
+  for (int64_t i = 0; i < c.tokens * c.heads; ++i) {
+    p.q[i * c.dim] = F32ToBf16(256.0f);
+    p.q[i * c.dim + c.dim / 2] = F32ToBf16(-256.0f);
+  }
+  for (int64_t r = 0; r < 40; ++r) {
+    p.kv[r * c.dim] = F32ToBf16(256.0f);
+    p.kv[r * c.dim + c.dim / 2] = F32ToBf16(256.0f);
+  }
+}
+
+// Each token must come out bitwise the same whether it shares a call with six
+// others or runs alone, and whatever the thread count (which changes how a
+// token's heads are grouped per kv pass: 8/4/1 on one thread, 4+4+4+1 on
+// three, 4+1+1 / 4+1+1+1 on two), on every ISA.
 TEST(OpsSimdTest, BatchInvariance) {
   std::mt19937 rng(5);
-  ThreadPool pool(3);
+  ThreadPool pool(3), pool2(2);
   const int64_t tokens = 7, heads = 13, dim = 512, width = 4 * 512, n_mix = 24;
   for (Isa isa : IsasToTest()) {
     ScopedIsa scoped(isa);
     const AttnCase c{tokens, heads, dim, 150};
     AttnProblem p(c, rng);
-    std::vector<bf16> batch(tokens * heads * dim), single(tokens * heads * dim);
+    MakeCancelling(p, c);
+    std::vector<bf16> batch(tokens * heads * dim);
     SparseAttention(p.q.data(), tokens, heads, dim, p.rows.data(), c.list_len, p.sink.data(),
-                    p.scale, batch.data(), &pool);
-    for (int64_t t = 0; t < tokens; ++t) {
-      SparseAttention(p.q.data() + t * heads * dim, 1, heads, dim, p.rows.data() + t * c.list_len,
-                      c.list_len, p.sink.data(), p.scale, single.data() + t * heads * dim,
-                      nullptr);
+                    p.scale, batch.data(), nullptr);
+    for (ThreadPool* tp : {&pool, &pool2}) {
+      std::vector<bf16> batch_mt(batch.size()), single(batch.size());
+      SparseAttention(p.q.data(), tokens, heads, dim, p.rows.data(), c.list_len, p.sink.data(),
+                      p.scale, batch_mt.data(), tp);
+      for (int64_t t = 0; t < tokens; ++t) {
+        SparseAttention(p.q.data() + t * heads * dim, 1, heads, dim,
+                        p.rows.data() + t * c.list_len, c.list_len, p.sink.data(), p.scale,
+                        single.data() + t * heads * dim, tp);
+      }
+      EXPECT_EQ(testing::CountUlpDiffs(batch_mt, batch, 0), 0)
+          << "attention, " << tp->num_threads() << " threads, " << IsaName(isa);
+      EXPECT_EQ(testing::CountUlpDiffs(single, batch, 0), 0)
+          << "attention, 1-token calls, " << tp->num_threads() << " threads, " << IsaName(isa);
     }
-    EXPECT_EQ(testing::CountUlpDiffs(batch, single, 0), 0) << "attention " << IsaName(isa);
 
     std::vector<bf16> x(tokens * width);
     std::vector<float> fn(n_mix * width);

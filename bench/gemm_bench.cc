@@ -127,6 +127,9 @@ void BM_GemmBf16(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * n * k * 2);
+  state.counters["flops"] = benchmark::Counter(
+      2.0 * static_cast<double>(m * n * k) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
 
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
@@ -179,6 +182,7 @@ BENCHMARK(BM_Quant)->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(PrefillArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(PrefillArgs);
+BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Prefill_wo_a")->Apply(PrefillArgs);
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -129,12 +129,12 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
 namespace {
 
 // Shared driver of the three dense GEMMs: x rows (stride ldx) to FP32 with
-// zero padding to a multiple of 16, then panels.
+// zero padding to a multiple of 128, then panels.
 void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w_bf16,
                const float* w_f32, int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy,
                ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
-  const int64_t ldxf = CeilDiv(k, 16) * 16;
+  const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
   auto xf = Floats(m * ldxf);  // [m, ldxf]
   ForEachRow(pool, m, k, [&](int64_t r) {
     for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);

@@ -240,6 +240,43 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
   }
 }
 
+// Lane vector (row, column) += the chunk's products, for rows [0, mt) of a
+// tile (x: row 0's chunk, row stride ldx; num_vecs vectors, zero padded).
+// Rows are paired so each weight load feeds two FMAs, with activations held
+// in registers; the per-element chain is the same for paired and tail rows.
+// kNumVecs > 0 fixes the vector count at compile time (full chunks).
+template <int kNumVecs>
+void DenseTileChunk(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int64_t ldx,
+                    int64_t num_vecs, int64_t mt, __m512 (*lanes)[kP]) {
+  const int64_t nv = kNumVecs > 0 ? kNumVecs : num_vecs;
+  int64_t r = 0;
+  for (; r + 2 <= mt; r += 2) {
+    __m512 xa[kVecs], xb[kVecs];
+    LoadBlock(x + r * ldx, xa);
+    LoadBlock(x + (r + 1) * ldx, xb);
+    for (int64_t c = 0; c < nc; ++c) {
+      __m512 la = lanes[r][c], lb = lanes[r + 1][c];
+      #pragma GCC unroll 8
+      for (int64_t v = 0; v < nv; ++v) {
+        la = _mm512_fmadd_ps(wdec[c][v], xa[v], la);
+        lb = _mm512_fmadd_ps(wdec[c][v], xb[v], lb);
+      }
+      lanes[r][c] = la;
+      lanes[r + 1][c] = lb;
+    }
+  }
+  for (; r < mt; ++r) {
+    __m512 xa[kVecs];
+    LoadBlock(x + r * ldx, xa);
+    for (int64_t c = 0; c < nc; ++c) {
+      __m512 la = lanes[r][c];
+      #pragma GCC unroll 8
+      for (int64_t v = 0; v < nv; ++v) la = _mm512_fmadd_ps(wdec[c][v], xa[v], la);
+      lanes[r][c] = la;
+    }
+  }
+}
+
 // Dense GEMM: lane vectors run over the whole K (chunks in order) and are
 // reduced once at the end.
 template <typename W>
@@ -258,16 +295,11 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         for (int64_t c = 0; c < nc; ++c) DecodeDenseChunk(w + (n0 + c) * a.k + k0, count, wdec[c]);
-        for (int64_t r = 0; r < mt; ++r) {
-          const float* xr = a.x + (m0 + r) * a.ldx + k0;
-          for (int64_t c = 0; c < nc; ++c) {
-            __m512 lane = lanes[r][c];
-            #pragma GCC unroll 16
-            for (int v = 0; v * 16 < count; ++v) {
-              lane = _mm512_fmadd_ps(wdec[c][v], _mm512_loadu_ps(xr + 16 * v), lane);
-            }
-            lanes[r][c] = lane;
-          }
+        const float* xc = a.x + m0 * a.ldx + k0;
+        if (count == kChunk) {
+          DenseTileChunk<kVecs>(wdec, nc, xc, a.ldx, kVecs, mt, lanes);
+        } else {
+          DenseTileChunk<0>(wdec, nc, xc, a.ldx, (count + 15) / 16, mt, lanes);
         }
       }
       for (int64_t r = 0; r < mt; ++r) {

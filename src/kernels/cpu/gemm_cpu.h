@@ -58,7 +58,7 @@ struct Fp4GemmArgs {
 // Dense GEMM with BF16 or FP32 weights and BF16 or FP32 output.
 struct DenseGemmArgs {
   const float* x = nullptr;  // [m, ldx] activations in FP32, zero beyond k up to ldx
-  int64_t ldx = 0;           // multiple of 16, >= k
+  int64_t ldx = 0;           // multiple of 128, >= k
   int64_t m = 0;
   int64_t k = 0;
   const bf16* w_bf16 = nullptr;  // [n, k]; exactly one of w_bf16 / w_f32 is set

@@ -1,6 +1,8 @@
 #include "text/tokenizer.h"
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -262,6 +264,34 @@ TEST(TokenizerTest, RandomBytesNeverCrashAndRoundTrip) {
     out += detok.Finish();
     ASSERT_EQ(out, tok.Decode(ids));
   }
+}
+
+TEST(TokenizerTest, ConcurrentEncodeMatchesSequential) {
+  // Encode is const and shares the BPE cache across threads (sharded locks).
+  const Tokenizer& tok = V4Tokenizer();
+  std::vector<std::string> texts;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 64; ++i) {
+    std::string s;
+    for (int k = 0; k < 40; ++k) AppendUtf8(s, k % 3 ? 0x61 + rng() % 26 : 0x4E00 + rng() % 2000);
+    texts.push_back(s + " " + std::to_string(rng()));
+  }
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : texts) expected.push_back(tok.Encode(t));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 20; ++rep) {
+        for (size_t i = 0; i < texts.size(); ++i) {
+          const size_t k = (i * 7 + t + rep) % texts.size();
+          if (tok.Encode(texts[k]) != expected[k]) ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(TokenizerTest, RejectsUnsupportedConfigurations) {

@@ -15,8 +15,8 @@ namespace dsv4::kernels {
 // arithmetic never depends on which heads share its group, so results are
 // batch invariant.
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
-                     const bf16* const* kv_rows, int64_t list_len, const float* sink,
-                     float scale, bf16* o, ThreadPool* pool) {
+                     const bf16* const* kv_rows, int64_t list_len, const float* sink, float scale,
+                     bf16* o, ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) {
     ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {

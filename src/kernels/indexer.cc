@@ -44,8 +44,8 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
         for (int64_t k = 0; k < heads * dim; ++k) q_f32[k] = Bf16ToF32(q[t * heads * dim + k]);
         cur_t = t;
       }
-      const cpu::IndexerTileArgs args{q_f32.data(), w + t * heads, heads, dim,
-                                      key_rows + e0, valid, key_t.data(), out};
+      const cpu::IndexerTileArgs args{q_f32.data(),  w + t * heads, heads,        dim,
+                                      key_rows + e0, valid,         key_t.data(), out};
       if (isa == Isa::kAvx512) {
         cpu::IndexerTileAvx512(args);
       } else {

@@ -33,7 +33,8 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
     for (int64_t i = begin; i < end; ++i) {
       const bf16* v = x + (i / n_mix) * width;
       const float* f = fn + (i % n_mix) * width;
-      const float dot = wide ? cpu::DotBf16F32Avx512(v, f, width) : cpu::DotBf16F32Avx2(v, f, width);
+      const float dot =
+          wide ? cpu::DotBf16F32Avx512(v, f, width) : cpu::DotBf16F32Avx2(v, f, width);
       mixes[i] = dot * inv[i / n_mix];
     }
   });
@@ -50,9 +51,12 @@ void HcSplitSinkhorn(const float* mixes, int64_t tokens, int64_t hc, const float
 void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
                    bf16* y) {
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return cpu::HcWeightedSumAvx512(x, tokens, hc, dim, pre, y);
-    case Isa::kAvx2: return cpu::HcWeightedSumAvx2(x, tokens, hc, dim, pre, y);
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return cpu::HcWeightedSumAvx512(x, tokens, hc, dim, pre, y);
+    case Isa::kAvx2:
+      return cpu::HcWeightedSumAvx2(x, tokens, hc, dim, pre, y);
+    case Isa::kScalar:
+      break;
   }
   ref::HcWeightedSum(x, tokens, hc, dim, pre, y);
 }
@@ -60,9 +64,12 @@ void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const
 void HcPost(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
             const float* post, const float* comb, bf16* y) {
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return cpu::HcPostAvx512(f, res, tokens, hc, dim, post, comb, y);
-    case Isa::kAvx2: return cpu::HcPostAvx2(f, res, tokens, hc, dim, post, comb, y);
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return cpu::HcPostAvx512(f, res, tokens, hc, dim, post, comb, y);
+    case Isa::kAvx2:
+      return cpu::HcPostAvx2(f, res, tokens, hc, dim, post, comb, y);
+    case Isa::kScalar:
+      break;
   }
   ref::HcPost(f, res, tokens, hc, dim, post, comb, y);
 }

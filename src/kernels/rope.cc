@@ -12,8 +12,8 @@ namespace {
 
 // The reference's find_correction_dim, in double (Python math).
 double CorrectionDim(double num_rotations, int64_t rope_dim, double base, double max_pos) {
-  return static_cast<double>(rope_dim) * std::log(max_pos / (num_rotations * 2 * std::numbers::pi)) /
-         (2 * std::log(base));
+  return static_cast<double>(rope_dim) *
+         std::log(max_pos / (num_rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
 }
 
 }  // namespace
@@ -28,10 +28,10 @@ void RopeFrequencies(double base, int64_t rope_dim, const YarnParams& yarn, floa
     freqs[i] = 1.0f / std::pow(base_f, expo);
   }
   if (!yarn.enabled) return;
-  const double low_d = std::floor(
-      CorrectionDim(yarn.beta_fast, rope_dim, base, yarn.original_max_position));
-  const double high_d = std::ceil(
-      CorrectionDim(yarn.beta_slow, rope_dim, base, yarn.original_max_position));
+  const double low_d =
+      std::floor(CorrectionDim(yarn.beta_fast, rope_dim, base, yarn.original_max_position));
+  const double high_d =
+      std::ceil(CorrectionDim(yarn.beta_slow, rope_dim, base, yarn.original_max_position));
   const double low = std::max(low_d, 0.0);
   double high = std::min(high_d, static_cast<double>(rope_dim - 1));
   if (low == high) high += 0.001;

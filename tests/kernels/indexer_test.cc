@@ -1,11 +1,12 @@
 // Indexer scores and top-k against golden/ops §15 (bit-exact, ties included).
-#include <cmath>
-#include <limits>
+#include "kernels/indexer.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "base/thread_pool.h"
-#include "kernels/indexer.h"
 #include "ops_test_util.h"
 #include "testing/golden.h"
 
@@ -23,9 +24,9 @@ constexpr int64_t kDim = 128;
 constexpr int64_t kTopK = 8;
 
 struct IndexerCase {
-  std::vector<bf16> q;        // [tokens, heads, kDim]
-  std::vector<bf16> w;        // [tokens, heads], already scaled
-  std::vector<bf16> keys;     // [14, kDim]
+  std::vector<bf16> q;     // [tokens, heads, kDim]
+  std::vector<bf16> w;     // [tokens, heads], already scaled
+  std::vector<bf16> keys;  // [14, kDim]
   std::vector<const bf16*> key_rows;
   int64_t tokens = 0;
   int64_t heads = 0;

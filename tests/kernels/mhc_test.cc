@@ -1,10 +1,11 @@
 // mHC pieces against golden/ops §12: hc_pre, hc_post, hc_head, Sinkhorn edges.
-#include <cmath>
+#include "kernels/mhc.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "base/thread_pool.h"
-#include "kernels/mhc.h"
 #include "ops_test_util.h"
 #include "testing/golden.h"
 

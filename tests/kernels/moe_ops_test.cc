@@ -1,10 +1,10 @@
 // Router scoring (SqrtSoftplus + biased top-k) and SwiGLU against golden/ops
 // §16-17.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
-
-#include <gtest/gtest.h>
 
 #include "kernels/indexer.h"
 #include "kernels/moe.h"
@@ -76,8 +76,7 @@ TEST_P(GateGolden, SelectionAndWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GateGolden,
-                         ::testing::Values(GateCase{"e256k6", 6, false},
-                                           GateCase{"e8k2", 2, false},
+                         ::testing::Values(GateCase{"e256k6", 6, false}, GateCase{"e8k2", 2, false},
                                            GateCase{"hash_e256k6", 6, true}),
                          CaseName);
 

@@ -2,13 +2,13 @@
 // 0..2x the vector width plus model sizes, misaligned pointers), with
 // tolerances derived from the arithmetic, and batch-invariance tests: per
 // token results must not depend on the tokens sharing a call or the threads.
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
@@ -130,14 +130,14 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
         HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data());
         ref::HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), want.data());
         HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), y_post.data());
-        ref::HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(),
-                    want_post.data());
-        EXPECT_EQ(testing::CountUlpDiffs(std::vector<bf16>(y.data(), y.data() + want.size()),
-                                         want, 0), 0)
+        ref::HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), want_post.data());
+        EXPECT_EQ(
+            testing::CountUlpDiffs(std::vector<bf16>(y.data(), y.data() + want.size()), want, 0), 0)
             << "weighted sum dim " << dim << " hc " << hc << " " << IsaName(isa);
-        EXPECT_EQ(testing::CountUlpDiffs(
-                      std::vector<bf16>(y_post.data(), y_post.data() + want_post.size()),
-                      want_post, 0), 0)
+        EXPECT_EQ(
+            testing::CountUlpDiffs(
+                std::vector<bf16>(y_post.data(), y_post.data() + want_post.size()), want_post, 0),
+            0)
             << "post dim " << dim << " hc " << hc << " " << IsaName(isa);
       }
     }
@@ -189,8 +189,7 @@ struct AttnCase {
 // always valid), head 1 peaked (q x 6).
 struct AttnProblem {
   AttnProblem(const AttnCase& c, std::mt19937& rng)
-      : q(c.tokens * c.heads * c.dim), kv(40 * c.dim), rows(c.tokens * c.list_len),
-        sink(c.heads) {
+      : q(c.tokens * c.heads * c.dim), kv(40 * c.dim), rows(c.tokens * c.list_len), sink(c.heads) {
     FillBf16(q.data(), q.size(), rng, 1.0f);
     FillBf16(kv.data(), kv.size(), rng, 1.0f);
     for (int64_t t = 0; t < c.tokens; ++t) {
@@ -274,8 +273,8 @@ TEST(OpsSimdTest, SparseAttentionMatchesReference) {
         if (g == w) continue;
         const int64_t t = i / (c.heads * c.dim), h = (i / c.dim) % c.heads, d = i % c.dim;
         ASSERT_LE(std::fabs(g - w), AttnBound(c, p, t, h, d, w))
-            << IsaName(isa) << " dim " << c.dim << " heads " << c.heads << " len "
-            << c.list_len << " at t " << t << " h " << h << " d " << d;
+            << IsaName(isa) << " dim " << c.dim << " heads " << c.heads << " len " << c.list_len
+            << " at t " << t << " h " << h << " d " << d;
       }
     }
   }
@@ -347,9 +346,8 @@ TEST(OpsSimdTest, BatchInvariance) {
       SparseAttention(p.q.data(), tokens, heads, dim, p.rows.data(), c.list_len, p.sink.data(),
                       p.scale, batch_mt.data(), tp);
       for (int64_t t = 0; t < tokens; ++t) {
-        SparseAttention(p.q.data() + t * heads * dim, 1, heads, dim,
-                        p.rows.data() + t * c.list_len, c.list_len, p.sink.data(), p.scale,
-                        single.data() + t * heads * dim, tp);
+        SparseAttention(p.q.data() + t * heads * dim, 1, heads, dim, p.rows.data() + t * c.list_len,
+                        c.list_len, p.sink.data(), p.scale, single.data() + t * heads * dim, tp);
       }
       EXPECT_EQ(testing::CountUlpDiffs(batch_mt, batch, 0), 0)
           << "attention, " << tp->num_threads() << " threads, " << IsaName(isa);
@@ -416,7 +414,8 @@ TEST(OpsSimdTest, DISABLED_DecodeTiming) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) fn();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count() / reps;
+               .count() /
+           reps;
   };
   const AttnCase c{1, 64, 512, 640};
   AttnProblem p(c, rng);
@@ -437,26 +436,30 @@ TEST(OpsSimdTest, DISABLED_DecodeTiming) {
   std::vector<bf16> y(4 * 4096), w(4096);
   for (Isa isa : IsasToTest()) {
     ScopedIsa scoped(isa);
-    const double attn = time_ms([&] {
-      SparseAttention(p.q.data(), 1, 64, 512, p.rows.data(), 640, p.sink.data(), p.scale,
-                      o.data(), nullptr);
-    }, 5);
-    const double mix = time_ms([&] {
-      HcMixes(x.data(), 1, width, fn.data(), n_mix, 1e-6f, mixes.data(), nullptr);
-    }, 20);
+    const double attn = time_ms(
+        [&] {
+          SparseAttention(p.q.data(), 1, 64, 512, p.rows.data(), 640, p.sink.data(), p.scale,
+                          o.data(), nullptr);
+        },
+        5);
+    const double mix = time_ms(
+        [&] { HcMixes(x.data(), 1, width, fn.data(), n_mix, 1e-6f, mixes.data(), nullptr); }, 20);
     const int64_t n = entries;
-    const double idx = time_ms([&] {
-      IndexerScores(iq.data(), 1, 64, 128, iw.data(), key_rows.data(), entries, &n, score.data(),
-                    nullptr);
-    }, 3);
+    const double idx = time_ms(
+        [&] {
+          IndexerScores(iq.data(), 1, 64, 128, iw.data(), key_rows.data(), entries, &n,
+                        score.data(), nullptr);
+        },
+        3);
     const double norm = time_ms([&] { RmsNorm(x.data(), 4, 4096, w.data(), 1e-6f, y.data()); }, 50);
     std::vector<bf16> qh(64 * 512);
     FillBf16(qh.data(), qh.size(), rng, 1.0f);
     const double qrms = time_ms([&] { QHeadRms(qh.data(), 64, 512, 1e-6f); }, 50);
-    std::printf("%-7s attn(64h x 640 x 512) %.3f ms | hc_mixes(24 x 16384) %.3f ms | "
-                "indexer(64h x 16384 x 128) %.3f ms | rmsnorm(4 x 4096) %.4f ms | "
-                "q_rms(64 x 512) %.4f ms\n",
-                std::string(IsaName(isa)).c_str(), attn, mix, idx, norm, qrms);
+    std::printf(
+        "%-7s attn(64h x 640 x 512) %.3f ms | hc_mixes(24 x 16384) %.3f ms | "
+        "indexer(64h x 16384 x 128) %.3f ms | rmsnorm(4 x 4096) %.4f ms | "
+        "q_rms(64 x 512) %.4f ms\n",
+        std::string(IsaName(isa)).c_str(), attn, mix, idx, norm, qrms);
   }
 }
 

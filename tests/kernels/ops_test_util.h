@@ -2,13 +2,13 @@
 // that restores the active ISA, and FP32/BF16 comparison utilities.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/dispatch.h"
 #include "tensor/numeric.h"

@@ -1,11 +1,12 @@
 // RoPE table and rotation against golden/ops §10, and the Hadamard transform
 // against §11.
-#include <cmath>
+#include "kernels/rope.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kernels/hadamard.h"
-#include "kernels/rope.h"
 #include "ops_test_util.h"
 #include "testing/golden.h"
 

@@ -1,7 +1,7 @@
 // Sparse attention with sink against golden/ops §13, for every ISA.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "base/thread_pool.h"
 #include "kernels/attention.h"

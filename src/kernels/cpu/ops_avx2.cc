@@ -26,7 +26,8 @@ struct VecAvx2 {
     const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
     const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     r = _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(is_nan));
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+    return _mm256_castsi256_ps(
+        _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
   }
   static void StoreBf16(bf16* p, F v) {
     const __m256i r = _mm256_srli_epi32(_mm256_castps_si256(RoundBf16(v)), 16);
@@ -43,7 +44,8 @@ struct VecAvx2 {
   static F Floor(F a) { return _mm256_floor_ps(a); }
   // y * 2^n for integral n in [-126, 127].
   static F ScalePow2(F y, F n) {
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
   }
   static F ZeroBelow(F v, F x, float limit) {
@@ -86,17 +88,16 @@ void QHeadRmsAvx2(bf16* q, int64_t rows, int64_t dim, float eps) {
 }
 
 void HcWeightedSumAvx2(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                   bf16* y) {
+                       bf16* y) {
   HcWeightedSumRows<VecAvx2>(x, tokens, hc, dim, pre, y);
 }
 
 void HcPostAvx2(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-            const float* post, const float* comb, bf16* y) {
+                const float* post, const float* comb, bf16* y) {
   HcPostRows<VecAvx2>(f, res, tokens, hc, dim, post, comb, y);
 }
 
-void AttendHeadsAvx2(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
-                     float* scratch) {
+void AttendHeadsAvx2(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end, float* scratch) {
   AttendHeads<VecAvx2>(a, t, h_begin, h_end, scratch);
 }
 

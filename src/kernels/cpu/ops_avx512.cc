@@ -32,7 +32,8 @@ struct VecAvx512 {
     __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
     const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     r = _mm512_mask_mov_epi32(r, is_nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
-    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
   static void StoreBf16(bf16* p, F v) {
     const __m512i r = _mm512_srli_epi32(_mm512_castps_si512(RoundBf16(v)), 16);
@@ -47,15 +48,17 @@ struct VecAvx512 {
   static F Floor(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   // y * 2^n for integral n in [-126, 127].
   static F ScalePow2(F y, F n) {
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    const __m512i e =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
   }
   static F ZeroBelow(F v, F x, float limit) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(limit), _CMP_GE_OQ), v);
   }
   static float ReduceMax(F v) {
-    const __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m256 h =
+        _mm256_max_ps(_mm512_castps512_ps256(v),
+                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
@@ -63,8 +66,9 @@ struct VecAvx512 {
   }
   // (lane i + lane i+8), then the AVX2 tree: one fixed order.
   static float ReduceAdd(F v) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m256 h =
+        _mm256_add_ps(_mm512_castps512_ps256(v),
+                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
@@ -94,17 +98,17 @@ void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps) {
 }
 
 void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                   bf16* y) {
+                         bf16* y) {
   HcWeightedSumRows<VecAvx512>(x, tokens, hc, dim, pre, y);
 }
 
 void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-            const float* post, const float* comb, bf16* y) {
+                  const float* post, const float* comb, bf16* y) {
   HcPostRows<VecAvx512>(f, res, tokens, hc, dim, post, comb, y);
 }
 
 void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
-                     float* scratch) {
+                       float* scratch) {
   AttendHeads<VecAvx512>(a, t, h_begin, h_end, scratch);
 }
 

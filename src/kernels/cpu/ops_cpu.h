@@ -41,8 +41,8 @@ void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps);
 // bitwise equal to ref::.
 void HcWeightedSumAvx2(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
                        bf16* y);
-void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim,
-                         const float* pre, bf16* y);
+void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
+                         bf16* y);
 void HcPostAvx2(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
                 const float* post, const float* comb, bf16* y);
 void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
@@ -86,8 +86,8 @@ struct IndexerTileArgs {
   int64_t dim = 0;
   const bf16* const* keys = nullptr;  // [n] the tile's key rows
   int64_t n = 0;                      // 1..tile width
-  float* key_t = nullptr;  // scratch [dim, tile width]
-  float* score = nullptr;  // [n] output (BF16 values)
+  float* key_t = nullptr;             // scratch [dim, tile width]
+  float* score = nullptr;             // [n] output (BF16 values)
 };
 
 // Scores of one tile.  Every lane runs exactly the scalar reference's

@@ -325,8 +325,13 @@ void BlockPv(HeadGroup<G>& hg, int64_t b0, int64_t n) {
 template <class V, int G>
 void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc, float* pb) {
   const int64_t dim = a.dim;
-  HeadGroup<G> hg{a.kv_rows + t * a.list_len, dim,
-                  (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign, qf, acc, pb, {}, {}, {}};
+  HeadGroup<G> hg;
+  hg.rows = a.kv_rows + t * a.list_len;
+  hg.dim = dim;
+  hg.dim_pad = (dim + kAttnDimAlign - 1) / kAttnDimAlign * kAttnDimAlign;
+  hg.qf = qf;
+  hg.acc = acc;
+  hg.pb = pb;
   for (int g = 0; g < G; ++g) {
     const bf16* qh = a.q + (t * a.heads + h0 + g) * dim;
     for (int64_t d = 0; d < hg.dim_pad; ++d) {

@@ -11,8 +11,8 @@ namespace {
 
 // One (query, head): blocks of 64 list entries, FP32 running max / denominator,
 // probabilities rounded to BF16 for P.V only.
-void AttendOne(const bf16* qh, int64_t dim, const bf16* const* rows, int64_t list_len,
-               float sink, float scale, float* acc, float* pv, bf16* out) {
+void AttendOne(const bf16* qh, int64_t dim, const bf16* const* rows, int64_t list_len, float sink,
+               float scale, float* acc, float* pv, bf16* out) {
   const float kNegInf = -std::numeric_limits<float>::infinity();
   float l[kAttnBlock];
   float m = kNegInf;
@@ -55,8 +55,8 @@ void AttendOne(const bf16* qh, int64_t dim, const bf16* const* rows, int64_t lis
 }  // namespace
 
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
-                     const bf16* const* kv_rows, int64_t list_len, const float* sink,
-                     float scale, bf16* o) {
+                     const bf16* const* kv_rows, int64_t list_len, const float* sink, float scale,
+                     bf16* o) {
   std::vector<float> acc(dim), pv(dim);  // [dim] each
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t h = 0; h < heads; ++h) {

@@ -11,7 +11,7 @@ namespace dsv4::kernels::ref {
 inline constexpr int64_t kAttnBlock = 64;
 
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
-                     const bf16* const* kv_rows, int64_t list_len, const float* sink,
-                     float scale, bf16* o);
+                     const bf16* const* kv_rows, int64_t list_len, const float* sink, float scale,
+                     bf16* o);
 
 }  // namespace dsv4::kernels::ref

@@ -4,9 +4,9 @@
 // token results must not depend on the tokens sharing a call or the threads.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <vector>
 
@@ -405,17 +405,18 @@ TEST(OpsSimdTest, BatchInvariance) {
 namespace dsv4::kernels {
 namespace {
 
-// Manual timing of decode-shaped calls per ISA (not a correctness test):
+// Manual timing of decode-shaped calls per ISA, one thread (not a correctness
+// test):
 //   kernel_ops_test --gtest_also_run_disabled_tests --gtest_filter='*Timing*'
 TEST(OpsSimdTest, DISABLED_DecodeTiming) {
   std::mt19937 rng(6);
+  // Process CPU time (all calls run on this thread): steadier than wall time
+  // on a shared host.
   auto time_ms = [](auto&& fn, int reps) {
     fn();
-    const auto start = std::chrono::steady_clock::now();
+    const std::clock_t start = std::clock();
     for (int i = 0; i < reps; ++i) fn();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count() /
-           reps;
+    return 1000.0 * static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC / reps;
   };
   const AttnCase c{1, 64, 512, 640};
   AttnProblem p(c, rng);

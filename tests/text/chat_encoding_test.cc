@@ -128,6 +128,28 @@ TEST(ChatEncodingTest, PyptoGoldensWhereTheyAgreeWithTheOfficialEncoder) {
   EXPECT_EQ(q.substr(q.size() - tail2.size()), tail2);
 }
 
+TEST(ChatEncodingTest, Golden0731ToolPromptLengthHeadAndTail) {
+  // The third-party 0731 check describes the request in prose; this is its
+  // natural OpenAI form.  Prompt -> ids must give 288 ids with the pinned
+  // first and last eight.
+  const Json g = Json::parse(ReadText("text/encoding/v4_flash_0731/golden_0731_freebuff.json"));
+  const Json messages = Json::parse(R"([
+      {"role": "system", "content": "You are a helpful assistant.", "tools": [{"type": "function",
+        "function": {"name": "get_weather", "description": "Get weather", "parameters": {"type": "object",
+          "properties": {"location": {"type": "string"}, "unit": {"type": "string"}},
+          "required": ["location"]}}}]},
+      {"role": "user", "content": "Get weather for Beijing"}])");
+  EncodeOptions o;
+  o.thinking_mode = ThinkingMode::kThinking;
+  auto prompt = EncodeMessages(messages, o);
+  ASSERT_TRUE(prompt.ok());
+  const std::vector<int32_t> ids = testing::V4Tokenizer().Encode(*prompt);
+  const Json& c = g["tool_system_case"];
+  ASSERT_EQ(ids.size(), c["ids_len"].get<size_t>());
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 8), c["ids_head"].get<std::vector<int32_t>>());
+  EXPECT_EQ(std::vector<int32_t>(ids.end() - 8, ids.end()), c["ids_tail"].get<std::vector<int32_t>>());
+}
+
 TEST(ChatEncodingTest, PythonJsonDumpsFormatting) {
   const Json v = Json::parse(R"({"b": 1, "a": [1.5, 1.0, 1e-7, 1e16, -0.0, 100000.0, 1e5, 0.1, 123456789.125,
       12345678901234567890, -3, true, false, null],

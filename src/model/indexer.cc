@@ -14,6 +14,32 @@ namespace {
 
 // Query rows scored together: bounds the score buffer at kRowTile x entries.
 constexpr int64_t kRowTile = 32;
+// Keys per work item when few rows are scored (decode, short verify steps).
+constexpr int64_t kKeyChunk = 64;
+
+// score [rows, max_entries] as kernels::IndexerScores, with the work split
+// over (row, key chunk) items when there are fewer rows than threads (a decode
+// row scoring a long context would otherwise run on one thread).  Every score
+// is computed independently of the split, so the result is too.
+void ScoreRows(const bf16* q, int64_t rows, int64_t heads, int64_t dim, const bf16* w,
+               const bf16* const* key_rows, int64_t max_entries, const int64_t* visible,
+               float* scores, ThreadPool* pool) {
+  if (pool == nullptr || rows >= pool->num_threads() || max_entries <= kKeyChunk) {
+    kernels::IndexerScores(q, rows, heads, dim, w, key_rows, max_entries, visible, scores, pool);
+    return;
+  }
+  const int64_t chunks = (max_entries + kKeyChunk - 1) / kKeyChunk;
+  ParallelFor(pool, rows * chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r = item / chunks;
+      const int64_t e0 = (item % chunks) * kKeyChunk;
+      const int64_t len = std::min(kKeyChunk, max_entries - e0);
+      const int64_t n_vis = std::clamp<int64_t>(visible[r] - e0, 0, len);
+      kernels::IndexerScores(q + r * heads * dim, 1, heads, dim, w + r * heads, key_rows + e0,
+                             len, &n_vis, scores + r * max_entries + e0, nullptr);
+    }
+  });
+}
 
 }  // namespace
 
@@ -66,11 +92,11 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
                          Workspace& ws, ThreadPool* pool) const {
   const int64_t t = batch.num_tokens();
   const int64_t width = compressor_->state_width();
-  float* kv = ws.Get<float>("attn.idx_proj_kv", static_cast<size_t>(t * width));
-  float* score = ws.Get<float>("attn.idx_proj_score", static_cast<size_t>(t * width));
+  float* kv = ws.Get<float>("a.ix_kv", static_cast<size_t>(t * width));
+  float* score = ws.Get<float>("a.ix_score", static_cast<size_t>(t * width));
   compressor_->Project(x, t, kv, score, pool);
-  bf16* keys = ws.Get<bf16>("attn.idx_new_keys", static_cast<size_t>((t / ratio_ + 1) * head_dim_));
-  int64_t* blocks = ws.Get<int64_t>("attn.idx_new_blocks", static_cast<size_t>(t / ratio_ + 1));
+  bf16* keys = ws.Get<bf16>("a.ix_keys", static_cast<size_t>((t / ratio_ + 1) * head_dim_));
+  int64_t* blocks = ws.Get<int64_t>("a.ix_blocks", static_cast<size_t>(t / ratio_ + 1));
   for (const SequenceSlice& s : batch.seqs) {
     const Compressor::State state{cache.IndexStateKv(s.cache_slot),
                                   cache.IndexStateScore(s.cache_slot), cache.IndexStateRows()};
@@ -93,9 +119,9 @@ void Indexer::Select(const SequenceSlice& s, const bf16* q, const bf16* w,
                      const AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                      ThreadPool* pool) const {
   const int64_t num_keys = cache.index_keys().size(s.cache_slot);
-  const bf16** key_rows = ws.Get<const bf16*>("attn.idx_key_rows", static_cast<size_t>(num_keys) + 1);
+  const bf16** key_rows = ws.Get<const bf16*>("a.ix_krows", static_cast<size_t>(num_keys) + 1);
   for (int64_t e = 0; e < num_keys; ++e) key_rows[e] = cache.index_keys().Row(s.cache_slot, e);
-  float* scores = ws.Get<float>("attn.idx_scores", static_cast<size_t>(kRowTile * (num_keys + 1)));
+  float* scores = ws.Get<float>("a.ix_scores", static_cast<size_t>(kRowTile * (num_keys + 1)));
   int64_t visible[kRowTile];
   for (int64_t r0 = 0; r0 < s.num_tokens; r0 += kRowTile) {
     const int64_t rows = std::min(kRowTile, s.num_tokens - r0);
@@ -103,8 +129,8 @@ void Indexer::Select(const SequenceSlice& s, const bf16* q, const bf16* w,
     const int64_t max_entries = visible[rows - 1];
     const int64_t row = s.row_offset + r0;
     if (max_entries > 0) {
-      kernels::IndexerScores(q + row * n_heads_ * head_dim_, rows, n_heads_, head_dim_,
-                             w + row * n_heads_, key_rows, max_entries, visible, scores, pool);
+      ScoreRows(q + row * n_heads_ * head_dim_, rows, n_heads_, head_dim_, w + row * n_heads_,
+                key_rows, max_entries, visible, scores, pool);
     }
     for (int64_t r = 0; r < rows; ++r) {
       int32_t* out = topk_out + (row + r) * topk_;
@@ -119,11 +145,11 @@ void Indexer::Forward(const bf16* x, const bf16* qr, const ForwardBatch& batch,
                       AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                       ThreadPool* pool) const {
   const int64_t t = batch.num_tokens();
-  bf16* q = ws.Get<bf16>("attn.idx_q", static_cast<size_t>(t * n_heads_ * head_dim_));
+  bf16* q = ws.Get<bf16>("a.ix_q", static_cast<size_t>(t * n_heads_ * head_dim_));
   Queries(qr, batch, q, ws, pool);
   UpdateKeys(x, batch, cache, ws, pool);
   // w = bf16(fp32(weights_proj(x)) * c), c applied as an FP32 scalar.
-  bf16* w = ws.Get<bf16>("attn.idx_w", static_cast<size_t>(t * n_heads_));
+  bf16* w = ws.Get<bf16>("a.ix_w", static_cast<size_t>(t * n_heads_));
   weights_proj_.Forward(x, weights_proj_.in(), t, w, n_heads_, pool);
   for (int64_t i = 0; i < t * n_heads_; ++i) w[i] = F32ToBf16(Bf16ToF32(w[i]) * weight_scale_);
   for (const SequenceSlice& s : batch.seqs) Select(s, q, w, cache, topk_out, ws, pool);

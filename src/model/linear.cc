@@ -38,8 +38,8 @@ void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws,
                         ThreadPool* pool) const {
   if (m == 0) return;
   const auto n = static_cast<size_t>(m * w_.in);
-  uint8_t* codes = ws.Get<uint8_t>("linear.act_codes", n);     // [m, in]
-  float* scales = ws.Get<float>("linear.act_scales", n / 128);  // [m, in/128]
+  uint8_t* codes = ws.Get<uint8_t>("lin.codes", n);     // [m, in]
+  float* scales = ws.Get<float>("lin.scales", n / 128);  // [m, in/128]
   kernels::ActQuantFp8(x, m, w_.in, 128, codes, scales);
   kernels::Fp8Gemm(codes, scales, m, w_, y, pool);
 }

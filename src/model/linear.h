@@ -39,8 +39,8 @@ class Fp8Linear {
                                 int64_t in);
 
   // y [m, out] = bf16(W . act_quant(x)), x [m, in] BF16.  Row r of y depends
-  // only on row r of x.  Uses Workspace keys "linear.act_codes" and
-  // "linear.act_scales" (valid only during the call).
+  // only on row r of x.  Uses Workspace keys "lin.codes" and "lin.scales"
+  // (valid only during the call).
   void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
 
   int64_t out() const { return w_.out; }

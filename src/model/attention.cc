@@ -10,9 +10,9 @@
 #include "kernels/norm.h"
 #include "kernels/quant.h"
 #include "kernels/rope.h"
+#include "model/attention_weights.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
-#include "model/attention_weights.h"
 #include "model/linear.h"
 
 namespace dsv4 {
@@ -31,10 +31,11 @@ Status CheckGeometry(const ModelConfig& cfg, int64_t layer_id, const std::string
   if (cfg.head_dim <= cfg.qk_rope_head_dim || cfg.qk_rope_head_dim % 2 != 0 ||
       cfg.nope_head_dim() % 64 != 0 || cfg.o_groups <= 0 ||
       cfg.num_attention_heads % cfg.o_groups != 0 || cfg.sliding_window <= 0) {
-    return InvalidArgument("{}: unsupported attention geometry (head_dim {}, rope {}, heads {}, "
-                           "o_groups {}, sliding_window {})",
-                           prefix, cfg.head_dim, cfg.qk_rope_head_dim, cfg.num_attention_heads,
-                           cfg.o_groups, cfg.sliding_window);
+    return InvalidArgument(
+        "{}: unsupported attention geometry (head_dim {}, rope {}, heads {}, "
+        "o_groups {}, sliding_window {})",
+        prefix, cfg.head_dim, cfg.qk_rope_head_dim, cfg.num_attention_heads, cfg.o_groups,
+        cfg.sliding_window);
   }
   return Status::Ok();
 }
@@ -59,8 +60,8 @@ std::vector<float> LayerFrequencies(const ModelConfig& cfg, int64_t ratio) {
 }
 
 Result<std::unique_ptr<AttentionWeights>> LoadWeights(const Checkpoint& ckpt,
-                                                      const ModelConfig& cfg,
-                                                      const std::string& p, int64_t ratio) {
+                                                      const ModelConfig& cfg, const std::string& p,
+                                                      int64_t ratio) {
   auto w = std::make_unique<AttentionWeights>();
   w->dim = cfg.hidden_size;
   w->n_heads = cfg.num_attention_heads;
@@ -79,9 +80,8 @@ Result<std::unique_ptr<AttentionWeights>> LoadWeights(const Checkpoint& ckpt,
   DSV4_ASSIGN_OR_RETURN(w->wq_b, Fp8Linear::Load(ckpt, p + "wq_b", hd, w->q_lora));
   DSV4_ASSIGN_OR_RETURN(w->wkv, Fp8Linear::Load(ckpt, p + "wkv", w->head_dim, w->dim));
   DSV4_ASSIGN_OR_RETURN(w->kv_norm, LoadBf16Copy(ckpt, p + "kv_norm.weight", {w->head_dim}));
-  DSV4_ASSIGN_OR_RETURN(w->wo_a, Bf16Linear::LoadDequantizedFp8(ckpt, p + "wo_a",
-                                                                w->n_groups * w->o_lora,
-                                                                hd / w->n_groups));
+  DSV4_ASSIGN_OR_RETURN(w->wo_a, Bf16Linear::LoadDequantizedFp8(
+                                     ckpt, p + "wo_a", w->n_groups * w->o_lora, hd / w->n_groups));
   DSV4_ASSIGN_OR_RETURN(w->wo_b,
                         Fp8Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora));
   DSV4_ASSIGN_OR_RETURN(w->sink, LoadF32Copy(ckpt, p + "attn_sink", {w->n_heads}));

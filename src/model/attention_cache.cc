@@ -87,9 +87,7 @@ int64_t AttentionCache::AttnStateRows() const {
   return g_.compress_ratio == 0 ? 0 : Coff(g_.compress_ratio) * g_.compress_ratio + slack();
 }
 
-int64_t AttentionCache::IndexStateRows() const {
-  return g_.compress_ratio == 4 ? 8 + slack() : 0;
-}
+int64_t AttentionCache::IndexStateRows() const { return g_.compress_ratio == 4 ? 8 + slack() : 0; }
 
 int64_t AttentionCache::attn_state_elems() const {
   if (g_.compress_ratio == 0) return 0;

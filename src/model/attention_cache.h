@@ -16,12 +16,13 @@
 // §4), so row addresses are stable while a list grows.
 //
 // Byte counts per slot (d = head_dim, di = index_head_dim, cap = ring_capacity):
-//   fixed (FixedBytesPerSlot): ring 2*cap*d; ratio 4: + 2 states of [8, 2d] FP32
-//   (128*d) + 2 indexer states of [8, 2di] FP32 (128*di); ratio 128: + 2 states
-//   of [128, d] FP32 (1024*d); plus slack rows of each state.  Growing: ratio 4: 2*d + 2*di bytes per 4 tokens;
-//   ratio 128: 2*d per 128 tokens; allocated in whole pages (32 rows for ratio 4,
-//   8 rows for ratio 128).  Flash (d 512, di 128, cap 128): CSA 128 KiB + 80 KiB
-//   fixed, 1280 B per 4 tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB/128 tokens.
+//   fixed (FixedBytesPerSlot): ring 2*cap*d; ratio 4: + 2 states of [8, 2d]
+//   FP32 (128*d) + 2 indexer states of [8, 2di] FP32 (128*di); ratio 128: + 2
+//   states of [128, d] FP32 (1024*d); plus the slack rows of each state.
+//   Growing: ratio 4: 2*d + 2*di bytes per 4 tokens; ratio 128: 2*d per 128
+//   tokens; allocated in whole pages (32 rows for ratio 4, 8 for ratio 128).
+//   Flash (d 512, di 128, cap 128): CSA 128 KiB + 80 KiB fixed, 1280 B per 4
+//   tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB per 128 tokens.
 //
 // Thread safety: none; one forward at a time per cache.
 #pragma once
@@ -59,10 +60,10 @@ class PagedRows {
  private:
   int64_t width_;
   int64_t rows_per_page_;
-  std::vector<Buffer> pages_;                  // the pool
+  std::vector<Buffer> pages_;  // the pool
   std::vector<int32_t> free_pages_;
-  std::vector<std::vector<int32_t>> tables_;   // [slot] -> page ids
-  std::vector<int64_t> sizes_;                 // [slot] -> rows
+  std::vector<std::vector<int32_t>> tables_;  // [slot] -> page ids
+  std::vector<int64_t> sizes_;                // [slot] -> rows
 };
 
 struct AttentionCacheGeometry {
@@ -103,11 +104,11 @@ class AttentionCache {
   bf16* RingRow(int64_t slot, int64_t pos);  // [head_dim]
   const bf16* RingRow(int64_t slot, int64_t pos) const;
   int64_t slack() const { return g_.ring_capacity - g_.sliding_window; }
-  int64_t AttnStateRows() const;         // coff*ratio + slack
-  int64_t IndexStateRows() const;        // 8 + slack
-  float* AttnStateKv(int64_t slot);      // [AttnStateRows(), coff*d]
+  int64_t AttnStateRows() const;     // coff*ratio + slack
+  int64_t IndexStateRows() const;    // 8 + slack
+  float* AttnStateKv(int64_t slot);  // [AttnStateRows(), coff*d]
   float* AttnStateScore(int64_t slot);
-  float* IndexStateKv(int64_t slot);     // [IndexStateRows(), 2*di]
+  float* IndexStateKv(int64_t slot);  // [IndexStateRows(), 2*di]
   float* IndexStateScore(int64_t slot);
   PagedRows& compressed() { return compressed_; }
   const PagedRows& compressed() const { return compressed_; }
@@ -116,19 +117,19 @@ class AttentionCache {
   void SetNumCachedTokens(int64_t slot, int64_t n) { num_cached_[static_cast<size_t>(slot)] = n; }
 
  private:
-  int64_t attn_state_elems() const;   // per slot, per buffer
+  int64_t attn_state_elems() const;  // per slot, per buffer
   int64_t index_state_elems() const;
 
   AttentionCacheGeometry g_;
   int64_t num_slots_;
   std::vector<int64_t> num_cached_;
-  Buffer ring_;               // [num_slots, ring_capacity, d] BF16
-  Buffer attn_state_kv_;      // [num_slots, AttnStateRows(), coff*d] FP32
+  Buffer ring_;           // [num_slots, ring_capacity, d] BF16
+  Buffer attn_state_kv_;  // [num_slots, AttnStateRows(), coff*d] FP32
   Buffer attn_state_score_;
-  Buffer index_state_kv_;     // [num_slots, IndexStateRows(), 2*di] FP32
+  Buffer index_state_kv_;  // [num_slots, IndexStateRows(), 2*di] FP32
   Buffer index_state_score_;
-  PagedRows compressed_;      // width d
-  PagedRows index_keys_;      // width di
+  PagedRows compressed_;  // width d
+  PagedRows index_keys_;  // width di
 };
 
 }  // namespace dsv4

@@ -116,8 +116,8 @@ int64_t CompressedWidth(const ForwardBatch& batch, int64_t ratio, int64_t topk) 
 // not change the kernel's result (an all-padding block leaves m, Z, acc as
 // they are; padding inside a block adds exact zeros).
 void BuildRows(const AttentionWeights& w, int64_t ratio, const ForwardBatch& batch,
-               const AttentionCache& cache, const bf16* kv, const int32_t* topk,
-               int64_t topk_width, int64_t list_len, const bf16** rows) {
+               const AttentionCache& cache, const bf16* kv, const int32_t* topk, int64_t topk_width,
+               int64_t list_len, const bf16** rows) {
   const int64_t win = w.window;
   const int64_t d = w.head_dim;
   for (const SequenceSlice& s : batch.seqs) {
@@ -189,14 +189,14 @@ void FillTrace(const int32_t* topk, int64_t t, int64_t width, AttentionTrace* tr
 
 }  // namespace
 
-void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache,
-                        bf16* out, Workspace& ws, ThreadPool* pool, AttentionTrace* trace) const {
+void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
+                        Workspace& ws, ThreadPool* pool, AttentionTrace* trace) const {
   const AttentionWeights& w = *w_;
   const int64_t t = batch.num_tokens();
   if (trace != nullptr) *trace = AttentionTrace();
   if (t == 0) return;
   PrepareSlices(batch, cache, ratio_);
-  bf16* qr = ws.Get<bf16>("a.qr", Sz(t * w.q_lora));               // [T, q_lora]
+  bf16* qr = ws.Get<bf16>("a.qr", Sz(t * w.q_lora));              // [T, q_lora]
   bf16* q = ws.Get<bf16>("a.q", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
   bf16* kv = ws.Get<bf16>("a.kv", Sz(t * w.head_dim));            // [T, d]
   QueryPath(w, x, batch, qr, q, ws, pool);

@@ -12,14 +12,14 @@ namespace dsv4 {
 
 struct AttentionWeights {
   // Dimensions (model.md §1.1 names).
-  int64_t dim = 0;         // D
-  int64_t n_heads = 0;     // H
-  int64_t head_dim = 0;    // d
-  int64_t rope_dim = 0;    // rd
+  int64_t dim = 0;       // D
+  int64_t n_heads = 0;   // H
+  int64_t head_dim = 0;  // d
+  int64_t rope_dim = 0;  // rd
   int64_t q_lora = 0;
-  int64_t n_groups = 0;    // o_groups
-  int64_t o_lora = 0;      // o_lora_rank
-  int64_t window = 0;      // sliding_window
+  int64_t n_groups = 0;  // o_groups
+  int64_t o_lora = 0;    // o_lora_rank
+  int64_t window = 0;    // sliding_window
   int64_t index_head_dim = 0;
   float eps = 1e-6f;
   float softmax_scale = 0;  // fp32(head_dim^-0.5)

@@ -120,8 +120,8 @@ int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_po
   const int64_t ratio = spec_.ratio;
   const int64_t width = state_width();
   const float* ape = ape_.as<float>();
-  float* tmp = ws.Get<float>("cmp.tmp",
-                             static_cast<size_t>((3 + min_state_rows()) * spec_.head_dim));
+  float* tmp =
+      ws.Get<float>("cmp.tmp", static_cast<size_t>((3 + min_state_rows()) * spec_.head_dim));
   int64_t emitted = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = start_pos + i;

@@ -33,11 +33,11 @@
 namespace dsv4 {
 
 struct CompressorSpec {
-  int64_t ratio = 0;      // 4 (overlapping) or 128
-  int64_t dim = 0;        // input width D
-  int64_t head_dim = 0;   // d: entry width
-  int64_t rope_dim = 0;   // RoPE on the last rope_dim dims of an entry
-  bool rotate = false;    // true: indexer (Hadamard + FP4 QAT); false: FP8 KV QAT
+  int64_t ratio = 0;     // 4 (overlapping) or 128
+  int64_t dim = 0;       // input width D
+  int64_t head_dim = 0;  // d: entry width
+  int64_t rope_dim = 0;  // RoPE on the last rope_dim dims of an entry
+  bool rotate = false;   // true: indexer (Hadamard + FP4 QAT); false: FP8 KV QAT
   float norm_eps = 1e-6f;
 };
 
@@ -50,8 +50,8 @@ class Compressor {
                                                   const float* rope_freqs);
   // Copies the given weights: wkv/wgate [coff*d, D], ape [ratio, coff*d], norm [d].
   static std::unique_ptr<Compressor> FromData(const CompressorSpec& spec, const bf16* wkv,
-                                              const bf16* wgate, const float* ape,
-                                              const bf16* norm, const float* rope_freqs);
+                                              const bf16* wgate, const float* ape, const bf16* norm,
+                                              const float* rope_freqs);
 
   const CompressorSpec& spec() const { return spec_; }
   int64_t coff() const { return spec_.ratio == 4 ? 2 : 1; }
@@ -89,18 +89,18 @@ class Compressor {
 
   // Project + Absorb + Finish for one sequence (the unit-test entry point).
   // entries [NumEmitted, d].  Returns NumEmitted.
-  int64_t Forward(const bf16* x, int64_t start_pos, int64_t n, const State& state,
-                  bf16* entries, Workspace& ws, ThreadPool* pool) const;
+  int64_t Forward(const bf16* x, int64_t start_pos, int64_t n, const State& state, bf16* entries,
+                  Workspace& ws, ThreadPool* pool) const;
 
  private:
   Compressor() = default;
   void PoolBlock(const State& state, int64_t block, float* tmp, bf16* out) const;
 
   CompressorSpec spec_;
-  Bf16Linear wkv_;    // [coff*d, D], used as FP32
-  Bf16Linear wgate_;  // [coff*d, D], used as FP32
-  Buffer ape_;        // [ratio, coff*d] FP32
-  Buffer norm_;       // [d] BF16
+  Bf16Linear wkv_;            // [coff*d, D], used as FP32
+  Bf16Linear wgate_;          // [coff*d, D], used as FP32
+  Buffer ape_;                // [ratio, coff*d] FP32
+  Buffer norm_;               // [d] BF16
   std::vector<float> freqs_;  // [rope_dim/2]
 };
 

@@ -35,8 +35,8 @@ void ScoreRows(const bf16* q, int64_t rows, int64_t heads, int64_t dim, const bf
       const int64_t e0 = (item % chunks) * kKeyChunk;
       const int64_t len = std::min(kKeyChunk, max_entries - e0);
       const int64_t n_vis = std::clamp<int64_t>(visible[r] - e0, 0, len);
-      kernels::IndexerScores(q + r * heads * dim, 1, heads, dim, w + r * heads, key_rows + e0,
-                             len, &n_vis, scores + r * max_entries + e0, nullptr);
+      kernels::IndexerScores(q + r * heads * dim, 1, heads, dim, w + r * heads, key_rows + e0, len,
+                             &n_vis, scores + r * max_entries + e0, nullptr);
     }
   });
 }
@@ -44,8 +44,7 @@ void ScoreRows(const bf16* q, int64_t rows, int64_t heads, int64_t dim, const bf
 }  // namespace
 
 Result<std::unique_ptr<Indexer>> Indexer::Load(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                               const std::string& prefix,
-                                               const float* rope_freqs) {
+                                               const std::string& prefix, const float* rope_freqs) {
   std::unique_ptr<Indexer> ix(new Indexer());
   ix->n_heads_ = cfg.index_n_heads;
   ix->head_dim_ = cfg.index_head_dim;

@@ -24,8 +24,7 @@ class Indexer {
   // prefix e.g. "layers.2.attn.indexer."; rope_freqs [qk_rope_head_dim/2] is
   // the attention layer's (compressed-profile) table.
   static Result<std::unique_ptr<Indexer>> Load(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                               const std::string& prefix,
-                                               const float* rope_freqs);
+                                               const std::string& prefix, const float* rope_freqs);
 
   int64_t topk() const { return topk_; }
   const Compressor& compressor() const { return *compressor_; }
@@ -53,9 +52,9 @@ class Indexer {
   int64_t rope_dim_ = 0;
   int64_t topk_ = 0;
   int64_t ratio_ = 4;
-  float weight_scale_ = 0;  // fp32(head_dim^-0.5 * n_heads^-0.5), computed in double
-  Fp8Linear wq_b_;          // [n_heads*head_dim, q_lora_rank]
-  Bf16Linear weights_proj_; // [n_heads, D]
+  float weight_scale_ = 0;   // fp32(head_dim^-0.5 * n_heads^-0.5), computed in double
+  Fp8Linear wq_b_;           // [n_heads*head_dim, q_lora_rank]
+  Bf16Linear weights_proj_;  // [n_heads, D]
   std::unique_ptr<Compressor> compressor_;
   std::vector<float> freqs_;
 };

@@ -23,9 +23,8 @@ Result<Fp8Linear> Fp8Linear::Load(const Checkpoint& ckpt, const std::string& nam
   }
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
-  DSV4_ASSIGN_OR_RETURN(
-      const TensorView* s,
-      ckpt.Require(name + ".scale", DType::kF8E8M0, {CeilDiv(out, 128), CeilDiv(in, 128)}));
+  DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(name + ".scale", DType::kF8E8M0,
+                                                          {CeilDiv(out, 128), CeilDiv(in, 128)}));
   Fp8Linear l;
   l.w_.codes = w->as<uint8_t>();
   l.w_.scales = s->as<uint8_t>();
@@ -34,11 +33,10 @@ Result<Fp8Linear> Fp8Linear::Load(const Checkpoint& ckpt, const std::string& nam
   return l;
 }
 
-void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws,
-                        ThreadPool* pool) const {
+void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const {
   if (m == 0) return;
   const auto n = static_cast<size_t>(m * w_.in);
-  uint8_t* codes = ws.Get<uint8_t>("lin.codes", n);     // [m, in]
+  uint8_t* codes = ws.Get<uint8_t>("lin.codes", n);      // [m, in]
   float* scales = ws.Get<float>("lin.scales", n / 128);  // [m, in/128]
   kernels::ActQuantFp8(x, m, w_.in, 128, codes, scales);
   kernels::Fp8Gemm(codes, scales, m, w_, y, pool);
@@ -64,15 +62,13 @@ Result<Bf16Linear> Bf16Linear::Load(const Checkpoint& ckpt, const std::string& n
   return l;
 }
 
-Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt,
-                                                  const std::string& name, int64_t out,
-                                                  int64_t in) {
+Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
+                                                  int64_t out, int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
   const int64_t scale_cols = CeilDiv(in, 128);
-  DSV4_ASSIGN_OR_RETURN(
-      const TensorView* s,
-      ckpt.Require(name + ".scale", DType::kF8E8M0, {CeilDiv(out, 128), scale_cols}));
+  DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(name + ".scale", DType::kF8E8M0,
+                                                          {CeilDiv(out, 128), scale_cols}));
   Bf16Linear l;
   l.owned_ = Buffer(static_cast<size_t>(out * in) * sizeof(bf16));
   bf16* dst = l.owned_.as<bf16>();
@@ -80,11 +76,12 @@ Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt,
   const uint8_t* scales = s->as<uint8_t>();
   for (int64_t o = 0; o < out; ++o) {
     for (int64_t i = 0; i < in; ++i) {
-      const float v = E4M3ToF32(codes[o * in + i]) * E8M0ToF32(scales[(o / 128) * scale_cols + i / 128]);
+      const float v =
+          E4M3ToF32(codes[o * in + i]) * E8M0ToF32(scales[(o / 128) * scale_cols + i / 128]);
       const bf16 b = F32ToBf16(v);
       if (Bf16ToF32(b) != v) {
-        return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})",
-                        name, o, i, v);
+        return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})", name, o,
+                        i, v);
       }
       dst[o * in + i] = b;
     }

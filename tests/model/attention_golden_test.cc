@@ -55,9 +55,8 @@ class AttentionGoldenTest : public ::testing::Test {
         post(pre.size()), comb(static_cast<size_t>(n * hc * hc));
     const auto eps = static_cast<float>(cfg_.rms_norm_eps);
     kernels::HcMixes(streams.data(), n, hc * d, fn.data(), mix, eps, mixes.data(), nullptr);
-    kernels::HcSplitSinkhorn(mixes.data(), n, hc, scale.data(), base.data(),
-                             cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), pre.data(),
-                             post.data(), comb.data());
+    kernels::HcSplitSinkhorn(mixes.data(), n, hc, scale.data(), base.data(), cfg_.hc_sinkhorn_iters,
+                             static_cast<float>(cfg_.hc_eps), pre.data(), post.data(), comb.data());
     std::vector<bf16> a(static_cast<size_t>(n * d)), x(a.size());
     kernels::HcWeightedSum(streams.data(), n, hc, d, pre.data(), a.data());
     kernels::RmsNorm(a.data(), n, d, norm.data(), eps, x.data());
@@ -137,9 +136,9 @@ TEST_F(AttentionGoldenTest, IndexerTopkPrefill300ThenDecode) {
   const int64_t k = cfg_.index_topk, layers = cfg_.num_hidden_layers;
   // layer_streams_sel holds blocks [1, 2, 3, 5]: block 1 feeds layer 2, block 3 layer 4.
   const auto sel = testing::ReadBf16(*golden_, "prefill300.layer_streams_sel");  // [4, 300, hc, D]
-  const auto dec = testing::ReadBf16(*golden_, "decode.layer_streams");  // [20, 6, hc, D]
-  const auto want_p = testing::ReadI64(*golden_, "prefill300.indexer_topk");  // [2, 300, k]
-  const auto want_d = testing::ReadI64(*golden_, "decode.indexer_topk");      // [20, 2, k]
+  const auto dec = testing::ReadBf16(*golden_, "decode.layer_streams");          // [20, 6, hc, D]
+  const auto want_p = testing::ReadI64(*golden_, "prefill300.indexer_topk");     // [2, 300, k]
+  const auto want_d = testing::ReadI64(*golden_, "decode.indexer_topk");         // [20, 2, k]
   for (int64_t i = 0; i < 2; ++i) {
     const int64_t layer = i == 0 ? 2 : 4;
     const int64_t sel_index = i == 0 ? 0 : 2;

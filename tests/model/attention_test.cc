@@ -43,8 +43,9 @@ class AttentionTest : public ::testing::Test {
 
   std::unique_ptr<Attention> LoadLayer(int64_t layer_id) {
     const bool mtp = layer_id >= cfg_->num_hidden_layers;
-    const std::string prefix = mtp ? "mtp." + std::to_string(layer_id - cfg_->num_hidden_layers) + "."
-                                   : "layers." + std::to_string(layer_id) + ".";
+    const std::string prefix =
+        mtp ? "mtp." + std::to_string(layer_id - cfg_->num_hidden_layers) + "."
+            : "layers." + std::to_string(layer_id) + ".";
     auto a = Attention::Load(*ckpt_, *cfg_, layer_id, prefix);
     EXPECT_TRUE(a.ok()) << a.status().message();
     return a.ok() ? std::move(a).value() : nullptr;
@@ -66,8 +67,7 @@ class AttentionTest : public ::testing::Test {
   // sizes (the last size repeats); returns out [n, D] and the traces' rows.
   std::vector<bf16> RunChunked(const Attention& attn, const std::vector<bf16>& x, int64_t n,
                                const std::vector<int64_t>& sizes,
-                               std::vector<int32_t>* topk = nullptr,
-                               ThreadPool* pool = nullptr) {
+                               std::vector<int32_t>* topk = nullptr, ThreadPool* pool = nullptr) {
     const int64_t d = cfg_->hidden_size;
     auto cache = attn.NewCache(1);
     std::vector<bf16> out(static_cast<size_t>(n * d));

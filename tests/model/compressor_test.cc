@@ -54,8 +54,8 @@ class CompressorGoldenTest : public ::testing::TestWithParam<Variant> {
     const auto wgate = ReadBf16(*file_, p + "wgate");
     const auto ape = ReadF32(*file_, p + "ape");
     const auto norm = ReadBf16(*file_, p + "norm");
-    comp_ = Compressor::FromData(spec, wkv.data(), wgate.data(), ape.data(), norm.data(),
-                                 freqs.data());
+    comp_ =
+        Compressor::FromData(spec, wkv.data(), wgate.data(), ape.data(), norm.data(), freqs.data());
   }
 
   // Runs the whole sequence split into calls of the given sizes (the last
@@ -127,8 +127,8 @@ TEST_P(CompressorGoldenTest, GoldenScenariosBitExact) {
 
 TEST_P(CompressorGoldenTest, OtherSplitsBitIdentical) {
   const Variant& v = GetParam();
-  const auto want = ReadBf16(
-      *file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
+  const auto want =
+      ReadBf16(*file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
   const std::vector<std::vector<int64_t>> splits = {{1}, {3}, {7}, {n_}, {2, 5, 1, 9}, {130, 7}};
   for (const auto& split : splits) {
     SCOPED_TRACE("first chunk " + std::to_string(split[0]));
@@ -140,8 +140,8 @@ TEST_P(CompressorGoldenTest, OtherSplitsBitIdentical) {
 
 TEST_P(CompressorGoldenTest, LargerStateRingGivesSameEntries) {
   const Variant& v = GetParam();
-  const auto want = ReadBf16(
-      *file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
+  const auto want =
+      ReadBf16(*file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
   EXPECT_EQ(CountBitDiffs(RunSplit({1}, 5), want), 0);
   EXPECT_EQ(CountBitDiffs(RunSplit({7}, 3), want), 0);
 }
@@ -151,8 +151,8 @@ TEST_P(CompressorGoldenTest, LargerStateRingGivesSameEntries) {
 TEST_P(CompressorGoldenTest, RewindWithinSlackLeavesNoTrace) {
   const Variant& v = GetParam();
   const int64_t d = v.head_dim;
-  const auto want = ReadBf16(
-      *file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
+  const auto want =
+      ReadBf16(*file_, "compressor." + v.name + ".s" + std::to_string(v.scenarios[0]) + ".entries");
   const int64_t slack = 3;
   const int64_t rows = comp_->min_state_rows() + slack;
   std::vector<float> skv(static_cast<size_t>(rows * comp_->state_width())), ssc(skv.size());
@@ -169,19 +169,19 @@ TEST_P(CompressorGoldenTest, RewindWithinSlackLeavesNoTrace) {
     const int64_t spec = std::min(slack, n_ - pos);
     comp_->Forward(wrong.data() + pos * dim_, pos, spec, state, junk.data(), ws_, nullptr);
     const int64_t first = Compressor::FirstEmitted(v.ratio, pos);
-    comp_->Forward(x_.data() + pos * dim_, pos, s, state, entries.data() + first * d, ws_,
-                   nullptr);
+    comp_->Forward(x_.data() + pos * dim_, pos, s, state, entries.data() + first * d, ws_, nullptr);
     pos += s;
   }
   EXPECT_EQ(CountBitDiffs(entries, want), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Ops, CompressorGoldenTest,
-    ::testing::Values(Variant{"r4_attn", 4, 512, false, {13, 3, 8}},
-                      Variant{"r4_index", 4, 128, true, {13, 3, 8}},
-                      Variant{"r128_attn", 128, 512, false, {130, 5, 256}}),
-    [](const ::testing::TestParamInfo<Variant>& param_info) { return param_info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Ops, CompressorGoldenTest,
+                         ::testing::Values(Variant{"r4_attn", 4, 512, false, {13, 3, 8}},
+                                           Variant{"r4_index", 4, 128, true, {13, 3, 8}},
+                                           Variant{"r128_attn", 128, 512, false, {130, 5, 256}}),
+                         [](const ::testing::TestParamInfo<Variant>& param_info) {
+                           return param_info.param.name;
+                         });
 
 }  // namespace
 }  // namespace dsv4

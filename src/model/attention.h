@@ -30,7 +30,7 @@ namespace dsv4 {
 
 class Compressor;
 class Indexer;
-struct AttentionWeights;  // attention.cc
+struct AttentionWeights;  // attention_weights.h (internal)
 
 // Optional debug output of one Forward.
 struct AttentionTrace {
@@ -62,7 +62,8 @@ class Attention {
   // start_pos below NumCachedTokens re-runs those positions (after rejected
   // speculative tokens): everything the dropped positions produced is
   // discarded first, so the result equals never having run them.
-  // Uses Workspace keys prefixed "a.", "cmp." and "lin." (all <= 15 chars).
+  // Uses Workspace keys prefixed "a.", "cmp." and "lin." (all <= 15 chars);
+  // x and out must not live in `ws` under those keys.
   void Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
                Workspace& ws, ThreadPool* pool, AttentionTrace* trace = nullptr) const;
 

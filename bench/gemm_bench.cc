@@ -88,9 +88,9 @@ void BM_Fp8Gemm(benchmark::State& state, Shape shape) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * shape.out * shape.in);
-  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(m * shape.out * shape.in) *
-                                                   static_cast<double>(state.iterations()),
-                                               benchmark::Counter::kIsRate);
+  state.counters["flops"] = benchmark::Counter(
+      2.0 * static_cast<double>(m * shape.out * shape.in) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
 
 void BM_Fp4Gemm(benchmark::State& state, Shape shape) {
@@ -106,10 +106,11 @@ void BM_Fp4Gemm(benchmark::State& state, Shape shape) {
     Fp4Gemm(a.codes.data(), a.scales.data(), m, w, y.data(), pool.get());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(state.iterations() * (shape.out * shape.in / 2 + shape.out * shape.in / 32));
-  state.counters["flops"] = benchmark::Counter(2.0 * static_cast<double>(m * shape.out * shape.in) *
-                                                   static_cast<double>(state.iterations()),
-                                               benchmark::Counter::kIsRate);
+  state.SetBytesProcessed(state.iterations() *
+                          (shape.out * shape.in / 2 + shape.out * shape.in / 32));
+  state.counters["flops"] = benchmark::Counter(
+      2.0 * static_cast<double>(m * shape.out * shape.in) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
 
 // wo_a-like BF16 weight (dequantized at conversion): [1024, 4096].
@@ -176,7 +177,8 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
-BENCHMARK(BM_Quant)->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
+BENCHMARK(BM_Quant)
+    ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})
     ->ArgNames({"isa", "tokens"})
     ->Unit(benchmark::kMicrosecond);

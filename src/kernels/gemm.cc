@@ -76,8 +76,8 @@ void ForEachRow(ThreadPool* pool, int64_t m, int64_t k, const Fn& fn) {
 
 }  // namespace
 
-void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
-             bf16* y, ThreadPool* pool) {
+void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
+             ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
@@ -99,8 +99,8 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   });
 }
 
-void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w,
-             bf16* y, ThreadPool* pool) {
+void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
+             ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
@@ -135,7 +135,7 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
                ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
-  auto xf = Floats(m * ldxf);  // [m, ldxf]
+  auto xf = Floats(m * ldxf);                  // [m, ldxf]
   ForEachRow(pool, m, k, [&](int64_t r) {
     for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
     for (int64_t i = k; i < ldxf; ++i) xf[r * ldxf + i] = 0.0f;
@@ -164,8 +164,8 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
 
 }  // namespace
 
-void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n,
-              bf16* y, int64_t ldy, ThreadPool* pool) {
+void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
+              int64_t ldy, ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
   DenseGemm(isa, x, ldx, m, k, w, nullptr, n, y, nullptr, ldy, pool);

@@ -17,9 +17,12 @@ void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8
   DSV4_CHECK(block > 0 && cols % block == 0);
   if (block % 32 == 0) {
     switch (ActiveIsa()) {
-      case Isa::kAvx512: return cpu::ActQuantFp8Avx512(x, rows, cols, block, codes, scales);
-      case Isa::kAvx2: return cpu::ActQuantFp8Avx2(x, rows, cols, block, codes, scales);
-      case Isa::kScalar: break;
+      case Isa::kAvx512:
+        return cpu::ActQuantFp8Avx512(x, rows, cols, block, codes, scales);
+      case Isa::kAvx2:
+        return cpu::ActQuantFp8Avx2(x, rows, cols, block, codes, scales);
+      case Isa::kScalar:
+        break;
     }
   }
   ref::ActQuantFp8(x, rows, cols, block, codes, scales);
@@ -28,9 +31,12 @@ void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8
 void KvQatFp8(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
   DSV4_CHECK(nope >= 0 && nope <= cols && nope % 64 == 0);
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return cpu::KvQatFp8Avx512(x, rows, cols, nope);
-    case Isa::kAvx2: return cpu::KvQatFp8Avx2(x, rows, cols, nope);
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return cpu::KvQatFp8Avx512(x, rows, cols, nope);
+    case Isa::kAvx2:
+      return cpu::KvQatFp8Avx2(x, rows, cols, nope);
+    case Isa::kScalar:
+      break;
   }
   ref::KvQatFp8(x, rows, cols, nope);
 }
@@ -38,9 +44,12 @@ void KvQatFp8(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
 void Fp4Qat(bf16* x, int64_t rows, int64_t cols) {
   DSV4_CHECK(cols % 32 == 0);
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return cpu::Fp4QatAvx512(x, rows, cols);
-    case Isa::kAvx2: return cpu::Fp4QatAvx2(x, rows, cols);
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return cpu::Fp4QatAvx512(x, rows, cols);
+    case Isa::kAvx2:
+      return cpu::Fp4QatAvx2(x, rows, cols);
+    case Isa::kScalar:
+      break;
   }
   ref::Fp4Qat(x, rows, cols);
 }

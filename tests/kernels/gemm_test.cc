@@ -4,6 +4,8 @@
 // thread count).
 #include "kernels/gemm.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -12,8 +14,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
@@ -33,7 +33,8 @@ constexpr char kOps[] = "golden/ops/ops.safetensors";
 
 std::vector<Isa> AllIsas() {
   std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
+    out.push_back(static_cast<Isa>(i));
   return out;
 }
 
@@ -136,8 +137,8 @@ TEST(GemmGolden, Fp8Gemm) {
 TEST(GemmGolden, Fp4Gemm) {
   auto f = OpenGolden(kOps);
   ASSERT_NE(f, nullptr);
-  const GemmCase cases[] = {{1, 256, 128}, {3, 256, 256}, {17, 128, 256}, {5, 512, 200},
-                            {17, 384, 64}};
+  const GemmCase cases[] = {
+      {1, 256, 128}, {3, 256, 256}, {17, 128, 256}, {5, 512, 200}, {17, 384, 64}};
   for (const GemmCase& c : cases) {
     const std::string name = c.Name("fp4_gemm");
     std::vector<uint8_t> x_codes;
@@ -305,7 +306,8 @@ TEST(GemmDifferential, Fp8GemmMatchesReference) {
       }
     }
   }
-  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+  for (size_t t = 0; t < counters.size(); ++t)
+    counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
 }
 
 TEST(GemmDifferential, Fp4GemmMatchesReference) {
@@ -347,7 +349,8 @@ TEST(GemmDifferential, Fp4GemmMatchesReference) {
       }
     }
   }
-  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+  for (size_t t = 0; t < counters.size(); ++t)
+    counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
 }
 
 std::vector<bf16> RandomBf16(int64_t n, std::mt19937* rng) {
@@ -439,7 +442,8 @@ TEST(GemmDifferential, DenseGemmsMatchReference) {
       }
     }
   }
-  for (size_t t = 0; t < counters.size(); ++t) counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+  for (size_t t = 0; t < counters.size(); ++t)
+    counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
 }
 
 // ---------------------------------------------------------------------------
@@ -476,27 +480,42 @@ TEST(GemmBatchInvariance, AllKernels) {
     Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
     Misaligned fp8_scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
     const Fp8Weight w8{codes.data(), fp8_scales.data(), n, k};
-    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-      Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w8, y, pool);
-    }, "Fp8Gemm m" + std::to_string(m));
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w8, y, pool);
+        },
+        "Fp8Gemm m" + std::to_string(m));
     Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
     Misaligned fp4_scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
     const Fp4Weight w4{packed.data(), fp4_scales.data(), n, k};
-    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-      Fp4Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w4, y, pool);
-    }, "Fp4Gemm m" + std::to_string(m));
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp4Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w4, y, pool);
+        },
+        "Fp4Gemm m" + std::to_string(m));
     const int64_t kd = 300;
     const DenseWeights wd = RandomDense(n * kd, &rng);
     const std::vector<bf16> x = RandomBf16(m * kd, &rng);
-    ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-      GemmBf16(x.data() + r0 * kd, kd, rows, kd, wd.Bf16(), n, y, n, pool);
-    }, "GemmBf16 m" + std::to_string(m));
-    ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
-      GemmBf16F32(x.data() + r0 * kd, rows, kd, wd.Bf16(), n, y, pool);
-    }, "GemmBf16F32 m" + std::to_string(m));
-    ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
-      GemmBf16xF32(x.data() + r0 * kd, rows, kd, wd.F32(), n, y, pool);
-    }, "GemmBf16xF32 m" + std::to_string(m));
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          GemmBf16(x.data() + r0 * kd, kd, rows, kd, wd.Bf16(), n, y, n, pool);
+        },
+        "GemmBf16 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(
+        m, n,
+        [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+          GemmBf16F32(x.data() + r0 * kd, rows, kd, wd.Bf16(), n, y, pool);
+        },
+        "GemmBf16F32 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(
+        m, n,
+        [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+          GemmBf16xF32(x.data() + r0 * kd, rows, kd, wd.F32(), n, y, pool);
+        },
+        "GemmBf16xF32 m" + std::to_string(m));
   }
 }
 
@@ -578,20 +597,29 @@ TEST(GemmBatchInvariance, OrderSensitiveData) {
     EXPECT_GT(CompareBf16(got.data(), want.data(), m * n).num_differ, m * n / 4);
   }
   const Fp8Weight w8{c.w_codes.data(), c.w_scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-    Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
-  }, "Fp8Gemm cancelling");
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
+      },
+      "Fp8Gemm cancelling");
   const Fp4Weight w4{c.w_packed.data(), c.w4_scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-    Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
-  }, "Fp4Gemm cancelling");
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
+      },
+      "Fp4Gemm cancelling");
   // The same pattern in BF16 for the dense kernels.
   std::vector<bf16> x(m * k), wb(n * k);
   for (int64_t i = 0; i < m * k; ++i) x[i] = F32ToBf16(E4M3ToF32(c.x_codes[i]));
   for (int64_t i = 0; i < n * k; ++i) wb[i] = F32ToBf16(E4M3ToF32(c.w_codes[i]));
-  ExpectRowsInvariant<bf16>(m, n, [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-    GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
-  }, "GemmBf16 cancelling");
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
+      },
+      "GemmBf16 cancelling");
 }
 
 // Narrow outputs of long batches (the mHC mixes: N = 24) are split over row
@@ -601,9 +629,12 @@ TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
   const int64_t m = 200, n = 24, k = 4096;
   const DenseWeights w = RandomDense(n * k, &rng);
   const std::vector<bf16> x = RandomBf16(m * k, &rng);
-  ExpectRowsInvariant<float>(m, n, [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
-    GemmBf16xF32(x.data() + r0 * k, rows, k, w.F32(), n, y, pool);
-  }, "GemmBf16xF32 narrow");
+  ExpectRowsInvariant<float>(
+      m, n,
+      [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+        GemmBf16xF32(x.data() + r0 * k, rows, k, w.F32(), n, y, pool);
+      },
+      "GemmBf16xF32 narrow");
 }
 
 }  // namespace

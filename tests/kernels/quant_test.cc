@@ -3,14 +3,14 @@
 // ActQuantFp8 (exact: no reduction but a max).
 #include "kernels/quant.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
@@ -28,7 +28,8 @@ constexpr char kOps[] = "golden/ops/ops.safetensors";
 
 std::vector<Isa> AllIsas() {
   std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
+    out.push_back(static_cast<Isa>(i));
   return out;
 }
 
@@ -160,7 +161,8 @@ void CheckFp4Quant(const std::string& which) {
     std::vector<bf16> got = x;
     Fp4Qat(got.data(), rows, cols);
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(Bf16ToF32(got[i]), Bf16ToF32(y[i])) << IsaName(isa) << " " << which << " element " << i;
+      ASSERT_EQ(Bf16ToF32(got[i]), Bf16ToF32(y[i]))
+          << IsaName(isa) << " " << which << " element " << i;
     }
   }
   for (size_t b = 0; b < scale.size(); ++b) {

@@ -42,7 +42,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 }
 
 [[gnu::always_inline]] inline void DecodeFp8Block(const uint8_t* codes, __m256* w) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) DecodeE4M3x16(codes + 16 * i, w + 2 * i);
 }
 
@@ -50,13 +50,15 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 // 16-element group g gives vector 2g (its even elements) and 2g+1 (odd).
 // vpermps looks up the magnitude from the low 3 index bits; the sign bit of
 // the nibble is moved to bit 31 and OR-ed in.
-[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m256* w) {
+[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales,
+                                                  __m256* w) {
   const __m256 mags = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
   const __m256i sign_bit = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int j = 0; j < 4; ++j) {
-    const __m256 t = _mm256_mul_ps(mags, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
-    #pragma GCC unroll 16
+    const __m256 t = _mm256_mul_ps(
+        mags, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
+#pragma GCC unroll 16
     for (int h = 0; h < 2; ++h) {
       const __m256i d = _mm256_cvtepu8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + 16 * j + 8 * h)));
@@ -100,7 +102,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 [[gnu::always_inline]] inline __m256 Chain16(const __m256* w, const float* x) {
   __m256 even = _mm256_mul_ps(w[0], _mm256_loadu_ps(x));
   __m256 odd = _mm256_mul_ps(w[1], _mm256_loadu_ps(x + 8));
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 2; i < kVecs; i += 2) {
     even = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x + 8 * i), even);
     odd = _mm256_fmadd_ps(w[i + 1], _mm256_loadu_ps(x + 8 * i + 8), odd);
@@ -112,12 +114,12 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 // Fixed tree: lanes l and l+4, then l+2, then l+1.
 [[gnu::always_inline]] inline __m256 Reduce8(const __m256* v) {
   __m256 s[4], t[2];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {
     s[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
                          _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 2; ++i) {
     t[i] = _mm256_add_ps(_mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44),
                          _mm256_shuffle_ps(s[2 * i], s[2 * i + 1], 0xee));
@@ -133,7 +135,8 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 [[gnu::always_inline]] inline void StoreBf16(bf16* y, __m256 v, int64_t count) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
   const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   r = _mm256_blendv_epi8(r, quiet, nan);
@@ -159,7 +162,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 void TileBlock(const __m256 (*wdec)[kVecs], int64_t nc, const float* x, int64_t k,
                const float* x_scales, int64_t num_kb, float sw, int64_t mt, __m256* acc) {
   __m256 lanes[kP];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
   for (int64_t r = 0; r < mt; ++r) {
     for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain16(wdec[c], x + r * k);
@@ -174,7 +177,7 @@ template <typename Decode>
                                                int64_t nc, const float* x, float scale,
                                                __m256 acc) {
   __m256 lanes[kP];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kP; ++c) lanes[c] = _mm256_setzero_ps();
   for (int64_t c = 0; c < nc; ++c) {
     __m256 wv[kVecs];
@@ -208,7 +211,8 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
           TileBlock(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
         }
       }
-      for (int64_t r = 0; r < mt; ++r) StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);
+      for (int64_t r = 0; r < mt; ++r)
+        StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);
     }
   }
 }
@@ -223,7 +227,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, a.n - n0);
       for (int64_t r = 0; r < mt; ++r) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int c = 0; c < kP; ++c) lanes[r][c] = _mm256_setzero_ps();
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
@@ -233,7 +237,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
           const float* xr = a.x + (m0 + r) * a.ldx + k0;
           for (int64_t c = 0; c < nc; ++c) {
             __m256 lane = lanes[r][c];
-            #pragma GCC unroll 16
+#pragma GCC unroll 16
             for (int v = 0; v * 8 < count; ++v) {
               lane = _mm256_fmadd_ps(wdec[c][v], _mm256_loadu_ps(xr + 8 * v), lane);
             }
@@ -260,7 +264,9 @@ void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, const Tile& t) {
   const int64_t ld_scale = (w.in + 127) / 128;
   BlockScaledPanels(
       a.x, a.x_scales, w.in, w.out, a.y, t,
-      [&](int64_t col, int64_t kb, __m256* out) { DecodeFp8Block(w.codes + col * w.in + kb * 128, out); },
+      [&](int64_t col, int64_t kb, __m256* out) {
+        DecodeFp8Block(w.codes + col * w.in + kb * 128, out);
+      },
       [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
 }
 

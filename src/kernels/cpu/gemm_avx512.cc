@@ -64,19 +64,21 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 }
 
 [[gnu::always_inline]] inline void DecodeFp8Block(const uint8_t* codes, __m512* w) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) DecodeE4M3x32(codes + 32 * i, w + 2 * i);
 }
 
 // 128 packed e2m1 weights of one row (64 bytes, 4 scale bytes) -> 8 vectors,
 // each value multiplied by its block scale (exact: powers of two).  Vector
 // 2j holds the even elements of 32-block j, vector 2j+1 the odd ones.
-[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales, __m512* w) {
-  const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                      -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-  #pragma GCC unroll 16
+[[gnu::always_inline]] inline void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales,
+                                                  __m512* w) {
+  const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f,
+                                      -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+#pragma GCC unroll 16
   for (int j = 0; j < 4; ++j) {
-    const __m512 t = _mm512_mul_ps(table, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
+    const __m512 t = _mm512_mul_ps(
+        table, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
     const __m512i d =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + 16 * j)));
     w[2 * j] = _mm512_permutexvar_ps(d, t);  // uses the low 4 bits: low nibble
@@ -86,14 +88,14 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 
 // Up to 128 dense weights of one row -> ceil(count/16) vectors, zero padded.
 [[gnu::always_inline]] inline void DecodeDenseChunk(const bf16* w, int64_t count, __m512* out) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int v = 0; v * 16 < count; ++v) {
     const __m256i h = _mm256_maskz_loadu_epi16(TailMask(count - 16 * v), w + 16 * v);
     out[v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 [[gnu::always_inline]] inline void DecodeDenseChunk(const float* w, int64_t count, __m512* out) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int v = 0; v * 16 < count; ++v) {
     out[v] = _mm512_maskz_loadu_ps(TailMask(count - 16 * v), w + 16 * v);
   }
@@ -105,7 +107,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 [[gnu::always_inline]] inline __m512 Chain8(const __m512* w, const __m512* x) {
   __m512 even = _mm512_mul_ps(w[0], x[0]);
   __m512 odd = _mm512_mul_ps(w[1], x[1]);
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 2; i < kVecs; i += 2) {
     even = _mm512_fmadd_ps(w[i], x[i], even);
     odd = _mm512_fmadd_ps(w[i + 1], x[i + 1], odd);
@@ -118,17 +120,17 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 // l and l+8, then l+4, l+2, l+1.
 [[gnu::always_inline]] inline __m512 Reduce16(const __m512* v) {
   __m512 s[8], t[4], u[2];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 8; ++i) {
     s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
                          _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 4; ++i) {
     t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x88),
                          _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xdd));
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < 2; ++i) {
     u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
                          _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
@@ -153,7 +155,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 }
 
 [[gnu::always_inline]] inline void LoadBlock(const float* x, __m512* out) {
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < kVecs; ++i) out[i] = _mm512_loadu_ps(x + 16 * i);
 }
 
@@ -170,7 +172,7 @@ int64_t Min(int64_t a, int64_t b) { return a < b ? a : b; }
 void TileBlock(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int64_t k,
                const float* x_scales, int64_t num_kb, float sw, int64_t mt, __m512* acc) {
   __m512 lanes[kP], lanes2[kP];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kP; ++c) lanes[c] = lanes2[c] = _mm512_setzero_ps();
   int64_t r = 0;
   for (; r + 2 <= mt; r += 2) {
@@ -199,7 +201,7 @@ template <typename Decode>
                                                int64_t nc, const float* x, float scale,
                                                __m512 acc) {
   __m512 lanes[kP], xa[kVecs], wv[kVecs];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int c = 0; c < kP; ++c) lanes[c] = _mm512_setzero_ps();
   LoadBlock(x, xa);
   for (int64_t c = 0; c < nc; ++c) {
@@ -235,7 +237,8 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
           TileBlock(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
         }
       }
-      for (int64_t r = 0; r < mt; ++r) StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);
+      for (int64_t r = 0; r < mt; ++r)
+        StoreBf16(y + (m0 + r) * n + n0, UnpermuteColumns(acc[r]), nc);
     }
   }
 }
@@ -256,7 +259,7 @@ void DenseTileChunk(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int
     LoadBlock(x + (r + 1) * ldx, xb);
     for (int64_t c = 0; c < nc; ++c) {
       __m512 la = lanes[r][c], lb = lanes[r + 1][c];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int64_t v = 0; v < nv; ++v) {
         la = _mm512_fmadd_ps(wdec[c][v], xa[v], la);
         lb = _mm512_fmadd_ps(wdec[c][v], xb[v], lb);
@@ -270,7 +273,7 @@ void DenseTileChunk(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int
     LoadBlock(x + r * ldx, xa);
     for (int64_t c = 0; c < nc; ++c) {
       __m512 la = lanes[r][c];
-      #pragma GCC unroll 8
+#pragma GCC unroll 8
       for (int64_t v = 0; v < nv; ++v) la = _mm512_fmadd_ps(wdec[c][v], xa[v], la);
       lanes[r][c] = la;
     }
@@ -289,7 +292,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, a.n - n0);
       for (int64_t r = 0; r < mt; ++r) {
-        #pragma GCC unroll 16
+#pragma GCC unroll 16
         for (int c = 0; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
@@ -321,7 +324,9 @@ void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) {
   const int64_t ld_scale = (w.in + 127) / 128;
   BlockScaledPanels(
       a.x, a.x_scales, w.in, w.out, a.y, t,
-      [&](int64_t col, int64_t kb, __m512* out) { DecodeFp8Block(w.codes + col * w.in + kb * 128, out); },
+      [&](int64_t col, int64_t kb, __m512* out) {
+        DecodeFp8Block(w.codes + col * w.in + kb * 128, out);
+      },
       [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
 }
 

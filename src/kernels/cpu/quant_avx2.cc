@@ -20,8 +20,10 @@ namespace {
   const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mag, 20), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(mag, _mm256_set1_epi32(0x7ffff)), lsb);
-  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(rounded, 20), _mm256_set1_epi32(120 << 3));
-  const __m256i sub = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(512.0f)));
+  const __m256i normal =
+      _mm256_sub_epi32(_mm256_srli_epi32(rounded, 20), _mm256_set1_epi32(120 << 3));
+  const __m256i sub =
+      _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(512.0f)));
   const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), mag);  // mag < 2^-6
   return _mm256_or_si256(_mm256_blendv_epi8(normal, sub, is_sub), sign);
 }
@@ -29,7 +31,8 @@ namespace {
 [[gnu::always_inline]] inline __m256 AbsMax8(const bf16* x, int64_t n) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 amax = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(LoadBf16x8(x + i), abs_mask));
+  for (int64_t i = 0; i < n; i += 8)
+    amax = _mm256_max_ps(amax, _mm256_and_ps(LoadBf16x8(x + i), abs_mask));
   return amax;
 }
 
@@ -47,10 +50,11 @@ namespace {
   const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mag, 20), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(mag, _mm256_set1_epi32(0x7ffff)), lsb);
-  const __m256i normal = _mm256_and_si256(rounded, _mm256_set1_epi32(static_cast<int32_t>(0xfff00000u)));
-  const __m256 sub = _mm256_mul_ps(
-      _mm256_cvtepi32_ps(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(512.0f)))),
-      _mm256_set1_ps(1.0f / 512.0f));
+  const __m256i normal =
+      _mm256_and_si256(rounded, _mm256_set1_epi32(static_cast<int32_t>(0xfff00000u)));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtps_epi32(_mm256_mul_ps(
+                                       _mm256_castsi256_ps(mag), _mm256_set1_ps(512.0f)))),
+                                   _mm256_set1_ps(1.0f / 512.0f));
   const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), mag);  // mag < 2^-6
   const __m256i r = _mm256_blendv_epi8(normal, _mm256_castps_si256(sub), is_sub);
   return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
@@ -63,10 +67,11 @@ namespace {
   const __m256i mag = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mag, 22), _mm256_set1_epi32(1));
   const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(mag, _mm256_set1_epi32(0x1fffff)), lsb);
-  const __m256i normal = _mm256_and_si256(rounded, _mm256_set1_epi32(static_cast<int32_t>(0xffc00000u)));
+  const __m256i normal =
+      _mm256_and_si256(rounded, _mm256_set1_epi32(static_cast<int32_t>(0xffc00000u)));
   const __m256 fmag = _mm256_castsi256_ps(mag);
-  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtps_epi32(_mm256_add_ps(fmag, fmag))),
-                                   _mm256_set1_ps(0.5f));
+  const __m256 sub = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_cvtps_epi32(_mm256_add_ps(fmag, fmag))), _mm256_set1_ps(0.5f));
   const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3f800000), mag);  // mag < 1
   const __m256i r = _mm256_blendv_epi8(normal, _mm256_castps_si256(sub), is_sub);
   return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
@@ -76,7 +81,8 @@ namespace {
 [[gnu::always_inline]] inline void StoreBf16x8(bf16* p, __m256 v) {
   const __m256i u = _mm256_castps_si256(v);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
   const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
   r = _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);

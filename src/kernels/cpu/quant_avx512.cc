@@ -30,9 +30,10 @@ namespace {
   const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 20), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(0x7ffff)), lsb);
-  const __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32(120 << 3));
-  const __m512i sub = _mm512_cvtps_epi32(
-      _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f)));
+  const __m512i normal =
+      _mm512_sub_epi32(_mm512_srli_epi32(rounded, 20), _mm512_set1_epi32(120 << 3));
+  const __m512i sub =
+      _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f)));
   const __mmask16 is_sub = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(0x3c800000));  // 2^-6
   return _mm512_or_si512(_mm512_mask_blend_epi32(is_sub, normal, sub), sign);
 }
@@ -46,10 +47,11 @@ namespace {
   const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 20), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(0x7ffff)), lsb);
-  const __m512i normal = _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int32_t>(0xfff00000u)));
-  const __m512 sub = _mm512_mul_ps(
-      _mm512_cvtepi32_ps(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f)))),
-      _mm512_set1_ps(1.0f / 512.0f));
+  const __m512i normal =
+      _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int32_t>(0xfff00000u)));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtps_epi32(_mm512_mul_ps(
+                                       _mm512_castsi512_ps(mag), _mm512_set1_ps(512.0f)))),
+                                   _mm512_set1_ps(1.0f / 512.0f));
   const __mmask16 is_sub = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(0x3c800000));  // 2^-6
   const __m512i r = _mm512_mask_blend_epi32(is_sub, normal, _mm512_castps_si512(sub));
   return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
@@ -63,10 +65,11 @@ namespace {
   const __m512i mag = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(mag, 22), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(mag, _mm512_set1_epi32(0x1fffff)), lsb);
-  const __m512i normal = _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int32_t>(0xffc00000u)));
-  const __m512 sub = _mm512_mul_ps(
-      _mm512_cvtepi32_ps(_mm512_cvtps_epi32(_mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(mag)))),
-      _mm512_set1_ps(0.5f));
+  const __m512i normal =
+      _mm512_and_si512(rounded, _mm512_set1_epi32(static_cast<int32_t>(0xffc00000u)));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtps_epi32(_mm512_add_ps(
+                                       _mm512_castsi512_ps(mag), _mm512_castsi512_ps(mag)))),
+                                   _mm512_set1_ps(0.5f));
   const __mmask16 is_sub = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(0x3f800000));  // 1.0
   const __m512i r = _mm512_mask_blend_epi32(is_sub, normal, _mm512_castps_si512(sub));
   return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
@@ -76,7 +79,8 @@ namespace {
 [[gnu::always_inline]] inline void StoreBf16x16(bf16* p, __m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  __m512i r =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
@@ -102,7 +106,8 @@ template <typename Scale, typename Round>
 
 void QuantizeBlock(const bf16* x, int64_t block, uint8_t* codes, float* scale) {
   __m512 amax = _mm512_setzero_ps();
-  for (int64_t i = 0; i < block; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(LoadBf16x16(x + i)));
+  for (int64_t i = 0; i < block; i += 16)
+    amax = _mm512_max_ps(amax, _mm512_abs_ps(LoadBf16x16(x + i)));
   const float s = ref::Fp8BlockScale(_mm512_reduce_max_ps(amax));
   // s is a power of two in [2^-22, 2^120], so 1/s is exact and x·(1/s)
   // rounds exactly like x/s.

@@ -41,8 +41,8 @@ struct Tables {
 
 }  // namespace
 
-void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
-             bf16* y, ThreadPool* /*pool*/) {
+void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
+             ThreadPool* /*pool*/) {
   DSV4_CHECK(w.in % 128 == 0);
   const Tables t;
   const int64_t num_kb = w.in / 128;
@@ -64,8 +64,8 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   }
 }
 
-void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w,
-             bf16* y, ThreadPool* /*pool*/) {
+void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
+             ThreadPool* /*pool*/) {
   DSV4_CHECK(w.in % 128 == 0);
   const Tables t;
   const int64_t num_j = w.in / 32;
@@ -88,8 +88,8 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   }
 }
 
-void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n,
-              bf16* y, int64_t ldy, ThreadPool* /*pool*/) {
+void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
+              int64_t ldy, ThreadPool* /*pool*/) {
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t c = 0; c < n; ++c) {
       float acc = 0.0f;

@@ -60,13 +60,13 @@ uint8_t E2M1FromF32(float x) {
 }
 
 float Fp8BlockScale(float amax) {
-  const float floor = BitsToF32(0x38d1b717u);  // fp32(1e-4)
+  const float floor = BitsToF32(0x38d1b717u);    // fp32(1e-4)
   const float inv_max = BitsToF32(0x3b124925u);  // fp32(1/448)
   return CeilPow2FromBits(std::fmax(amax, floor) * inv_max);
 }
 
 float Fp4BlockScale(float amax) {
-  const float floor = BitsToF32(0x01c00000u);  // 6·2^-126
+  const float floor = BitsToF32(0x01c00000u);    // 6·2^-126
   const float inv_max = BitsToF32(0x3e2aaaabu);  // fp32(1/6)
   return CeilPow2FromBits(std::fmax(amax, floor) * inv_max);
 }

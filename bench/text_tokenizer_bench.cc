@@ -8,8 +8,8 @@
 // (like prompts); --ids-out writes all ids as little-endian int32 so the two
 // engines' outputs can be compared byte for byte.
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -38,7 +38,9 @@ std::string ReadAll(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s TOKENIZER_JSON CORPUS [--overlay F] [--ids-out F] [--repeat N]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s TOKENIZER_JSON CORPUS [--overlay F] [--ids-out F] [--repeat N]\n",
+                 argv[0]);
     return 2;
   }
   std::string overlay, ids_out;
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", tok.status().ToString().c_str());
     return 1;
   }
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string corpus = ReadAll(argv[2]);
   std::vector<std::string_view> docs;
   for (size_t pos = 0; pos <= corpus.size();) {
@@ -77,7 +80,8 @@ int main(int argc, char** argv) {
       const auto ids = (*tok)->Encode(d);
       all.insert(all.end(), ids.begin(), ids.end());
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = ThreadCpuSeconds() - cpu_start;
     best = std::min(best, s);
     best_cpu = std::min(best_cpu, cpu);
@@ -85,12 +89,14 @@ int main(int argc, char** argv) {
     std::printf("dsv4 run %d: wall %.3f s (%.2f MB/s), cpu %.3f s (%.2f MB/s)\n", r, s,
                 corpus.size() / s / 1e6, cpu, corpus.size() / cpu / 1e6);
   }
-  std::printf("dsv4: load %.2f s; %zu bytes, %zu docs, %zu ids; best wall %.2f MB/s, best cpu %.2f MB/s\n",
-              load_s, corpus.size(), docs.size(), num_ids, corpus.size() / best / 1e6,
-              corpus.size() / best_cpu / 1e6);
+  std::printf(
+      "dsv4: load %.2f s; %zu bytes, %zu docs, %zu ids; best wall %.2f MB/s, best cpu %.2f MB/s\n",
+      load_s, corpus.size(), docs.size(), num_ids, corpus.size() / best / 1e6,
+      corpus.size() / best_cpu / 1e6);
   if (!ids_out.empty()) {
     std::ofstream f(ids_out, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(all.data()), static_cast<std::streamsize>(all.size() * 4));
+    f.write(reinterpret_cast<const char*>(all.data()),
+            static_cast<std::streamsize>(all.size() * 4));
   }
   return 0;
 }

@@ -27,7 +27,8 @@ void AddedTokenMatcher::Trie::Insert(std::string_view key, int32_t token_index) 
   nodes_[node].token_index = token_index;
 }
 
-size_t AddedTokenMatcher::Trie::LongestAt(std::string_view text, size_t pos, int32_t* token_index) const {
+size_t AddedTokenMatcher::Trie::LongestAt(std::string_view text, size_t pos,
+                                          int32_t* token_index) const {
   if (!first_byte_[static_cast<uint8_t>(text[pos])]) return 0;
   size_t best = 0;
   int32_t node = 0;
@@ -45,13 +46,15 @@ size_t AddedTokenMatcher::Trie::LongestAt(std::string_view text, size_t pos, int
   return best;
 }
 
-Result<std::unique_ptr<AddedTokenMatcher>> AddedTokenMatcher::Create(const std::vector<AddedToken>& tokens) {
+Result<std::unique_ptr<AddedTokenMatcher>> AddedTokenMatcher::Create(
+    const std::vector<AddedToken>& tokens) {
   std::unique_ptr<AddedTokenMatcher> m(new AddedTokenMatcher());
   m->tokens_ = tokens;
   bool needs_classes = false;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const AddedToken& t = tokens[i];
-    if (t.content.empty()) return InvalidArgument("tokenizer: added token {} has empty content", t.id);
+    if (t.content.empty())
+      return InvalidArgument("tokenizer: added token {} has empty content", t.id);
     (t.normalized ? m->normalized_ : m->raw_).Insert(t.content, static_cast<int32_t>(i));
     needs_classes |= t.lstrip || t.rstrip || t.single_word;
   }

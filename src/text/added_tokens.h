@@ -65,15 +65,16 @@ class AddedTokenMatcher {
   };
 
   AddedTokenMatcher() = default;
-  void SplitWith(const Trie& trie, std::string_view text, size_t base, std::vector<Segment>& out) const;
+  void SplitWith(const Trie& trie, std::string_view text, size_t base,
+                 std::vector<Segment>& out) const;
   bool WordCharBefore(std::string_view text, size_t pos) const;
   bool WordCharAfter(std::string_view text, size_t pos) const;
   size_t SpacesBefore(std::string_view text, size_t pos, size_t floor) const;
   size_t SpacesAfter(std::string_view text, size_t pos) const;
 
   std::vector<AddedToken> tokens_;
-  Trie raw_;         // normalized == false
-  Trie normalized_;  // normalized == true
+  Trie raw_;                           // normalized == false
+  Trie normalized_;                    // normalized == true
   std::unique_ptr<Regex> word_char_;   // \w
   std::unique_ptr<Regex> space_char_;  // \s
 };

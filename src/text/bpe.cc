@@ -86,15 +86,18 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(std::vector<std::string> toke
   std::vector<std::pair<std::string_view, int32_t>> entries;
   entries.reserve(m->token_bytes_.size());
   for (size_t id = 0; id < m->token_bytes_.size(); ++id) {
-    if (!m->token_bytes_[id].empty()) entries.emplace_back(m->token_bytes_[id], static_cast<int32_t>(id));
+    if (!m->token_bytes_[id].empty())
+      entries.emplace_back(m->token_bytes_[id], static_cast<int32_t>(id));
   }
   m->vocab_.Build(entries);
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
     m->byte_ids_[b] = m->vocab_.Find(std::string_view(&c, 1));
     if (m->byte_ids_[b] < 0) {
-      return InvalidArgument("tokenizer: byte 0x{:02x} has no vocabulary entry (byte-level BPE "
-                             "without byte fallback needs all 256)", b);
+      return InvalidArgument(
+          "tokenizer: byte 0x{:02x} has no vocabulary entry (byte-level BPE "
+          "without byte fallback needs all 256)",
+          b);
     }
   }
   size_t cap = 16;
@@ -108,7 +111,8 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Create(std::vector<std::string> toke
     while (m->merges_[i].key != ~0ull && m->merges_[i].key != key) i = (i + 1) & m->merge_mask_;
     // Real files never repeat a pair; rejecting one avoids guessing which
     // rank the author meant.
-    if (m->merges_[i].key == key) return InvalidArgument("tokenizer: duplicate merge at rank {}", rank);
+    if (m->merges_[i].key == key)
+      return InvalidArgument("tokenizer: duplicate merge at rank {}", rank);
     m->merges_[i] = MergeSlot{key, static_cast<int32_t>(rank), mg.merged};
   }
   // The lock-free cache: every vocabulary entry that BPE maps back to itself.
@@ -185,7 +189,7 @@ void BpeModel::MergeUncached(std::string_view piece, std::vector<int32_t>& out) 
 void BpeModel::MergeSmall(std::string_view piece, std::vector<int32_t>& out) const {
   const int n0 = static_cast<int>(piece.size());
   int32_t ids[48];
-  int32_t ranks[48];    // ranks[i]: rank of pair (ids[i], ids[i+1]); INT32_MAX if none
+  int32_t ranks[48];  // ranks[i]: rank of pair (ids[i], ids[i+1]); INT32_MAX if none
   int32_t merged[48];
   int n = n0;
   for (int i = 0; i < n; ++i) ids[i] = byte_ids_[static_cast<uint8_t>(piece[i])];
@@ -226,7 +230,8 @@ void BpeModel::MergeLarge(std::string_view piece, std::vector<int32_t>& out) con
     int32_t next;  // -1 at the ends
   };
   std::vector<Sym> syms(n);
-  for (int i = 0; i < n; ++i) syms[i] = Sym{byte_ids_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  for (int i = 0; i < n; ++i)
+    syms[i] = Sym{byte_ids_[static_cast<uint8_t>(piece[i])], i - 1, i + 1 < n ? i + 1 : -1};
   struct Cand {
     int32_t rank;
     int32_t pos;  // index of the left symbol (its byte offset: stable under merges)

@@ -103,7 +103,8 @@ class BpeModel {
   };
   struct CacheShard {
     std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>> map;  // GUARDED_BY(mu)
+    std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>>
+        map;  // GUARDED_BY(mu)
   };
   static constexpr int kNumShards = 16;
   static constexpr size_t kMaxShardEntries = 8192;

@@ -32,7 +32,8 @@ constexpr std::string_view kToolsHead =
     "by writing a \"<｜DSML｜tool_calls>\" block like the following:\n\n"
     "<｜DSML｜tool_calls>\n"
     "<｜DSML｜invoke name=\"$TOOL_NAME\">\n"
-    "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"$PARAMETER_NAME\" "
+    "string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n"
     "...\n"
     "</｜DSML｜invoke>\n"
     "<｜DSML｜invoke name=\"$TOOL_NAME2\">\n"
@@ -40,7 +41,8 @@ constexpr std::string_view kToolsHead =
     "</｜DSML｜invoke>\n"
     "</｜DSML｜tool_calls>\n\n"
     "String parameters should be specified as is and set `string=\"true\"`. For all other types "
-    "(numbers, booleans, arrays, objects), pass the value in JSON format and set `string=\"false\"`.\n\n"
+    "(numbers, booleans, arrays, objects), pass the value in JSON format and set "
+    "`string=\"false\"`.\n\n"
     "If thinking_mode is enabled (triggered by <think>), you MUST output your complete reasoning "
     "inside <think>...</think> BEFORE any tool calls or final response.\n\n"
     "Otherwise, output directly after </think> with tool calls or final response.\n\n"
@@ -72,14 +74,21 @@ bool IsNone(const Json* v) { return v == nullptr || v->is_null(); }
 bool Truthy(const Json* v) {
   if (IsNone(v)) return false;
   switch (v->type()) {
-    case Json::value_t::boolean: return v->get<bool>();
-    case Json::value_t::number_integer: return v->get<int64_t>() != 0;
-    case Json::value_t::number_unsigned: return v->get<uint64_t>() != 0;
-    case Json::value_t::number_float: return v->get<double>() != 0.0;
-    case Json::value_t::string: return !v->get_ref<const std::string&>().empty();
+    case Json::value_t::boolean:
+      return v->get<bool>();
+    case Json::value_t::number_integer:
+      return v->get<int64_t>() != 0;
+    case Json::value_t::number_unsigned:
+      return v->get<uint64_t>() != 0;
+    case Json::value_t::number_float:
+      return v->get<double>() != 0.0;
+    case Json::value_t::string:
+      return !v->get_ref<const std::string&>().empty();
     case Json::value_t::array:
-    case Json::value_t::object: return !v->empty();
-    default: return false;
+    case Json::value_t::object:
+      return !v->empty();
+    default:
+      return false;
   }
 }
 
@@ -93,12 +102,17 @@ std::string RoleOf(const Json& msg) {
 Result<std::string> PyStr(const Json* v, const char* what) {
   if (IsNone(v)) return std::string("None");
   switch (v->type()) {
-    case Json::value_t::string: return v->get<std::string>();
-    case Json::value_t::boolean: return std::string(v->get<bool>() ? "True" : "False");
-    case Json::value_t::number_float: return PyFloatRepr(v->get<double>());
+    case Json::value_t::string:
+      return v->get<std::string>();
+    case Json::value_t::boolean:
+      return std::string(v->get<bool>() ? "True" : "False");
+    case Json::value_t::number_float:
+      return PyFloatRepr(v->get<double>());
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return PyJsonDumps(*v);
-    default: return InvalidArgument("chat encoding: {} must be a string, got {}", what, v->type_name());
+    case Json::value_t::number_unsigned:
+      return PyJsonDumps(*v);
+    default:
+      return InvalidArgument("chat encoding: {} must be a string, got {}", what, v->type_name());
   }
 }
 
@@ -124,14 +138,16 @@ Result<std::vector<Json>> MergeToolMessages(const std::vector<Json>& messages) {
       if (prev_user_blocks) {
         merged.back()["content_blocks"].push_back(std::move(block));
       } else {
-        merged.push_back(Json{{"role", "user"}, {"content_blocks", Json::array({std::move(block)})}});
+        merged.push_back(
+            Json{{"role", "user"}, {"content_blocks", Json::array({std::move(block)})}});
       }
     } else if (role == "user") {
       Json text_block = {{"type", "text"}, {"text", msg.value("content", Json(""))}};
       if (prev_user_blocks && IsNone(Get(merged.back(), "task"))) {
         merged.back()["content_blocks"].push_back(std::move(text_block));
       } else {
-        Json m = {{"role", "user"}, {"content", msg.value("content", Json(""))},
+        Json m = {{"role", "user"},
+                  {"content", msg.value("content", Json(""))},
                   {"content_blocks", Json::array({std::move(text_block)})}};
         for (const char* key : {"task", "wo_eos", "mask"}) {
           if (msg.contains(key)) m[key] = msg[key];
@@ -165,7 +181,8 @@ void SortToolResultsByCallOrder(std::vector<Json>& messages) {
         }
         if (Truthy(id)) order[PyJsonDumps(*id)] = static_cast<int>(i);
       }
-    } else if (role == "user" && Truthy(Get(msg, "content_blocks")) && msg["content_blocks"].is_array()) {
+    } else if (role == "user" && Truthy(Get(msg, "content_blocks")) &&
+               msg["content_blocks"].is_array()) {
       Json& blocks = msg["content_blocks"];
       std::vector<Json> results;
       for (const Json& b : blocks) {
@@ -220,7 +237,8 @@ Result<std::string> RenderTools(const Json& tools) {
   bool first = true;
   for (const Json& tool : tools) {
     const Json* fn = Get(tool, "function");
-    if (fn == nullptr) return InvalidArgument("chat encoding: every tool needs a 'function' member");
+    if (fn == nullptr)
+      return InvalidArgument("chat encoding: every tool needs a 'function' member");
     if (!first) out += '\n';
     first = false;
     PyJsonDumpsTo(*fn, out);
@@ -253,14 +271,16 @@ Result<std::string> RenderArguments(const Json& call) {
   Json args;
   if (raw->is_string()) args = Json::parse(raw->get<std::string>(), nullptr, false);
   if (!raw->is_string() || args.is_discarded()) args = Json{{"arguments", *raw}};
-  if (!args.is_object()) return InvalidArgument("chat encoding: tool call arguments must be a JSON object");
+  if (!args.is_object())
+    return InvalidArgument("chat encoding: tool call arguments must be a JSON object");
   std::string out;
   bool first = true;
   for (const auto& [key, value] : args.items()) {
     if (!first) out += '\n';
     first = false;
     const bool is_str = value.is_string();
-    out += "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (is_str ? "true" : "false") + "\">";
+    out +=
+        "<｜DSML｜parameter name=\"" + key + "\" string=\"" + (is_str ? "true" : "false") + "\">";
     if (is_str) {
       out += value.get_ref<const std::string&>();
     } else {
@@ -296,11 +316,13 @@ Result<std::string> RenderToolResult(const Json& block) {
   if (content != nullptr && content->is_array()) {
     std::vector<std::string> parts;
     for (const Json& b : *content) {
-      if (!b.is_object()) return InvalidArgument("chat encoding: tool content parts must be objects");
+      if (!b.is_object())
+        return InvalidArgument("chat encoding: tool content parts must be objects");
       const Json* type = Get(b, "type");
       if (type && type->is_string() && *type == "text") {
         const Json* t = Get(b, "text");
-        if (t != nullptr && !t->is_string()) return InvalidArgument("chat encoding: text part must be a string");
+        if (t != nullptr && !t->is_string())
+          return InvalidArgument("chat encoding: text part must be a string");
         parts.push_back(t ? t->get<std::string>() : "");
       } else {
         DSV4_ASSIGN_OR_RETURN(std::string tname, PyStr(type, "content part type"));
@@ -330,7 +352,8 @@ Result<std::string> RenderUser(const Json& msg) {
       const Json* t = Get(block, "text");
       // "\n\n".join() needs str: None or a list of parts is a TypeError there.
       if (t != nullptr && !t->is_string()) {
-        return InvalidArgument("chat encoding: user content must be a string (flatten content parts first)");
+        return InvalidArgument(
+            "chat encoding: user content must be a string (flatten content parts first)");
       }
       out += t ? t->get<std::string>() : "";
     } else if (type == "tool_result") {
@@ -383,8 +406,10 @@ Result<std::string> RenderBody(const RenderContext& ctx, int index) {
   }
   if (role == "developer") {
     const Json* content = Get(msg, "content");
-    if (!Truthy(content)) return InvalidArgument("chat encoding: developer message needs non-empty content");
-    if (!content->is_string()) return InvalidArgument("chat encoding: developer content must be a string");
+    if (!Truthy(content))
+      return InvalidArgument("chat encoding: developer message needs non-empty content");
+    if (!content->is_string())
+      return InvalidArgument("chat encoding: developer content must be a string");
     std::string out = std::string(kUser) + content->get<std::string>();
     DSV4_RETURN_IF_ERROR(AppendToolsAndFormat(msg, out));
     return out;
@@ -394,9 +419,11 @@ Result<std::string> RenderBody(const RenderContext& ctx, int index) {
     DSV4_ASSIGN_OR_RETURN(std::string c, PyStr(Get(msg, "content"), "latest_reminder content"));
     return std::string(kLatestReminder) + c;
   }
-  if (role == "tool") return Internal("chat encoding: tool message was not merged into a user turn");
+  if (role == "tool")
+    return Internal("chat encoding: tool message was not merged into a user turn");
   if (role == "assistant") return RenderAssistant(ctx, index);
-  return InvalidArgument("chat encoding: unknown role '{}'", PyJsonDumps(msg.value("role", Json())));
+  return InvalidArgument("chat encoding: unknown role '{}'",
+                         PyJsonDumps(msg.value("role", Json())));
 }
 
 // The text after message `index`: a task token or the generation prompt.
@@ -411,9 +438,11 @@ Result<std::string> RenderTransition(const RenderContext& ctx, int index) {
   const bool thinking = ctx.mode == ThinkingMode::kThinking;
   if (!IsNone(task)) {
     auto it = task->is_string() ? TaskTokens().find(task->get<std::string>()) : TaskTokens().end();
-    if (it == TaskTokens().end()) return InvalidArgument("chat encoding: invalid task {}", PyJsonDumps(*task));
+    if (it == TaskTokens().end())
+      return InvalidArgument("chat encoding: invalid task {}", PyJsonDumps(*task));
     if (it->first != "action") return std::string(it->second);
-    return std::string(kAssistant) + std::string(thinking ? kThinkStart : kThinkEnd) + std::string(it->second);
+    return std::string(kAssistant) + std::string(thinking ? kThinkStart : kThinkEnd) +
+           std::string(it->second);
   }
   const std::string role = RoleOf(msg);
   if (role != "user" && role != "developer") return std::string();
@@ -424,8 +453,9 @@ Result<std::string> RenderTransition(const RenderContext& ctx, int index) {
 Result<std::string> RenderMessage(const RenderContext& ctx, int index) {
   const std::optional<std::string>& effort = ctx.effort;
   if (effort && *effort != "high" && *effort != "max") {
-    return InvalidArgument("chat encoding: invalid reasoning_effort '{}' (V4-Flash accepts high, max or none)",
-                           *effort);
+    return InvalidArgument(
+        "chat encoding: invalid reasoning_effort '{}' (V4-Flash accepts high, max or none)",
+        *effort);
   }
   std::string out;
   if (index == 0 && ctx.mode == ThinkingMode::kThinking && effort == "max") out += kEffortMax;
@@ -480,7 +510,8 @@ Result<std::string> EncodeMessages(const OrderedJson& messages_json, const Encod
     num_to_render = full.size() - DropThinkingMessages(context).size();
     context_len = full.size() - num_to_render;
   }
-  const RenderContext ctx{full, options.thinking_mode, drop, options.reasoning_effort, FindLastUserIndex(full)};
+  const RenderContext ctx{full, options.thinking_mode, drop, options.reasoning_effort,
+                          FindLastUserIndex(full)};
   for (size_t i = 0; i < num_to_render; ++i) {
     DSV4_ASSIGN_OR_RETURN(std::string part, RenderMessage(ctx, static_cast<int>(i + context_len)));
     prompt += part;
@@ -499,8 +530,10 @@ Result<MappedEffort> MapOpenAiReasoningEffort(std::string_view value) {
   } else if (value == "xhigh" || value == "max" || value == "ultra") {
     m.effort = "max";
   } else {
-    return InvalidArgument("reasoning_effort '{}' is not one of none, minimal, low, medium, high, "
-                           "xhigh, max", value);
+    return InvalidArgument(
+        "reasoning_effort '{}' is not one of none, minimal, low, medium, high, "
+        "xhigh, max",
+        value);
   }
   return m;
 }

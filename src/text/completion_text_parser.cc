@@ -1,8 +1,8 @@
 // The official reference parser, parse_message_from_completion_text
 // (encoding.md §5.1), on text.  Strict by design: it exists to pin down the
 // reference's results so the streaming OutputParser can be checked against it.
-#include <optional>
 #include <algorithm>
+#include <optional>
 
 #include "text/output_parser.h"
 #include "text/py_json.h"
@@ -146,7 +146,8 @@ Result<ParsedOutput> ParseCompletionText(std::string_view text, ThinkingMode mod
   }
   if (index != text.size() || (stop && stop != kEos)) return Error("unexpected content at end");
   for (std::string_view sp : {kBos, kEos, kThinkStart, kThinkEnd, kDsml}) {
-    if (out.content.find(sp) != std::string::npos || out.reasoning_content.find(sp) != std::string::npos) {
+    if (out.content.find(sp) != std::string::npos ||
+        out.reasoning_content.find(sp) != std::string::npos) {
       return Error("special token in content");
     }
   }

@@ -54,7 +54,8 @@ std::string JsonEscaped(std::string_view s) {
 
 bool ValidName(std::string_view s) {
   if (s.empty() || s.size() > 256 || !IsValidUtf8(s)) return false;
-  return std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+  return std::none_of(s.begin(), s.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20; });
 }
 
 // Strict JSON with finite numbers only (NaN, Infinity, 1e9999 rejected).
@@ -69,7 +70,8 @@ constexpr size_t kMaxTagBytes = 4096;
 
 Result<OutputParser> OutputParser::Create(const Tokenizer& tokenizer, OutputParserOptions options) {
   for (const char* t : {"<think>", "</think>", "｜DSML｜", "<｜end▁of▁sentence｜>"}) {
-    if (!tokenizer.TokenId(t)) return InvalidArgument("output parser: tokenizer has no token '{}'", t);
+    if (!tokenizer.TokenId(t))
+      return InvalidArgument("output parser: tokenizer has no token '{}'", t);
   }
   return OutputParser(tokenizer, std::move(options));
 }
@@ -182,7 +184,8 @@ void OutputParser::OnMarker(Marker m) {
     case State::kBlock:
     case State::kInvoke:
       if (m == Marker::kDsml) {
-        if (pending_ != "<" && pending_ != "</") return Fail("DSML token outside a tag in a tool block");
+        if (pending_ != "<" && pending_ != "</")
+          return Fail("DSML token outside a tag in a tool block");
         OnDsml(pending_ == "</");
       } else if (m == Marker::kEos && state_ == State::kBlock) {
         // Every call is closed; only </｜DSML｜tool_calls> is missing.
@@ -219,7 +222,8 @@ void OutputParser::OnTextMarker(Marker m) {
       return;
     case Marker::kThinkStart:
       FlushText(0);
-      if (state_ == State::kContent && out_.content.empty() && utf8_.empty()) state_ = State::kReasoning;
+      if (state_ == State::kContent && out_.content.empty() && utf8_.empty())
+        state_ = State::kReasoning;
       return;
     case Marker::kDsml:
       if (pending_.size() >= 2 && pending_.compare(pending_.size() - 2, 2, "</") == 0) {
@@ -296,13 +300,15 @@ void OutputParser::OnTagComplete() {
   const State from = tag_return_;
   const bool closing = tag_closing_;
   const bool bare = tag.attrs.empty();
-  if ((from == State::kReasoning || from == State::kContent) && !closing && tag.name == "tool_calls" && bare) {
+  if ((from == State::kReasoning || from == State::kContent) && !closing &&
+      tag.name == "tool_calls" && bare) {
     FlushUtf8();
     in_tool_block_ = true;
     state_ = State::kBlock;
   } else if (from == State::kBlock && !closing && tag.name == "invoke") {
     const std::string* name = tag.Attr("name");
-    if (name == nullptr || tag.attrs.size() != 1) return Fail("invoke tag needs exactly a name attribute");
+    if (name == nullptr || tag.attrs.size() != 1)
+      return Fail("invoke tag needs exactly a name attribute");
     OpenInvoke(*name);
   } else if (from == State::kBlock && closing && tag.name == "tool_calls" && bare) {
     in_tool_block_ = false;
@@ -310,11 +316,13 @@ void OutputParser::OnTagComplete() {
   } else if (from == State::kInvoke && !closing && tag.name == "parameter") {
     const std::string* key = tag.Attr("name");
     const std::string* str = tag.Attr("string");
-    if (key == nullptr || str == nullptr || tag.attrs.size() != 2 || (*str != "true" && *str != "false")) {
+    if (key == nullptr || str == nullptr || tag.attrs.size() != 2 ||
+        (*str != "true" && *str != "false")) {
       return Fail("parameter tag needs name and string=\"true|false\"");
     }
     OpenParameter(*key, *str == "true");
-  } else if (from == State::kInvoke && closing && (tag.name == "invoke" || tag.name == "tool_calls") && bare) {
+  } else if (from == State::kInvoke && closing &&
+             (tag.name == "invoke" || tag.name == "tool_calls") && bare) {
     CloseInvoke();
     if (tag.name == "tool_calls") {
       in_tool_block_ = false;
@@ -336,7 +344,8 @@ void OutputParser::OpenInvoke(const std::string& name) {
   }
   if (opt_.parse_tool_calls) {
     out_.tool_calls.push_back(ParsedToolCall{name, "", false});
-    delta_.tool_calls.push_back(ToolCallDelta{static_cast<int>(out_.tool_calls.size()) - 1, name, ""});
+    delta_.tool_calls.push_back(
+        ToolCallDelta{static_cast<int>(out_.tool_calls.size()) - 1, name, ""});
   }
   call_open_ = true;
   first_param_ = true;
@@ -377,8 +386,10 @@ Status OutputParser::CloseParameter() {
     return Status::Ok();
   }
   if (!IsStrictJson(value_)) {
-    return InvalidArgument("parameter '{}' has string=\"false\" but its value is not valid JSON "
-                           "(NaN, Infinity and out-of-range numbers are rejected)", param_names_.back());
+    return InvalidArgument(
+        "parameter '{}' has string=\"false\" but its value is not valid JSON "
+        "(NaN, Infinity and out-of-range numbers are rejected)",
+        param_names_.back());
   }
   AppendArguments(value_);
   value_.clear();

@@ -95,12 +95,14 @@ class OutputParser {
  private:
   enum class Marker { kThinkStart, kThinkEnd, kDsml, kEos };
   enum class State {
-    kReasoning, kContent,  // free text
-    kTag,                  // reading a DSML tag up to '>'
-    kBlock,                // inside <tool_calls>, between invokes
-    kInvoke,               // inside an invoke, between parameters
-    kValue,                // inside a parameter value
-    kDone, kError,
+    kReasoning,
+    kContent,  // free text
+    kTag,      // reading a DSML tag up to '>'
+    kBlock,    // inside <tool_calls>, between invokes
+    kInvoke,   // inside an invoke, between parameters
+    kValue,    // inside a parameter value
+    kDone,
+    kError,
   };
   enum class Channel { kReasoning, kContent, kArguments, kNone };
 
@@ -132,18 +134,18 @@ class OutputParser {
   State state_;
   State tag_return_ = State::kContent;  // state that opened the current tag
   bool tag_closing_ = false;
-  std::string pending_;      // held-back text bytes (see FlushText)
-  std::string tag_;          // bytes of the tag being read
-  std::string utf8_;         // incomplete UTF-8 sequence of the current channel
+  std::string pending_;  // held-back text bytes (see FlushText)
+  std::string tag_;      // bytes of the tag being read
+  std::string utf8_;     // incomplete UTF-8 sequence of the current channel
   Channel utf8_channel_ = Channel::kNone;
   bool in_tool_block_ = false;
   bool call_open_ = false;
   bool value_is_string_ = false;
   bool first_param_ = true;
-  std::string value_;        // buffered string="false" value
+  std::string value_;  // buffered string="false" value
   std::vector<std::string> param_names_;
   ParsedOutput out_;
-  ParserDelta delta_;        // accumulates during one Feed/Finish call
+  ParserDelta delta_;  // accumulates during one Feed/Finish call
 };
 
 // The official reference parser `parse_message_from_completion_text` (strict:

@@ -2,7 +2,8 @@
 
 namespace dsv4::text {
 
-Result<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(const std::vector<std::string>& patterns) {
+Result<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(
+    const std::vector<std::string>& patterns) {
   std::unique_ptr<RegexSplitter> s(new RegexSplitter());
   for (const std::string& pattern : patterns) {
     auto re = Regex::Compile(OnigurumaToPcre2(pattern));

@@ -44,13 +44,27 @@ void PyJsonQuoteTo(std::string_view s, std::string& out) {
   for (char c : s) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (u < 0x20) {
           out += "\\u00";
@@ -66,12 +80,24 @@ void PyJsonQuoteTo(std::string_view s, std::string& out) {
 
 void PyJsonDumpsTo(const OrderedJson& v, std::string& out) {
   switch (v.type()) {
-    case OrderedJson::value_t::null: out += "null"; break;
-    case OrderedJson::value_t::boolean: out += v.get<bool>() ? "true" : "false"; break;
-    case OrderedJson::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
-    case OrderedJson::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
-    case OrderedJson::value_t::number_float: out += PyFloatRepr(v.get<double>()); break;
-    case OrderedJson::value_t::string: PyJsonQuoteTo(v.get_ref<const std::string&>(), out); break;
+    case OrderedJson::value_t::null:
+      out += "null";
+      break;
+    case OrderedJson::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      break;
+    case OrderedJson::value_t::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      break;
+    case OrderedJson::value_t::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      break;
+    case OrderedJson::value_t::number_float:
+      out += PyFloatRepr(v.get<double>());
+      break;
+    case OrderedJson::value_t::string:
+      PyJsonQuoteTo(v.get_ref<const std::string&>(), out);
+      break;
     case OrderedJson::value_t::array: {
       out += '[';
       bool first = true;
@@ -97,7 +123,9 @@ void PyJsonDumpsTo(const OrderedJson& v, std::string& out) {
       break;
     }
     case OrderedJson::value_t::binary:
-    case OrderedJson::value_t::discarded: out += "null"; break;
+    case OrderedJson::value_t::discarded:
+      out += "null";
+      break;
   }
 }
 

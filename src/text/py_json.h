@@ -3,9 +3,8 @@
 // non-ASCII raw, only '"', '\\' and C0 controls escaped, floats in repr form.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace dsv4::text {
 

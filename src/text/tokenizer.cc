@@ -2,9 +2,8 @@
 
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "text/bpe.h"
 #include "text/byte_level.h"
@@ -51,7 +50,8 @@ std::string QuoteRegex(const std::string& s) {
 
 Status ParseSplit(const json& step, std::vector<std::string>& patterns) {
   if (step.value("behavior", "") != "Isolated" || step.value("invert", false)) {
-    return InvalidArgument("tokenizer: pre_tokenizer Split supports only behavior=Isolated, invert=false");
+    return InvalidArgument(
+        "tokenizer: pre_tokenizer Split supports only behavior=Isolated, invert=false");
   }
   const json& p = step.value("pattern", json());
   if (p.contains("Regex") && p["Regex"].is_string()) {
@@ -66,8 +66,9 @@ Status ParseSplit(const json& step, std::vector<std::string>& patterns) {
 
 Status ParseByteLevelStep(const json& step) {
   if (step.value("add_prefix_space", false) || step.value("use_regex", true)) {
-    return InvalidArgument("tokenizer: pre_tokenizer ByteLevel supports only add_prefix_space=false, "
-                           "use_regex=false");
+    return InvalidArgument(
+        "tokenizer: pre_tokenizer ByteLevel supports only add_prefix_space=false, "
+        "use_regex=false");
   }
   return Status::Ok();
 }
@@ -85,7 +86,8 @@ Result<std::vector<std::string>> ParsePreTokenizer(const json& pre) {
   bool byte_level = false;
   for (const json& s : steps) {
     const std::string type = s.value("type", "");
-    if (byte_level) return InvalidArgument("tokenizer: pre_tokenizer ByteLevel must be the last step");
+    if (byte_level)
+      return InvalidArgument("tokenizer: pre_tokenizer ByteLevel must be the last step");
     if (type == "Split") {
       DSV4_RETURN_IF_ERROR(ParseSplit(s, patterns));
     } else if (type == "ByteLevel") {
@@ -106,8 +108,9 @@ Status CheckModel(const json& model) {
   }
   if (!is_unset("unk_token") || !is_unset("continuing_subword_prefix") ||
       !is_unset("end_of_word_suffix") || model.value("byte_fallback", false)) {
-    return InvalidArgument("tokenizer: BPE unk_token / continuing_subword_prefix / "
-                           "end_of_word_suffix / byte_fallback are not supported");
+    return InvalidArgument(
+        "tokenizer: BPE unk_token / continuing_subword_prefix / "
+        "end_of_word_suffix / byte_fallback are not supported");
   }
   if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
       !model["merges"].is_array()) {
@@ -128,13 +131,15 @@ Result<Vocab> ParseVocab(const json& vocab_json) {
   std::vector<std::pair<std::string_view, int32_t>> spellings;
   spellings.reserve(vocab_json.size());
   for (const auto& [spelling, id_json] : vocab_json.items()) {
-    if (!id_json.is_number_integer()) return InvalidArgument("tokenizer: vocab id of '{}' not an integer", spelling);
+    if (!id_json.is_number_integer())
+      return InvalidArgument("tokenizer: vocab id of '{}' not an integer", spelling);
     const int64_t id = id_json.get<int64_t>();
     if (id < 0 || id > (1 << 24)) return InvalidArgument("tokenizer: vocab id {} out of range", id);
     if (spelling.empty()) return InvalidArgument("tokenizer: empty vocab entry (id {})", id);
     spellings.emplace_back(spelling, static_cast<int32_t>(id));  // JSON keys are unique
     if (v.decode_bytes.size() <= static_cast<size_t>(id)) v.decode_bytes.resize(id + 1);
-    if (!v.decode_bytes[id].empty()) return InvalidArgument("tokenizer: vocab id {} used twice", id);
+    if (!v.decode_bytes[id].empty())
+      return InvalidArgument("tokenizer: vocab id {} used twice", id);
     auto bytes = byte_map.ToBytes(spelling);
     if (bytes) {
       if (v.token_bytes.size() <= static_cast<size_t>(id)) v.token_bytes.resize(id + 1);
@@ -184,8 +189,8 @@ Result<std::vector<BpeModel::Merge>> ParseMerges(const json& merges_json, const 
 }
 
 Result<AddedToken> ParseAddedToken(const json& t) {
-  if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
-      !t["content"].is_string()) {
+  if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+      !t.contains("content") || !t["content"].is_string()) {
     return InvalidArgument("tokenizer: added token needs integer id and string content");
   }
   AddedToken a;
@@ -196,7 +201,8 @@ Result<AddedToken> ParseAddedToken(const json& t) {
   a.lstrip = t.value("lstrip", false);
   a.rstrip = t.value("rstrip", false);
   a.single_word = t.value("single_word", false);
-  if (a.id < 0 || a.id > (1 << 24)) return InvalidArgument("tokenizer: added token id {} out of range", a.id);
+  if (a.id < 0 || a.id > (1 << 24))
+    return InvalidArgument("tokenizer: added token id {} out of range", a.id);
   return a;
 }
 
@@ -217,7 +223,8 @@ Result<std::vector<AddedToken>> ParseOverlay(const json& o) {
     special_ids = o["confirmed_special_flag"].value("true", std::vector<int64_t>{});
   }
   for (const auto& [content, id] : o["confirmed_v4"].items()) {
-    if (!id.is_number_integer()) return InvalidArgument("tokenizer overlay: id of '{}' not an integer", content);
+    if (!id.is_number_integer())
+      return InvalidArgument("tokenizer overlay: id of '{}' not an integer", content);
     AddedToken a;
     a.id = id.get<int32_t>();
     a.content = content;
@@ -251,7 +258,8 @@ std::vector<AddedToken> MergeAddedTokens(const std::vector<AddedToken>& base,
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path, const std::string& overlay_path) {
+Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path,
+                                                   const std::string& overlay_path) {
   DSV4_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   std::string overlay;
   if (!overlay_path.empty()) {
@@ -273,7 +281,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenize
   if (!decoder.is_null() && decoder.value("type", "") != "ByteLevel") {
     return InvalidArgument("tokenizer: decoder must be ByteLevel");
   }
-  DSV4_ASSIGN_OR_RETURN(std::vector<std::string> patterns, ParsePreTokenizer(j.value("pre_tokenizer", json())));
+  DSV4_ASSIGN_OR_RETURN(std::vector<std::string> patterns,
+                        ParsePreTokenizer(j.value("pre_tokenizer", json())));
   static const json kNoModel = json::object();
   const json& model = j.contains("model") ? j["model"] : kNoModel;  // no copy of the vocab
   DSV4_RETURN_IF_ERROR(CheckModel(model));
@@ -287,7 +296,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenize
   std::vector<std::string>& token_bytes = vocab.token_bytes;
   std::vector<std::string>& decode_bytes = vocab.decode_bytes;
   const size_t num_base = decode_bytes.size();
-  DSV4_ASSIGN_OR_RETURN(tok->bpe_, BpeModel::Create(token_bytes, merges, model.value("ignore_merges", false)));
+  DSV4_ASSIGN_OR_RETURN(tok->bpe_,
+                        BpeModel::Create(token_bytes, merges, model.value("ignore_merges", false)));
 
   // Added tokens (+ overlay).
   const ByteLevelMap byte_map;

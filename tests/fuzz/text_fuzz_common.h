@@ -13,7 +13,8 @@ namespace dsv4::text::fuzz {
 inline const Tokenizer& V4Tokenizer() {
   static const Tokenizer* tok = [] {
     const std::string dir = DSV4_TEST_DATA_DIR "/tokenizer/";
-    auto t = Tokenizer::Load(dir + "deepseek_v3_tokenizer.json", dir + "v4_known_added_tokens.json");
+    auto t =
+        Tokenizer::Load(dir + "deepseek_v3_tokenizer.json", dir + "v4_known_added_tokens.json");
     if (!t.ok()) {
       std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
       std::abort();

@@ -19,10 +19,37 @@ const std::vector<int32_t>& Alphabet() {
   static const std::vector<int32_t> ids = [] {
     const Tokenizer& tok = fuzz::V4Tokenizer();
     std::vector<int32_t> v = {1, 0, 2, 128821, 128822, 128825, 129279, 128803};
-    for (const char* s : {"\n\n", "<", "</", ">\n", "tool_calls>", "invoke name=\"f\">", "invoke",
-                          " name=\"", "parameter name=\"a\" string=\"true\">", "parameter",
-                          " string=\"false\">", "\">", "true", "false", "null", "1", "[", "]", "{", "}",
-                          "\"", ",", ":", "NaN", "1e999", "hello", " ", "\n", "中", "😀", "\\"}) {
+    for (const char* s : {"\n\n",
+                          "<",
+                          "</",
+                          ">\n",
+                          "tool_calls>",
+                          "invoke name=\"f\">",
+                          "invoke",
+                          " name=\"",
+                          "parameter name=\"a\" string=\"true\">",
+                          "parameter",
+                          " string=\"false\">",
+                          "\">",
+                          "true",
+                          "false",
+                          "null",
+                          "1",
+                          "[",
+                          "]",
+                          "{",
+                          "}",
+                          "\"",
+                          ",",
+                          ":",
+                          "NaN",
+                          "1e999",
+                          "hello",
+                          " ",
+                          "\n",
+                          "中",
+                          "😀",
+                          "\\"}) {
       for (int32_t id : tok.Encode(s)) v.push_back(id);
     }
     return v;
@@ -76,21 +103,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Outcome split = Parse(ids, mode, tools, 1 + data[0] % 7);
   const ParsedOutput& a = whole.result;
   const ParsedOutput& b = split.result;
-  fuzz::Require(a.content == b.content && a.reasoning_content == b.reasoning_content, "chunking changed text");
-  fuzz::Require(a.error.ToString() == b.error.ToString() && a.saw_eos == b.saw_eos, "chunking changed state");
+  fuzz::Require(a.content == b.content && a.reasoning_content == b.reasoning_content,
+                "chunking changed text");
+  fuzz::Require(a.error.ToString() == b.error.ToString() && a.saw_eos == b.saw_eos,
+                "chunking changed state");
   fuzz::Require(a.tool_calls.size() == b.tool_calls.size(), "chunking changed calls");
   std::string all_args;
   for (size_t i = 0; i < a.tool_calls.size(); ++i) {
-    fuzz::Require(a.tool_calls[i].arguments == b.tool_calls[i].arguments, "chunking changed arguments");
+    fuzz::Require(a.tool_calls[i].arguments == b.tool_calls[i].arguments,
+                  "chunking changed arguments");
     fuzz::Require(a.tool_calls[i].name == b.tool_calls[i].name, "chunking changed names");
     fuzz::Require(IsValidUtf8(a.tool_calls[i].arguments), "arguments not UTF-8");
     if (a.tool_calls[i].complete) {
       const auto j = OrderedJson::parse(a.tool_calls[i].arguments, nullptr, false);
-      fuzz::Require(!j.is_discarded() && j.is_object(), "complete call with invalid arguments JSON");
+      fuzz::Require(!j.is_discarded() && j.is_object(),
+                    "complete call with invalid arguments JSON");
     }
     all_args += a.tool_calls[i].arguments;
   }
-  fuzz::Require(split.content == b.content && split.reasoning == b.reasoning_content && split.args == all_args,
+  fuzz::Require(split.content == b.content && split.reasoning == b.reasoning_content &&
+                    split.args == all_args,
                 "deltas do not add up");
   fuzz::Require(IsValidUtf8(a.content) && IsValidUtf8(a.reasoning_content), "text not UTF-8");
   (void)ParseCompletionText(tok.Decode(ids), mode);

@@ -13,7 +13,8 @@ using Json = OrderedJson;
 // kwargs of the Python call -> EncodeOptions (an invalid thinking_mode is an error).
 Result<EncodeOptions> OptionsFromKwargs(const Json& kwargs) {
   EncodeOptions o;
-  DSV4_ASSIGN_OR_RETURN(o.thinking_mode, ParseThinkingMode(kwargs.value("thinking_mode", std::string())));
+  DSV4_ASSIGN_OR_RETURN(o.thinking_mode,
+                        ParseThinkingMode(kwargs.value("thinking_mode", std::string())));
   if (kwargs.contains("reasoning_effort") && !kwargs["reasoning_effort"].is_null()) {
     o.reasoning_effort = kwargs["reasoning_effort"].get<std::string>();
   }
@@ -41,7 +42,8 @@ TEST(ChatEncodingTest, OfficialFixturesFromVerbatimFiles) {
     o.thinking_mode = i == 4 ? ThinkingMode::kChat : ThinkingMode::kThinking;
     auto prompt = EncodeMessages(messages, o);
     ASSERT_TRUE(prompt.ok()) << i << ": " << prompt.status().ToString();
-    EXPECT_EQ(*prompt, ReadText(dir + "test_output_" + std::to_string(i) + ".txt")) << "fixture " << i;
+    EXPECT_EQ(*prompt, ReadText(dir + "test_output_" + std::to_string(i) + ".txt"))
+        << "fixture " << i;
   }
 }
 
@@ -94,8 +96,10 @@ TEST(ChatEncodingTest, PyptoGoldensWhereTheyAgreeWithTheOfficialEncoder) {
   EncodeOptions think;
   think.thinking_mode = ThinkingMode::kThinking;
   const Json one = Json::parse(R"([{"role":"user","content":"What is 1+1?"}])");
-  EXPECT_EQ(*EncodeMessages(one, chat), "<｜begin▁of▁sentence｜><｜User｜>What is 1+1?<｜Assistant｜></think>");
-  EXPECT_EQ(*EncodeMessages(one, think), "<｜begin▁of▁sentence｜><｜User｜>What is 1+1?<｜Assistant｜><think>");
+  EXPECT_EQ(*EncodeMessages(one, chat),
+            "<｜begin▁of▁sentence｜><｜User｜>What is 1+1?<｜Assistant｜></think>");
+  EXPECT_EQ(*EncodeMessages(one, think),
+            "<｜begin▁of▁sentence｜><｜User｜>What is 1+1?<｜Assistant｜><think>");
   const Json multi = Json::parse(R"([{"role":"system","content":"Be concise."},
       {"role":"user","content":"What is 1+1?"},{"role":"assistant","content":"2"},
       {"role":"user","content":"And +1?"}])");
@@ -118,13 +122,15 @@ TEST(ChatEncodingTest, PyptoGoldensWhereTheyAgreeWithTheOfficialEncoder) {
   EXPECT_NE(p.find("string=\"false\">true<"), std::string::npos);
   EXPECT_NE(p.find("string=\"false\">null<"), std::string::npos);
   const std::string tail =
-      "<｜User｜><tool_result>Warm</tool_result>\n\n<tool_result>Cold</tool_result><｜Assistant｜><think>";
+      "<｜User｜><tool_result>Warm</tool_result>\n\n<tool_result>Cold</"
+      "tool_result><｜Assistant｜><think>";
   EXPECT_EQ(p.substr(p.size() - tail.size()), tail);
   const Json after = Json::parse(R"([{"role":"user","content":"Q"},
       {"role":"assistant","content":"","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},
       {"role":"tool","tool_call_id":"a","content":"Data"},{"role":"user","content":"Explain it"}])");
   const std::string q = *EncodeMessages(after, chat);
-  const std::string tail2 = "<｜User｜><tool_result>Data</tool_result>\n\nExplain it<｜Assistant｜></think>";
+  const std::string tail2 =
+      "<｜User｜><tool_result>Data</tool_result>\n\nExplain it<｜Assistant｜></think>";
   EXPECT_EQ(q.substr(q.size() - tail2.size()), tail2);
 }
 
@@ -146,18 +152,22 @@ TEST(ChatEncodingTest, Golden0731ToolPromptLengthHeadAndTail) {
   const std::vector<int32_t> ids = testing::V4Tokenizer().Encode(*prompt);
   const Json& c = g["tool_system_case"];
   ASSERT_EQ(ids.size(), c["ids_len"].get<size_t>());
-  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 8), c["ids_head"].get<std::vector<int32_t>>());
-  EXPECT_EQ(std::vector<int32_t>(ids.end() - 8, ids.end()), c["ids_tail"].get<std::vector<int32_t>>());
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + 8),
+            c["ids_head"].get<std::vector<int32_t>>());
+  EXPECT_EQ(std::vector<int32_t>(ids.end() - 8, ids.end()),
+            c["ids_tail"].get<std::vector<int32_t>>());
 }
 
 TEST(ChatEncodingTest, PythonJsonDumpsFormatting) {
-  const Json v = Json::parse(R"({"b": 1, "a": [1.5, 1.0, 1e-7, 1e16, -0.0, 100000.0, 1e5, 0.1, 123456789.125,
+  const Json v =
+      Json::parse(R"({"b": 1, "a": [1.5, 1.0, 1e-7, 1e16, -0.0, 100000.0, 1e5, 0.1, 123456789.125,
       12345678901234567890, -3, true, false, null],
       "s": "q\" b\\ / \n\r\t\b\f \u0001 \u007f \u2028 é 中 😀", "o": {}, "e": []})");
-  EXPECT_EQ(PyJsonDumps(v),
-            "{\"b\": 1, \"a\": [1.5, 1.0, 1e-07, 1e+16, -0.0, 100000.0, 100000.0, 0.1, 123456789.125, "
-            "12345678901234567890, -3, true, false, null], "
-            "\"s\": \"q\\\" b\\\\ / \\n\\r\\t\\b\\f \\u0001 \x7f \u2028 é 中 😀\", \"o\": {}, \"e\": []}");
+  EXPECT_EQ(
+      PyJsonDumps(v),
+      "{\"b\": 1, \"a\": [1.5, 1.0, 1e-07, 1e+16, -0.0, 100000.0, 100000.0, 0.1, 123456789.125, "
+      "12345678901234567890, -3, true, false, null], "
+      "\"s\": \"q\\\" b\\\\ / \\n\\r\\t\\b\\f \\u0001 \x7f \u2028 é 中 😀\", \"o\": {}, \"e\": []}");
   EXPECT_EQ(PyFloatRepr(1e22), "1e+22");
   EXPECT_EQ(PyFloatRepr(1234567890123456.0), "1234567890123456.0");
   EXPECT_EQ(PyFloatRepr(0.0001), "0.0001");
@@ -173,16 +183,18 @@ TEST(ChatEncodingTest, ErrorCases) {
   bad_effort.thinking_mode = ThinkingMode::kThinking;
   bad_effort.reasoning_effort = "low";
   const char* kBad[] = {
-      R"({"role":"user"})",                                            // not a list
-      R"([1])",                                                        // not an object
-      R"([{"role":"robot","content":"x"}])",                           // unknown role
-      R"([{"role":"developer","content":""}])",                        // developer needs content
-      R"([{"role":"user","content":"x","task":"nope"}])",              // invalid task
-      R"([{"role":"user","content":[{"type":"text","text":"x"}]}])",   // list content
-      R"([{"role":"user","content":null}])",                           // None content
-      R"([{"role":"assistant","tool_calls":[{"function":{"name":"f"}}]}])",             // no arguments
-      R"([{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}])",  // not an object
-      R"([{"role":"system","tools":[{"type":"function"}]}])",          // tool without function
+      R"({"role":"user"})",                                           // not a list
+      R"([1])",                                                       // not an object
+      R"([{"role":"robot","content":"x"}])",                          // unknown role
+      R"([{"role":"developer","content":""}])",                       // developer needs content
+      R"([{"role":"user","content":"x","task":"nope"}])",             // invalid task
+      R"([{"role":"user","content":[{"type":"text","text":"x"}]}])",  // list content
+      R"([{"role":"user","content":null}])",                          // None content
+      R"([{"role":"assistant","tool_calls":[{"function":{"name":"f"}}]}])",  // no arguments
+      R"([{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"[1]"}}]}])",  // not
+                                                                                               // an
+                                                                                               // object
+      R"([{"role":"system","tools":[{"type":"function"}]}])",  // tool without function
   };
   for (const char* m : kBad) EXPECT_FALSE(EncodeMessages(Json::parse(m), chat).ok()) << m;
   EXPECT_FALSE(EncodeMessages(Json::parse(R"([{"role":"user","content":"x"}])"), bad_effort).ok());
@@ -197,7 +209,8 @@ TEST(ChatEncodingTest, NonStringArgumentsBecomeOneArgumentsParameter) {
       {"function":{"name":"f","arguments":{"k":[1,"x"]}}}]}])");
   EXPECT_EQ(*EncodeMessages(m, chat),
             "<｜begin▁of▁sentence｜>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
-            "<｜DSML｜parameter name=\"arguments\" string=\"false\">{\"k\": [1, \"x\"]}</｜DSML｜parameter>\n"
+            "<｜DSML｜parameter name=\"arguments\" string=\"false\">{\"k\": [1, "
+            "\"x\"]}</｜DSML｜parameter>\n"
             "</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>");
 }
 

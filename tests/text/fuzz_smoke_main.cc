@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
   int n = 0;
   for (; n < num_mutations; ++n) {
     run(Mutate(seeds, rng));
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds) break;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+        max_seconds)
+      break;
   }
   std::printf("%zu seeds + %d mutations: no property violated\n", seeds.size(), n);
   return 0;

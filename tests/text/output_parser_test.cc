@@ -1,11 +1,11 @@
-#include "text/utf8.h"
 #include "text/output_parser.h"
-
-#include <random>
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "tests/text/text_test_util.h"
+#include "text/utf8.h"
 
 namespace dsv4::text {
 namespace {
@@ -78,7 +78,8 @@ ParsedOutput ParseAllWays(const std::vector<int32_t>& ids, const OutputParserOpt
     EXPECT_EQ(s.result.error.ToString(), whole.result.error.ToString());
     EXPECT_EQ(s.result.saw_eos, whole.result.saw_eos);
     EXPECT_EQ(s.result.tool_calls.size(), whole.result.tool_calls.size());
-    for (size_t i = 0; i < std::min(s.result.tool_calls.size(), whole.result.tool_calls.size()); ++i) {
+    for (size_t i = 0; i < std::min(s.result.tool_calls.size(), whole.result.tool_calls.size());
+         ++i) {
       EXPECT_EQ(s.result.tool_calls[i].name, whole.result.tool_calls[i].name);
       EXPECT_EQ(s.result.tool_calls[i].arguments, whole.result.tool_calls[i].arguments);
       EXPECT_EQ(s.result.tool_calls[i].complete, whole.result.tool_calls[i].complete);
@@ -138,7 +139,8 @@ TEST(CompletionTextParserTest, DerivedParseCases) {
     ASSERT_EQ(r->tool_calls.size(), e["tool_calls"].size()) << c["name"];
     for (size_t i = 0; i < r->tool_calls.size(); ++i) {
       EXPECT_EQ(r->tool_calls[i].name, e["tool_calls"][i]["function"]["name"].get<std::string>());
-      EXPECT_EQ(r->tool_calls[i].arguments, e["tool_calls"][i]["function"]["arguments"].get<std::string>());
+      EXPECT_EQ(r->tool_calls[i].arguments,
+                e["tool_calls"][i]["function"]["arguments"].get<std::string>());
     }
   }
   EXPECT_EQ(n, 11);
@@ -194,7 +196,9 @@ TEST(OutputParserTest, LenientWhereTheReferenceRejects) {
   EXPECT_EQ(r.content, "abctail");
   EXPECT_EQ(r.tool_calls.size(), 1u);
   // </｜DSML｜tool_calls> may close the open invoke.
-  r = ParseText("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜tool_calls>" + std::string(kEos), {});
+  r = ParseText("\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜tool_calls>" +
+                    std::string(kEos),
+                {});
   EXPECT_TRUE(r.error.ok()) << r.error.ToString();
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{}");
@@ -207,11 +211,13 @@ TEST(OutputParserTest, OfficialFixtureParseChecks) {
   const size_t a = p1.find(open) + open.size();
   const std::string first = p1.substr(a, p1.find("<｜User｜>", a) - a);
   ParsedOutput r = ParseText(first, Thinking());
-  EXPECT_EQ(r.reasoning_content, "The user wants to know the weather in Beijing. I should use the get_weather tool.");
+  EXPECT_EQ(r.reasoning_content,
+            "The user wants to know the weather in Beijing. I should use the get_weather tool.");
   EXPECT_EQ(r.content, "");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(Json::parse(r.tool_calls[0].arguments), Json::parse(R"({"location":"Beijing","unit":"celsius"})"));
+  EXPECT_EQ(Json::parse(r.tool_calls[0].arguments),
+            Json::parse(R"({"location":"Beijing","unit":"celsius"})"));
   r = ParseText(p1.substr(p1.rfind(open) + open.size()), Thinking());
   EXPECT_EQ(r.reasoning_content, "Got the weather data. Let me format a nice response.");
   EXPECT_NE(r.content.find("22°C"), std::string::npos);
@@ -223,19 +229,25 @@ TEST(OutputParserTest, OfficialFixtureParseChecks) {
 }
 
 TEST(OutputParserTest, ComplexValuesRoundTrip) {
-  const std::string text_value = std::string("杭州 \"quoted\" \\ slash\n tab\t nul") + '\0' + " <xml> </think>";
+  const std::string text_value =
+      std::string("杭州 \"quoted\" \\ slash\n tab\t nul") + '\0' + " <xml> </think>";
   const std::string completion =
       "r</think>" +
       Block({Invoke("search", {Param("text", text_value, true), Param("n", "2", false),
                                Param("flag", "true", false), Param("nothing", "null", false),
-                               Param("items", "[1, \"x\"]", false), Param("options", "{\"v\": false}", false)}),
+                               Param("items", "[1, \"x\"]", false),
+                               Param("options", "{\"v\": false}", false)}),
              Invoke("ping", {}), Invoke("other", {Param("text", "second", true)})}) +
       kEos;
   const ParsedOutput r = ParseText(completion, Thinking());
   ASSERT_TRUE(r.error.ok()) << r.error.ToString();
   ASSERT_EQ(r.tool_calls.size(), 3u);
-  Json expected = {{"text", text_value}, {"n", 2}, {"flag", true}, {"nothing", nullptr},
-                   {"items", Json::array({1, "x"})}, {"options", {{"v", false}}}};
+  Json expected = {{"text", text_value},
+                   {"n", 2},
+                   {"flag", true},
+                   {"nothing", nullptr},
+                   {"items", Json::array({1, "x"})},
+                   {"options", {{"v", false}}}};
   EXPECT_EQ(Json::parse(r.tool_calls[0].arguments), expected);
   EXPECT_EQ(r.tool_calls[1].name, "ping");
   EXPECT_EQ(r.tool_calls[1].arguments, "{}");
@@ -266,7 +278,9 @@ TEST(OutputParserTest, LookAlikeTextIsContent) {
 TEST(OutputParserTest, NonStringValuesMustBeStrictJson) {
   for (const char* bad : {"NaN", "Infinity", "-Infinity", "1e9999", "broken", "[1,", "{'a': 1}"}) {
     const ParsedOutput r =
-        ParseText("\n\n<｜DSML｜tool_calls>\n" + Invoke("f", {Param("x", bad, false)}) + "\n</｜DSML｜tool_calls>" + kEos, {});
+        ParseText("\n\n<｜DSML｜tool_calls>\n" + Invoke("f", {Param("x", bad, false)}) +
+                      "\n</｜DSML｜tool_calls>" + kEos,
+                  {});
     EXPECT_FALSE(r.error.ok()) << bad;
     EXPECT_EQ(r.content, "") << bad;
     ASSERT_EQ(r.tool_calls.size(), 1u);
@@ -275,8 +289,9 @@ TEST(OutputParserTest, NonStringValuesMustBeStrictJson) {
 }
 
 TEST(OutputParserTest, TruncatedCallIsIncomplete) {
-  const std::string text = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
-                           "<｜DSML｜parameter name=\"text\" string=\"true\">unfinished";
+  const std::string text =
+      "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
+      "<｜DSML｜parameter name=\"text\" string=\"true\">unfinished";
   const ParsedOutput r = ParseText(text, {});  // no EOS: stopped by length
   EXPECT_TRUE(r.error.ok());
   ASSERT_EQ(r.tool_calls.size(), 1u);
@@ -294,16 +309,26 @@ TEST(OutputParserTest, MalformedMarkupIsAnErrorNeverContent) {
   known.tool_names = {"f"};
   const std::string ok_param = Param("a", "x", true);
   const std::vector<std::pair<std::string, OutputParserOptions>> cases = {
-      {"before" + Block({Invoke("g", {ok_param})}) + kEos, known},                       // unknown tool
-      {"before" + Block({Invoke("f", {ok_param, ok_param})}) + kEos, {}},                // duplicate parameter
-      {"before\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke nam=\"f\">\n" + std::string(kEos), {}},  // bad header
-      {"before\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\" x=\"y\">\n" + std::string(kEos), {}},
-      {"before\n\n<｜DSML｜toolcalls>\n" + std::string(kEos), {}},                       // malformed opener
-      {"before\n\n<｜DSML｜tool_calls>\nstray" + std::string(kEos), {}},                 // stray text
-      {"before｜DSML｜ after" + std::string(kEos), {}},                                  // DSML outside a tag
-      {"before</｜DSML｜invoke>" + std::string(kEos), {}},                               // stray closer
-      {"before" + Block({Invoke("f", {"<｜DSML｜parameter name=\"a\" string=\"maybe\">x</｜DSML｜parameter>"})}) + kEos, {}},
-      {"before" + Block({Invoke("f", {"<｜DSML｜parameter name=\"a\" string=\"true\">x<｜DSML｜invoke"})}) + kEos, {}},
+      {"before" + Block({Invoke("g", {ok_param})}) + kEos, known},         // unknown tool
+      {"before" + Block({Invoke("f", {ok_param, ok_param})}) + kEos, {}},  // duplicate parameter
+      {"before\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke nam=\"f\">\n" + std::string(kEos),
+       {}},  // bad header
+      {"before\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\" x=\"y\">\n" + std::string(kEos),
+       {}},
+      {"before\n\n<｜DSML｜toolcalls>\n" + std::string(kEos), {}},        // malformed opener
+      {"before\n\n<｜DSML｜tool_calls>\nstray" + std::string(kEos), {}},  // stray text
+      {"before｜DSML｜ after" + std::string(kEos), {}},                   // DSML outside a tag
+      {"before</｜DSML｜invoke>" + std::string(kEos), {}},                // stray closer
+      {"before" +
+           Block({Invoke(
+               "f", {"<｜DSML｜parameter name=\"a\" string=\"maybe\">x</｜DSML｜parameter>"})}) +
+           kEos,
+       {}},
+      {"before" +
+           Block(
+               {Invoke("f", {"<｜DSML｜parameter name=\"a\" string=\"true\">x<｜DSML｜invoke"})}) +
+           kEos,
+       {}},
   };
   for (const auto& [text, opt] : cases) {
     const ParsedOutput r = ParseText(text, opt);
@@ -316,7 +341,8 @@ TEST(OutputParserTest, MalformedMarkupIsAnErrorNeverContent) {
 TEST(OutputParserTest, ToolChoiceNoneConsumesBlocksSilently) {
   OutputParserOptions none;
   none.parse_tool_calls = false;
-  const ParsedOutput r = ParseText("before" + Block({Invoke("f", {Param("a", "x", true)})}) + "after" + kEos, none);
+  const ParsedOutput r =
+      ParseText("before" + Block({Invoke("f", {Param("a", "x", true)})}) + "after" + kEos, none);
   EXPECT_TRUE(r.error.ok());
   EXPECT_EQ(r.content, "beforeafter");
   EXPECT_TRUE(r.tool_calls.empty());
@@ -327,30 +353,37 @@ TEST(OutputParserTest, BrokenUtf8NeverReachesOutput) {
   // Content "a" + the first two bytes of 中 + "b", then a string value with a lone 0xff.
   std::vector<int32_t> ids = tok.Encode("a");
   for (char c : std::string("\xe4\xb8")) ids.push_back(tok.Encode(std::string(1, c))[0]);
-  for (int32_t id : tok.Encode("b\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">"))
+  for (int32_t id : tok.Encode("b\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke "
+                               "name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">"))
     ids.push_back(id);
   ids.push_back(tok.Encode("\xff")[0]);
-  for (int32_t id : tok.Encode("</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>"))
+  for (int32_t id : tok.Encode(
+           "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>"))
     ids.push_back(id);
   const ParsedOutput r = ParseAllWays(ids, {});
   EXPECT_TRUE(r.error.ok()) << r.error.ToString();
-  EXPECT_EQ(r.content, "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(r.content,
+            "a\xEF\xBF\xBD"
+            "b");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\": \"\xEF\xBF\xBD\"}");
 }
 
 TEST(OutputParserTest, RandomIdsNeverCrashAndChunkingNeverMatters) {
   const Tokenizer& tok = V4Tokenizer();
-  const std::vector<int32_t> pool = {1, 128821, 128822, 128825, 0, 2, 128803, 129000, -5, 271, 30, 1718, 1018};
-  const std::vector<int32_t> vocab = tok.Encode("tool_calls invoke parameter name=\"x\" string=\"true\" > < / \n 1 [ ] {");
+  const std::vector<int32_t> pool = {1,      128821, 128822, 128825, 0,    2,   128803,
+                                     129000, -5,     271,    30,     1718, 1018};
+  const std::vector<int32_t> vocab =
+      tok.Encode("tool_calls invoke parameter name=\"x\" string=\"true\" > < / \n 1 [ ] {");
   std::mt19937 rng(3);
   for (int iter = 0; iter < 200; ++iter) {
     std::vector<int32_t> ids;
     const int n = static_cast<int>(rng() % 40);
     for (int i = 0; i < n; ++i) {
       const uint32_t k = rng() % 3;
-      ids.push_back(k == 0 ? pool[rng() % pool.size()] : k == 1 ? vocab[rng() % vocab.size()]
-                                                                 : static_cast<int32_t>(rng() % 128000));
+      ids.push_back(k == 0   ? pool[rng() % pool.size()]
+                    : k == 1 ? vocab[rng() % vocab.size()]
+                             : static_cast<int32_t>(rng() % 128000));
     }
     OutputParserOptions opt;
     opt.thinking_mode = iter % 2 ? ThinkingMode::kThinking : ThinkingMode::kChat;

@@ -3,17 +3,19 @@
 // tests/data/tokenizer/README.md), loaded once per test binary.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "text/tokenizer.h"
 
 namespace dsv4::text::testing {
 
-inline std::string DataPath(const std::string& rel) { return std::string(DSV4_TEST_DATA_DIR) + "/" + rel; }
+inline std::string DataPath(const std::string& rel) {
+  return std::string(DSV4_TEST_DATA_DIR) + "/" + rel;
+}
 
 inline std::string ReadText(const std::string& rel) {
   std::ifstream f(DataPath(rel), std::ios::binary);

@@ -1,11 +1,11 @@
 #include "text/tokenizer.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/text/text_test_util.h"
 #include "text/detokenizer.h"
@@ -25,11 +25,16 @@ TEST(TokenizerTest, SpecialTokenIds) {
   const Tokenizer& tok = V4Tokenizer();
   EXPECT_EQ(tok.vocab_size(), 129280);
   EXPECT_EQ(tok.num_base_tokens(), 128000);
-  const std::pair<const char*, int32_t> kExpected[] = {
-      {"<｜begin▁of▁sentence｜>", 0}, {"<｜end▁of▁sentence｜>", 1}, {"<｜User｜>", 128803},
-      {"<｜Assistant｜>", 128804},     {"<think>", 128821},           {"</think>", 128822},
-      {"｜DSML｜", 128825},             {"<｜latest_reminder｜>", 128828}, {"<｜image｜>", 129279},
-      {"Ġthe", 270}};
+  const std::pair<const char*, int32_t> kExpected[] = {{"<｜begin▁of▁sentence｜>", 0},
+                                                       {"<｜end▁of▁sentence｜>", 1},
+                                                       {"<｜User｜>", 128803},
+                                                       {"<｜Assistant｜>", 128804},
+                                                       {"<think>", 128821},
+                                                       {"</think>", 128822},
+                                                       {"｜DSML｜", 128825},
+                                                       {"<｜latest_reminder｜>", 128828},
+                                                       {"<｜image｜>", 129279},
+                                                       {"Ġthe", 270}};
   for (const auto& [s, id] : kExpected) {
     ASSERT_TRUE(tok.TokenId(s).has_value()) << s;
     EXPECT_EQ(*tok.TokenId(s), id) << s;
@@ -101,9 +106,12 @@ TEST(TokenizerTest, HostedApiPromptCounts) {
   const json g = json::parse(ReadText("tokenizer/api_prompt_counts/api_prompt_counts.json"));
   const Tokenizer& tok = V4Tokenizer();
   for (const auto& [name, c] : g["cases"].items()) {
-    const std::string body = ReadText("tokenizer/api_prompt_counts/" + c["prompt_file"].get<std::string>());
-    const std::string prompt = "<｜begin▁of▁sentence｜><｜User｜>" + body + "<｜Assistant｜></think>";
-    EXPECT_EQ(static_cast<int>(tok.Encode(prompt).size()), c["usage_prompt_tokens"].get<int>()) << name;
+    const std::string body =
+        ReadText("tokenizer/api_prompt_counts/" + c["prompt_file"].get<std::string>());
+    const std::string prompt =
+        "<｜begin▁of▁sentence｜><｜User｜>" + body + "<｜Assistant｜></think>";
+    EXPECT_EQ(static_cast<int>(tok.Encode(prompt).size()), c["usage_prompt_tokens"].get<int>())
+        << name;
   }
 }
 
@@ -133,18 +141,17 @@ TEST(TokenizerTest, WhitespaceIsOnigurumasWhiteSpace) {
   // \s would also match U+180E and merge " \u180e" into one piece.
   const Tokenizer& tok = V4Tokenizer();
   const std::pair<const char*, std::vector<int32_t>> kCases[] = {
-      {" \u180e", {223, 115522, 239}},
-      {"a \u0085b", {67, 223, 129, 230, 68}},
-      {"x\u00a0 y", {90, 2162, 383}},
-      {"\u3000\u3000z", {18524, 18524, 92}},
-      {"1\u2028\n", {19, 300, 104, 201}},
-      {"a\u200b b", {67, 35020, 291}},
+      {" \u180e", {223, 115522, 239}},     {"a \u0085b", {67, 223, 129, 230, 68}},
+      {"x\u00a0 y", {90, 2162, 383}},      {"\u3000\u3000z", {18524, 18524, 92}},
+      {"1\u2028\n", {19, 300, 104, 201}},  {"a\u200b b", {67, 35020, 291}},
       {"\t\v\f x", {200, 202, 203, 1527}},
   };
   for (const auto& [text, ids] : kCases) EXPECT_EQ(tok.Encode(text), ids) << text;
-  EXPECT_EQ(OnigurumaToPcre2("[^\\s]\\S"), "[^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
-            "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}][^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}"
-            "\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]");
+  EXPECT_EQ(
+      OnigurumaToPcre2("[^\\s]\\S"),
+      "[^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
+      "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}][^\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}"
+      "\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]");
 }
 
 TEST(TokenizerTest, RoundTripVariedUnicode) {
@@ -155,7 +162,8 @@ TEST(TokenizerTest, RoundTripVariedUnicode) {
       "emoji 😀👍🏽👨‍👩‍👧‍👦 🇨🇳 flags and ZWJ",
       "combining: e\u0301 a\u0308 n\u0303 \u0915\u094D\u0937 Z\u0351\u0361a\u0350l\u0362g",
       "digits 0 12 345 6789 1234567890123 ٣٤٥ ①②③ ½",
-      "spaces:  two   three\t\ttabs \n\n\n  trailing   \r\n\r\nwindows\u00a0nbsp\u3000ideographic\u2028ls",
+      "spaces:  two   three\t\ttabs \n\n\n  trailing   "
+      "\r\n\r\nwindows\u00a0nbsp\u3000ideographic\u2028ls",
       "int main() {\n    return a->b[i] + (x << 2) ^ ~y; // comment\n}\n",
       "def f(x):\n\tif x >= 10 and not y:\n\t\treturn {'a': [1, 2]}\n",
       "   leading and trailing   ",
@@ -176,9 +184,9 @@ TEST(TokenizerTest, RoundTripVariedUnicode) {
 TEST(TokenizerTest, RandomUnicodeRoundTrip) {
   const Tokenizer& tok = V4Tokenizer();
   std::mt19937 rng(7);
-  const char32_t ranges[][2] = {{0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x24F}, {0x300, 0x36F},
-                                {0x4E00, 0x9FFF}, {0x3040, 0x30FF}, {0x1F300, 0x1FAFF},
-                                {0x0600, 0x06FF}, {0x2000, 0x206F}, {0xFF00, 0xFFEF}};
+  const char32_t ranges[][2] = {
+      {0x20, 0x7E},     {0x09, 0x0D},       {0xA0, 0x24F},    {0x300, 0x36F},   {0x4E00, 0x9FFF},
+      {0x3040, 0x30FF}, {0x1F300, 0x1FAFF}, {0x0600, 0x06FF}, {0x2000, 0x206F}, {0xFF00, 0xFFEF}};
   for (int iter = 0; iter < 300; ++iter) {
     std::string s;
     const int len = static_cast<int>(rng() % 60);
@@ -192,30 +200,41 @@ TEST(TokenizerTest, RandomUnicodeRoundTrip) {
 
 TEST(TokenizerTest, InvalidUtf8IsEncodedLosslesslyAndDecodedWithReplacement) {
   const Tokenizer& tok = V4Tokenizer();
-  const std::vector<std::string> bad = {
-      std::string("abc\xff" "def"), std::string("\xe4\xbd"), std::string("x\xc0\xafy"),
-      std::string("\xed\xa0\x80 surrogate"), std::string("12\x80" "34"),
-      std::string("<｜User｜>\xfe<think>")};
+  const std::vector<std::string> bad = {std::string("abc\xff"
+                                                    "def"),
+                                        std::string("\xe4\xbd"),
+                                        std::string("x\xc0\xafy"),
+                                        std::string("\xed\xa0\x80 surrogate"),
+                                        std::string("12\x80"
+                                                    "34"),
+                                        std::string("<｜User｜>\xfe<think>")};
   for (const std::string& s : bad) {
     const auto ids = tok.Encode(s);
-    EXPECT_EQ(tok.DecodeBytes(ids), s);          // lossless
+    EXPECT_EQ(tok.DecodeBytes(ids), s);           // lossless
     EXPECT_EQ(tok.Decode(ids), SanitizeUtf8(s));  // valid UTF-8 out
     EXPECT_TRUE(IsValidUtf8(tok.Decode(ids)));
   }
-  EXPECT_EQ(SanitizeUtf8("a\xe4\xbd" "b"), "a\xEF\xBF\xBD" "b");     // one U+FFFD per maximal subpart
+  EXPECT_EQ(SanitizeUtf8("a\xe4\xbd"
+                         "b"),
+            "a\xEF\xBF\xBD"
+            "b");  // one U+FFFD per maximal subpart
   EXPECT_EQ(SanitizeUtf8("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong: two
 }
 
 TEST(TokenizerTest, SkipSpecialDropsOnlySpecialFlaggedTokens) {
   const Tokenizer& tok = V4Tokenizer();
   const std::vector<int32_t> ids = {0, 128803, 30594, 128804, 128821, 36101, 128822, 7624, 1};
-  EXPECT_EQ(tok.Decode(ids, /*skip_special=*/true), "<｜User｜>你好<｜Assistant｜><think>推理</think>答案");
-  EXPECT_EQ(tok.Decode(ids), "<｜begin▁of▁sentence｜><｜User｜>你好<｜Assistant｜><think>推理</think>答案<｜end▁of▁sentence｜>");
+  EXPECT_EQ(tok.Decode(ids, /*skip_special=*/true),
+            "<｜User｜>你好<｜Assistant｜><think>推理</think>答案");
+  EXPECT_EQ(tok.Decode(ids),
+            "<｜begin▁of▁sentence｜><｜User｜>你好<｜Assistant｜><think>推理</"
+            "think>答案<｜end▁of▁sentence｜>");
 }
 
 TEST(DetokenizerTest, StreamingEqualsWholeDecodeForAnySplit) {
   const Tokenizer& tok = V4Tokenizer();
-  const std::string text = "emoji 😀👨‍👩‍👧 中文 é\u0301 ｜DSML｜ <think> \xff\xe4\xbd tail";
+  const std::string text =
+      "emoji 😀👨‍👩‍👧 中文 é\u0301 ｜DSML｜ <think> \xff\xe4\xbd tail";
   const auto ids = tok.Encode(text);
   for (bool skip : {false, true}) {
     const std::string whole = tok.Decode(ids, skip);
@@ -238,7 +257,8 @@ TEST(DetokenizerTest, HoldsBackSplitCharacterUntilComplete) {
   const Tokenizer& tok = V4Tokenizer();
   // Byte tokens for the 4-byte emoji U+1F600 (F0 9F 98 80), one byte each.
   std::vector<int32_t> bytes;
-  for (unsigned char b : std::string("😀")) bytes.push_back(tok.Encode(std::string(1, static_cast<char>(b)))[0]);
+  for (unsigned char b : std::string("😀"))
+    bytes.push_back(tok.Encode(std::string(1, static_cast<char>(b)))[0]);
   IncrementalDetokenizer detok(tok);
   EXPECT_EQ(detok.Push(bytes[0]), "");
   EXPECT_EQ(detok.Push(bytes[1]), "");
@@ -303,8 +323,10 @@ TEST(TokenizerTest, RejectsUnsupportedConfigurations) {
   EXPECT_NE(r.status().message().find("byte 0x"), std::string::npos);
   EXPECT_FALSE(Tokenizer::FromJson("{not json").ok());
   EXPECT_FALSE(Tokenizer::FromJson(R"({"normalizer":{"type":"NFC"}})").ok());
-  EXPECT_FALSE(Tokenizer::FromJson(
-      R"({"pre_tokenizer":{"type":"Whitespace"},"model":{"type":"BPE","vocab":{},"merges":[]}})").ok());
+  EXPECT_FALSE(
+      Tokenizer::FromJson(
+          R"({"pre_tokenizer":{"type":"Whitespace"},"model":{"type":"BPE","vocab":{},"merges":[]}})")
+          .ok());
   EXPECT_FALSE(Tokenizer::Load("/nonexistent/tokenizer.json").ok());
 }
 

@@ -30,6 +30,9 @@ struct Shape {
 constexpr Shape kWqB{"wq_b", 32768, 1024};
 constexpr Shape kSharedW1{"shared_w1", 2048, 4096};
 constexpr Shape kExpertW1{"expert_w1", 2048, 4096};
+// Eight experts' w1 stacked (32 MB packed): beyond the L3, like a decode step
+// that touches many experts.
+constexpr Shape kEightExpertsW1{"8_experts_w1", 8 * 2048, 4096};
 
 std::vector<uint8_t> RandomBytes(int64_t n, uint8_t lo, uint8_t hi, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -176,6 +179,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")

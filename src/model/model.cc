@@ -70,9 +70,10 @@ Status Model::Bind(const ModelOptions& options) {
 std::unique_ptr<ModelCache> Model::NewCache(int64_t num_slots, const CacheOptions& options) const {
   std::vector<std::unique_ptr<AttentionCache>> layers;
   for (const auto& b : blocks_) {
-    // Compressed layers cannot rewind, so a larger ring buys them nothing.
-    const int64_t ring = b->attention().compress_ratio() == 0 ? options.ring_capacity : 0;
-    layers.push_back(b->attention().NewCache(num_slots, ring));
+    // Every layer kind keeps position-indexed rings (window KV and compressor
+    // token states), so the same slack lets all of them re-run their last
+    // (ring - window) positions: the rollback of rejected speculative tokens.
+    layers.push_back(b->attention().NewCache(num_slots, options.ring_capacity));
   }
   std::unique_ptr<AttentionCache> mtp;
   if (mtp_block_ != nullptr)
@@ -110,12 +111,7 @@ Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, 
     for (int64_t l = first_layer; l < end_layer; ++l) {
       const AttentionCache& c = cache.layer(l);
       const int64_t cached = c.NumCachedTokens(s.cache_slot);
-      const AttentionCacheGeometry& g = c.geometry();
-      const bool ok =
-          g.compress_ratio != 0
-              ? s.start_pos == cached
-              : s.start_pos <= cached && cached - s.start_pos <= g.ring_capacity - g.sliding_window;
-      if (!ok) {
+      if (!c.CanContinueAt(s.cache_slot, s.start_pos)) {
         return FailedPrecondition(
             "slot {} of layer {} holds {} tokens and cannot continue at position {}", s.cache_slot,
             l, cached, s.start_pos);

@@ -35,8 +35,9 @@ struct ModelOptions {
 };
 
 struct CacheOptions {
-  // Raw-KV ring rows per window-only layer; 0 = sliding_window.  A larger ring
-  // lets a window-only layer re-run its last (ring - window) positions.
+  // Ring rows (window KV and compressor token states) per main layer; 0 =
+  // sliding_window.  A larger ring lets every layer re-run its last
+  // (ring - window) positions, e.g. after rejected speculative tokens.
   int64_t ring_capacity = 0;
   int64_t mtp_ring_capacity = 0;
 };

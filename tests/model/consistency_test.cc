@@ -181,6 +181,48 @@ TEST_F(ConsistencyTest, BatchOfThreeEqualsEachAlone) {
   }
 }
 
+// Speculative rollback: a verify step that ran K wrong draft tokens and was
+// then rewound must leave no trace in any layer (window ring, compressed rows,
+// indexer keys, compressor states).  The prompt crosses CSA (4) and HCA (128)
+// block boundaries inside the rejected region, so emitted-then-dropped entries
+// are exercised.
+TEST_F(ConsistencyTest, RewoundDraftsLeaveNoTrace) {
+  const int64_t window = model_->config().sliding_window;
+  for (int64_t k : {1, 3, 5}) {
+    const std::vector<int32_t> ids = Tokens(140, 77 + static_cast<uint32_t>(k));
+    const CallResult want = Chunked(ids, static_cast<int64_t>(ids.size()));
+    CacheOptions opts;
+    opts.ring_capacity = window + k;
+    auto cache = model_->NewCache(1, opts);
+    std::vector<float> got_logits;
+    // Positions 0..125, then from 126 on: K wrong drafts after each true token,
+    // rolled back, until the end.  Blocks complete at 127 (ratio 128) and at
+    // every 4th position (ratio 4) inside the rejected rows.
+    int64_t pos = 0;
+    {
+      ForwardBatch b;
+      b.Add(0, 0, std::vector<int32_t>(ids.begin(), ids.begin() + 126));
+      CallResult r = Run(b, *cache);
+      got_logits = r.logits;
+      pos = 126;
+    }
+    while (pos < static_cast<int64_t>(ids.size())) {
+      std::vector<int32_t> step = {ids[static_cast<size_t>(pos)]};
+      for (int64_t j = 0; j < k; ++j)
+        step.push_back(static_cast<int32_t>((pos * 31 + j * 7) % vocab()));
+      ForwardBatch verify;
+      verify.Add(0, pos, step);
+      CallResult r = Run(verify, *cache);
+      // Only the first row is "accepted"; the K drafts are rejected.
+      got_logits.insert(got_logits.end(), r.logits.begin(), r.logits.begin() + vocab());
+      ++pos;
+    }
+    ASSERT_EQ(got_logits.size(), want.logits.size());
+    ExpectSameBits(got_logits.data(), want.logits.data(), want.logits.size(),
+                   "rewound drafts changed later logits");
+  }
+}
+
 TEST_F(ConsistencyTest, ThreadCountDoesNotChangeBits) {
   const std::vector<int32_t> ids = Tokens(150, 11);
   const CallResult two = Chunked(ids, 150);  // the suite's 2-thread pool

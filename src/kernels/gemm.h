@@ -1,8 +1,10 @@
 // Linear layers, one per weight kind of model.md §4.4.  All weights use the
-// checkpoint's [out, in] row-major layout.  Results are batch invariant: row m
-// of the output depends only on row m of the input and the weight (fixed
-// reduction order per output element, whatever M, the ISA path or the thread
-// count).  `pool` may be null (single-threaded).
+// checkpoint's [out, in] row-major layout.  Results are batch invariant: on a
+// given ISA path, row m of the output depends only on row m of the input and
+// the weight (fixed reduction order per output element, whatever M and the
+// thread count).  Scalar, AVX2 and AVX-512 may differ in the last FP32 bit of
+// a sum (summation order).  `pool` may be null (single-threaded); GEMMs must
+// not be called from inside a pool task.
 #pragma once
 
 #include <cstdint>

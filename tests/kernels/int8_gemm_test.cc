@@ -1,0 +1,209 @@
+// Tests of kernels/int8_gemm.h: per-token quantization vectors (round half to
+// even, amax floor, clamp), exact agreement of the AVX2 and AVX-512 VNNI GEMMs
+// with the scalar reference over awkward sizes (K tails, column tails, rows
+// that reach the INT32 extremes), batch and thread-count invariance.
+#include "kernels/int8_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/dispatch.h"
+#include "kernels/ref/int8_gemm_ref.h"
+
+namespace dsv4::kernels {
+namespace {
+
+std::vector<Isa> AllIsas() {
+  std::vector<Isa> out;
+  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  return out;
+}
+
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
+  ~IsaScope() { SetIsaForTesting(saved_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+std::vector<bf16> Bf16s(const std::vector<float>& v) {
+  std::vector<bf16> out;
+  for (float f : v) out.push_back(F32ToBf16(f));
+  return out;
+}
+
+TEST(ActQuantInt8PerToken, RoundsHalfToEvenAndClamps) {
+  // Row 0: amax 2 -> scale 2/127; 1 -> 63.5 -> 64 (even), -2 -> -127.
+  // Row 1: amax 0.5; 0.25 -> 63.5 -> 64.  Row 2: all zero -> scale 1e-4/127.
+  const std::vector<bf16> x = Bf16s({0, 1, -2, 0.5f, -0.5f, 0.25f, 0, 0, 0});
+  int8_t q[9];
+  float s[3];
+  ActQuantInt8PerToken(x.data(), 3, 3, q, s);
+  EXPECT_EQ(s[0], 2.0f / 127.0f);
+  EXPECT_EQ(s[1], 0.5f / 127.0f);
+  EXPECT_EQ(s[2], 1e-4f / 127.0f);
+  const int8_t want[9] = {0, 64, -127, 127, -127, 64, 0, 0, 0};
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(q[i], want[i]) << i;
+}
+
+TEST(ActQuantInt8PerToken, HalfwayCasesGoToEven) {
+  // amax 127 -> scale exactly 1, so x/scale == x: 2.5 -> 2, 3.5 -> 4, -0.5 -> -0.
+  const std::vector<bf16> x = Bf16s({127, 2.5f, 3.5f, -0.5f, -1.5f, 126.5f});
+  int8_t q[6];
+  float s;
+  ActQuantInt8PerToken(x.data(), 1, 6, q, &s);
+  EXPECT_EQ(s, 1.0f);
+  const int8_t want[6] = {127, 2, 4, 0, -2, 126};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(q[i], want[i]) << i;
+}
+
+struct Problem {
+  std::vector<int8_t> x, w;
+  std::vector<float> xs, ws;
+  int64_t m, k, n;
+};
+
+Problem MakeProblem(int64_t m, int64_t k, int64_t n, uint32_t seed, bool extreme) {
+  Problem p{{}, {}, {}, {}, m, k, n};
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> scale(1e-4f, 2e-2f);
+  p.x.resize(static_cast<size_t>(m * k));
+  p.w.resize(static_cast<size_t>(n * k));
+  for (auto& v : p.x) v = static_cast<int8_t>(extreme ? ((rng() & 1) ? 127 : -127) : code(rng));
+  for (auto& v : p.w) v = static_cast<int8_t>(extreme ? ((rng() & 1) ? 127 : -127) : code(rng));
+  if (extreme && m > 0 && n > 0) {
+    // Row 0 x column 0 reaches +127^2 * k, row 0 x column 1 (if any) -127^2 * k.
+    std::fill(p.x.begin(), p.x.begin() + k, int8_t{-127});
+    std::fill(p.w.begin(), p.w.begin() + k, int8_t{-127});
+    if (n > 1) std::fill(p.w.begin() + k, p.w.begin() + 2 * k, int8_t{127});
+  }
+  for (int64_t i = 0; i < m; ++i) p.xs.push_back(scale(rng));
+  for (int64_t i = 0; i < n; ++i) p.ws.push_back(scale(rng));
+  return p;
+}
+
+std::vector<bf16> RunGemm(const Problem& p, ThreadPool* pool) {
+  std::vector<bf16> y(static_cast<size_t>(p.m * p.n));
+  const Int8Weight w{p.w.data(), p.ws.data(), p.n, p.k};
+  Int8Gemm(p.x.data(), p.xs.data(), p.m, w, y.data(), pool);
+  return y;
+}
+
+std::vector<bf16> RunRef(const Problem& p) {
+  std::vector<bf16> y(static_cast<size_t>(p.m * p.n));
+  const Int8Weight w{p.w.data(), p.ws.data(), p.n, p.k};
+  ref::Int8Gemm(p.x.data(), p.xs.data(), p.m, w, y.data(), nullptr);
+  return y;
+}
+
+void ExpectSameBits(const std::vector<bf16>& a, const std::vector<bf16>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].bits, b[i].bits) << what << " at " << i;
+}
+
+TEST(Int8Gemm, ReferenceIsTheDefiningFormula) {
+  const Problem p = MakeProblem(3, 70, 5, 7, false);
+  const std::vector<bf16> y = RunRef(p);
+  for (int64_t r = 0; r < p.m; ++r) {
+    for (int64_t c = 0; c < p.n; ++c) {
+      int64_t acc = 0;
+      for (int64_t i = 0; i < p.k; ++i) acc += p.x[r * p.k + i] * p.w[c * p.k + i];
+      const float want = (static_cast<float>(acc) * p.xs[r]) * p.ws[c];
+      EXPECT_EQ(y[r * p.n + c].bits, F32ToBf16(want).bits);
+    }
+  }
+}
+
+TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
+  ThreadPool pool(3);
+  struct Size {
+    int64_t m, k, n;
+  };
+  const Size sizes[] = {{1, 64, 16},  {1, 4096, 37}, {5, 1, 3},    {2, 33, 9},   {7, 127, 18},
+                        {1, 129, 4},  {3, 256, 5},   {65, 192, 21}, {1, 2048, 64}, {4, 95, 1}};
+  uint32_t seed = 1;
+  for (bool extreme : {false, true}) {
+    for (const Size& s : sizes) {
+      const Problem p = MakeProblem(s.m, s.k, s.n, seed++, extreme);
+      const std::vector<bf16> want = RunRef(p);
+      for (Isa isa : AllIsas()) {
+        IsaScope scope(isa);
+        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
+                                          << " n=" << s.n << " extreme=" << extreme);
+        ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
+        ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
+      }
+    }
+  }
+}
+
+TEST(Int8Gemm, RowsDoNotDependOnBatch) {
+  const Problem p = MakeProblem(70, 300, 40, 99, false);
+  for (Isa isa : AllIsas()) {
+    IsaScope scope(isa);
+    const std::vector<bf16> full = RunGemm(p, nullptr);
+    for (int64_t r : {int64_t{0}, int64_t{33}, int64_t{69}}) {
+      Problem one = p;
+      one.m = 1;
+      one.x.assign(p.x.begin() + r * p.k, p.x.begin() + (r + 1) * p.k);
+      one.xs = {p.xs[static_cast<size_t>(r)]};
+      const std::vector<bf16> y = RunGemm(one, nullptr);
+      for (int64_t c = 0; c < p.n; ++c) EXPECT_EQ(y[c].bits, full[r * p.n + c].bits);
+    }
+  }
+}
+
+TEST(Int8Gemm, QuantizedLinearApproximatesFloatProduct) {
+  // End to end: per-token activation x per-channel weight stays within the
+  // quantization error bound of the exact FP32 product.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0, 1);
+  const int64_t m = 4, k = 512, n = 24;
+  std::vector<bf16> x(m * k);
+  std::vector<float> xf(m * k), wf(n * k);
+  for (int64_t i = 0; i < m * k; ++i) {
+    x[i] = F32ToBf16(nd(rng));
+    xf[i] = Bf16ToF32(x[i]);
+  }
+  std::vector<int8_t> wq(n * k), xq(m * k);
+  std::vector<float> ws(n), xs(m);
+  for (int64_t c = 0; c < n; ++c) {
+    float amax = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      wf[c * k + i] = nd(rng) * 0.05f;
+      amax = std::max(amax, std::fabs(wf[c * k + i]));
+    }
+    ws[c] = amax / 127;
+    for (int64_t i = 0; i < k; ++i) {
+      wq[c * k + i] = static_cast<int8_t>(std::rint(wf[c * k + i] / ws[c]));
+    }
+  }
+  ActQuantInt8PerToken(x.data(), m, k, xq.data(), xs.data());
+  std::vector<bf16> y(m * n);
+  Int8Gemm(xq.data(), xs.data(), m, Int8Weight{wq.data(), ws.data(), n, k}, y.data(), nullptr);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double exact = 0, bound = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        exact += double(xf[r * k + i]) * wf[c * k + i];
+        bound += std::fabs(xf[r * k + i]) * ws[c] * 0.5 + std::fabs(wf[c * k + i]) * xs[r] * 0.5 +
+                 xs[r] * ws[c] * 0.25;
+      }
+      const double got = Bf16ToF32(y[r * n + c]);
+      EXPECT_LE(std::fabs(got - exact), bound + std::fabs(exact) * (1.0 / 128)) << r << "," << c;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -1,5 +1,7 @@
 #include "text/regex.h"
 
+#include "text/unicode_delta.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -10,6 +12,21 @@ namespace {
 constexpr std::string_view kWhiteSpace =
     "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}"
     "\\x{205F}\\x{3000}";
+std::string_view UnicodeDelta(char category) {
+  switch (category) {
+    case 'L':
+      return kUnicodeDeltaL;
+    case 'M':
+      return kUnicodeDeltaM;
+    case 'P':
+      return kUnicodeDeltaP;
+    case 'S':
+      return kUnicodeDeltaS;
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 std::string OnigurumaToPcre2(std::string_view pattern) {
@@ -19,6 +36,18 @@ std::string OnigurumaToPcre2(std::string_view pattern) {
     const char c = pattern[i];
     if (c == '\\' && i + 1 < pattern.size()) {
       const char e = pattern[++i];
+      if ((e == 'p' || e == 'P') && pattern.substr(i + 1, 3).size() == 3 && pattern[i + 1] == '{' &&
+          pattern[i + 3] == '}') {
+        // \p{L} etc.: add what Oniguruma's newer Unicode knows and PCRE2's does not.
+        std::string_view delta = UnicodeDelta(pattern[i + 2]);
+        if (!delta.empty() && (e == 'p' || !in_class)) {
+          const std::string prop = "\\p{" + std::string(1, pattern[i + 2]) + "}";
+          out += in_class ? prop + std::string(delta)
+                          : (e == 'p' ? "[" : "[^") + prop + std::string(delta) + "]";
+          i += 3;
+          continue;
+        }
+      }
       if (e == 's') {
         out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
       } else if (e == 'S' && !in_class) {

@@ -9,11 +9,15 @@
 
 namespace dsv4::text {
 
-// Rewrites the whitespace escapes of an Oniguruma (HF) pattern for PCRE2.
-// PCRE2's Unicode \s also matches U+180E (Mongolian vowel separator, a
-// space before Unicode 6.3); Oniguruma's \s is exactly the White_Space
-// property.  \s and \S become explicit White_Space classes; everything else
-// is copied.  (\S inside a character class has no class form and is kept.)
+// Rewrites an Oniguruma (HF) pattern so PCRE2 matches what HF matches:
+// - PCRE2's Unicode \s also matches U+180E (Mongolian vowel separator, a
+//   space before Unicode 6.3); Oniguruma's \s is exactly White_Space.  \s and
+//   \S become explicit White_Space classes.
+// - PCRE2 10.42 has Unicode 14.0 tables, HF's Oniguruma a newer Unicode:
+//   \p{L}, \p{M}, \p{P}, \p{S} (and \P{..} outside classes) gain the
+//   characters assigned since (unicode_delta.h).
+// Everything else is copied.  (\S and \P{..} inside a class have no class
+// form and are kept.)
 std::string OnigurumaToPcre2(std::string_view pattern);
 
 class Regex {

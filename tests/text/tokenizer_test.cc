@@ -136,15 +136,24 @@ TEST(TokenizerTest, PreTokenizerRules) {
             (std::vector<int32_t>{271, 30, 128825, 72461, 4941, 12548, 1018}));
 }
 
-TEST(TokenizerTest, WhitespaceIsOnigurumasWhiteSpace) {
+TEST(TokenizerTest, CharacterClassesMatchOniguruma) {
   // Ids from the Hugging Face engine on the same tokenizer.json.  PCRE2's own
   // \s would also match U+180E and merge " \u180e" into one piece.
   const Tokenizer& tok = V4Tokenizer();
   const std::pair<const char*, std::vector<int32_t>> kCases[] = {
-      {" \u180e", {223, 115522, 239}},     {"a \u0085b", {67, 223, 129, 230, 68}},
-      {"x\u00a0 y", {90, 2162, 383}},      {"\u3000\u3000z", {18524, 18524, 92}},
-      {"1\u2028\n", {19, 300, 104, 201}},  {"a\u200b b", {67, 35020, 291}},
+      {" \u180e", {223, 115522, 239}},
+      {"a \u0085b", {67, 223, 129, 230, 68}},
+      {"x\u00a0 y", {90, 2162, 383}},
+      {"\u3000\u3000z", {18524, 18524, 92}},
+      {"1\u2028\n", {19, 300, 104, 201}},
+      {"a\u200b b", {67, 35020, 291}},
       {"\t\v\f x", {200, 202, 203, 1527}},
+      // Assigned after Unicode 14.0 (PCRE2 10.42's tables), letters to HF's
+      // Oniguruma: Egyptian Hieroglyphs Ext-A, CJK Ext H and I, Ol Onal.
+      {" \U00013989", {86387, 244, 102, 234}},
+      {"中 \U00031350\U00031351", {525, 86387, 112, 238, 241, 175, 112, 238, 242}},
+      {"a\U0001E5D0b", {67, 175, 255, 248, 241, 68}},
+      {" \U0002EBF0", {86387, 109, 110, 111}},
   };
   for (const auto& [text, ids] : kCases) EXPECT_EQ(tok.Encode(text), ids) << text;
   EXPECT_EQ(

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/sampling_params.h"
 
 namespace dsv4 {
 
@@ -20,6 +21,7 @@ struct Request {
   // turns speculation off for this request (e.g. sampled requests while only
   // greedy verification exists).
   int32_t max_draft_tokens = -1;
+  SamplingParams sampling;  // for the runner's sampler; the scheduler only forwards it
 };
 
 enum class FinishReason : uint8_t {

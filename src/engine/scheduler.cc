@@ -175,6 +175,10 @@ void Scheduler::Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* pl
   e.slot = seq.slot.slot;
   e.generation = seq.slot.generation;
   e.is_new = seq.slot_is_new;
+  if (e.is_new) {
+    e.sampling = seq.request.sampling;
+    e.num_prompt_tokens = seq.num_prompt;
+  }
   e.start_pos = c;
   e.token_ids.assign(seq.tokens.begin() + c, seq.tokens.begin() + c + num_real);
   e.token_ids.insert(e.token_ids.end(), static_cast<size_t>(num_draft), kDraftToken);

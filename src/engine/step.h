@@ -27,6 +27,11 @@ struct ScheduledRequest {
   // First step of this (slot, generation): the runner (re)initialises the
   // slot's state.  Also true after preemption, which recomputes from 0.
   bool is_new = false;
+  // Set when is_new (a new request carries its parameters once): how the
+  // runner samples, and which of the tokens the slot will see are prompt
+  // (penalties treat prompt and outputs differently).
+  SamplingParams sampling;
+  int64_t num_prompt_tokens = 0;
   int64_t start_pos = 0;           // == computed tokens of the request
   std::vector<int32_t> token_ids;  // [num_tokens]; the last num_draft are kDraftToken
   int32_t num_draft = 0;

@@ -1,0 +1,54 @@
+// Speculative draft proposers (seed 002's DraftProposer): per-sequence state
+// keyed by the model cache slot, drafts for the next step, and an update
+// after each verified step.  The proposer owns its state and its cache (the
+// MTP proposer: the model's MTP window cache); the runner only reads drafts
+// and reports what the main model verified.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/request.h"
+#include "model/forward_batch.h"
+#include "tensor/numeric.h"
+
+namespace dsv4 {
+
+// One sequence's outcome in a step, in terms the proposer needs.
+struct DraftUpdate {
+  int64_t slot = 0;        // model cache slot
+  int64_t start_pos = 0;   // position of the step's first row
+  int64_t row_offset = 0;  // that row in the main batch (and its streams)
+  // True tokens at positions [start_pos, start_pos + num_true_rows) (the
+  // real rows and the accepted drafts, whose main-model results now stand),
+  // followed by the token committed after them when `committed`.
+  std::vector<int32_t> tokens;
+  int64_t num_true_rows = 0;
+  // A token was sampled after the true rows: propose drafts that follow it.
+  bool committed = false;
+};
+
+class DraftProposer {
+ public:
+  virtual ~DraftProposer() = default;
+
+  // Most drafts one step can carry (K).
+  virtual int32_t max_drafts() const = 0;
+  // A fresh sequence (request `id`) starts in `slot` at position 0.
+  virtual void AllocateState(int64_t slot, RequestId id) = 0;
+  // The sequence in `slot` is gone; its state must not leak into the next.
+  virtual void FreeState(int64_t slot) = 0;
+  // Drafts for the positions after the slot's last committed token
+  // (max_drafts() of them once a token was committed, else none).
+  virtual std::span<const int32_t> Propose(int64_t slot) const = 0;
+  // After the main forward of `batch` (streams [batch.num_tokens(), hc, D]:
+  // the main model's pre-head streams), for the sequences in `updates`, which
+  // may leave out sequences the proposer need not follow.  Drafts are
+  // proposed for every update with `committed`.
+  virtual Status AfterVerify(const ForwardBatch& batch, const bf16* streams,
+                             std::span<const DraftUpdate> updates) = 0;
+};
+
+}  // namespace dsv4

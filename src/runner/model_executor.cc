@@ -1,0 +1,248 @@
+#include "runner/model_executor.h"
+
+#include <algorithm>
+
+#include "base/logging.h"
+#include "runner/mtp_proposer.h"
+
+namespace dsv4 {
+
+namespace {
+
+// Seed of an unseeded request: a mix of its id, so two requests differ.
+uint64_t RequestSeed(RequestId id) {
+  uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void SpecStats::Add(int32_t num_draft, int32_t num_accepted) {
+  if (num_draft <= 0) return;
+  ++num_verify_steps;
+  num_draft_tokens += num_draft;
+  num_accepted_tokens += num_accepted;
+  if (accepted_per_pos.size() < static_cast<size_t>(num_draft)) {
+    accepted_per_pos.resize(static_cast<size_t>(num_draft), 0);
+  }
+  for (int32_t i = 0; i < num_accepted; ++i) ++accepted_per_pos[static_cast<size_t>(i)];
+}
+
+double SpecStats::MeanAcceptedLength() const {
+  if (num_verify_steps == 0) return 0;
+  return static_cast<double>(num_accepted_tokens + num_verify_steps) /
+         static_cast<double>(num_verify_steps);
+}
+
+Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
+    const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+    std::unique_ptr<DraftProposer> proposer) {
+  const int32_t k = options.num_speculative_tokens;
+  if (options.num_partitions < 1 || options.slots_per_partition < 1 || k < 0) {
+    return InvalidArgument("executor needs partitions >= 1, slots >= 1, K >= 0 (got {}, {}, {})",
+                           options.num_partitions, options.slots_per_partition, k);
+  }
+  if (k > 0 && proposer == nullptr && !model.has_mtp()) {
+    return FailedPrecondition("--speculative K = {} needs the checkpoint's MTP layer", k);
+  }
+  // Ring slack K on every layer: a step's rejected drafts are rewound.  The
+  // MTP window also re-runs its K - 1 chained draft rows.
+  CacheOptions cache_options;
+  if (k > 0) {
+    cache_options.ring_capacity = model.config().sliding_window + k;
+    cache_options.mtp_ring_capacity = model.config().sliding_window + k;
+  }
+  const int64_t num_slots =
+      static_cast<int64_t>(options.num_partitions) * options.slots_per_partition;
+  std::unique_ptr<ModelExecutor> ex(
+      new ModelExecutor(model, pool, options, model.NewCache(num_slots, cache_options)));
+  if (k > 0) {
+    ex->proposer_ = proposer != nullptr
+                        ? std::move(proposer)
+                        : std::make_unique<MtpProposer>(model, *ex->cache_, pool, k);
+  }
+  return ex;
+}
+
+ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
+                             const ModelExecutorOptions& options, std::unique_ptr<ModelCache> cache)
+    : model_(model),
+      pool_(pool),
+      options_(options),
+      k_(options.num_speculative_tokens),
+      vocab_(model.config().vocab_size),
+      cache_(std::move(cache)),
+      sampler_(std::make_unique<Sampler>(model.config().vocab_size)),
+      slots_(static_cast<size_t>(cache_->num_slots())) {}
+
+SpecStats ModelExecutor::SlotSpecStats(int32_t partition, int32_t slot) const {
+  const int64_t idx = static_cast<int64_t>(partition) * options_.slots_per_partition + slot;
+  if (idx < 0 || idx >= cache_->num_slots() || !slots_[static_cast<size_t>(idx)].live) return {};
+  return slots_[static_cast<size_t>(idx)].spec;
+}
+
+// A release of another generation refers to a previous occupant: ignored.
+void ModelExecutor::Release(const ReleasedSlot& r) {
+  const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
+  if (r.partition < 0 || r.partition >= options_.num_partitions || r.slot < 0 ||
+      r.slot >= options_.slots_per_partition) {
+    DSV4_LOG_WARN("runner: release of slot ({}, {}) out of range", r.partition, r.slot);
+    return;
+  }
+  SlotState& st = slots_[static_cast<size_t>(idx)];
+  if (!st.live || st.generation != r.generation || st.id != r.id) return;
+  st.live = false;
+  st.tokens.clear();
+  st.tokens.shrink_to_fit();
+  if (proposer_ != nullptr) proposer_->FreeState(idx);
+}
+
+// Binds a plan entry to its slot (resetting it when new), checks that it
+// continues what the slot holds, records its new tokens and picks drafts.
+Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
+  if (e.partition < 0 || e.partition >= options_.num_partitions || e.slot < 0 ||
+      e.slot >= options_.slots_per_partition) {
+    return InvalidArgument("slot ({}, {}) out of range", e.partition, e.slot);
+  }
+  const int64_t idx = static_cast<int64_t>(e.partition) * options_.slots_per_partition + e.slot;
+  SlotState& st = slots_[static_cast<size_t>(idx)];
+  if (e.is_new) {
+    cache_->Reset(idx);
+    st = SlotState{};
+    st.live = true;
+    st.id = e.id;
+    st.generation = e.generation;
+    st.sampling = e.sampling;
+    st.rng = SamplerState::ForRequest(e.sampling, RequestSeed(e.id));
+    st.num_prompt = e.num_prompt_tokens;
+    if (proposer_ != nullptr) proposer_->AllocateState(idx, e.id);
+  } else if (!st.live || st.generation != e.generation || st.id != e.id) {
+    return FailedPrecondition("stale step: slot holds request {} generation {}, plan has {} gen {}",
+                              st.id, st.generation, e.id, e.generation);
+  }
+  const int64_t s = e.start_pos;
+  const int64_t n = e.num_real_tokens();
+  const auto known = static_cast<int64_t>(st.tokens.size());
+  if (n < 1 || s > known || !cache_->layer(0).CanContinueAt(idx, s)) {
+    return FailedPrecondition("rows [{}, {}) do not continue the slot ({} tokens known, {} cached)",
+                              s, s + n, known, cache_->NumCachedTokens(idx));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = e.token_ids[static_cast<size_t>(i)];
+    if (t < 0 || t >= vocab_) return InvalidArgument("token id {} outside the vocabulary", t);
+    if (s + i < known && st.tokens[static_cast<size_t>(s + i)] != t) {
+      return FailedPrecondition("token {} at position {} differs from the committed {}", t, s + i,
+                                st.tokens[static_cast<size_t>(s + i)]);
+    }
+  }
+  for (int64_t i = known - s; i < n; ++i) st.tokens.push_back(e.token_ids[static_cast<size_t>(i)]);
+  b->entry = &e;
+  b->slot = idx;
+  b->drafts.clear();
+  if (e.num_draft > 0) {
+    if (proposer_ == nullptr) return FailedPrecondition("draft rows without a draft proposer");
+    const std::span<const int32_t> p = proposer_->Propose(idx);
+    // A missing draft is verified like any other (token 0); the scheduler
+    // only reserves drafts after a logits step, so this does not happen.
+    for (int32_t j = 0; j < e.num_draft; ++j) {
+      b->drafts.push_back(static_cast<size_t>(j) < p.size() ? p[static_cast<size_t>(j)] : 0);
+    }
+  }
+  return Status::Ok();
+}
+
+RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUpdate* u) {
+  const ScheduledRequest& e = *b.entry;
+  SlotState& st = slots_[static_cast<size_t>(b.slot)];
+  RequestResult r;
+  r.id = e.id;
+  r.generation = e.generation;
+  const int64_t s = e.start_pos;
+  const int64_t n = e.num_real_tokens();
+  u->slot = b.slot;
+  u->start_pos = s;
+  u->row_offset = b.row_offset;
+  u->tokens.assign(st.tokens.begin() + s, st.tokens.begin() + s + n);
+  u->num_true_rows = n;
+  u->committed = false;
+  if (!e.needs_logits) return r;
+
+  RequestStepInfo& info = last_step_[e.id];
+  std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &info.logprobs : nullptr;
+  const std::span<const int32_t> all(st.tokens);
+  const auto num_prompt = static_cast<size_t>(std::min<int64_t>(st.num_prompt, s + n));
+  const TokenHistory history{all.first(num_prompt), all.subspan(num_prompt)};
+  if (b.drafts.empty()) {
+    TokenLogprob one;
+    r.tokens = {sampler_->Sample(logits, st.sampling, st.rng, history, lp ? &one : nullptr)};
+    if (lp != nullptr) lp->push_back(std::move(one));
+  } else {
+    VerifyResult v = sampler_->Verify(logits, b.drafts, nullptr, st.sampling, st.rng, history, lp);
+    r.tokens = std::move(v.tokens);
+    r.num_accepted_drafts = v.num_accepted;
+  }
+  const int32_t a = r.num_accepted_drafts;
+  u->tokens.insert(u->tokens.end(), r.tokens.begin(), r.tokens.end());
+  u->num_true_rows = n + a;
+  u->committed = true;
+  st.tokens.insert(st.tokens.end(), r.tokens.begin(), r.tokens.end());
+  st.spec.Add(e.num_draft, a);
+  spec_stats_.Add(e.num_draft, a);
+  info.num_draft = e.num_draft;
+  info.num_accepted = a;
+  return r;
+}
+
+Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
+  last_step_.clear();
+  for (const ReleasedSlot& r : plan.released) Release(r);
+  std::vector<Bound> bound;
+  ForwardBatch batch;
+  for (const ScheduledRequest& e : plan.requests) {
+    Bound b;
+    const Status s = Bind(e, &b);
+    if (!s.ok()) {  // left out of the result: the scheduler ends it with kError
+      DSV4_LOG_WARN("runner: request {} left out of step {}: {}", e.id, plan.step_id,
+                    s.ToString());
+      continue;
+    }
+    const int64_t n = e.num_real_tokens();
+    std::vector<int32_t> ids(e.token_ids.begin(), e.token_ids.begin() + n);
+    ids.insert(ids.end(), b.drafts.begin(), b.drafts.end());
+    b.row_offset = batch.num_tokens();
+    batch.Add(b.slot, e.start_pos, ids);
+    if (e.needs_logits) {
+      b.first_logit = static_cast<int64_t>(batch.logit_rows.size());
+      for (int64_t r = n - 1; r < static_cast<int64_t>(ids.size()); ++r) {
+        batch.logit_rows.push_back(b.row_offset + r);
+      }
+    }
+    bound.push_back(std::move(b));
+  }
+  StepResult result;
+  result.step_id = plan.step_id;
+  if (bound.empty()) return result;
+
+  logits_.resize(batch.logit_rows.size() * static_cast<size_t>(vocab_));
+  ForwardOutputs out;
+  out.logits = logits_.data();
+  if (proposer_ != nullptr) {
+    streams_.resize(static_cast<size_t>(batch.num_tokens() * model_.stream_width()));
+    out.streams = streams_.data();
+  }
+  DSV4_RETURN_IF_ERROR(model_.Forward(batch, *cache_, out, ws_, pool_));
+
+  std::vector<DraftUpdate> updates(bound.size());
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const float* rows = logits_.data() + bound[i].first_logit * vocab_;
+    result.requests.push_back(Commit(bound[i], rows, &updates[i]));
+  }
+  if (proposer_ != nullptr) {
+    DSV4_RETURN_IF_ERROR(proposer_->AfterVerify(batch, streams_.data(), updates));
+  }
+  return result;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,128 @@
+// The production Executor: one StepPlan becomes one main-model forward over
+// every request's rows (prefill chunks and decode rows of many requests mixed
+// in one ForwardBatch), then sampling or draft verification per request,
+// then the draft proposer's update.
+//
+// Slots: the scheduler's (partition, slot) maps to model cache slot
+// partition * slots_per_partition + slot.  The model's caches are per slot
+// (window rings, compressor states, growing compressed/indexer rows): the
+// scheduler's block tables and fresh pages are capacity bookkeeping only and
+// are not used for addressing (docs/engine.md "Runner and MTP").
+//
+// Rollback of rejected drafts: the main cache rings hold window + K rows, so
+// the next step simply starts at the first unaccepted position and the model
+// rewinds every layer (model.h CacheOptions).
+//
+// Thread safety: none; the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/async_engine.h"
+#include "engine/executor.h"
+#include "model/model.h"
+#include "model/model_cache.h"
+#include "model/workspace.h"
+#include "runner/draft_proposer.h"
+#include "runner/sampler.h"
+
+namespace dsv4 {
+
+struct ModelExecutorOptions {
+  int32_t num_partitions = 1;       // --dp
+  int32_t slots_per_partition = 1;  // SchedulerConfig::max_num_seqs
+  int32_t num_speculative_tokens = 0;  // K; > 0 needs the model's MTP layer (or a proposer)
+};
+
+// Speculation counters (serving.md §6.6), per request and global.
+struct SpecStats {
+  int64_t num_verify_steps = 0;   // steps that carried drafts
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_tokens = 0;
+  std::vector<int64_t> accepted_per_pos;  // [K]: drafts accepted at draft index i
+
+  void Add(int32_t num_draft, int32_t num_accepted);
+  // Tokens committed per verify step (accepted + 1); 0 without verify steps.
+  double MeanAcceptedLength() const;
+};
+
+// What one request got in the last Run beyond its tokens.
+struct RequestStepInfo {
+  int32_t num_draft = 0;
+  int32_t num_accepted = 0;
+  std::vector<TokenLogprob> logprobs;  // one per committed token when requested
+};
+
+class ModelExecutor : public Executor {
+ public:
+  // model and pool (may be null: inline) outlive the executor.  With K > 0
+  // and no `proposer`, the model's MTP layer proposes (FailedPrecondition if
+  // the model has none); a given proposer (tests) replaces it.
+  static Result<std::unique_ptr<ModelExecutor>> Create(
+      const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+      std::unique_ptr<DraftProposer> proposer = nullptr);
+
+  ModelExecutor(const ModelExecutor&) = delete;
+  ModelExecutor& operator=(const ModelExecutor&) = delete;
+
+  Result<StepResult> Run(const StepPlan& plan) override;
+
+  // Validates the params a request will be sampled with (Sampler::Validate).
+  Status ValidateSampling(const SamplingParams& params) const {
+    return sampler_->Validate(params);
+  }
+  // Per-request details of the last Run, by request id.
+  const std::unordered_map<RequestId, RequestStepInfo>& last_step() const { return last_step_; }
+  const SpecStats& spec_stats() const { return spec_stats_; }
+  // Counters of the request now in (partition, slot); empty when none.
+  SpecStats SlotSpecStats(int32_t partition, int32_t slot) const;
+  int64_t num_cache_slots() const { return cache_->num_slots(); }
+  int32_t num_speculative_tokens() const { return k_; }
+
+ private:
+  struct SlotState {
+    bool live = false;
+    RequestId id = 0;
+    uint32_t generation = 0;
+    SamplingParams sampling;
+    SamplerState rng;
+    int64_t num_prompt = 0;
+    std::vector<int32_t> tokens;  // every token known so far: inputs seen, then sampled
+    SpecStats spec;
+  };
+  // One plan entry bound to its cache slot.
+  struct Bound {
+    const ScheduledRequest* entry = nullptr;
+    int64_t slot = 0;
+    int64_t row_offset = 0;
+    int64_t first_logit = 0;  // index into the logits rows when entry->needs_logits
+    std::vector<int32_t> drafts;
+  };
+
+  ModelExecutor(const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+                std::unique_ptr<ModelCache> cache);
+  void Release(const ReleasedSlot& r);
+  Status Bind(const ScheduledRequest& e, Bound* b);
+  RequestResult Commit(const Bound& b, const float* logits, DraftUpdate* update);
+
+  const Model& model_;
+  ThreadPool* pool_;
+  ModelExecutorOptions options_;
+  int32_t k_;
+  int64_t vocab_;
+  std::unique_ptr<ModelCache> cache_;
+  std::unique_ptr<DraftProposer> proposer_;  // null when K = 0
+  std::unique_ptr<Sampler> sampler_;
+  std::vector<SlotState> slots_;  // [num cache slots]
+  Workspace ws_;
+  std::vector<float> logits_;  // [logit rows, vocab]
+  std::vector<bf16> streams_;  // [rows, hc, D] when proposing
+  std::unordered_map<RequestId, RequestStepInfo> last_step_;
+  SpecStats spec_stats_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,144 @@
+#include "runner/mtp_proposer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/logging.h"
+
+namespace dsv4 {
+
+namespace {
+
+// Lowest id on ties, like greedy sampling, so drafts are deterministic.
+int32_t Argmax(const float* row, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t v = 1; v < vocab; ++v) {
+    if (row[v] > row[best]) best = v;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k)
+    : model_(model),
+      cache_(cache),
+      pool_(pool),
+      k_(k),
+      width_(model.stream_width()),
+      vocab_(model.config().vocab_size),
+      slots_(static_cast<size_t>(cache.num_slots())) {
+  DSV4_CHECK(model.has_mtp() && cache.has_mtp() && k >= 1);
+}
+
+void MtpProposer::AllocateState(int64_t slot, RequestId /*id*/) {
+  SlotState& st = slots_[static_cast<size_t>(slot)];
+  st.live = true;
+  st.mtp_pos = 0;
+  st.has_pending = false;
+  st.drafts.clear();
+}
+
+void MtpProposer::FreeState(int64_t slot) {
+  SlotState& st = slots_[static_cast<size_t>(slot)];
+  st.live = false;
+  st.has_pending = false;
+  st.drafts.clear();
+}
+
+std::span<const int32_t> MtpProposer::Propose(int64_t slot) const {
+  const SlotState& st = slots_[static_cast<size_t>(slot)];
+  return {st.drafts.data(), st.drafts.size()};
+}
+
+// Rows q in [mtp_pos, end): h_q is the pending row (q == start - 1) or the
+// step's main streams; token_{q+1} comes from u.tokens.
+Status MtpProposer::AddTrueRows(const DraftUpdate& u, const bf16* streams, ForwardBatch* batch,
+                                std::vector<bf16>* h) {
+  SlotState& st = slots_[static_cast<size_t>(u.slot)];
+  const int64_t s = u.start_pos;
+  const bool from_pending = st.has_pending && st.mtp_pos == s - 1;
+  if (!st.live || !(from_pending || (!st.has_pending && st.mtp_pos == s))) {
+    return Internal("MTP state of slot {} (live {}, {} rows, pending {}) cannot follow a step at {}",
+                    u.slot, st.live, st.mtp_pos, st.has_pending, s);
+  }
+  const int64_t end = u.committed ? s + u.num_true_rows : s + u.num_true_rows - 1;
+  const int64_t first = st.mtp_pos;
+  std::vector<int32_t> ids;
+  for (int64_t q = first; q < end; ++q) {
+    ids.push_back(u.tokens[static_cast<size_t>(q + 1 - s)]);
+    const bf16* src = q == s - 1 ? st.pending.data() : streams + (u.row_offset + q - s) * width_;
+    h->insert(h->end(), src, src + width_);
+  }
+  // The last true row waits for its next token (a chunk without logits).
+  if (!u.committed) {
+    const bf16* last = streams + (u.row_offset + u.num_true_rows - 1) * width_;
+    st.pending.assign(last, last + width_);
+    st.has_pending = true;
+    st.drafts.clear();
+  } else {
+    st.has_pending = false;
+  }
+  st.mtp_pos = std::max(first, end);
+  if (ids.empty()) return Status::Ok();
+  batch->Add(u.slot, first, ids);
+  if (u.committed) batch->logit_rows.push_back(batch->num_tokens() - 1);
+  return Status::Ok();
+}
+
+Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* streams,
+                                std::span<const DraftUpdate> updates) {
+  ForwardBatch mb;
+  std::vector<bf16> h;  // [mb.num_tokens(), hc, D]
+  std::vector<int64_t> proposing;
+  for (const DraftUpdate& u : updates) {
+    DSV4_RETURN_IF_ERROR(AddTrueRows(u, streams, &mb, &h));
+    if (u.committed) proposing.push_back(u.slot);
+  }
+  if (mb.num_tokens() == 0) return Status::Ok();
+  std::vector<float> logits(mb.logit_rows.size() * static_cast<size_t>(vocab_));
+  std::vector<bf16> out_streams(static_cast<size_t>(mb.num_tokens() * width_));
+  ForwardOutputs out;
+  out.logits = logits.data();
+  out.streams = out_streams.data();
+  DSV4_RETURN_IF_ERROR(model_.ForwardMtp(mb, h.data(), cache_, out, ws_, pool_));
+  // [proposing.size(), hc, D]: the MTP block's output at each proposer's last row
+  std::vector<bf16> last(proposing.size() * static_cast<size_t>(width_));
+  for (size_t i = 0; i < proposing.size(); ++i) {
+    const int64_t row = mb.logit_rows[i];
+    slots_[static_cast<size_t>(proposing[i])].drafts = {
+        Argmax(logits.data() + static_cast<int64_t>(i) * vocab_, vocab_)};
+    std::memcpy(last.data() + static_cast<int64_t>(i) * width_,
+                out_streams.data() + row * width_, static_cast<size_t>(width_) * sizeof(bf16));
+  }
+  return Chain(proposing, std::move(last));
+}
+
+// One ForwardMtp per extra draft, every proposing sequence one row: the
+// chain is sequential per sequence but batched across sequences.
+Status MtpProposer::Chain(const std::vector<int64_t>& slots, std::vector<bf16> last_streams) {
+  if (slots.empty()) return Status::Ok();
+  std::vector<float> logits(slots.size() * static_cast<size_t>(vocab_));
+  std::vector<bf16> out_streams(last_streams.size());
+  for (int32_t j = 1; j < k_; ++j) {
+    ForwardBatch cb;
+    for (int64_t slot : slots) {
+      const SlotState& st = slots_[static_cast<size_t>(slot)];
+      // Draft j sits at position mtp_pos + j; its row is one before.
+      cb.Add(slot, st.mtp_pos + j - 1, {st.drafts.back()});
+      cb.logit_rows.push_back(cb.num_tokens() - 1);
+    }
+    ForwardOutputs out;
+    out.logits = logits.data();
+    out.streams = out_streams.data();
+    DSV4_RETURN_IF_ERROR(model_.ForwardMtp(cb, last_streams.data(), cache_, out, ws_, pool_));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      slots_[static_cast<size_t>(slots[i])].drafts.push_back(
+          Argmax(logits.data() + static_cast<int64_t>(i) * vocab_, vocab_));
+    }
+    std::swap(last_streams, out_streams);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dsv4

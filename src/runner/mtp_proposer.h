@@ -1,0 +1,69 @@
+// Drafts from the model's MTP layer (model.md §6, serving.md §6).
+//
+// The MTP row at position q consumes (h_q, token_{q+1}) and predicts
+// token_{q+2}.  Per slot the proposer keeps the MTP window true up to the
+// last committed position: after every step it runs the MTP layer on the
+// rows whose main-model results now stand (prefill chunks, the tail and the
+// accepted drafts), all sequences in one ForwardMtp call; the last row's
+// argmax is draft 1.  Drafts 2..K chain the layer on itself: row P + j - 2
+// takes the MTP block's own output streams and draft j - 1.  Chained rows
+// are speculative; the next step rewinds the MTP cache over them (hence an
+// MTP ring of window + K).  A prefill chunk whose next token is unknown
+// leaves its last row's main streams pending until the next chunk (or the
+// sampled token) supplies that token.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "model/model_cache.h"
+#include "model/workspace.h"
+#include "runner/draft_proposer.h"
+
+namespace dsv4 {
+
+class MtpProposer : public DraftProposer {
+ public:
+  // REQUIRES: model.has_mtp(), cache.has_mtp(), its MTP ring holds at least
+  // window + k - 1 rows, k >= 1.  model, cache and pool outlive the proposer;
+  // the caller resets the cache slot before AllocateState.
+  MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k);
+
+  int32_t max_drafts() const override { return k_; }
+  void AllocateState(int64_t slot, RequestId id) override;
+  void FreeState(int64_t slot) override;
+  std::span<const int32_t> Propose(int64_t slot) const override;
+  Status AfterVerify(const ForwardBatch& batch, const bf16* streams,
+                     std::span<const DraftUpdate> updates) override;
+
+ private:
+  struct SlotState {
+    bool live = false;
+    int64_t mtp_pos = 0;         // MTP rows [0, mtp_pos) hold true inputs
+    bool has_pending = false;    // main streams of position mtp_pos wait for its next token
+    std::vector<bf16> pending;   // [hc, D]
+    std::vector<int32_t> drafts; // [k] after a commit, else empty
+  };
+
+  // Appends update u's true MTP rows to batch/h; false when it has none.
+  Status AddTrueRows(const DraftUpdate& u, const bf16* streams, ForwardBatch* batch,
+                     std::vector<bf16>* h);
+  // Drafts 2..k for `slots` (draft 1 set), from the MTP streams of each
+  // slot's last row in `last_streams` [slots.size(), hc, D].
+  Status Chain(const std::vector<int64_t>& slots, std::vector<bf16> last_streams);
+
+  const Model& model_;
+  ModelCache& cache_;
+  ThreadPool* pool_;
+  int32_t k_;
+  int64_t width_;  // hc * D
+  int64_t vocab_;
+  std::vector<SlotState> slots_;  // [cache.num_slots()]
+  Workspace ws_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,369 @@
+// The full sampler on known distributions: each parameter's effect, the
+// processing order, penalties, raw logprobs, seeded streams.
+#include "runner/sampler.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runner/sampler_rng.h"
+#include "runner/token_distribution.h"
+
+namespace dsv4::testing {
+namespace {
+
+// Logits whose softmax is exactly proportional to `probs`.
+std::vector<float> LogitsOf(const std::vector<double>& probs) {
+  std::vector<float> out;
+  for (double p : probs) out.push_back(static_cast<float>(std::log(p)));
+  return out;
+}
+
+// Softmax of FP32 logits / t in FP64, for expectations.
+std::vector<double> SoftmaxOf(const std::vector<float>& logits, double t = 1.0) {
+  double max = -INFINITY;
+  for (float x : logits) max = std::max(max, x / t);
+  std::vector<double> p;
+  double sum = 0;
+  for (float x : logits) {
+    p.push_back(std::exp(x / t - max));
+    sum += p.back();
+  }
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+std::vector<double> Probs(const std::vector<float>& logits, const SamplingParams& params,
+                          const TokenHistory& history = {}) {
+  TokenDistribution dist(static_cast<int64_t>(logits.size()));
+  dist.Compute(logits.data(), params, history);
+  return {dist.probs().begin(), dist.probs().end()};
+}
+
+SamplingParams Sampled(float temperature = 1.0f) {
+  SamplingParams p;
+  p.temperature = temperature;
+  return p;
+}
+
+void ExpectProbs(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-9) << "token " << i;
+}
+
+TEST(PhiloxTest, KnownAnswers) {
+  // Random123's published Philox4x32-10 vectors.
+  EXPECT_EQ(PhiloxRng::Block({0, 0, 0, 0}, {0, 0}),
+            (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(PhiloxRng::Block({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                             {0xffffffffu, 0xffffffffu}),
+            (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(PhiloxRng::Block({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                             {0xa4093822u, 0x299f31d0u}),
+            (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(PhiloxTest, UniformIsInRangeAndDistinctPerPurpose) {
+  const PhiloxRng rng(42);
+  double sum = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const double u = rng.Uniform(i, RngPurpose::kSample);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);  // 5.5 sigma
+  EXPECT_NE(rng.Uniform(3, RngPurpose::kSample), rng.Uniform(3, RngPurpose::kAccept));
+  EXPECT_NE(rng.Uniform(3, RngPurpose::kSample), PhiloxRng(43).Uniform(3, RngPurpose::kSample));
+  EXPECT_NE(DeriveRequestSeed(1, 5), DeriveRequestSeed(1, 6));
+}
+
+TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
+  Sampler sampler(5);
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
+  SamplingParams greedy;
+  greedy.seed = 9;  // irrelevant for greedy
+  for (int64_t i = 0; i < 5; ++i) {
+    std::vector<int32_t> out(static_cast<size_t>(i), 4);
+    EXPECT_EQ(sampler.Sample(logits.data(), greedy, SamplerState{uint64_t(i)}, {{}, out}, nullptr),
+              1);
+  }
+}
+
+TEST(SamplerTest, TemperatureScalesLogits) {
+  const std::vector<float> logits = LogitsOf({0.1, 0.2, 0.3, 0.4});
+  ExpectProbs(Probs(logits, Sampled(1.0f)), SoftmaxOf(logits));
+  ExpectProbs(Probs(logits, Sampled(2.0f)), SoftmaxOf(logits, 2.0));
+  ExpectProbs(Probs(logits, Sampled(0.5f)), SoftmaxOf(logits, 0.5));
+  // Tiny temperature: no overflow, all mass on the argmax.
+  ExpectProbs(Probs(logits, Sampled(1e-6f)), {0, 0, 0, 1});
+}
+
+TEST(SamplerTest, TopKKeepsTheKMostLikelyLowerIdOnTies) {
+  const std::vector<float> logits = LogitsOf({0.1, 0.3, 0.2, 0.3, 0.1});
+  SamplingParams p = Sampled();
+  p.top_k = 2;
+  ExpectProbs(Probs(logits, p), {0, 0.5, 0, 0.5, 0});
+  p.top_k = 3;
+  ExpectProbs(Probs(logits, p), {0, 0.375, 0.25, 0.375, 0});
+  p.top_k = 4;  // tie between 0 and 4: the lower id stays
+  ExpectProbs(Probs(logits, p), {1.0 / 9, 3.0 / 9, 2.0 / 9, 3.0 / 9, 0});
+  p.top_k = 5;
+  ExpectProbs(Probs(logits, p), {0.1, 0.3, 0.2, 0.3, 0.1});
+}
+
+TEST(SamplerTest, TopPKeepsTheCrossingToken) {
+  const std::vector<float> logits = LogitsOf({0.1, 0.4, 0.2, 0.3});
+  SamplingParams p = Sampled();
+  p.top_p = 0.35f;  // 0.4 alone crosses
+  ExpectProbs(Probs(logits, p), {0, 1, 0, 0});
+  p.top_p = 0.5f;  // 0.4 + 0.3 crosses at the 0.3 token, which stays
+  ExpectProbs(Probs(logits, p), {0, 4.0 / 7, 0, 3.0 / 7});
+  p.top_p = 0.75f;
+  ExpectProbs(Probs(logits, p), {0, 4.0 / 9, 2.0 / 9, 3.0 / 9});
+  p.top_p = 0.95f;
+  ExpectProbs(Probs(logits, p), {0.1, 0.4, 0.2, 0.3});
+}
+
+TEST(SamplerTest, TopPOverAVocabularyLargerThanTheFirstCut) {
+  // 2000 equally likely tokens plus one heavy one: top_p needs ~1800 tokens,
+  // more than the first partial sort covers.
+  std::vector<double> probs(2001, 1.0);
+  probs[1000] = 100.0;
+  const std::vector<float> logits = LogitsOf(probs);
+  SamplingParams p = Sampled();
+  p.top_p = 0.9f;
+  const std::vector<double> got = Probs(logits, p);
+  int kept = 0;
+  for (size_t v = 0; v < got.size(); ++v) kept += got[v] > 0;
+  // total 2100, target 1890: the heavy token (100) and then 1790 unit tokens.
+  EXPECT_EQ(kept, 1791);
+  EXPECT_GT(got[1000], 0);
+  EXPECT_GT(got[0], 0);  // ties broken by lower id: ids 0..1790 (minus 1000) stay
+  EXPECT_EQ(got[1791], 0);
+  EXPECT_GT(got[1790], 0);
+}
+
+TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheMax) {
+  const std::vector<float> logits = LogitsOf({0.05, 0.45, 0.15, 0.35});
+  SamplingParams p = Sampled();
+  p.min_p = 0.3f;  // threshold 0.135: drops 0.05
+  ExpectProbs(Probs(logits, p), {0, 0.45 / 0.95, 0.15 / 0.95, 0.35 / 0.95});
+  p.min_p = 0.5f;  // threshold 0.225: keeps 0.45 and 0.35
+  ExpectProbs(Probs(logits, p), {0, 0.45 / 0.8, 0, 0.35 / 0.8});
+  p.min_p = 1.0f;  // only the max
+  ExpectProbs(Probs(logits, p), {0, 1, 0, 0});
+}
+
+TEST(SamplerTest, FiltersApplyInOrderMinPTopKTopP) {
+  const std::vector<float> logits = LogitsOf({0.3, 0.25, 0.2, 0.15, 0.1});
+  SamplingParams p = Sampled();
+  p.min_p = 0.4f;  // threshold 0.12: drops 0.1
+  p.top_k = 3;     // keeps 0.3, 0.25, 0.2 (sum 0.75)
+  p.top_p = 0.7f;  // of the renormalised top 3: 0.4 + 0.333 crosses 0.7 -> two stay
+  ExpectProbs(Probs(logits, p), {0.3 / 0.55, 0.25 / 0.55, 0, 0, 0});
+  // Temperature comes first: at T = 100 the distribution is nearly uniform,
+  // so min_p 0.4 drops nothing, top_k keeps 3 and top_p 0.7 needs all three.
+  p.temperature = 100.0f;
+  const std::vector<double> got = Probs(logits, p);
+  EXPECT_GT(got[2], 0);
+  EXPECT_EQ(got[3], 0);
+}
+
+TEST(SamplerTest, RepetitionPenaltyCoversPromptAndOutput) {
+  const std::vector<float> logits = {2.0f, -1.0f, 1.0f, 0.5f};
+  SamplingParams p = Sampled();
+  p.repetition_penalty = 2.0f;
+  const std::vector<int32_t> prompt = {0, 0};
+  const std::vector<int32_t> output = {1};
+  // vLLM/HF: positive logits divided, negative multiplied.
+  ExpectProbs(Probs(logits, p, {prompt, output}), SoftmaxOf({1.0f, -2.0f, 1.0f, 0.5f}));
+  // Greedy requests are penalised too: 0 and 2 tie at 1.0, lowest id wins;
+  // with a stronger penalty token 2 wins.
+  Sampler sampler(4);
+  SamplingParams greedy;
+  greedy.repetition_penalty = 2.0f;
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {prompt, output}, nullptr), 0);
+  greedy.repetition_penalty = 2.5f;
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {prompt, output}, nullptr), 2);
+}
+
+TEST(SamplerTest, FrequencyAndPresencePenaltiesCountOutputOnly) {
+  const std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
+  SamplingParams p = Sampled();
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  const std::vector<int32_t> prompt = {0, 0, 0};  // the prompt is not penalised
+  const std::vector<int32_t> output = {2, 3, 2, 2};
+  ExpectProbs(Probs(logits, p, {prompt, output}),
+              SoftmaxOf({1.0f, 1.0f, 1.0f - 1.5f - 0.25f, 1.0f - 0.5f - 0.25f}));
+  // Negative values encourage repetition.
+  p.frequency_penalty = -1.0f;
+  p.presence_penalty = 0;
+  ExpectProbs(Probs(logits, p, {prompt, output}), SoftmaxOf({1.0f, 1.0f, 4.0f, 2.0f}));
+}
+
+TEST(SamplerTest, PenaltiesCombineRepetitionFirst) {
+  const std::vector<float> logits = {3.0f, -1.0f, 0.0f};
+  SamplingParams p = Sampled();
+  p.repetition_penalty = 1.5f;
+  p.frequency_penalty = 1.0f;
+  p.presence_penalty = 0.5f;
+  const std::vector<int32_t> output = {0, 1, 1};
+  ExpectProbs(Probs(logits, p, {{}, output}),
+              SoftmaxOf({3.0f / 1.5f - 1.0f - 0.5f, -1.5f - 2.0f - 0.5f, 0.0f}));
+}
+
+TEST(SamplerTest, SampledFrequenciesMatchTheDistribution) {
+  const std::vector<double> want = {0.1, 0.2, 0.3, 0.4};
+  const std::vector<float> logits = LogitsOf(want);
+  Sampler sampler(4);
+  const SamplingParams p = Sampled();
+  const int n = 200000;
+  std::vector<int> counts(4, 0);
+  std::vector<int32_t> output;  // only its length (the output index) matters here
+  output.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    ++counts[size_t(sampler.Sample(logits.data(), p, SamplerState{1234}, {{}, output}, nullptr))];
+    output.push_back(0);
+  }
+  double chi2 = 0;
+  for (size_t v = 0; v < 4; ++v) {
+    const double e = want[v] * n;
+    chi2 += (counts[v] - e) * (counts[v] - e) / e;
+  }
+  EXPECT_LT(chi2, 16.27);  // chi-square, 3 dof, alpha = 1e-3
+}
+
+// Samples `n` tokens for one request, feeding its output back.
+std::vector<int32_t> Generate(Sampler& sampler, const std::vector<std::vector<float>>& rows,
+                              const SamplingParams& p, uint64_t seed, size_t n,
+                              const std::function<void()>& between = nullptr) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (between) between();
+    const std::vector<float>& row = rows[i % rows.size()];
+    out.push_back(sampler.Sample(row.data(), p, SamplerState{seed}, {{}, out}, nullptr));
+  }
+  return out;
+}
+
+TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
+  const int64_t vocab = 50;
+  std::vector<std::vector<float>> rows(7, std::vector<float>(size_t(vocab)));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (int64_t v = 0; v < vocab; ++v) rows[r][size_t(v)] = std::sin(float(r * 31 + v));
+  }
+  SamplingParams p = Sampled(0.8f);
+  p.top_p = 0.9f;
+  p.frequency_penalty = 0.3f;
+  Sampler alone(vocab);
+  const std::vector<int32_t> a = Generate(alone, rows, p, 77, 60);
+
+  // Same request interleaved with two others (other seeds and params) on a
+  // different sampler instance: the same tokens.
+  Sampler shared(vocab);
+  std::vector<int32_t> b_out, c_out;
+  SamplingParams pc = Sampled(1.3f);
+  pc.top_k = 5;
+  auto others = [&] {
+    b_out.push_back(shared.Sample(rows[1].data(), p, SamplerState{78}, {{}, b_out}, nullptr));
+    c_out.push_back(shared.Sample(rows[2].data(), pc, SamplerState{5}, {{}, c_out}, nullptr));
+  };
+  EXPECT_EQ(Generate(shared, rows, p, 77, 60, others), a);
+  // Another seed gives another stream.
+  EXPECT_NE(Generate(alone, rows, p, 78, 60), a);
+}
+
+TEST(SamplerTest, UnseededRequestsUseTheRequestSeed) {
+  SamplingParams p = Sampled();
+  EXPECT_EQ(SamplerState::ForRequest(p, 99).seed, 99u);
+  p.seed = 7;
+  EXPECT_EQ(SamplerState::ForRequest(p, 99).seed, 7u);
+}
+
+TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  const std::vector<double> want = SoftmaxOf(logits);
+  Sampler sampler(5);
+  SamplingParams p;
+  p.logprobs = 3;
+  TokenLogprob lp;
+  const int32_t token = sampler.Sample(logits.data(), p, {}, {}, &lp);
+  EXPECT_EQ(token, 1);
+  EXPECT_EQ(lp.token, 1);
+  EXPECT_NEAR(lp.logprob, std::log(want[1]), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);  // tie with 3: lower id first
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_EQ(lp.top[2].first, 4);
+  for (const auto& [id, value] : lp.top) EXPECT_NEAR(value, std::log(want[size_t(id)]), 1e-6);
+
+  // Raw mode (vLLM v1 default): temperature and penalties change the
+  // choice's law, never the reported logprobs.
+  p.temperature = 0.3f;
+  p.presence_penalty = 2.0f;
+  TokenLogprob sampled;
+  const std::vector<int32_t> output = {1, 3};
+  const int32_t t2 = sampler.Sample(logits.data(), p, SamplerState{3}, {{}, output}, &sampled);
+  EXPECT_EQ(sampled.token, t2);
+  EXPECT_NEAR(sampled.logprob, std::log(want[size_t(t2)]), 1e-6);
+  EXPECT_NEAR(sampled.top[0].second, std::log(want[1]), 1e-6);
+
+  p.logprobs = 0;  // the chosen token only
+  TokenLogprob only;
+  sampler.Sample(logits.data(), p, SamplerState{3}, {{}, output}, &only);
+  EXPECT_TRUE(only.top.empty());
+}
+
+TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {nan, 1.0f, inf, 0.0f, -inf};
+  Sampler sampler(5);
+  EXPECT_EQ(sampler.Sample(logits.data(), SamplingParams{}, {}, {}, nullptr), 1);
+  std::vector<int32_t> out;
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = sampler.Sample(logits.data(), Sampled(5.0f), SamplerState{1}, {{}, out},
+                                     nullptr);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+    out.push_back(t);
+  }
+}
+
+TEST(SamplerTest, ValidateRejectsOutOfRangeParams) {
+  Sampler sampler(10);
+  EXPECT_TRUE(sampler.Validate(SamplingParams{}).ok());
+  auto bad = [&](auto mutate) {
+    SamplingParams p;
+    mutate(p);
+    return sampler.Validate(p).code() == StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.temperature = -0.1f; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.temperature = NAN; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.top_p = 0; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.top_p = 1.01f; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.top_k = -1; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.min_p = 1.5f; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.presence_penalty = 2.5f; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.frequency_penalty = -3.0f; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.repetition_penalty = 0; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logprobs = 21; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logprobs = -2; }));
+  SamplingParams ok;
+  ok.temperature = 1.0f;
+  ok.top_p = 0.5f;
+  ok.top_k = 40;
+  ok.min_p = 0.1f;
+  ok.repetition_penalty = 1.1f;
+  ok.logprobs = 20;
+  EXPECT_TRUE(sampler.Validate(ok).ok());
+}
+
+}  // namespace
+}  // namespace dsv4::testing

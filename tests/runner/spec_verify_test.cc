@@ -1,0 +1,268 @@
+// Speculative verification: the greedy accept rule (serving.md §6.2 unit
+// vectors) and rejection sampling, whose output law must be exactly the
+// non-speculative one (chi-square tests on a synthetic vocabulary).
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runner/sampler.h"
+#include "runner/sampler_rng.h"
+#include "runner/token_distribution.h"
+
+namespace dsv4::testing {
+namespace {
+
+// [rows, vocab] logits whose argmax per row is targets[row].
+std::vector<float> OneHotRows(const std::vector<int32_t>& targets, int64_t vocab) {
+  std::vector<float> rows(targets.size() * size_t(vocab), 0.0f);
+  for (size_t r = 0; r < targets.size(); ++r) rows[r * size_t(vocab) + size_t(targets[r])] = 5.0f;
+  return rows;
+}
+
+std::vector<int32_t> VerifyGreedy(const std::vector<int32_t>& targets,
+                                  const std::vector<int32_t>& drafts, int32_t* num_accepted) {
+  const int64_t vocab = 128;
+  Sampler sampler(vocab);
+  const std::vector<float> rows = OneHotRows(targets, vocab);
+  const VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, SamplingParams{}, {}, {},
+                                        nullptr);
+  *num_accepted = r.num_accepted;
+  return r.tokens;
+}
+
+TEST(SpecVerifyTest, GreedyUnitVectorsOfTheReference) {
+  int32_t n = 0;
+  EXPECT_EQ(VerifyGreedy({11, 12}, {11}, &n), (std::vector<int32_t>{11, 12}));
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(VerifyGreedy({21, 22}, {99}, &n), (std::vector<int32_t>{21}));
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(VerifyGreedy({11, 12, 13, 14}, {11, 12, 13}, &n),
+            (std::vector<int32_t>{11, 12, 13, 14}));
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(VerifyGreedy({21, 22, 23, 24}, {21, 99, 23}, &n), (std::vector<int32_t>{21, 22}));
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(VerifyGreedy({31, 32, 33, 34}, {99, 32, 33}, &n), (std::vector<int32_t>{31}));
+  EXPECT_EQ(n, 0);
+}
+
+TEST(SpecVerifyTest, GreedyRowsSeeTheDraftsAsHistory) {
+  // Rows identical; a presence penalty on the drafts makes each row's
+  // choice depend on the drafts before it, exactly as sequential sampling.
+  const int64_t vocab = 4;
+  const std::vector<float> row = {3.0f, 2.9f, 2.8f, 0.0f};
+  std::vector<float> rows;
+  for (int r = 0; r < 3; ++r) rows.insert(rows.end(), row.begin(), row.end());
+  SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.logprobs = 1;
+  Sampler sampler(vocab);
+  std::vector<int32_t> sequential;
+  for (int i = 0; i < 3; ++i) {
+    sequential.push_back(sampler.Sample(row.data(), p, {}, {{}, sequential}, nullptr));
+  }
+  EXPECT_EQ(sequential, (std::vector<int32_t>{0, 1, 2}));
+  std::vector<TokenLogprob> lps;
+  const std::vector<int32_t> drafts = {0, 1};
+  const VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, p, {}, {}, &lps);
+  EXPECT_EQ(r.tokens, sequential);
+  EXPECT_EQ(r.num_accepted, 2);
+  ASSERT_EQ(lps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(lps[i].token, sequential[i]);
+}
+
+// A synthetic "model" over a 6-token vocabulary: the next-token logits depend
+// on the previous token only.  Target and draft disagree substantially.
+constexpr int64_t kVocab = 6;
+
+std::vector<float> TargetRow(int32_t prev) {
+  static const float kTable[kVocab][kVocab] = {
+      {1.0f, 0.2f, -0.5f, 0.7f, -1.0f, 0.1f}, {-0.3f, 0.9f, 0.4f, -0.8f, 0.6f, 0.0f},
+      {0.5f, -0.6f, 1.1f, 0.2f, -0.2f, -0.9f}, {0.0f, 0.3f, -0.4f, 0.8f, 0.5f, -0.7f},
+      {-1.0f, 0.4f, 0.6f, -0.1f, 0.9f, 0.3f},  {0.7f, -0.2f, 0.1f, 0.4f, -0.6f, 1.0f}};
+  return {kTable[prev], kTable[prev] + kVocab};
+}
+
+std::vector<float> DraftRow(int32_t prev) {
+  static const float kTable[kVocab][kVocab] = {
+      {0.2f, 1.0f, 0.3f, -0.4f, 0.5f, -0.9f}, {0.8f, 0.1f, -0.7f, 0.6f, -0.2f, 0.4f},
+      {-0.5f, 0.9f, 0.0f, 0.7f, 0.3f, -0.3f}, {1.2f, -0.4f, 0.5f, -0.6f, 0.1f, 0.2f},
+      {0.3f, 0.3f, -0.9f, 0.8f, -0.4f, 0.9f}, {-0.2f, 0.6f, 0.9f, -0.5f, 0.7f, 0.0f}};
+  return {kTable[prev], kTable[prev] + kVocab};
+}
+
+enum class Drafter { kProbabilistic, kDeterministic, kAcceptAllBug };
+
+struct SpecRun {
+  std::vector<int64_t> first;   // [kVocab] counts of output token 0
+  std::vector<int64_t> joint;   // [kVocab * kVocab] counts of (token 0, token 1)
+  int64_t num_first_draft_accepted = 0;
+};
+
+// Runs `trials` requests (seed = trial index) with K = 2 until each has two
+// output tokens.
+SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t trials) {
+  const int32_t kDrafts = 2;
+  const std::vector<int32_t> prompt = {0};
+  Sampler sampler(kVocab);
+  TokenDistribution draft_dist(kVocab);
+  SpecRun run{std::vector<int64_t>(kVocab, 0), std::vector<int64_t>(kVocab * kVocab, 0), 0};
+  std::vector<float> q(size_t(kDrafts * kVocab));
+  for (int64_t trial = 0; trial < trials; ++trial) {
+    const SamplerState state{static_cast<uint64_t>(trial)};
+    std::vector<int32_t> output;
+    bool first_step = true;
+    while (output.size() < 2) {
+      std::vector<int32_t> context = output, drafts;
+      for (int32_t k = 0; k < kDrafts; ++k) {
+        const int32_t prev = context.empty() ? prompt.back() : context.back();
+        const std::vector<float> row = DraftRow(prev);
+        int32_t d = 0;
+        if (drafter == Drafter::kDeterministic) {
+          d = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+        } else {
+          d = SampleDraft(draft_dist, row.data(), params, state, {prompt, context},
+                          q.data() + k * kVocab);
+        }
+        drafts.push_back(d);
+        context.push_back(d);
+      }
+      std::vector<float> rows;
+      for (int32_t j = 0; j <= kDrafts; ++j) {
+        const int32_t prev = j == 0 ? (output.empty() ? prompt.back() : output.back())
+                                    : drafts[size_t(j - 1)];
+        const std::vector<float> row = TargetRow(prev);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      if (drafter == Drafter::kAcceptAllBug) {
+        output.insert(output.end(), drafts.begin(), drafts.end());
+        continue;
+      }
+      const VerifyResult r = sampler.Verify(
+          rows.data(), drafts, drafter == Drafter::kProbabilistic ? q.data() : nullptr, params,
+          state, {prompt, output}, nullptr);
+      EXPECT_EQ(r.tokens.size(), size_t(r.num_accepted) + 1);
+      if (first_step && r.num_accepted > 0) ++run.num_first_draft_accepted;
+      first_step = false;
+      output.insert(output.end(), r.tokens.begin(), r.tokens.end());
+    }
+    ++run.first[size_t(output[0])];
+    ++run.joint[size_t(output[0] * kVocab + output[1])];
+  }
+  return run;
+}
+
+// The non-speculative law of the first two tokens, from the (separately
+// tested) distribution code.
+void ExactLaw(const SamplingParams& params, std::vector<double>* first,
+              std::vector<double>* joint) {
+  const std::vector<int32_t> prompt = {0};
+  TokenDistribution dist(kVocab);
+  dist.Compute(TargetRow(0).data(), params, {prompt, {}});
+  first->assign(dist.probs().begin(), dist.probs().end());
+  joint->assign(kVocab * kVocab, 0.0);
+  for (int32_t t0 = 0; t0 < kVocab; ++t0) {
+    const std::vector<int32_t> out = {t0};
+    dist.Compute(TargetRow(t0).data(), params, {prompt, out});
+    for (int32_t t1 = 0; t1 < kVocab; ++t1) {
+      (*joint)[size_t(t0 * kVocab + t1)] = (*first)[size_t(t0)] * dist.probs()[size_t(t1)];
+    }
+  }
+}
+
+// Pearson chi-square over the cells with positive expected probability;
+// *dof = cells - 1.  A cell with expected probability 0 must be empty.
+double ChiSquare(const std::vector<int64_t>& counts, const std::vector<double>& probs,
+                 int64_t n, int* dof) {
+  double chi2 = 0;
+  *dof = -1;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (probs[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "cell " << i << " has probability 0";
+      continue;
+    }
+    const double e = probs[i] * double(n);
+    chi2 += (double(counts[i]) - e) * (double(counts[i]) - e) / e;
+    ++*dof;
+  }
+  return chi2;
+}
+
+// Upper alpha = 1e-4 critical value of chi-square (Wilson-Hilferty; within
+// 1% of the exact quantile for these dof).
+double Critical(int dof) {
+  const double z = 3.719;  // standard normal upper 1e-4 quantile
+  const double k = dof;
+  const double a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+constexpr int64_t kTrials = 200000;
+
+void ExpectExactLaw(const SamplingParams& params, Drafter drafter) {
+  std::vector<double> first, joint;
+  ExactLaw(params, &first, &joint);
+  const SpecRun run = RunSpeculative(params, drafter, kTrials);
+  int dof = 0;
+  const double chi_first = ChiSquare(run.first, first, kTrials, &dof);
+  EXPECT_LT(chi_first, Critical(dof)) << "first token, dof " << dof;
+  const double chi_joint = ChiSquare(run.joint, joint, kTrials, &dof);
+  EXPECT_LT(chi_joint, Critical(dof)) << "first two tokens, dof " << dof;
+}
+
+TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawProbabilisticDrafts) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  ExpectExactLaw(p, Drafter::kProbabilistic);
+}
+
+TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawWithEveryFilter) {
+  // Penalties make the second token's law depend on the first (through the
+  // drafts as history); top_k gives both laws zeros.
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 4;
+  p.presence_penalty = 0.7f;
+  p.repetition_penalty = 1.3f;
+  ExpectExactLaw(p, Drafter::kProbabilistic);
+}
+
+TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawDeterministicDrafts) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  ExpectExactLaw(p, Drafter::kDeterministic);
+}
+
+TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
+  // P(accept draft 0) = Σ_x min(p(x), q(x)) for drafts drawn from q.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const std::vector<int32_t> prompt = {0};
+  TokenDistribution dist(kVocab);
+  dist.Compute(TargetRow(0).data(), p, {prompt, {}});
+  const std::vector<double> target(dist.probs().begin(), dist.probs().end());
+  dist.Compute(DraftRow(0).data(), p, {prompt, {}});
+  double overlap = 0;
+  for (int64_t v = 0; v < kVocab; ++v) overlap += std::min(target[size_t(v)], dist.probs()[size_t(v)]);
+  const int64_t n = 50000;
+  const SpecRun run = RunSpeculative(p, Drafter::kProbabilistic, n);
+  const double rate = double(run.num_first_draft_accepted) / double(n);
+  EXPECT_NEAR(rate, overlap, 5 * std::sqrt(overlap * (1 - overlap) / double(n)));
+}
+
+TEST(SpecVerifyTest, TheChiSquareTestCatchesABrokenVerifier) {
+  // Negative control: committing every draft yields the draft law, which the
+  // same test must reject by a wide margin.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  std::vector<double> first, joint;
+  ExactLaw(p, &first, &joint);
+  const int64_t n = 20000;
+  const SpecRun run = RunSpeculative(p, Drafter::kAcceptAllBug, n);
+  int dof = 0;
+  EXPECT_GT(ChiSquare(run.first, first, n, &dof), 10 * Critical(dof));
+}
+
+}  // namespace
+}  // namespace dsv4::testing

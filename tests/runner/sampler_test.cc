@@ -2,13 +2,13 @@
 // processing order, penalties, raw logprobs, seeded streams.
 #include "runner/sampler.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "runner/sampler_rng.h"
 #include "runner/token_distribution.h"
@@ -50,9 +50,11 @@ SamplingParams Sampled(float temperature = 1.0f) {
   return p;
 }
 
+// 2e-7: LogitsOf rounds log(p) to FP32 (relative error 6e-8 per logit);
+// every filter mistake moves a probability by far more.
 void ExpectProbs(const std::vector<double>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-9) << "token " << i;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-7) << "token " << i;
 }
 
 TEST(PhiloxTest, KnownAnswers) {
@@ -329,8 +331,8 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
   EXPECT_EQ(sampler.Sample(logits.data(), SamplingParams{}, {}, {}, nullptr), 1);
   std::vector<int32_t> out;
   for (int i = 0; i < 200; ++i) {
-    const int32_t t = sampler.Sample(logits.data(), Sampled(5.0f), SamplerState{1}, {{}, out},
-                                     nullptr);
+    const int32_t t =
+        sampler.Sample(logits.data(), Sampled(5.0f), SamplerState{1}, {{}, out}, nullptr);
     ASSERT_TRUE(t == 1 || t == 3) << t;
     out.push_back(t);
   }

@@ -1,11 +1,11 @@
 // Speculative verification: the greedy accept rule (serving.md §6.2 unit
 // vectors) and rejection sampling, whose output law must be exactly the
 // non-speculative one (chi-square tests on a synthetic vocabulary).
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <functional>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "runner/sampler.h"
 #include "runner/sampler_rng.h"
@@ -26,8 +26,8 @@ std::vector<int32_t> VerifyGreedy(const std::vector<int32_t>& targets,
   const int64_t vocab = 128;
   Sampler sampler(vocab);
   const std::vector<float> rows = OneHotRows(targets, vocab);
-  const VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, SamplingParams{}, {}, {},
-                                        nullptr);
+  const VerifyResult r =
+      sampler.Verify(rows.data(), drafts, nullptr, SamplingParams{}, {}, {}, nullptr);
   *num_accepted = r.num_accepted;
   return r.tokens;
 }
@@ -78,7 +78,7 @@ constexpr int64_t kVocab = 6;
 
 std::vector<float> TargetRow(int32_t prev) {
   static const float kTable[kVocab][kVocab] = {
-      {1.0f, 0.2f, -0.5f, 0.7f, -1.0f, 0.1f}, {-0.3f, 0.9f, 0.4f, -0.8f, 0.6f, 0.0f},
+      {1.0f, 0.2f, -0.5f, 0.7f, -1.0f, 0.1f},  {-0.3f, 0.9f, 0.4f, -0.8f, 0.6f, 0.0f},
       {0.5f, -0.6f, 1.1f, 0.2f, -0.2f, -0.9f}, {0.0f, 0.3f, -0.4f, 0.8f, 0.5f, -0.7f},
       {-1.0f, 0.4f, 0.6f, -0.1f, 0.9f, 0.3f},  {0.7f, -0.2f, 0.1f, 0.4f, -0.6f, 1.0f}};
   return {kTable[prev], kTable[prev] + kVocab};
@@ -95,8 +95,8 @@ std::vector<float> DraftRow(int32_t prev) {
 enum class Drafter { kProbabilistic, kDeterministic, kAcceptAllBug };
 
 struct SpecRun {
-  std::vector<int64_t> first;   // [kVocab] counts of output token 0
-  std::vector<int64_t> joint;   // [kVocab * kVocab] counts of (token 0, token 1)
+  std::vector<int64_t> first;  // [kVocab] counts of output token 0
+  std::vector<int64_t> joint;  // [kVocab * kVocab] counts of (token 0, token 1)
   int64_t num_first_draft_accepted = 0;
 };
 
@@ -130,8 +130,8 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
       }
       std::vector<float> rows;
       for (int32_t j = 0; j <= kDrafts; ++j) {
-        const int32_t prev = j == 0 ? (output.empty() ? prompt.back() : output.back())
-                                    : drafts[size_t(j - 1)];
+        const int32_t prev =
+            j == 0 ? (output.empty() ? prompt.back() : output.back()) : drafts[size_t(j - 1)];
         const std::vector<float> row = TargetRow(prev);
         rows.insert(rows.end(), row.begin(), row.end());
       }
@@ -139,9 +139,9 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
         output.insert(output.end(), drafts.begin(), drafts.end());
         continue;
       }
-      const VerifyResult r = sampler.Verify(
-          rows.data(), drafts, drafter == Drafter::kProbabilistic ? q.data() : nullptr, params,
-          state, {prompt, output}, nullptr);
+      const VerifyResult r = sampler.Verify(rows.data(), drafts,
+                                            drafter == Drafter::kProbabilistic ? q.data() : nullptr,
+                                            params, state, {prompt, output}, nullptr);
       EXPECT_EQ(r.tokens.size(), size_t(r.num_accepted) + 1);
       if (first_step && r.num_accepted > 0) ++run.num_first_draft_accepted;
       first_step = false;
@@ -173,8 +173,8 @@ void ExactLaw(const SamplingParams& params, std::vector<double>* first,
 
 // Pearson chi-square over the cells with positive expected probability;
 // *dof = cells - 1.  A cell with expected probability 0 must be empty.
-double ChiSquare(const std::vector<int64_t>& counts, const std::vector<double>& probs,
-                 int64_t n, int* dof) {
+double ChiSquare(const std::vector<int64_t>& counts, const std::vector<double>& probs, int64_t n,
+                 int* dof) {
   double chi2 = 0;
   *dof = -1;
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -244,7 +244,8 @@ TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
   const std::vector<double> target(dist.probs().begin(), dist.probs().end());
   dist.Compute(DraftRow(0).data(), p, {prompt, {}});
   double overlap = 0;
-  for (int64_t v = 0; v < kVocab; ++v) overlap += std::min(target[size_t(v)], dist.probs()[size_t(v)]);
+  for (int64_t v = 0; v < kVocab; ++v)
+    overlap += std::min(target[size_t(v)], dist.probs()[size_t(v)]);
   const int64_t n = 50000;
   const SpecRun run = RunSpeculative(p, Drafter::kProbabilistic, n);
   const double rate = double(run.num_first_draft_accepted) / double(n);
@@ -261,7 +262,8 @@ TEST(SpecVerifyTest, TheChiSquareTestCatchesABrokenVerifier) {
   const int64_t n = 20000;
   const SpecRun run = RunSpeculative(p, Drafter::kAcceptAllBug, n);
   int dof = 0;
-  EXPECT_GT(ChiSquare(run.first, first, n, &dof), 10 * Critical(dof));
+  const double chi2 = ChiSquare(run.first, first, n, &dof);
+  EXPECT_GT(chi2, 10 * Critical(dof));
 }
 
 }  // namespace

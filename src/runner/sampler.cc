@@ -1,0 +1,168 @@
+// The full sampler: penalties, temperature, min_p / top_k / top_p, seeded
+// per-request streams, raw logprobs and speculative verification by
+// rejection sampling (Leviathan et al. 2023; Chen et al. 2023).
+//
+// Random draws (sampler_rng.h) for the token at output index i:
+//   Uniform(i, kSample)  plain sampling, the correction after a rejection,
+//                        or the bonus token after the last accepted draft;
+//   Uniform(i, kAccept)  the accept test of the draft at index i;
+//   Uniform(i, kDraft)   the proposer's draw of that draft (draft_sampling.h).
+// Every committed token is a function of the draws at indices <= its own,
+// so a draw at index i is still fresh when a rejection before i discards the
+// draft that used it and the next step proposes index i again.
+#include "runner/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/logging.h"
+#include "runner/sampler_rng.h"
+#include "runner/token_distribution.h"
+
+namespace dsv4 {
+
+namespace {
+
+// OpenAI's and vLLM's default cap on top logprobs.
+constexpr int32_t kMaxLogprobs = 20;
+
+bool Finite(float x) { return std::isfinite(x); }
+
+void LogNonFinite(const TokenDistribution& dist, const TokenHistory& history) {
+  if (dist.num_nonfinite() > 0) {
+    DSV4_LOG_ERROR("sampler: {} non-finite logits at output index {} (excluded)",
+                   dist.num_nonfinite(), history.output.size());
+  }
+}
+
+// Rejection sampling at one draft position: accept `draft` with probability
+// min(1, p(draft) / q(draft)), else draw from norm(max(0, p - q)).  Summed
+// over the draft's own law q, P(token = y) = min(p(y), q(y)) + (1 - Σ
+// min(p, q)) * max(0, p(y) - q(y)) / Σ max(0, p - q) = p(y).  q == nullptr
+// is a point mass on the draft (a deterministic proposer): accept with
+// probability p(draft), else draw from p without the draft.
+int32_t VerifyDraft(TokenDistribution& dist, std::vector<double>& residual, const float* row,
+                    int32_t draft, const float* q, const SamplingParams& params,
+                    const TokenHistory& history, const PhiloxRng& rng, bool* accepted) {
+  *accepted = false;
+  dist.Compute(row, params, history);
+  LogNonFinite(dist, history);
+  if (dist.argmax() < 0) return 0;
+  DSV4_CHECK(draft >= 0 && draft < dist.vocab());
+  const int64_t index = static_cast<int64_t>(history.output.size());
+  const std::span<const double> p = dist.probs();
+  const double px = p[size_t(draft)];
+  const double qx = q != nullptr ? static_cast<double>(q[draft]) : 1.0;
+  // u < px / qx without the division (qx may be 0 for a malformed proposal:
+  // then the draft is never accepted).
+  if (qx > 0 && rng.Uniform(index, RngPurpose::kAccept) * qx < px) {
+    *accepted = true;
+    return draft;
+  }
+  residual.resize(p.size());
+  for (size_t v = 0; v < p.size(); ++v) {
+    const double qv = q != nullptr ? static_cast<double>(q[v]) : (v == size_t(draft) ? 1.0 : 0.0);
+    residual[v] = std::max(0.0, p[v] - qv);
+  }
+  const double u = rng.Uniform(index, RngPurpose::kSample);
+  const int32_t token = TokenDistribution::DrawFrom(residual, u);
+  // An all-zero residual means p == q (to rounding), where a rejection has
+  // probability 0; drawing from p keeps the output law right regardless.
+  return token >= 0 ? token : dist.Draw(u);
+}
+
+}  // namespace
+
+struct Sampler::Scratch {
+  explicit Scratch(int64_t vocab) : dist(vocab) {}
+  TokenDistribution dist;
+  std::vector<int32_t> output;   // history.output + accepted drafts
+  std::vector<double> residual;  // [vocab] max(0, p - q)
+};
+
+Sampler::Sampler(int64_t vocab) : vocab_(vocab), scratch_(std::make_unique<Scratch>(vocab)) {}
+Sampler::~Sampler() = default;
+
+Status Sampler::Validate(const SamplingParams& p) const {
+  if (!Finite(p.temperature) || p.temperature < 0) {
+    return InvalidArgument("temperature must be a finite number >= 0, got {}", p.temperature);
+  }
+  if (!Finite(p.top_p) || p.top_p <= 0 || p.top_p > 1) {
+    return InvalidArgument("top_p must be in (0, 1], got {}", p.top_p);
+  }
+  if (p.top_k < 0) return InvalidArgument("top_k must be >= 0 (0 = off), got {}", p.top_k);
+  if (!Finite(p.min_p) || p.min_p < 0 || p.min_p > 1) {
+    return InvalidArgument("min_p must be in [0, 1], got {}", p.min_p);
+  }
+  if (!Finite(p.presence_penalty) || p.presence_penalty < -2 || p.presence_penalty > 2) {
+    return InvalidArgument("presence_penalty must be in [-2, 2], got {}", p.presence_penalty);
+  }
+  if (!Finite(p.frequency_penalty) || p.frequency_penalty < -2 || p.frequency_penalty > 2) {
+    return InvalidArgument("frequency_penalty must be in [-2, 2], got {}", p.frequency_penalty);
+  }
+  if (!Finite(p.repetition_penalty) || p.repetition_penalty <= 0) {
+    return InvalidArgument("repetition_penalty must be a finite number > 0, got {}",
+                           p.repetition_penalty);
+  }
+  if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
+    return InvalidArgument("logprobs must be in [0, {}], got {}", kMaxLogprobs, p.logprobs);
+  }
+  return Status::Ok();
+}
+
+int32_t Sampler::Sample(const float* logits, const SamplingParams& params,
+                        const SamplerState& state, const TokenHistory& history,
+                        TokenLogprob* logprob) {
+  TokenDistribution& dist = scratch_->dist;
+  dist.Compute(logits, params, history);
+  LogNonFinite(dist, history);
+  int32_t token = dist.argmax();
+  if (!params.greedy() && token >= 0) {
+    const PhiloxRng rng(state.seed);
+    token =
+        dist.Draw(rng.Uniform(static_cast<int64_t>(history.output.size()), RngPurpose::kSample));
+  }
+  // No finite logit at all: a broken model output; token 0 keeps the request
+  // well-formed and the error log above says why.
+  if (token < 0) token = 0;
+  if (logprob != nullptr && params.logprobs >= 0) {
+    *logprob = RawLogprobs(logits, vocab_, token, params.logprobs);
+  }
+  return token;
+}
+
+VerifyResult Sampler::Verify(const float* target_logits, std::span<const int32_t> drafts,
+                             const float* draft_probs, const SamplingParams& params,
+                             const SamplerState& state, const TokenHistory& history,
+                             std::vector<TokenLogprob>* logprobs) {
+  Scratch& s = *scratch_;
+  s.output.assign(history.output.begin(), history.output.end());
+  const PhiloxRng rng(state.seed);
+  const bool want_logprobs = logprobs != nullptr && params.logprobs >= 0;
+  VerifyResult result;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const float* row = target_logits + static_cast<int64_t>(j) * vocab_;
+    const TokenHistory row_history{history.prompt, s.output};
+    bool accepted = false;
+    int32_t token = -1;
+    if (j == drafts.size()) {
+      token = Sample(row, params, state, row_history, nullptr);  // the bonus token
+    } else if (params.greedy()) {
+      token = Sample(row, params, state, row_history, nullptr);
+      accepted = token == drafts[j];
+    } else {
+      const float* q = draft_probs ? draft_probs + static_cast<int64_t>(j) * vocab_ : nullptr;
+      token =
+          VerifyDraft(s.dist, s.residual, row, drafts[j], q, params, row_history, rng, &accepted);
+    }
+    result.tokens.push_back(token);
+    if (want_logprobs) logprobs->push_back(RawLogprobs(row, vocab_, token, params.logprobs));
+    if (!accepted) break;
+    ++result.num_accepted;
+    s.output.push_back(token);
+  }
+  return result;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,39 @@
+// convert: native FP8 + MXFP4 checkpoint -> W8A8 (docs/convert.md).
+#include <sys/resource.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "tools/convert.h"
+
+namespace dsv4::cli {
+
+void RegisterConvert(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<tools::ConvertOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Convert a native DeepSeek-V4 checkpoint to W8A8 (INT8 per output channel)");
+  cmd->add_option("--input-dir", opts->input_dir, "Native FP8 checkpoint directory")->required();
+  cmd->add_option("--output-dir", opts->output_dir, "New W8A8 checkpoint directory")->required();
+  cmd->add_flag("--dry-run", opts->dry_run, "Validate the source and print the plan; write nothing");
+  cmd->add_flag("--resume", opts->resume,
+                "Continue an interrupted conversion (finished shards are validated and kept)");
+  cmd->callback([opts, exit_code] {
+    opts->log = [](const std::string& line) { std::cout << line << std::endl; };
+    Result<tools::ConvertSummary> r = tools::ConvertToW8a8(*opts);
+    if (!r.ok()) {
+      // The reference's convention: "error: ..." on stderr, exit status 1.
+      std::cerr << "error: " << r.status().message() << "\n";
+      *exit_code = 1;
+      return;
+    }
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    if (!opts->dry_run) {
+      std::cout << "Shards converted: " << r->shards_converted << ", resumed: "
+                << r->shards_resumed << ", source shards re-hashed: " << r->source_shards_hashed
+                << "\nPeak RSS: " << ru.ru_maxrss / 1024 << " MiB\n";
+    }
+  });
+}
+
+}  // namespace dsv4::cli

@@ -83,6 +83,12 @@ SpecStats ModelExecutor::SlotSpecStats(int32_t partition, int32_t slot) const {
   return slots_[static_cast<size_t>(idx)].spec;
 }
 
+int64_t ModelExecutor::num_live_slots() const {
+  int64_t n = 0;
+  for (const SlotState& st : slots_) n += st.live ? 1 : 0;
+  return n;
+}
+
 // A release of another generation refers to a previous occupant: ignored.
 void ModelExecutor::Release(const ReleasedSlot& r) {
   const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
@@ -190,6 +196,8 @@ RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUp
   st.tokens.insert(st.tokens.end(), r.tokens.begin(), r.tokens.end());
   st.spec.Add(e.num_draft, a);
   spec_stats_.Add(e.num_draft, a);
+  info.start_pos = s;
+  info.drafts = b.drafts;
   info.num_draft = e.num_draft;
   info.num_accepted = a;
   return r;

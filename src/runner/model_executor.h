@@ -52,6 +52,8 @@ struct SpecStats {
 
 // What one request got in the last Run beyond its tokens.
 struct RequestStepInfo {
+  int64_t start_pos = 0;        // of the step's rows
+  std::vector<int32_t> drafts;  // the draft tokens verified (debugging, tests)
   int32_t num_draft = 0;
   int32_t num_accepted = 0;
   std::vector<TokenLogprob> logprobs;  // one per committed token when requested
@@ -81,6 +83,9 @@ class ModelExecutor : public Executor {
   // Counters of the request now in (partition, slot); empty when none.
   SpecStats SlotSpecStats(int32_t partition, int32_t slot) const;
   int64_t num_cache_slots() const { return cache_->num_slots(); }
+  // Slots holding a live request's state (0 once every request has ended
+  // and its release reached the executor).
+  int64_t num_live_slots() const;
   int32_t num_speculative_tokens() const { return k_; }
 
  private:

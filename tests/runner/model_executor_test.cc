@@ -4,7 +4,9 @@
 // that are partly right (an oracle proposer) roll back exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <span>
 
 #include "runner_test_util.h"
 
@@ -56,6 +58,268 @@ TEST(ModelExecutorTest, GreedyMtpEqualsPlain) {
     PrintSpec(k, stats);
     EXPECT_GT(stats.spec.num_draft_tokens, 0);
   }
+}
+
+// Proposes the true continuation (from a reference run), each draft right
+// with probability percent / 100 (a hash of request, position and draft
+// index), so steps accept 0..K drafts; checks every update it is given.
+class OracleProposer : public DraftProposer {
+ public:
+  OracleProposer(std::map<RequestId, std::vector<int32_t>> truth, int32_t k, int percent,
+                 int64_t vocab, int64_t* errors)
+      : truth_(std::move(truth)), k_(k), percent_(percent), vocab_(vocab), errors_(errors) {}
+
+  int32_t max_drafts() const override { return k_; }
+  void AllocateState(int64_t slot, RequestId id) override { state_[slot] = {id, {}}; }
+  void FreeState(int64_t slot) override { state_.erase(slot); }
+  std::span<const int32_t> Propose(int64_t slot) const override {
+    const auto& d = state_.at(slot).drafts;
+    return {d.data(), d.size()};
+  }
+  Status AfterVerify(const ForwardBatch&, const bf16*, std::span<const DraftUpdate> updates) override {
+    for (const DraftUpdate& u : updates) {
+      State& st = state_.at(u.slot);
+      const std::vector<int32_t>& truth = truth_.at(st.id);
+      for (size_t i = 0; i < u.tokens.size(); ++i) {
+        const size_t pos = static_cast<size_t>(u.start_pos) + i;
+        if (pos >= truth.size() || truth[pos] != u.tokens[i]) ++*errors_;
+      }
+      if (u.tokens.size() != static_cast<size_t>(u.num_true_rows) + (u.committed ? 1 : 0)) {
+        ++*errors_;
+      }
+      st.drafts.clear();
+      if (!u.committed) continue;
+      const int64_t p = u.start_pos + u.num_true_rows;  // the committed token's position
+      for (int32_t j = 0; j < k_; ++j) {
+        const int64_t pos = p + 1 + j;
+        int32_t t = pos < static_cast<int64_t>(truth.size()) ? truth[static_cast<size_t>(pos)] : 0;
+        const uint64_t h = (static_cast<uint64_t>(st.id) * 1000003u + static_cast<uint64_t>(pos) * 8191u +
+                            static_cast<uint64_t>(j) * 131u) % 1009u;
+        if (h % 100 >= static_cast<uint64_t>(percent_)) t = static_cast<int32_t>((t + 1) % vocab_);
+        st.drafts.push_back(t);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct State {
+    RequestId id = 0;
+    std::vector<int32_t> drafts;
+  };
+  std::map<RequestId, std::vector<int32_t>> truth_;
+  int32_t k_;
+  int percent_;
+  int64_t vocab_;
+  int64_t* errors_;
+  std::map<int64_t, State> state_;
+};
+
+std::map<RequestId, std::vector<int32_t>> Truth(const std::vector<Request>& reqs,
+                                                const std::map<RequestId, Finished>& out) {
+  std::map<RequestId, std::vector<int32_t>> truth;
+  for (const Request& r : reqs) {
+    std::vector<int32_t> t = r.prompt;
+    const auto& o = out.at(r.id).tokens;
+    t.insert(t.end(), o.begin(), o.end());
+    truth[r.id] = std::move(t);
+  }
+  return truth;
+}
+
+// Partly right drafts: every acceptance length occurs, and the rejected
+// rows (across window, compression blocks and state pages) leave no trace.
+TEST(ModelExecutorTest, PartlyRightDraftsRollBackExactly) {
+  const std::vector<Request> reqs = MakeRequests(20, 16, 5);
+  const auto want = RunToCompletion(TestOptions(0), reqs);
+  const int64_t vocab = TinyModel().config().vocab_size;
+  for (int32_t k : {1, 3, 5}) {
+    int64_t errors = 0;
+    RunStats stats;
+    const auto got = RunToCompletion(
+        TestOptions(k), reqs, 0, 2, &stats,
+        std::make_unique<OracleProposer>(Truth(reqs, want), k, 75, vocab, &errors));
+    ExpectSame(want, got, "oracle drafts");
+    EXPECT_EQ(errors, 0) << "draft updates disagree with the true tokens";
+    PrintSpec(k, stats);
+    ASSERT_EQ(stats.spec.accepted_per_pos.size(), static_cast<size_t>(k));
+    EXPECT_GT(stats.spec.accepted_per_pos[static_cast<size_t>(k - 1)], 0);  // all accepted
+    EXPECT_LT(stats.spec.num_accepted_tokens, stats.spec.num_draft_tokens);  // and rejections
+    // Fewer steps than tokens: speculation pays.
+    EXPECT_GT(stats.spec.MeanAcceptedLength(), 1.5);
+  }
+}
+
+TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
+  const std::vector<Request> reqs = MakeRequests(14, 8);
+  EngineOptions one = TestOptions(0);
+  one.max_num_seqs = 1;
+  const auto want = RunToCompletion(one, reqs);
+  EngineOptions many = TestOptions(2);
+  many.max_num_batched_tokens = 64;  // many chunked prefills next to decodes
+  many.long_prefill_token_threshold = 40;
+  ExpectSame(want, RunToCompletion(many, reqs), "batched K=2 vs one at a time");
+}
+
+TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
+  std::vector<Request> reqs = MakeRequests(16, 20, 8);
+  const auto want = RunToCompletion(TestOptions(0), reqs);
+  for (int32_t k : {0, 2}) {
+    EngineOptions o = TestOptions(k);
+    Result<EngineParts> probe = BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
+    ASSERT_TRUE(probe.ok());
+    // Room for ~2 max-length requests while 8 long ones run: preemption.
+    const int64_t budget = probe->plan.bytes_per_slot * 2 + probe->plan.bytes_per_slot / 2;
+    RunStats stats;
+    const auto got = RunToCompletion(o, reqs, budget, 0, &stats);
+    ExpectSame(want, got, "tiny cache");
+    EXPECT_GT(stats.num_preemptions, 0) << "K=" << k;
+    std::printf("K=%d tiny cache: %lld preemptions in %lld steps\n", k,
+                static_cast<long long>(stats.num_preemptions),
+                static_cast<long long>(stats.num_steps));
+  }
+}
+
+// The MTP drafts are the MTP layer's argmax at the right alignment: draft 1
+// from row P - 1 = (h_{P-1}, token_P) over the true window, draft j + 1 from
+// the chained row P + j - 1 = (MTP streams of the previous row, draft j).
+TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
+  const Model& m = TinyModel();
+  const int64_t vocab = m.config().vocab_size;
+  const int32_t k = 3;
+  std::vector<Request> reqs = MakeRequests(2, 10, 11);  // prompt lengths 140, 255
+  Result<EngineParts> parts = BuildEngine(m, TestPool(), TestOptions(k), 256 << 20);
+  ASSERT_TRUE(parts.ok());
+  std::map<RequestId, std::vector<std::pair<int64_t, std::vector<int32_t>>>> seen;
+  std::map<RequestId, std::vector<int32_t>> outputs;
+  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  while (parts->core->HasUnfinished()) {
+    auto out = parts->core->Step();
+    ASSERT_TRUE(out.ok());
+    for (const auto& o : *out) {
+      outputs[o.id].insert(outputs[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
+    for (const auto& [id, info] : parts->executor->last_step()) {
+      if (!info.drafts.empty()) seen[id].push_back({info.start_pos, info.drafts});
+    }
+  }
+  Workspace ws;
+  for (const Request& r : reqs) {
+    std::vector<int32_t> full = r.prompt;
+    full.insert(full.end(), outputs[r.id].begin(), outputs[r.id].end());
+    const auto n = static_cast<int64_t>(full.size());
+    auto cache = m.NewCache(1);
+    ForwardBatch b;
+    b.Add(0, 0, full);
+    std::vector<bf16> h(static_cast<size_t>(n * m.stream_width()));
+    ForwardOutputs out;
+    out.streams = h.data();
+    ASSERT_TRUE(m.Forward(b, *cache, out, ws, TestPool()).ok());
+    ASSERT_FALSE(seen[r.id].empty());
+    for (const auto& [p, drafts] : seen[r.id]) {
+      auto mtp = m.NewCache(1);
+      ForwardBatch mb;
+      mb.Add(0, 0, std::vector<int32_t>(full.begin() + 1, full.begin() + p + 1));
+      mb.logit_rows = {p - 1};
+      std::vector<float> logits(static_cast<size_t>(vocab));
+      std::vector<bf16> s(static_cast<size_t>(p * m.stream_width()));
+      ForwardOutputs mo{logits.data(), nullptr, s.data()};
+      ASSERT_TRUE(m.ForwardMtp(mb, h.data(), *mtp, mo, ws, TestPool()).ok());
+      std::vector<bf16> last(s.end() - m.stream_width(), s.end());
+      for (size_t j = 0; j < drafts.size(); ++j) {
+        const int32_t want = static_cast<int32_t>(
+            std::max_element(logits.begin(), logits.end()) - logits.begin());
+        ASSERT_EQ(drafts[j], want) << "request " << r.id << " position " << p << " draft " << j;
+        ForwardBatch cb;
+        cb.Add(0, p + static_cast<int64_t>(j), {want});
+        cb.logit_rows = {0};
+        std::vector<bf16> next(last.size());
+        ForwardOutputs co{logits.data(), nullptr, next.data()};
+        ASSERT_TRUE(m.ForwardMtp(cb, last.data(), *mtp, co, ws, TestPool()).ok());
+        last = next;
+      }
+    }
+  }
+}
+
+TEST(ModelExecutorTest, AbortMidFlightReleasesEverything) {
+  const std::vector<Request> reqs = MakeRequests(10, 24, 3);
+  const auto want = RunToCompletion(TestOptions(0), reqs);
+  Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), TestOptions(2), 256 << 20);
+  ASSERT_TRUE(parts.ok());
+  std::map<RequestId, Finished> got;
+  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  int step = 0;
+  while (parts->core->HasUnfinished()) {
+    // Abort the even ids at different points: waiting, prefilling, decoding.
+    for (RequestId id = 2; id <= 10; id += 2) {
+      if (step == id) {
+        ASSERT_TRUE(parts->core->Abort(id).ok());
+      }
+    }
+    auto out = parts->core->Step();
+    ASSERT_TRUE(out.ok());
+    ++step;
+    for (const auto& o : *out) {
+      got[o.id].tokens.insert(got[o.id].tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      got[o.id].reason = o.finish;
+    }
+  }
+  (void)parts->core->Step();  // delivers the last releases to the executor
+  for (const Request& r : reqs) {
+    if (r.id % 2 == 0) {
+      EXPECT_EQ(got[r.id].reason, FinishReason::kAbort) << r.id;
+    } else {
+      EXPECT_EQ(got[r.id].tokens, want.at(r.id).tokens) << r.id;
+    }
+  }
+  EXPECT_EQ(parts->core->scheduler().cache().num_owners(), 0);
+  EXPECT_EQ(parts->executor->num_live_slots(), 0);
+  EXPECT_TRUE(parts->core->scheduler().CheckInvariants().ok());
+}
+
+// A step for a slot whose generation moved on is not run (and fails only
+// that request); a release of an older generation is ignored.
+TEST(ModelExecutorTest, StaleGenerationsAreIgnored) {
+  ModelExecutorOptions eo;
+  eo.slots_per_partition = 2;
+  auto ex = ModelExecutor::Create(TinyModel(), TestPool(), eo);
+  ASSERT_TRUE(ex.ok());
+  StepPlan p0;
+  ScheduledRequest e;
+  e.id = 7;
+  e.slot = 1;
+  e.generation = 3;
+  e.is_new = true;
+  e.num_prompt_tokens = 5;
+  e.token_ids = {5, 6, 7, 8, 9};
+  e.needs_logits = true;
+  p0.requests = {e};
+  auto r0 = (*ex)->Run(p0);
+  ASSERT_TRUE(r0.ok());
+  ASSERT_EQ(r0->requests.size(), 1u);
+  ASSERT_EQ(r0->requests[0].tokens.size(), 1u);
+  StepPlan p1;
+  p1.step_id = 1;
+  p1.released = {{7, 0, 1, 2}};  // an older generation: ignored
+  ScheduledRequest d = e;
+  d.is_new = false;
+  d.start_pos = 5;
+  d.token_ids = {r0->requests[0].tokens[0]};
+  ScheduledRequest stale = d;
+  stale.id = 8;
+  stale.slot = 0;  // never started
+  p1.requests = {d, stale};
+  auto r1 = (*ex)->Run(p1);
+  ASSERT_TRUE(r1.ok());
+  ASSERT_EQ(r1->requests.size(), 1u);
+  EXPECT_EQ(r1->requests[0].id, 7);
+  EXPECT_EQ((*ex)->num_live_slots(), 1);
+  StepPlan p2;
+  p2.step_id = 2;
+  p2.released = {{7, 0, 1, 3}};
+  ASSERT_TRUE((*ex)->Run(p2).ok());
+  EXPECT_EQ((*ex)->num_live_slots(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,246 @@
+#include "runner/local_engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/logging.h"
+#include "engine/memory_budget.h"
+
+namespace dsv4 {
+
+Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_dir));
+  // Mapped weights sit in the page cache, which MemAvailable counts as
+  // reclaimable: reserve them so the caches do not evict the weights.
+  KvBudgetOptions budget;
+  budget.kv_cache_memory = options.kv_cache_memory;
+  budget.memory_utilization = options.memory_utilization;
+  for (const auto& shard : model->checkpoint().shards()) {
+    budget.resident_reserve += static_cast<int64_t>(shard->file_size());
+  }
+  int64_t bytes = options.kv_cache_memory;
+  if (bytes <= 0) {
+    DSV4_ASSIGN_OR_RETURN(MemoryInfo memory, ReadMemInfo());
+    DSV4_ASSIGN_OR_RETURN(bytes, ResolveKvBudget(budget, memory));
+  }
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> engine,
+                        LocalEngine::Create(std::move(model), options, bytes));
+  return std::unique_ptr<AsyncEngine>(std::move(engine));
+}
+
+Result<std::unique_ptr<LocalEngine>> LocalEngine::Create(const Model& model,
+                                                         const EngineOptions& options,
+                                                         int64_t budget_bytes,
+                                                         std::unique_ptr<DraftProposer> proposer) {
+  const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
+  auto pool = std::make_unique<ThreadPool>(threads);
+  DSV4_ASSIGN_OR_RETURN(EngineParts parts, BuildEngine(model, pool.get(), options, budget_bytes,
+                                                       std::move(proposer)));
+  std::unique_ptr<LocalEngine> engine(
+      new LocalEngine(model, options, std::move(parts), std::move(pool)));
+  {
+    std::lock_guard<std::mutex> lock(engine->mu_);
+    engine->running_ = true;
+  }
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Result<std::unique_ptr<LocalEngine>> LocalEngine::Create(std::unique_ptr<Model> model,
+                                                         const EngineOptions& options,
+                                                         int64_t budget_bytes) {
+  const Model& ref = *model;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> engine,
+                        Create(ref, options, budget_bytes, nullptr));
+  engine->owned_model_ = std::move(model);  // the thread only uses the reference
+  return engine;
+}
+
+LocalEngine::LocalEngine(const Model& model, const EngineOptions& options, EngineParts parts,
+                         std::unique_ptr<ThreadPool> pool)
+    : model_(model),
+      options_(options),
+      pool_(std::move(pool)),
+      description_(parts.description),
+      parts_(std::move(parts)) {}
+
+LocalEngine::~LocalEngine() {
+  Shutdown();
+  // owned_model_ goes after the thread has stopped (member order: it is
+  // declared first, destroyed last).
+}
+
+Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback on_output) {
+  const int64_t vocab = model_.config().vocab_size;
+  if (request.prompt.empty()) return InvalidArgument("the prompt is empty");
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= vocab) return InvalidArgument("prompt token id {} outside [0, {})", t, vocab);
+  }
+  for (int32_t t : request.stop_token_ids) {
+    if (t < 0 || t >= vocab) return InvalidArgument("stop token id {} outside [0, {})", t, vocab);
+  }
+  if (request.max_tokens < 1) return InvalidArgument("max_tokens {} < 1", request.max_tokens);
+  const auto prompt_len = static_cast<int64_t>(request.prompt.size());
+  if (prompt_len + request.max_tokens > options_.max_model_len) {
+    return InvalidArgument("prompt ({} tokens) + max_tokens ({}) exceeds --max-model-len {}",
+                           prompt_len, request.max_tokens, options_.max_model_len);
+  }
+  // Sampler::Validate reads only immutable state: safe from any thread.
+  DSV4_RETURN_IF_ERROR(parts_.executor->ValidateSampling(request.sampling));
+  Request r;
+  r.prompt = std::move(request.prompt);
+  r.max_tokens = request.max_tokens;
+  r.stop_token_ids = std::move(request.stop_token_ids);
+  if (!request.sampling.ignore_eos) {
+    r.stop_token_ids.push_back(static_cast<int32_t>(model_.config().eos_token_id));
+  }
+  r.sampling = request.sampling;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return Status(StatusCode::kUnavailable, "the engine is shut down");
+  const auto queued = static_cast<int64_t>(submitted_.size()) + num_queued_in_core_;
+  if (queued >= options_.max_waiting) {
+    return ResourceExhausted("{} requests are waiting (--max-waiting {})", queued,
+                             options_.max_waiting);
+  }
+  r.id = next_id_++;
+  const RequestId id = r.id;
+  stats_.prompt_tokens_total += prompt_len;
+  submitted_.push_back({std::move(r), std::move(on_output)});
+  cv_.notify_one();
+  return id;
+}
+
+void LocalEngine::Abort(RequestId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborts_.push_back(id);
+  cv_.notify_one();
+}
+
+EngineStats LocalEngine::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineStats s = stats_;
+  s.num_waiting += static_cast<int64_t>(submitted_.size());
+  return s;
+}
+
+bool LocalEngine::Ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
+void LocalEngine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+// Waits for work; returns false when the engine must stop.
+bool LocalEngine::Drain(std::vector<Submitted>* submitted, std::vector<RequestId>* aborts) {
+  const bool busy = parts_.core->HasUnfinished();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || busy || !submitted_.empty() || !aborts_.empty(); });
+  submitted->swap(submitted_);
+  aborts->swap(aborts_);
+  return !stop_;
+}
+
+void LocalEngine::Loop() {
+  std::vector<Submitted> submitted;
+  std::vector<RequestId> aborts;
+  while (true) {
+    submitted.clear();
+    aborts.clear();
+    const bool keep_running = Drain(&submitted, &aborts);
+    for (Submitted& s : submitted) {
+      const RequestId id = s.request.id;
+      const Status st = parts_.core->AddRequest(std::move(s.request));
+      if (!st.ok()) {
+        GenerationOutput out;
+        out.id = id;
+        out.finish = FinishReason::kError;
+        out.error = st;
+        s.on_output(out);
+        continue;
+      }
+      callbacks_.emplace(id, std::move(s.on_output));
+    }
+    // Unknown or finished ids are ignored (NotFound).
+    for (RequestId id : aborts) (void)parts_.core->Abort(id);
+    if (!keep_running) break;
+    Result<std::vector<RequestOutput>> outputs = parts_.core->Step();
+    if (!outputs.ok()) {
+      DSV4_LOG_ERROR("engine step: {}", outputs.status().ToString());
+    } else {
+      Deliver(*outputs);
+    }
+    UpdateStats();
+  }
+  AbortAll();
+  std::lock_guard<std::mutex> lock(mu_);
+  running_ = false;
+}
+
+void LocalEngine::AbortAll() {
+  std::vector<RequestId> live;
+  for (const auto& [id, cb] : callbacks_) live.push_back(id);
+  for (RequestId id : live) (void)parts_.core->Abort(id);
+  // One more step delivers the kAbort outputs and releases the runner slots.
+  Result<std::vector<RequestOutput>> outputs = parts_.core->Step();
+  if (outputs.ok()) Deliver(*outputs);
+  UpdateStats();
+}
+
+void LocalEngine::Deliver(const std::vector<RequestOutput>& outputs) {
+  const auto& info = parts_.executor->last_step();
+  int64_t generated = 0;
+  for (const RequestOutput& o : outputs) {
+    auto cb = callbacks_.find(o.id);
+    if (cb == callbacks_.end()) continue;
+    GenerationOutput g;
+    g.id = o.id;
+    g.new_tokens = o.new_tokens;
+    g.finish = o.finish;
+    g.error = o.error;
+    auto it = info.find(o.id);
+    if (it != info.end()) {
+      g.num_draft_tokens = it->second.num_draft;
+      g.num_accepted_tokens = it->second.num_accepted;
+      // Tokens cut by a stop token or the length limit lose their logprobs.
+      const size_t n = std::min(it->second.logprobs.size(), g.new_tokens.size());
+      g.logprobs.assign(it->second.logprobs.begin(), it->second.logprobs.begin() + n);
+    }
+    generated += static_cast<int64_t>(g.new_tokens.size());
+    cb->second(g);
+    if (o.finish != FinishReason::kNone) callbacks_.erase(cb);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.generation_tokens_total += generated;
+}
+
+void LocalEngine::UpdateStats() {
+  const Scheduler& sched = parts_.core->scheduler();
+  const CacheManager& cache = sched.cache();
+  int64_t used = 0;
+  int64_t total = 0;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    for (int32_t p = 0; p < cache.num_partitions(); ++p) {
+      total += cache.num_pages(g);
+      used += cache.num_pages(g) - cache.num_free_pages(p, g);
+    }
+  }
+  const SpecStats& spec = parts_.executor->spec_stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.num_running = sched.num_running();
+  stats_.num_waiting = sched.num_waiting();
+  num_queued_in_core_ = sched.num_waiting();
+  stats_.cache_usage = total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0.0;
+  stats_.spec_num_drafts = spec.num_verify_steps;
+  stats_.spec_num_draft_tokens = spec.num_draft_tokens;
+  stats_.spec_num_accepted_tokens = spec.num_accepted_tokens;
+  stats_.spec_accepted_per_pos = spec.accepted_per_pos;
+}
+
+}  // namespace dsv4

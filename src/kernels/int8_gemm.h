@@ -3,7 +3,8 @@
 // the whole K) to INT8 at run time.
 //
 // Numerics (identical on every ISA): the dot product sum_k qa[m,k]*qw[n,k] is
-// accumulated exactly in INT32 (|q| <= 127, so K < 133,000 cannot overflow),
+// accumulated exactly in INT32 (|qa| <= 127, |qw| <= 128, so K < 132,000
+// cannot overflow),
 // so the summation order cannot change the result and the scalar, AVX2 and
 // AVX-512 VNNI paths are bit-identical.  The output is
 //   y[m, n] = bf16((float(acc) * sa[m]) * sw[n])
@@ -18,8 +19,8 @@
 
 namespace dsv4::kernels {
 
-// Per-channel INT8 weight: codes in [-127, 127] (never -128; the converter
-// clamps), scales[n] = amax_n / 127.
+// Per-channel INT8 weight: any int8 codes (dsv4 convert writes [-127, 127];
+// -128 from other producers is exact too), scales[n] = amax_n / 127.
 struct Int8Weight {
   const int8_t* codes = nullptr;  // [out, in]
   const float* scales = nullptr;  // [out]
@@ -34,6 +35,7 @@ struct Int8Weight {
 void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales);
 
 // y [m, w.out] = bf16((float(sum_k x_codes[m,k]*w.codes[n,k]) * x_scales[m]) * w.scales[n]).
+// REQUIRES: x_codes in [-127, 127] (as ActQuantInt8PerToken produces).
 void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
               bf16* y, ThreadPool* pool);
 

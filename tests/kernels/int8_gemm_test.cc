@@ -80,11 +80,12 @@ Problem MakeProblem(int64_t m, int64_t k, int64_t n, uint32_t seed, bool extreme
   p.x.resize(static_cast<size_t>(m * k));
   p.w.resize(static_cast<size_t>(n * k));
   for (auto& v : p.x) v = static_cast<int8_t>(extreme ? ((rng() & 1) ? 127 : -127) : code(rng));
-  for (auto& v : p.w) v = static_cast<int8_t>(extreme ? ((rng() & 1) ? 127 : -127) : code(rng));
+  // Weights may hold -128 (other compressed-tensors producers); activations never do.
+  for (auto& v : p.w) v = static_cast<int8_t>(extreme ? ((rng() & 1) ? 127 : -128) : code(rng));
   if (extreme && m > 0 && n > 0) {
-    // Row 0 x column 0 reaches +127^2 * k, row 0 x column 1 (if any) -127^2 * k.
+    // Row 0 x column 0 reaches +127*128 * k, row 0 x column 1 (if any) -127^2 * k.
     std::fill(p.x.begin(), p.x.begin() + k, int8_t{-127});
-    std::fill(p.w.begin(), p.w.begin() + k, int8_t{-127});
+    std::fill(p.w.begin(), p.w.begin() + k, int8_t{-128});
     if (n > 1) std::fill(p.w.begin() + k, p.w.begin() + 2 * k, int8_t{127});
   }
   for (int64_t i = 0; i < m; ++i) p.xs.push_back(scale(rng));

@@ -1,9 +1,9 @@
 // AVX2 kernel of int8_gemm_cpu.h.
 //
 // vpmaddubsw multiplies unsigned by signed bytes and adds adjacent pairs into
-// INT16: |a| * (sign(a) * w) = a * w, and a pair is at most 2 * 127 * 127 =
-// 32,258, so the INT16 saturation never triggers (the weights never hold
-// -128).  vpmaddwd against ones widens to INT32.  Columns go in groups of 4
+// INT16: |w| * (sign(w) * a) = w * a (|-128| = 128 fits the unsigned operand;
+// activations lie in [-127, 127], so vpsignb cannot overflow).  A pair is at
+// most 2 * 128 * 127 = 32,512, so the INT16 saturation never triggers.  vpmaddwd against ones widens to INT32.  Columns go in groups of 4
 // sharing each activation vector; the K tail (< 32) is added in scalar code,
 // exactly like the vector part (INT32 sums are order-free).
 #include <immintrin.h>
@@ -31,12 +31,11 @@ void DotGroup(const int8_t* x, const int8_t* const* w, int cols, int64_t k,
   const int64_t k32 = k - k % 32;
   for (int64_t i = 0; i < k32; i += 32) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
-    const __m256i a_abs = _mm256_abs_epi8(a);
     for (int j = 0; j < kGroup; ++j) {
       if (j >= cols) break;
       if (prefetch_base != nullptr) _mm_prefetch(prefetch_base + j * ld + i, _MM_HINT_T0);
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[j] + i));
-      const __m256i p16 = _mm256_maddubs_epi16(a_abs, _mm256_sign_epi8(wv, a));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(a, wv));
       acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(p16, ones));
     }
   }

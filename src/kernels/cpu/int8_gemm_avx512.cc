@@ -1,10 +1,12 @@
 // AVX-512 VNNI kernel of int8_gemm_cpu.h.
 //
-// vpdpbusd multiplies unsigned by signed bytes, so the signed activation is
-// split into |a| (unsigned) and its sign, which is moved onto the weight:
-// |a| * (sign(a) * w) = a * w.  The weights never hold -128 (the converter
-// clamps to ±127), so negating them cannot overflow, and four products of at
-// most 127 * 127 fit the INT32 lane with room to spare.  Groups of 4 output
+// vpdpbusd multiplies unsigned by signed bytes, so the signed weight is split
+// into |w| (unsigned; |-128| = 128 still fits) and its sign, which is moved
+// onto the activation: |w| * (sign(w) * a) = w * a.  Activation codes lie in
+// [-127, 127] (ActQuantInt8PerToken clamps), so negating them cannot
+// overflow, and a weight of -128 (which other compressed-tensors producers
+// emit) is still exact.  Four products of at most 128 * 127 fit the INT32
+// lane with room to spare.  Groups of 4 output
 // columns share each activation vector; the next group's weight lines are
 // prefetched while the current group is computed (the GEMV is DRAM bound).
 //
@@ -49,14 +51,13 @@ uint16_t ToBf16Bits(float f) {
   for (int64_t i = 0; i < k; i += 64) {
     const __mmask64 tail = TailMask(k - i);
     const __m512i a = _mm512_maskz_loadu_epi8(tail, x + i);
-    const __m512i a_abs = _mm512_abs_epi8(a);
-    const __mmask64 neg = _mm512_movepi8_mask(a);
+    const __m512i a_neg = _mm512_sub_epi8(zero, a);
     for (int j = 0; j < kGroup; ++j) {
       if (j >= cols) break;
       if (prefetch_base != nullptr) _mm_prefetch(prefetch_base + j * ld + i, _MM_HINT_T0);
-      __m512i wv = _mm512_maskz_loadu_epi8(tail, w[j] + i);
-      wv = _mm512_mask_sub_epi8(wv, neg, zero, wv);
-      acc[j] = _mm512_dpbusd_epi32(acc[j], a_abs, wv);
+      const __m512i wv = _mm512_maskz_loadu_epi8(tail, w[j] + i);
+      const __m512i a_signed = _mm512_mask_mov_epi8(a, _mm512_movepi8_mask(wv), a_neg);
+      acc[j] = _mm512_dpbusd_epi32(acc[j], _mm512_abs_epi8(wv), a_signed);
     }
   }
   for (int j = 0; j < cols; ++j) out[j] = _mm512_reduce_add_epi32(acc[j]);

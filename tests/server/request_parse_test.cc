@@ -1,0 +1,84 @@
+#include "server/request_parse.h"
+
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+namespace dsv4::server::testing {
+namespace {
+
+ParsedRequest Chat(const std::string& body) {
+  ParsedRequest out;
+  ServerOptions o;
+  auto e = ParseChatRequest(Json::parse(body), V4Tokenizer(), o, &out);
+  EXPECT_FALSE(e.has_value()) << (e ? e->message : "");
+  return out;
+}
+
+TEST(RequestParse, ThinkingPrecedence) {
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(Chat("{" + m + "}").thinking_mode, text::ThinkingMode::kChat);
+  EXPECT_EQ(Chat("{" + m + R"(,"reasoning_effort":"high"})").thinking_mode,
+            text::ThinkingMode::kThinking);
+  EXPECT_EQ(Chat("{" + m + R"(,"reasoning_effort":"none"})").thinking_mode,
+            text::ThinkingMode::kChat);
+  EXPECT_EQ(Chat("{" + m + R"(,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false}})")
+                .thinking_mode,
+            text::ThinkingMode::kChat);  // an explicit enable_thinking wins
+  EXPECT_EQ(Chat("{" + m + R"(,"chat_template_kwargs":{"thinking":true}})").thinking_mode,
+            text::ThinkingMode::kThinking);
+  EXPECT_EQ(Chat("{" + m + R"(,"chat_template_kwargs":{"thinking":true,"enable_thinking":false}})").thinking_mode,
+            text::ThinkingMode::kChat);
+  EXPECT_EQ(Chat("{" + m + R"(,"thinking":{"type":"enabled"}})").thinking_mode,
+            text::ThinkingMode::kThinking);
+}
+
+TEST(RequestParse, SamplingFieldsAndDefaults) {
+  const ParsedRequest r = Chat(
+      R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}],
+          "temperature":0.7,"top_p":0.9,"top_k":5,"min_p":0.1,"seed":42,"presence_penalty":0.5,
+          "frequency_penalty":0.25,"repetition_penalty":1.1,"n":3,"logprobs":true,"top_logprobs":2,
+          "stop":["x","y"],"stop_token_ids":[7],"ignore_eos":true})");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.sampling.logprobs, 2);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{7}));
+  // Content parts are flattened: same prompt as the plain string "ab".
+  EXPECT_EQ(r.prompts[0], Chat(R"({"messages":[{"role":"user","content":"ab"}]})").prompts[0]);
+  // max_tokens defaults to the rest of the context.
+  EXPECT_EQ(r.max_tokens, ServerOptions{}.max_model_len - static_cast<int64_t>(r.prompts[0].size()));
+}
+
+TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {
+  Json out;
+  const Json msgs = Json::parse(
+      R"([{"role":"user","content":"q"},
+          {"role":"assistant","content":null,"reasoning":"r",
+           "tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+          {"role":"tool","tool_call_id":"c1","content":"ok"}])");
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":{}}}])");
+  ASSERT_FALSE(ConvertMessages(msgs, &tools, &out).has_value());
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0]["role"], "system");
+  EXPECT_EQ(out[0]["tools"], tools);
+  EXPECT_EQ(out[2]["reasoning_content"], "r");
+  EXPECT_EQ(out[2]["content"], "");
+  EXPECT_EQ(out[3]["tool_call_id"], "c1");
+  const Json dup = Json::parse(
+      R"([{"role":"assistant","content":"","tool_calls":[
+            {"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},
+            {"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}])");
+  EXPECT_TRUE(ConvertMessages(dup, nullptr, &out).has_value());
+}
+
+}  // namespace
+}  // namespace dsv4::server::testing

@@ -1,0 +1,304 @@
+// The server over real loopback HTTP: endpoints, chat and completions,
+// streaming, scripted reasoning/tool-call output, disconnects, concurrency.
+#include <atomic>
+#include <future>
+
+#include "server_fixture.h"
+#include "text/chat_encoding.h"
+
+namespace dsv4::server::testing {
+namespace {
+
+std::vector<int32_t> ChatPrompt(const std::string& user, bool thinking = false) {
+  text::EncodeOptions o;
+  o.thinking_mode = thinking ? text::ThinkingMode::kThinking : text::ThinkingMode::kChat;
+  auto s = text::EncodeMessages(text::OrderedJson::parse(
+                                    R"([{"role":"user","content":)" + Json(user).dump() + "}]"),
+                                o);
+  EXPECT_TRUE(s.ok());
+  return V4Tokenizer().Encode(*s);
+}
+
+TEST(ServerHttp, HealthModelsAndReadiness) {
+  TestServer srv;
+  httplib::Client c = srv.Client();
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  auto m = c.Get("/v1/models");
+  ASSERT_TRUE(m);
+  const Json models = Json::parse(m->body);
+  EXPECT_EQ(models["object"], "list");
+  EXPECT_EQ(models["data"][0]["id"], "dsv4");
+  srv.engine().set_ready(false);
+  EXPECT_EQ(c.Get("/health")->status, 503);
+  auto [status, body] = srv.Post("/v1/completions", R"({"prompt":"hi"})");
+  EXPECT_EQ(status, 503);
+}
+
+TEST(ServerHttp, CompletionTextUsageAndFinish) {
+  TestServer srv;
+  const std::vector<int32_t> prompt = V4Tokenizer().Encode("Hello world");
+  auto [status, body] = srv.Post("/v1/completions",
+                                 R"({"model":"dsv4","prompt":"Hello world","max_tokens":7})");
+  ASSERT_EQ(status, 200) << body;
+  const Json r = Json::parse(body);
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["text"], Decode(FakeOutput(prompt, 7)));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(r["usage"]["total_tokens"], prompt.size() + 7);
+}
+
+TEST(ServerHttp, CompletionPromptFormsAndN) {
+  TestServer srv;
+  auto [s1, b1] = srv.Post("/v1/completions", R"({"prompt":[5,6,7],"max_tokens":3})");
+  ASSERT_EQ(s1, 200) << b1;
+  EXPECT_EQ(Json::parse(b1)["choices"][0]["text"], Decode(FakeOutput({5, 6, 7}, 3)));
+  auto [s2, b2] = srv.Post("/v1/completions", R"({"prompt":["a","b"],"max_tokens":2,"n":2})");
+  ASSERT_EQ(s2, 200) << b2;
+  const Json r = Json::parse(b2);
+  ASSERT_EQ(r["choices"].size(), 4u);
+  EXPECT_EQ(r["choices"][3]["index"], 3);
+  EXPECT_EQ(r["choices"][3]["text"], Decode(FakeOutput(V4Tokenizer().Encode("b"), 2)));
+  EXPECT_EQ(r["usage"]["completion_tokens"], 8);
+  auto [s3, b3] = srv.Post("/v1/completions", R"({"prompt":[[5],[6,7]],"max_tokens":1})");
+  ASSERT_EQ(s3, 200) << b3;
+  EXPECT_EQ(Json::parse(b3)["choices"].size(), 2u);
+}
+
+TEST(ServerHttp, CompletionStopStringIsCutAndAborts) {
+  TestServer srv;
+  const std::vector<int32_t> prompt = {11, 12};
+  const std::string full = Decode(FakeOutput(prompt, 20));
+  const std::string stop = full.substr(full.size() / 2, 3);
+  const Json req{{"prompt", prompt}, {"max_tokens", 20}, {"stop", stop}};
+  auto [status, body] = srv.Post("/v1/completions", req.dump());
+  ASSERT_EQ(status, 200) << body;
+  const Json r = Json::parse(body);
+  EXPECT_EQ(r["choices"][0]["text"], full.substr(0, full.find(stop)));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(ServerHttp, ChatNonStreamingAndStreamingAgree) {
+  TestServer srv;
+  const std::vector<int32_t> prompt = ChatPrompt("Hi there");
+  const std::string req =
+      R"({"model":"dsv4","messages":[{"role":"user","content":"Hi there"}],"max_tokens":9)";
+  auto [s1, b1] = srv.Post("/v1/chat/completions", req + "}");
+  ASSERT_EQ(s1, 200) << b1;
+  const Json r = Json::parse(b1);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], Decode(FakeOutput(prompt, 9)));
+  EXPECT_TRUE(r["choices"][0]["message"]["reasoning_content"].is_null());
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"], 0);
+
+  auto [s2, b2] = srv.Post("/v1/chat/completions",
+                           req + R"(,"stream":true,"stream_options":{"include_usage":true}})");
+  ASSERT_EQ(s2, 200) << b2;
+  const std::vector<Json> ev = SseEvents(b2);
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  for (size_t i = 1; i + 3 < ev.size() + 1 && i < ev.size() - 3; ++i) {
+    EXPECT_EQ(ev[i]["object"], "chat.completion.chunk");
+    content += ev[i]["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(content, r["choices"][0]["message"]["content"].get<std::string>());
+  const Json& fin = ev[ev.size() - 3];
+  EXPECT_EQ(fin["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(fin["choices"][0]["delta"], Json::object());
+  const Json& usage = ev[ev.size() - 2];
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(ev.back(), "[DONE]");
+}
+
+// Reasoning, content and a tool call, scripted: the exact JSON a client gets.
+const char* kToolScript =
+    R"("Let me check.</think>Sure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n)"
+    R"(<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n)"
+    R"(<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n</｜DSML｜invoke>\n)"
+    R"(</｜DSML｜tool_calls><｜end▁of▁sentence｜>")";
+
+std::vector<std::vector<int32_t>> ToolScript() {
+  return {V4Tokenizer().Encode(Json::parse(kToolScript).get<std::string>())};
+}
+
+const char* kToolRequest =
+    R"({"messages":[{"role":"user","content":"Weather in Paris?"}],
+        "tools":[{"type":"function","function":{"name":"get_weather","parameters":
+          {"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}}}}}],
+        "chat_template_kwargs":{"enable_thinking":true},"max_tokens":200)";
+
+TEST(ServerHttp, ScriptedReasoningAndToolCallNonStreaming) {
+  TestServer srv({}, {}, ToolScript());
+  auto [status, body] = srv.Post("/v1/chat/completions", std::string(kToolRequest) + "}");
+  ASSERT_EQ(status, 200) << body;
+  const Json r = Json::parse(body);
+  const Json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "Let me check.");
+  EXPECT_EQ(msg["content"], "Sure.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  const Json& call = msg["tool_calls"][0];
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(r["usage"]["completion_tokens"], ToolScript()[0].size());
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            V4Tokenizer().Encode("Let me check.").size());
+}
+
+TEST(ServerHttp, ScriptedReasoningAndToolCallStreaming) {
+  TestServer srv({}, {}, ToolScript());
+  auto [status, body] = srv.Post("/v1/chat/completions",
+                                 std::string(kToolRequest) + R"(,"stream":true})");
+  ASSERT_EQ(status, 200) << body;
+  const std::vector<Json> ev = SseEvents(body);
+  std::string reasoning, content, args, id;
+  int num_headers = 0;
+  std::string finish;
+  for (const Json& e : ev) {
+    if (e == "[DONE]") continue;
+    const Json& ch = e["choices"][0];
+    const Json& d = ch["delta"];
+    reasoning += d.value("reasoning_content", "");
+    content += d.value("content", "");
+    if (d.contains("tool_calls")) {
+      const Json& t = d["tool_calls"][0];
+      EXPECT_EQ(t["index"], 0);
+      if (t.contains("id")) {
+        ++num_headers;
+        id = t["id"];
+        EXPECT_EQ(t["type"], "function");
+        EXPECT_EQ(t["function"]["name"], "get_weather");
+        EXPECT_EQ(args, "");  // the name comes first, then argument fragments
+      }
+      args += t["function"].value("arguments", "");
+    }
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "Let me check.");
+  EXPECT_EQ(content, "Sure.");
+  EXPECT_EQ(num_headers, 1);
+  EXPECT_EQ(id.rfind("call_", 0), 0u);
+  EXPECT_EQ(args, R"({"city": "Paris", "days": 3})");
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(ev.back(), "[DONE]");
+}
+
+TEST(ServerHttp, ScriptedEosHonouredUnlessIgnoreEos) {
+  const std::vector<int32_t> script = {100, 200, 1, 300, 400};
+  TestServer srv({}, {}, {script});
+  auto [s1, b1] = srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":10})");
+  ASSERT_EQ(s1, 200) << b1;
+  Json r = Json::parse(b1);
+  EXPECT_EQ(r["choices"][0]["text"], Decode({100, 200}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 3);
+  auto [s2, b2] = srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":4,"ignore_eos":true})");
+  ASSERT_EQ(s2, 200) << b2;
+  r = Json::parse(b2);
+  EXPECT_EQ(r["choices"][0]["text"], Decode({100, 200, 300}));
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+}
+
+TEST(ServerHttp, TokenizeDetokenizeAndMetrics) {
+  TestServer srv;
+  auto [s1, b1] = srv.Post("/tokenize", R"({"prompt":"Hello world"})");
+  ASSERT_EQ(s1, 200) << b1;
+  const Json t = Json::parse(b1);
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), V4Tokenizer().Encode("Hello world"));
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  auto [s2, b2] = srv.Post("/detokenize", Json{{"tokens", t["tokens"]}}.dump());
+  ASSERT_EQ(s2, 200) << b2;
+  EXPECT_EQ(Json::parse(b2)["prompt"], "Hello world");
+  auto [s3, b3] = srv.Post("/tokenize", R"({"messages":[{"role":"user","content":"Hi there"}]})");
+  ASSERT_EQ(s3, 200) << b3;
+  EXPECT_EQ(Json::parse(b3)["tokens"].get<std::vector<int32_t>>(), ChatPrompt("Hi there"));
+
+  ASSERT_EQ(srv.Post("/v1/completions", R"({"prompt":[5,6],"max_tokens":4})").first, 200);
+  auto m = srv.Client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  for (const char* needle :
+       {"vllm:prompt_tokens_total{model_name=\"dsv4\",engine=\"0\"} 2",
+        "vllm:generation_tokens_total{model_name=\"dsv4\",engine=\"0\"} 4",
+        "vllm:request_success_total{model_name=\"dsv4\",engine=\"0\",finished_reason=\"length\"} 1",
+        "vllm:time_to_first_token_seconds_count{model_name=\"dsv4\",engine=\"0\"} 1",
+        "vllm:time_per_output_token_seconds_bucket", "vllm:e2e_request_latency_seconds_sum",
+        "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+        "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"dsv4\",engine=\"0\",position=\"0\"} 0"}) {
+    EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
+  }
+}
+
+TEST(ServerHttp, ClientDisconnectAbortsTheRequest) {
+  ServerOptions so;
+  so.keepalive_seconds = 0.05;
+  FakeEngineOptions eo;
+  eo.step_time = std::chrono::milliseconds(5);
+  TestServer srv(so, eo);
+  httplib::Client c = srv.Client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = R"({"prompt":"x","max_tokens":3000,"stream":true})";
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+  auto res = c.send(req);
+  EXPECT_FALSE(res);  // we cancelled the read
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (srv.engine().num_aborted() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(srv.engine().num_aborted(), 1);
+  EXPECT_EQ(srv.engine().Stats().num_running, 0);
+  EXPECT_LT(srv.engine().Stats().generation_tokens_total, 3000);
+}
+
+TEST(ServerHttp, SixtyFourConcurrentStreamsEqualSequential) {
+  FakeEngineOptions eo;
+  eo.max_running = 16;
+  eo.max_waiting = 128;
+  TestServer srv({}, eo);
+  auto request = [](int i, bool stream) {
+    return Json{{"messages", Json::array({Json{{"role", "user"}, {"content", "q" + std::to_string(i)}}})},
+                {"max_tokens", 12 + i % 5},
+                {"stream", stream}}
+        .dump();
+  };
+  std::vector<std::string> sequential(64);
+  for (int i = 0; i < 64; ++i) {
+    auto [s, b] = srv.Post("/v1/chat/completions", request(i, false));
+    ASSERT_EQ(s, 200) << b;
+    sequential[i] = Json::parse(b)["choices"][0]["message"]["content"];
+  }
+  std::vector<std::future<std::string>> futures;
+  for (int i = 0; i < 64; ++i) {
+    futures.push_back(std::async(std::launch::async, [&, i] {
+      auto [s, b] = srv.Post("/v1/chat/completions", request(i, true));
+      if (s != 200) return "HTTP " + std::to_string(s) + b;
+      std::string content;
+      for (const Json& e : SseEvents(b)) {
+        if (e != "[DONE]" && !e["choices"].empty()) content += e["choices"][0]["delta"].value("content", "");
+      }
+      return content;
+    }));
+  }
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(futures[i].get(), sequential[i]) << i;
+  EXPECT_EQ(srv.engine().Stats().num_running, 0);
+  EXPECT_EQ(srv.engine().Stats().cache_usage, 0.0);
+  EXPECT_EQ(srv.server().num_in_flight(), 0);
+}
+
+}  // namespace
+}  // namespace dsv4::server::testing

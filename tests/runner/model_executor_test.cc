@@ -162,7 +162,7 @@ TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
 }
 
 TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
-  std::vector<Request> reqs = MakeRequests(16, 20, 8);
+  std::vector<Request> reqs = MakeRequests(10, 16, 8);
   const auto want = RunToCompletion(TestOptions(0), reqs);
   for (int32_t k : {0, 2}) {
     EngineOptions o = TestOptions(k);

@@ -75,15 +75,15 @@ Result<std::unique_ptr<AttentionWeights>> LoadWeights(const Checkpoint& ckpt,
   w->eps = static_cast<float>(cfg.rms_norm_eps);
   w->softmax_scale = static_cast<float>(std::pow(static_cast<double>(cfg.head_dim), -0.5));
   const int64_t hd = w->n_heads * w->head_dim;
-  DSV4_ASSIGN_OR_RETURN(w->wq_a, Fp8Linear::Load(ckpt, p + "wq_a", w->q_lora, w->dim));
+  DSV4_ASSIGN_OR_RETURN(w->wq_a, Linear::Load(ckpt, p + "wq_a", w->q_lora, w->dim));
   DSV4_ASSIGN_OR_RETURN(w->q_norm, LoadBf16Copy(ckpt, p + "q_norm.weight", {w->q_lora}));
-  DSV4_ASSIGN_OR_RETURN(w->wq_b, Fp8Linear::Load(ckpt, p + "wq_b", hd, w->q_lora));
-  DSV4_ASSIGN_OR_RETURN(w->wkv, Fp8Linear::Load(ckpt, p + "wkv", w->head_dim, w->dim));
+  DSV4_ASSIGN_OR_RETURN(w->wq_b, Linear::Load(ckpt, p + "wq_b", hd, w->q_lora));
+  DSV4_ASSIGN_OR_RETURN(w->wkv, Linear::Load(ckpt, p + "wkv", w->head_dim, w->dim));
   DSV4_ASSIGN_OR_RETURN(w->kv_norm, LoadBf16Copy(ckpt, p + "kv_norm.weight", {w->head_dim}));
-  DSV4_ASSIGN_OR_RETURN(w->wo_a, Bf16Linear::LoadDequantizedFp8(
+  DSV4_ASSIGN_OR_RETURN(w->wo_a, LoadBf16OrDequantizedFp8(
                                      ckpt, p + "wo_a", w->n_groups * w->o_lora, hd / w->n_groups));
   DSV4_ASSIGN_OR_RETURN(w->wo_b,
-                        Fp8Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora));
+                        Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora));
   DSV4_ASSIGN_OR_RETURN(w->sink, LoadF32Copy(ckpt, p + "attn_sink", {w->n_heads}));
   w->freqs = LayerFrequencies(cfg, ratio);
   return w;

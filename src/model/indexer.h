@@ -53,7 +53,7 @@ class Indexer {
   int64_t topk_ = 0;
   int64_t ratio_ = 4;
   float weight_scale_ = 0;   // fp32(head_dim^-0.5 * n_heads^-0.5), computed in double
-  Fp8Linear wq_b_;           // [n_heads*head_dim, q_lora_rank]
+  Linear wq_b_;              // [n_heads*head_dim, q_lora_rank] FP8 or INT8
   Bf16Linear weights_proj_;  // [n_heads, D]
   std::unique_ptr<Compressor> compressor_;
   std::vector<float> freqs_;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
+#include "kernels/int8_gemm.h"
 #include "kernels/quant.h"
 
 namespace dsv4 {
@@ -117,6 +120,80 @@ void Bf16Linear::Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t
 void Bf16Linear::ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool) const {
   if (m == 0) return;
   kernels::GemmBf16F32(x, m, in_, w_, out_, y, pool);
+}
+
+Result<Int8Linear> Int8Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                    int64_t in) {
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w, ckpt.Require(name + ".weight", DType::kI8, {out, in}));
+  const TensorView* s = ckpt.Find(name + ".scale");
+  std::string scale_name = name + ".scale";
+  if (s == nullptr) {
+    scale_name = name + ".weight_scale";
+    s = ckpt.Find(scale_name);
+  }
+  if (s == nullptr) {
+    return NotFound("{}: INT8 weight '{}.weight' has neither '{}.scale' nor '{}.weight_scale'",
+                    ckpt.FileOf(name + ".weight"), name, name, name);
+  }
+  if (s->dtype != DType::kF32 || (s->shape != Shape{out} && s->shape != Shape{out, 1})) {
+    return InvalidArgument("{}: tensor '{}': expected F32 [{}] (or [{}, 1]), found {} {}",
+                           ckpt.FileOf(scale_name), scale_name, out, out, DTypeName(s->dtype),
+                           ShapeToString(s->shape));
+  }
+  Int8Linear l;
+  l.scales_ = Buffer(static_cast<size_t>(out) * sizeof(float));
+  std::memcpy(l.scales_.data(), s->data, static_cast<size_t>(out) * sizeof(float));
+  l.w_.codes = w->as<int8_t>();
+  l.w_.scales = l.scales_.as<float>();
+  l.w_.out = out;
+  l.w_.in = in;
+  return l;
+}
+
+void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws,
+                         ThreadPool* pool) const {
+  if (m == 0) return;
+  int8_t* codes = ws.Get<int8_t>("lin.q8", static_cast<size_t>(m * w_.in));  // [m, in]
+  float* scales = ws.Get<float>("lin.s8", static_cast<size_t>(m));            // [m]
+  kernels::ActQuantInt8PerToken(x, m, w_.in, codes, scales);
+  kernels::Int8Gemm(codes, scales, m, w_, y, pool);
+}
+
+Result<Linear> Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                            int64_t in) {
+  const TensorView* w = ckpt.Find(name + ".weight");
+  Linear l;
+  if (w != nullptr && w->dtype == DType::kI8) {
+    DSV4_ASSIGN_OR_RETURN(Int8Linear q, Int8Linear::Load(ckpt, name, out, in));
+    l.impl_ = std::move(q);
+  } else if (w != nullptr && w->dtype == DType::kBF16) {
+    DSV4_ASSIGN_OR_RETURN(Bf16Linear b, Bf16Linear::Load(ckpt, name, out, in));
+    l.impl_ = std::move(b);
+  } else {
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear f, Fp8Linear::Load(ckpt, name, out, in));  // names errors
+    l.impl_ = std::move(f);
+  }
+  return l;
+}
+
+void Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const {
+  if (const auto* b = std::get_if<Bf16Linear>(&impl_)) {
+    return b->Forward(x, b->in(), m, y, b->out(), pool);
+  }
+  std::visit(
+      [&](const auto& l) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(l)>, Bf16Linear>) {
+          l.Forward(x, m, y, ws, pool);
+        }
+      },
+      impl_);
+}
+
+Result<Bf16Linear> LoadBf16OrDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
+                                            int64_t out, int64_t in) {
+  const TensorView* w = ckpt.Find(name + ".weight");
+  if (w != nullptr && w->dtype == DType::kBF16) return Bf16Linear::Load(ckpt, name, out, in);
+  return Bf16Linear::LoadDequantizedFp8(ckpt, name, out, in);
 }
 
 Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {

@@ -10,11 +10,13 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "kernels/gemm.h"
+#include "kernels/int8_gemm.h"
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
@@ -89,6 +91,63 @@ class Bf16Linear {
   int64_t in_ = 0;
   Buffer owned_;
 };
+
+// W8A8 weight (model.md §4.6): "<name>.weight" I8 [out, in] with one FP32
+// scale per output channel, read from "<name>.scale" [out] (what dsv4 convert
+// and the reference converter write) or else "<name>.weight_scale" [out] or
+// [out, 1] (the compressed-tensors convention).  Forward = per-token INT8
+// activation quantization + Int8Gemm (kernels/int8_gemm.h).  Codes are a view
+// into the mapping; the scales are copied (mapped F32 may be misaligned).
+class Int8Linear {
+ public:
+  Int8Linear() = default;
+  Int8Linear(Int8Linear&&) noexcept = default;
+  Int8Linear& operator=(Int8Linear&&) noexcept = default;
+  Int8Linear(const Int8Linear&) = delete;
+  Int8Linear& operator=(const Int8Linear&) = delete;
+
+  static Result<Int8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                 int64_t in);
+
+  // y [m, out] = Int8Gemm(act_quant_int8(x)), x [m, in] BF16.  Row r of y
+  // depends only on row r of x.  Uses Workspace keys "lin.q8" and "lin.s8".
+  void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
+
+  int64_t out() const { return w_.out; }
+  int64_t in() const { return w_.in; }
+  const kernels::Int8Weight& weight() const { return w_; }
+
+ private:
+  kernels::Int8Weight w_;  // codes view into the mapping, scales into scales_
+  Buffer scales_;          // [out] FP32
+};
+
+// A dense linear of whichever format the checkpoint holds for `name`: FP8
+// block-scaled (native), INT8 per channel (W8A8) or BF16 (the W8A8
+// converter's fallback for wq_a/wkv).  The format is read from the stored
+// weight's dtype, so one model definition serves both checkpoint kinds.
+class Linear {
+ public:
+  Linear() = default;
+  Linear(Linear&&) noexcept = default;
+  Linear& operator=(Linear&&) noexcept = default;
+
+  static Result<Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                             int64_t in);
+  void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
+
+  bool is_fp8() const { return std::holds_alternative<Fp8Linear>(impl_); }
+  bool is_int8() const { return std::holds_alternative<Int8Linear>(impl_); }
+  bool is_bf16() const { return std::holds_alternative<Bf16Linear>(impl_); }
+
+ private:
+  std::variant<Fp8Linear, Int8Linear, Bf16Linear> impl_;
+};
+
+// BF16 "<name>.weight" as stored (W8A8 checkpoints) or, for an FP8 weight,
+// Bf16Linear::LoadDequantizedFp8 (native checkpoints): wo_a either way.
+Result<Bf16Linear> LoadBf16OrDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
+                                            int64_t out, int64_t in);
 
 // An F32 tensor copied into aligned storage (mapped data may be misaligned).
 // Errors name the tensor when it is missing or its shape differs.

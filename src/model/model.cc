@@ -58,8 +58,8 @@ Status Model::Bind(const ModelOptions& options) {
   // Only the first MTP layer is bound (Flash has exactly one).
   const std::string p = "mtp.0.";
   DSV4_ASSIGN_OR_RETURN(mtp_block_, Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_));
-  DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Fp8Linear::Load(*ckpt_, p + "e_proj", d, d));
-  DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Fp8Linear::Load(*ckpt_, p + "h_proj", d, d));
+  DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d));
+  DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.enorm, BindBf16(*ckpt_, p + "enorm.weight", {d}, store_));
   DSV4_ASSIGN_OR_RETURN(mtp_.hnorm, BindBf16(*ckpt_, p + "hnorm.weight", {d}, store_));
   DSV4_ASSIGN_OR_RETURN(mtp_.head.norm, BindBf16(*ckpt_, p + "norm.weight", {d}, store_));

@@ -107,8 +107,8 @@ class Model {
     const bf16* norm = nullptr;  // [D]
   };
   struct MtpWeights {
-    Fp8Linear e_proj;
-    Fp8Linear h_proj;
+    Linear e_proj;  // FP8 or INT8
+    Linear h_proj;
     const bf16* enorm = nullptr;  // [D]
     const bf16* hnorm = nullptr;  // [D]
     HeadWeights head;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "base/logging.h"
+#include "kernels/int8_gemm.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
 #include "model/linear.h"
@@ -37,24 +39,32 @@ void TopK(const float* score, int64_t e, int64_t k, int32_t* ids) {
 }
 
 // The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs,
-// clamped SwiGLU (times the routing weight if given), FP8 re-quantization, down
-// GEMM.  Gemm is Fp8Gemm or Fp4Gemm; W the matching weight type.
-template <typename W, typename Gemm>
-void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t dim, int64_t inter, float limit,
-                const uint8_t* x_codes, const float* x_scales, int64_t m, const float* row_weight,
+// clamped SwiGLU (times the routing weight if given), re-quantization, down
+// GEMM.  Gemm is Fp8Gemm or Fp4Gemm (FP8 per-128 activations) or Int8Gemm
+// (W8A8: per-token INT8 activations); W the matching weight type.
+template <typename Code, typename W, typename Gemm>
+void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t inter, float limit,
+                const Code* x_codes, const float* x_scales, int64_t m, const float* row_weight,
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
-  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));                    // [m, inter]
-  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));                    // [m, inter]
-  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));                    // [m, inter]
-  uint8_t* hq = ws.Get<uint8_t>("moe.hq", Sz(m * inter));            // [m, inter]
-  float* hs = ws.Get<float>("moe.hs", Sz(m * (inter / kActBlock)));  // [m, inter/128]
+  constexpr bool kInt8 = std::is_same_v<Code, int8_t>;
+  const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;  // per row
+  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));                // [m, inter]
+  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));                // [m, inter]
+  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));                // [m, inter]
+  Code* hq = ws.Get<Code>("moe.hq", Sz(m * inter));              // [m, inter]
+  float* hs = ws.Get<float>("moe.hs", Sz(m * num_scales));       // [m, num_scales]
   gemm(x_codes, x_scales, m, w1, g, pool);
   gemm(x_codes, x_scales, m, w3, u, pool);
   kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
-  kernels::ActQuantFp8(h, m, inter, kActBlock, hq, hs);
+  if constexpr (kInt8) {
+    kernels::ActQuantInt8PerToken(h, m, inter, hq, hs);
+  } else {
+    kernels::ActQuantFp8(h, m, inter, kActBlock, hq, hs);
+  }
   gemm(hq, hs, m, w2, y, pool);
-  (void)dim;
 }
+
+const int8_t* AsInt8(const uint8_t* p) { return reinterpret_cast<const int8_t*>(p); }
 
 // Appends row r of ye [m, d] to acc[token[r]] in FP32.  A token occurs at
 // most once per expert (distinct ids per row), so rows never collide.
@@ -113,14 +123,34 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
     DSV4_ASSIGN_OR_RETURN(w.router.bias, CopyF32(ckpt, gate + "bias", {shape.num_experts}, store));
   }
   w.experts.resize(Sz(shape.num_experts));
+  // Routed experts are MXFP4 natively, unpacked INT8 in W8A8 checkpoints.
+  const TensorView* probe = ckpt.Find(prefix + ".experts.0.w1.weight");
+  w.int8 = probe != nullptr && probe->dtype == DType::kI8 && probe->dim(1) == shape.dim;
+  auto int8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Int8Weight> {
+    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in));
+    w.owned.push_back(std::move(l));  // Buffer storage does not move with the vector
+    return w.owned.back().weight();
+  };
+  w.owned.reserve(Sz(3 * shape.num_experts + 3));
   for (int64_t e = 0; e < shape.num_experts; ++e) {
     const std::string p = prefix + ".experts." + std::to_string(e) + ".";
     RoutedExpertWeights& x = w.experts[Sz(e)];
+    if (w.int8) {
+      DSV4_ASSIGN_OR_RETURN(x.q1, int8(p + "w1", shape.inter, shape.dim));
+      DSV4_ASSIGN_OR_RETURN(x.q2, int8(p + "w2", shape.dim, shape.inter));
+      DSV4_ASSIGN_OR_RETURN(x.q3, int8(p + "w3", shape.inter, shape.dim));
+      continue;
+    }
     DSV4_ASSIGN_OR_RETURN(x.w1, BindFp4Weight(ckpt, p + "w1", shape.inter, shape.dim));
     DSV4_ASSIGN_OR_RETURN(x.w2, BindFp4Weight(ckpt, p + "w2", shape.dim, shape.inter));
     DSV4_ASSIGN_OR_RETURN(x.w3, BindFp4Weight(ckpt, p + "w3", shape.inter, shape.dim));
   }
-  if (shape.shared_inter > 0) {
+  if (shape.shared_inter > 0 && w.int8) {
+    const std::string p = prefix + ".shared_experts.";
+    DSV4_ASSIGN_OR_RETURN(w.shared.q1, int8(p + "w1", shape.shared_inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(w.shared.q2, int8(p + "w2", shape.dim, shape.shared_inter));
+    DSV4_ASSIGN_OR_RETURN(w.shared.q3, int8(p + "w3", shape.shared_inter, shape.dim));
+  } else if (shape.shared_inter > 0) {
     const std::string p = prefix + ".shared_experts.";
     // Fp8Linear holds only views into the mapping, so its weight() outlives it.
     DSV4_ASSIGN_OR_RETURN(Fp8Linear w1,
@@ -173,15 +203,23 @@ void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const i
 void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m,
                          const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool) {
-  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.inter, shape.swiglu_limit, x_codes, x_scales, m,
-             row_weight, y, ws, pool, kernels::Fp4Gemm);
+  if (w.is_int8()) {
+    return ExpertBody(w.q1, w.q2, w.q3, shape.inter, shape.swiglu_limit, AsInt8(x_codes),
+                      x_scales, m, row_weight, y, ws, pool, kernels::Int8Gemm);
+  }
+  ExpertBody(w.w1, w.w2, w.w3, shape.inter, shape.swiglu_limit, x_codes, x_scales, m, row_weight,
+             y, ws, pool, kernels::Fp4Gemm);
 }
 
 void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m, bf16* y,
                          Workspace& ws, ThreadPool* pool) {
-  ExpertBody(w.w1, w.w2, w.w3, shape.dim, shape.shared_inter, shape.swiglu_limit, x_codes, x_scales,
-             m, nullptr, y, ws, pool, kernels::Fp8Gemm);
+  if (w.is_int8()) {
+    return ExpertBody(w.q1, w.q2, w.q3, shape.shared_inter, shape.swiglu_limit, AsInt8(x_codes),
+                      x_scales, m, nullptr, y, ws, pool, kernels::Int8Gemm);
+  }
+  ExpertBody(w.w1, w.w2, w.w3, shape.shared_inter, shape.swiglu_limit, x_codes, x_scales, m,
+             nullptr, y, ws, pool, kernels::Fp8Gemm);
 }
 
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
@@ -190,7 +228,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   const int64_t d = shape.dim;
   const int64_t e = shape.num_experts;
   const int64_t k = shape.top_k;
-  const int64_t nb = d / kActBlock;
+  const int64_t nb = w.int8 ? 1 : d / kActBlock;  // activation scales per row
   const int64_t na = n * k;                           // assignments
   int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));  // [n, k]
   float* rw = ws.Get<float>("moe.rw", Sz(na));        // [n, k]
@@ -198,9 +236,13 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
 
   // The activation is quantized once; per-row quantization makes gathering
   // codes identical to quantizing each expert's gathered rows.
-  uint8_t* xq = ws.Get<uint8_t>("moe.xq", Sz(n * d));  // [n, d]
-  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));     // [n, d/128]
-  kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
+  uint8_t* xq = ws.Get<uint8_t>("moe.xq", Sz(n * d));  // [n, d] FP8 or INT8 codes
+  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));     // [n, nb]
+  if (w.int8) {
+    kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs);
+  } else {
+    kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
+  }
 
   // Counting sort of assignments by expert (tokens ascending inside an expert).
   int64_t* offset = ws.Get<int64_t>("moe.off", Sz(e + 1));  // [e + 1]

@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "kernels/gemm.h"
+#include "model/linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 #include "tensor/numeric.h"
@@ -42,22 +43,30 @@ struct RouterWeights {
   int64_t vocab = 0;                 // rows of tid2eid
 };
 
+// Native checkpoints fill w1..w3; W8A8 checkpoints (model.md §4.6) fill
+// q1..q3 instead (INT8 per channel, per-token INT8 activations).
 struct RoutedExpertWeights {
   kernels::Fp4Weight w1;  // gate [inter, dim]
   kernels::Fp4Weight w2;  // down [dim, inter]
   kernels::Fp4Weight w3;  // up   [inter, dim]
+  kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8: same roles and shapes
+  bool is_int8() const { return q1.codes != nullptr; }
 };
 
 struct SharedExpertWeights {
   kernels::Fp8Weight w1;  // gate [shared_inter, dim]
   kernels::Fp8Weight w2;  // down [dim, shared_inter]
   kernels::Fp8Weight w3;  // up   [shared_inter, dim]
+  kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8
+  bool is_int8() const { return q1.codes != nullptr; }
 };
 
 struct MoeWeights {
   RouterWeights router;
   std::vector<RoutedExpertWeights> experts;  // [num_experts]
   SharedExpertWeights shared;                // unused when shape.shared_inter == 0
+  bool int8 = false;                         // W8A8 experts (all of them, shared included)
+  std::vector<Int8Linear> owned;             // keeps the INT8 scales alive
 };
 
 // Binds `<prefix>.gate.*`, `<prefix>.experts.{e}.*`, `<prefix>.shared_experts.*`
@@ -77,7 +86,8 @@ void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const i
 
 // One routed expert on m rows whose activation is already FP8-quantized
 // (x_codes [m, dim], x_scales [m, dim/128]); row_weight [m] multiplies the
-// SwiGLU output before w2.  y [m, dim] BF16.
+// SwiGLU output before w2.  y [m, dim] BF16.  For INT8 experts (is_int8())
+// x_codes holds per-token INT8 codes [m, dim] (as bytes) and x_scales [m].
 void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m,
                          const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool);

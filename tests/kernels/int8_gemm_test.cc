@@ -6,13 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
 #include "kernels/ref/int8_gemm_ref.h"
 
 namespace dsv4::kernels {
@@ -202,6 +207,68 @@ TEST(Int8Gemm, QuantizedLinearApproximatesFloatProduct) {
       }
       const double got = Bf16ToF32(y[r * n + c]);
       EXPECT_LE(std::fabs(got - exact), bound + std::fabs(exact) * (1.0 / 128)) << r << "," << c;
+    }
+  }
+}
+
+// Manual benchmark (docs/performance.md): DRAM-bound GEMV (m = 1) and a small
+// batch, INT8 (W8A8) next to FP8 (native), per ISA.  Four weight copies are
+// rotated so each call streams its weight from memory.  Run with
+//   kernel_int8_test --gtest_also_run_disabled_tests --gtest_filter=*Timing*
+TEST(Int8Gemm, DISABLED_TimingAgainstFp8) {
+  struct Shape2 {
+    const char* name;
+    int64_t out, in;
+  };
+  const Shape2 shapes[] = {{"wq_b 32768x1024", 32768, 1024}, {"wo_b 4096x8192", 4096, 8192},
+                           {"expert w1 2048x4096", 2048, 4096}};
+  constexpr int kCopies = 4;
+  for (const Shape2& sh : shapes) {
+    const size_t wbytes = static_cast<size_t>(sh.out * sh.in);
+    std::vector<std::vector<int8_t>> w8(kCopies, std::vector<int8_t>(wbytes));
+    std::vector<std::vector<uint8_t>> wf(kCopies, std::vector<uint8_t>(wbytes));
+    std::mt19937 rng(3);
+    for (int c = 0; c < kCopies; ++c) {
+      for (size_t i = 0; i < wbytes; ++i) {
+        w8[c][i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+        wf[c][i] = static_cast<uint8_t>(rng() % 120);  // finite e4m3 codes
+      }
+    }
+    std::vector<float> ws(sh.out, 0.01f);
+    std::vector<uint8_t> fs(static_cast<size_t>(((sh.out + 127) / 128) * (sh.in / 128)), 120);
+    for (int64_t m : {int64_t{1}, int64_t{16}}) {
+      std::vector<bf16> x(static_cast<size_t>(m * sh.in));
+      for (auto& v : x) v = F32ToBf16(static_cast<float>(rng() % 200) / 100.0f - 1.0f);
+      std::vector<int8_t> xq(x.size());
+      std::vector<float> xs(m);
+      std::vector<uint8_t> xf(x.size());
+      std::vector<float> xfs(static_cast<size_t>(m * sh.in / 128));
+      std::vector<bf16> y(static_cast<size_t>(m * sh.out));
+      for (Isa isa : AllIsas()) {
+        if (isa == Isa::kScalar) continue;
+        IsaScope scope(isa);
+        auto time_ms = [&](const auto& fn) {
+          for (int c = 0; c < kCopies; ++c) fn(c);  // warm-up
+          const int reps = 8 * kCopies;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int r = 0; r < reps; ++r) fn(r % kCopies);
+          return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count() / reps;
+        };
+        const double t8 = time_ms([&](int c) {
+          ActQuantInt8PerToken(x.data(), m, sh.in, xq.data(), xs.data());
+          Int8Gemm(xq.data(), xs.data(), m, Int8Weight{w8[c].data(), ws.data(), sh.out, sh.in},
+                   y.data(), nullptr);
+        });
+        const double tf = time_ms([&](int c) {
+          ActQuantFp8(x.data(), m, sh.in, 128, xf.data(), xfs.data());
+          Fp8Gemm(xf.data(), xfs.data(), m, Fp8Weight{wf[c].data(), fs.data(), sh.out, sh.in},
+                  y.data(), nullptr);
+        });
+        std::printf("%-22s m=%-3lld %-7s INT8 %7.3f ms (%5.1f GB/s)   FP8 %7.3f ms (%5.1f GB/s)\n",
+                    sh.name, static_cast<long long>(m), std::string(IsaName(isa)).c_str(), t8,
+                    double(wbytes) / t8 / 1e6, tf, double(wbytes) / tf / 1e6);
+      }
     }
   }
 }

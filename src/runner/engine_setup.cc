@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/logging.h"
+
 namespace dsv4 {
 
 Dsv4CacheShapes CacheShapesFor(const ModelConfig& cfg, int32_t num_speculative_tokens) {
@@ -67,7 +69,15 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
                         Scheduler::Create(sc, std::move(setup.cache)));
   parts.core = std::make_unique<EngineCore>(std::move(scheduler), parts.executor.get());
   parts.plan = setup.plan;
-  parts.description = std::move(setup.description);
+  // The CPU model cache keeps rings and compressor states per runner slot
+  // (not in the planned pages): report them next to the page plan.
+  const std::string model_cache = fmt::format(
+      "model cache: {} slots, {:.1f} MiB fixed (rings, compressor states), K = {}",
+      parts.executor->num_cache_slots(),
+      static_cast<double>(parts.executor->cache_fixed_bytes()) / (1 << 20),
+      options.num_speculative_tokens);
+  DSV4_LOG_INFO("{}", model_cache);
+  parts.description = setup.description + "; " + model_cache;
   return parts;
 }
 

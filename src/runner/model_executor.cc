@@ -99,6 +99,12 @@ void ModelExecutor::Release(const ReleasedSlot& r) {
   }
   SlotState& st = slots_[static_cast<size_t>(idx)];
   if (!st.live || st.generation != r.generation || st.id != r.id) return;
+  if (st.spec.num_draft_tokens > 0) {  // serving.md §6.6's per-request line
+    DSV4_LOG_DEBUG("MTP acceptance for request {}: accepted={} proposed={} rate={:.2f}%", st.id,
+                   st.spec.num_accepted_tokens, st.spec.num_draft_tokens,
+                   100.0 * static_cast<double>(st.spec.num_accepted_tokens) /
+                       static_cast<double>(st.spec.num_draft_tokens));
+  }
   st.live = false;
   st.tokens.clear();
   st.tokens.shrink_to_fit();

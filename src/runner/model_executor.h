@@ -83,6 +83,11 @@ class ModelExecutor : public Executor {
   // Counters of the request now in (partition, slot); empty when none.
   SpecStats SlotSpecStats(int32_t partition, int32_t slot) const;
   int64_t num_cache_slots() const { return cache_->num_slots(); }
+  // Bytes the model cache holds independent of context (rings, compressor
+  // states) over all slots; the growing rows come on top.
+  int64_t cache_fixed_bytes() const {
+    return static_cast<int64_t>(cache_->FixedBytesPerSlot()) * cache_->num_slots();
+  }
   // Slots holding a live request's state (0 once every request has ended
   // and its release reached the executor).
   int64_t num_live_slots() const;

@@ -35,6 +35,7 @@ struct StreamState {
   ResponseHeader header;
   std::vector<size_t> text_offsets;
   bool started = false;
+  bool aborted = false;  // by a server stop
   bool finished = false;
 };
 
@@ -71,6 +72,7 @@ class OpenAiServer::Impl {
   ServerMetrics metrics_;
   std::atomic<int64_t>& in_flight_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> stopping_{false};  // drain timed out: abort what is left
   int listen_fd_ = -1;
   httplib::Server svr_;
 };
@@ -201,6 +203,13 @@ void OpenAiServer::Impl::Stop(std::chrono::milliseconds drain) {
   while (in_flight_.load() > 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Whatever is still running is aborted (handlers see stopping_ within one
+  // poll) and answered with finish_reason "abort" before the sockets close.
+  stopping_ = true;
+  const auto abort_deadline = Clock::now() + std::chrono::seconds(5);
+  while (in_flight_.load() > 0 && Clock::now() < abort_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   svr_.stop();
 }
 
@@ -259,7 +268,14 @@ void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Re
 
 void OpenAiServer::Impl::RespondWhole(httplib::Response& res, Generation& gen,
                                       const ResponseHeader& h) {
-  while (!gen.done()) gen.Poll(std::chrono::milliseconds(100));
+  bool aborted = false;
+  while (!gen.done()) {
+    if (stopping_ && !aborted) {
+      gen.AbortAll();
+      aborted = true;
+    }
+    gen.Poll(std::chrono::milliseconds(100));
+  }
   metrics_.RecordRequest(gen.Timing());
   for (int i = 0; i < gen.num_choices(); ++i) {
     if (!gen.choice(i).error().ok()) {
@@ -284,9 +300,21 @@ bool OpenAiServer::Impl::StreamStep(StreamState& st, httplib::DataSink& sink) {
   std::string out;
   if (!st.started) {
     st.started = true;
-    if (chat) {
-      for (int i = 0; i < gen.num_choices(); ++i) out += SseEvent(ChatRoleChunk(st.header, i));
+    for (int i = 0; i < gen.num_choices(); ++i) {
+      if (chat) {
+        out += SseEvent(ChatRoleChunk(st.header, i));
+      } else if (gen.request().echo) {
+        ChoiceDelta echo;
+        echo.content = tok_.Decode(gen.request().prompts[i / gen.request().n],
+                                   gen.request().skip_special_tokens);
+        size_t no_offset = 0;
+        out += SseEvent(CompletionChunk(st.header, i, echo, "", tok_, &no_offset));
+      }
     }
+  }
+  if (stopping_ && !st.aborted) {
+    gen.AbortAll();
+    st.aborted = true;
   }
   const auto wait = std::chrono::milliseconds(static_cast<int64_t>(opt_.keepalive_seconds * 1000));
   auto deltas = gen.Poll(out.empty() ? wait : std::chrono::milliseconds(0));

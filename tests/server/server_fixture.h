@@ -51,8 +51,10 @@ class TestServer {
     EXPECT_TRUE(s.ok()) << s.ToString();
     thread_ = std::thread([this] { server_->Serve(); });
   }
-  ~TestServer() {
-    server_->Stop(std::chrono::milliseconds(2000));
+  ~TestServer() { Stop(std::chrono::milliseconds(2000)); }
+  void Stop(std::chrono::milliseconds drain) {
+    if (!thread_.joinable()) return;
+    server_->Stop(drain);
     thread_.join();
   }
 

@@ -300,5 +300,32 @@ TEST(ServerHttp, SixtyFourConcurrentStreamsEqualSequential) {
   EXPECT_EQ(srv.server().num_in_flight(), 0);
 }
 
+TEST(ServerHttp, GracefulStopDrainsThenAborts) {
+  FakeEngineOptions eo;
+  eo.step_time = std::chrono::milliseconds(2);
+  TestServer srv({}, eo);
+  // A short request finishes normally during the drain; a long one is
+  // aborted when the drain time is up and still gets a complete response.
+  auto short_req = std::async(std::launch::async, [&] {
+    return srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":40})");
+  });
+  auto long_req = std::async(std::launch::async, [&] {
+    return srv.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})");
+  });
+  while (srv.server().num_in_flight() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread stopper([&] { srv.Stop(std::chrono::milliseconds(300)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(srv.Client().Get("/health")->status, 503);
+  auto refused = srv.Post("/v1/completions", R"({"prompt":"z","max_tokens":1})");
+  EXPECT_EQ(refused.first, 503);
+  const auto [s1, b1] = short_req.get();
+  ASSERT_EQ(s1, 200) << b1;
+  EXPECT_EQ(Json::parse(b1)["choices"][0]["finish_reason"], "length");
+  const auto [s2, b2] = long_req.get();
+  ASSERT_EQ(s2, 200) << b2;
+  EXPECT_EQ(Json::parse(b2)["choices"][0]["finish_reason"], "abort");
+  stopper.join();
+}
+
 }  // namespace
 }  // namespace dsv4::server::testing

@@ -46,6 +46,8 @@ class TestServer {
       engine = scripted_.get();
     }
     options.port = 0;
+    // Enough for the 64-stream test without 520 idle threads per server.
+    if (options.num_http_threads == 0) options.num_http_threads = 96;
     server_ = std::make_unique<OpenAiServer>(*engine, V4Tokenizer(), options);
     Status s = server_->Bind();
     EXPECT_TRUE(s.ok()) << s.ToString();

@@ -1,12 +1,21 @@
-// generate: greedy offline generation from token ids (the direct model loop;
-// the serving engine's continuous batching replaces it when it lands).
-#include <chrono>
+// generate: offline generation through the serving engine (serving.md §9.4).
+// Every prompt is submitted at once to a local AsyncEngine, so continuous
+// batching, chunked prefill and MTP speculation run exactly as in `serve`.
+#include <fmt/format.h>
+
+#include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/thread_pool.h"
+#include "checkpoint/model_config.h"
 #include "commands.h"
-#include "model/model.h"
+#include "engine_flags.h"
+#include "generate_config.h"
+#include "generate_driver.h"
+#include "runner/local_engine.h"
+#include "text/chat_encoding.h"
+#include "text/tokenizer.h"
 
 namespace dsv4::cli {
 
@@ -31,72 +40,181 @@ bool ParseIdList(const std::string& text, std::vector<int32_t>* ids) {
 
 namespace {
 
+constexpr size_t kPrintedTokens = 64;
+
 struct GenerateArgs {
-  std::string model;
-  std::string prompt_ids;
-  int64_t max_new_tokens = 16;
-  int threads = 0;
+  EngineFlags engine;
+  std::vector<std::string> prompts;
+  std::vector<std::string> prompt_ids;
+  std::string generate_config;
+  bool chat = false;
 };
 
-int32_t Argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
+// A usage error: one line on stderr, exit status 2.
+int UsageError(const std::string& message) {
+  std::cerr << "dsv4 generate: " << message << "\n";
+  return 2;
 }
 
-int RunGenerate(const GenerateArgs& args) {
-  std::vector<int32_t> prompt;
-  if (!ParseIdList(args.prompt_ids, &prompt)) {
-    std::cerr << "dsv4 generate: --prompt-ids must be a comma-separated list of token ids\n";
-    return 2;
+std::string JsonString(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', /*ensure_ascii=*/false,
+                                nlohmann::json::error_handler_t::replace);
+}
+
+// Chat mode: the prompt as one user message, thinking off unless the
+// generate config turns it on (docs/engine.md "dsv4 generate").
+Result<std::string> ChatPrompt(const std::string& prompt, const GenerateConfig& config) {
+  text::OrderedJson messages = text::OrderedJson::array();
+  messages.push_back({{"role", "user"}, {"content", prompt}});
+  text::EncodeOptions options;
+  options.thinking_mode =
+      config.thinking ? text::ThinkingMode::kThinking : text::ThinkingMode::kChat;
+  if (config.reasoning_effort) {
+    DSV4_ASSIGN_OR_RETURN(text::MappedEffort effort,
+                          text::MapOpenAiReasoningEffort(*config.reasoning_effort));
+    if (effort.force_chat) options.thinking_mode = text::ThinkingMode::kChat;
+    options.reasoning_effort = effort.effort;
   }
-  auto model_or = Model::Load(args.model);
-  if (!model_or.ok()) {
-    std::cerr << "dsv4 generate: " << model_or.status().message() << "\n";
-    return 1;
-  }
-  const Model& model = **model_or;
-  const int64_t vocab = model.config().vocab_size;
-  for (int32_t id : prompt) {
-    if (id >= vocab) {
-      std::cerr << "dsv4 generate: prompt id " << id << " is outside the vocabulary of " << vocab
-                << "\n";
-      return 2;
+  return text::EncodeMessages(messages, options);
+}
+
+// Token prompts: --prompt texts first (in order), then --prompt-ids lists.
+Result<std::vector<std::vector<int32_t>>> BuildPrompts(const GenerateArgs& args,
+                                                       const GenerateConfig& config,
+                                                       const text::Tokenizer* tokenizer) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t i = 0; i < args.prompts.size(); ++i) {
+    std::string prompt_text = args.prompts[i];
+    if (args.chat) {
+      auto encoded = ChatPrompt(prompt_text, config);
+      if (!encoded.ok()) return encoded.status().WithPrefix("--chat");
+      prompt_text = *encoded;
     }
+    prompts.push_back(tokenizer->Encode(prompt_text));
+    if (prompts.back().empty()) return InvalidArgument("--prompt {} encodes to no tokens", i + 1);
   }
-  ThreadPool pool(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
-  auto cache = model.NewCache(1);
-  Workspace ws;
-  std::vector<float> logits(static_cast<size_t>(vocab));
-  std::vector<int32_t> out;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int32_t> step_ids = prompt;
-  int64_t pos = 0;
-  for (int64_t i = 0; i < args.max_new_tokens; ++i) {
-    ForwardBatch batch;
-    batch.Add(/*cache_slot=*/0, pos, step_ids);
-    batch.logit_rows = {batch.num_tokens() - 1};
-    ForwardOutputs fo;
-    fo.logits = logits.data();
-    Status s = model.Forward(batch, *cache, fo, ws, &pool);
-    if (!s.ok()) {
-      std::cerr << "dsv4 generate: " << s.message() << "\n";
-      return 1;
+  for (const std::string& list : args.prompt_ids) {
+    std::vector<int32_t> ids;
+    if (!ParseIdList(list, &ids)) {
+      return InvalidArgument("--prompt-ids must be a comma-separated list of token ids, got \"{}\"",
+                             list);
     }
-    pos += static_cast<int64_t>(step_ids.size());
-    const int32_t next = Argmax(logits.data(), vocab);
-    out.push_back(next);
-    step_ids = {next};
+    prompts.push_back(std::move(ids));
   }
-  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return prompts;
+}
+
+Status CheckCombinations(const GenerateArgs& args, const GenerateConfig& config) {
+  const size_t num_prompts = args.prompts.size() + args.prompt_ids.size();
+  if (num_prompts == 0) return InvalidArgument("give at least one --prompt or --prompt-ids");
+  if (config.stream && num_prompts != 1) {
+    return InvalidArgument("\"stream\": true needs exactly one prompt, got {}", num_prompts);
+  }
+  if (args.chat && !args.prompt_ids.empty()) {
+    return InvalidArgument("--chat applies to --prompt text, not to --prompt-ids");
+  }
+  if (!args.chat && (config.thinking || config.reasoning_effort)) {
+    return InvalidArgument("\"thinking\" and \"reasoning_effort\" need --chat");
+  }
+  return Status::Ok();
+}
+
+void PrintTokenIds(const std::vector<int32_t>& tokens) {
   std::cout << "token_ids: [";
-  for (size_t i = 0; i < out.size(); ++i) std::cout << (i ? ", " : "") << out[i];
-  std::cout << "]\n";
-  std::cout << "[generate] " << out.size() << " tokens in " << sec << "s ("
-            << static_cast<double>(out.size()) / sec << " tok/s, prompt " << prompt.size()
-            << " tokens, " << pool.num_threads() << " threads)\n";
+  for (size_t i = 0; i < tokens.size() && i < kPrintedTokens; ++i) {
+    std::cout << (i ? ", " : "") << tokens[i];
+  }
+  std::cout << "]";
+  if (tokens.size() > kPrintedTokens) std::cout << "... (" << tokens.size() << " tokens)";
+  std::cout << "\n";
+}
+
+void PrintLogprobs(const std::vector<TokenLogprob>& logprobs) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < logprobs.size() && i < kPrintedTokens; ++i) {
+    nlohmann::json top = nlohmann::json::array();
+    for (const auto& [id, lp] : logprobs[i].top) top.push_back({id, lp});
+    list.push_back({{"token", logprobs[i].token}, {"logprob", logprobs[i].logprob}, {"top", top}});
+  }
+  std::cout << "logprobs: " << list.dump() << (logprobs.size() > kPrintedTokens ? "..." : "")
+            << "\n";
+}
+
+void PrintResults(const std::vector<PromptResult>& results, const GenerateJob& job,
+                  const GenerateStats& stats, int32_t num_speculative_tokens) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PromptResult& r = results[i];
+    std::cout << "-- prompt " << i + 1 << "/" << results.size() << " --\n";
+    if (job.tokenizer != nullptr) std::cout << "text: " << JsonString(r.text) << "\n";
+    PrintTokenIds(r.tokens);
+    if (job.config.sampling.logprobs >= 0) PrintLogprobs(r.logprobs);
+    std::cout << "finish_reason: " << r.finish;
+    if (!r.error.ok()) std::cout << " (" << r.error.message() << ")";
+    std::cout << "\n";
+  }
+  const double rate = stats.seconds > 0 ? static_cast<double>(stats.num_tokens) / stats.seconds : 0;
+  std::cout << fmt::format("[generate] {} tokens in {:.2f}s ({:.1f} tok/s)\n", stats.num_tokens,
+                           stats.seconds, rate);
+  if (num_speculative_tokens > 0) {
+    const double steps = static_cast<double>(std::max<int64_t>(stats.num_verify_steps, 1));
+    const double drafts = static_cast<double>(std::max<int64_t>(stats.num_draft_tokens, 1));
+    std::cout << fmt::format(
+        "[generate] mtp K={}: {} drafts ({} draft tokens), {} accepted ({:.1f}%), "
+        "mean accepted length {:.2f}\n",
+        num_speculative_tokens, stats.num_verify_steps, stats.num_draft_tokens,
+        stats.num_accepted_tokens, 100.0 * static_cast<double>(stats.num_accepted_tokens) / drafts,
+        1.0 + static_cast<double>(stats.num_accepted_tokens) / steps);
+  }
+}
+
+int RunGenerateCommand(GenerateArgs& args) {
+  Status s = ResolveEngineFlags(&args.engine);
+  if (!s.ok()) return UsageError(s.message());
+  GenerateConfig config;
+  if (!args.generate_config.empty()) {
+    auto parsed = ParseGenerateConfig(args.generate_config);
+    if (!parsed.ok()) return UsageError("--generate-config: " + parsed.status().message());
+    config = std::move(*parsed);
+  }
+  s = CheckCombinations(args, config);
+  if (!s.ok()) return UsageError(s.message());
+
+  const EngineOptions& options = args.engine.options;
+  const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  if (std::filesystem::exists(tokenizer_path)) {
+    auto loaded = text::Tokenizer::Load(tokenizer_path);
+    if (!loaded.ok()) return UsageError(loaded.status().message());
+    tokenizer = std::move(*loaded);
+  } else if (!args.prompts.empty() || !config.stop.empty()) {
+    return UsageError("no tokenizer.json in " + options.model_dir +
+                      ": --prompt and \"stop\" need one (use --prompt-ids)");
+  }
+  auto prompts = BuildPrompts(args, config, tokenizer.get());
+  if (!prompts.ok()) return UsageError(prompts.status().message());
+  auto model_config = LoadModelConfig(options.model_dir);
+  if (!model_config.ok()) return UsageError(model_config.status().message());
+
+  auto engine = CreateLocalEngine(options);
+  if (!engine.ok()) {
+    std::cerr << "dsv4 generate: " << engine.status().message() << "\n";
+    return engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  GenerateJob job;
+  job.prompts = std::move(*prompts);
+  job.config = config;
+  job.tokenizer = tokenizer.get();
+  job.eos_token_id = static_cast<int32_t>(model_config->eos_token_id);
+  job.stream = config.stream ? &std::cout : nullptr;
+  GenerateStats stats;
+  auto results = RunGenerate(**engine, job, &stats);
+  (*engine)->Shutdown();
+  if (!results.ok()) return UsageError(results.status().message());
+  if (config.stream) std::cout << "\n";
+  PrintResults(*results, job, stats, options.num_speculative_tokens);
+  for (const PromptResult& r : *results) {
+    if (!r.error.ok()) return 1;
+  }
   return 0;
 }
 
@@ -104,14 +222,16 @@ int RunGenerate(const GenerateArgs& args) {
 
 void RegisterGenerate(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Offline greedy generation");
-  cmd->add_option("--model", args->model, "Checkpoint directory")->required();
-  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3")->required();
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)");
-  cmd->callback([args, exit_code] { *exit_code = RunGenerate(*args); });
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Offline generation through the serving engine (continuous batching, MTP)");
+  AddEngineFlags(cmd, &args->engine);
+  cmd->add_option("--prompt", args->prompts, "Prompt text (repeatable; needs tokenizer.json)");
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3 (repeatable)");
+  cmd->add_option("--generate-config", args->generate_config,
+                  R"(Sampling and stopping as JSON, e.g. {"max_new_tokens":32,"temperature":0.7})");
+  cmd->add_flag("--chat", args->chat,
+                "Apply the chat encoding to each --prompt as one user message (thinking off)");
+  cmd->callback([args, exit_code] { *exit_code = RunGenerateCommand(*args); });
 }
 
 }  // namespace dsv4::cli

@@ -1,0 +1,142 @@
+#include "generate_driver.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "output_text.h"
+
+namespace dsv4::cli {
+
+namespace {
+
+// Outputs cross from the engine thread to the caller through this queue;
+// callbacks only push (the engine contract: cheap, no calls back into it).
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<size_t, GenerationOutput>> events;  // GUARDED_BY(mu)
+
+  void Push(size_t index, const GenerationOutput& out) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.emplace_back(index, out);
+    cv.notify_one();
+  }
+  std::pair<size_t, GenerationOutput> Pop() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [this] { return !events.empty(); });
+    auto e = std::move(events.front());
+    events.pop_front();
+    return e;
+  }
+};
+
+struct Tracker {
+  PromptResult result;
+  std::optional<OutputText> text;
+  RequestId id = 0;
+  bool done = false;        // no further token counts (finished or stop string)
+  bool final_seen = false;  // the engine's last output arrived
+};
+
+std::string FinishName(const GenerationOutput& out, const PromptResult& r, const GenerateJob& job) {
+  switch (out.finish) {
+    case FinishReason::kStop:
+      return !job.config.sampling.ignore_eos && !r.tokens.empty() &&
+                     r.tokens.back() == job.eos_token_id
+                 ? "eos"
+                 : "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "aborted";
+    case FinishReason::kError:
+      return "error";
+    case FinishReason::kNone:
+      break;
+  }
+  return "none";
+}
+
+void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput& out, Tracker& t,
+            GenerateStats* stats) {
+  if (out.finish != FinishReason::kNone) t.final_seen = true;
+  if (t.done) return;  // tokens after a stop string were never ours
+  if (out.num_draft_tokens > 0) {
+    ++stats->num_verify_steps;
+    stats->num_draft_tokens += out.num_draft_tokens;
+    stats->num_accepted_tokens += out.num_accepted_tokens;
+  }
+  for (size_t k = 0; k < out.new_tokens.size(); ++k) {
+    t.result.tokens.push_back(out.new_tokens[k]);
+    if (k < out.logprobs.size()) t.result.logprobs.push_back(out.logprobs[k]);
+    if (t.text && t.text->Push(out.new_tokens[k])) {
+      t.result.finish = "stop";
+      t.done = true;
+      engine.Abort(t.id);  // its final (kAbort) output still follows
+      break;
+    }
+  }
+  if (!t.done && out.finish != FinishReason::kNone) {
+    t.done = true;
+    t.result.finish = FinishName(out, t.result, job);
+    t.result.error = out.error;
+    if (t.text) t.text->Finish();
+  }
+  if (job.stream != nullptr && t.text) *job.stream << t.text->TakeDelta() << std::flush;
+}
+
+}  // namespace
+
+Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const GenerateJob& job,
+                                              GenerateStats* stats) {
+  *stats = GenerateStats{};
+  auto channel = std::make_shared<Channel>();
+  std::vector<Tracker> trackers(job.prompts.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  Status submit_error;
+  size_t num_submitted = 0;
+  for (size_t i = 0; i < job.prompts.size(); ++i) {
+    if (job.tokenizer != nullptr) trackers[i].text.emplace(*job.tokenizer, job.config.stop);
+    GenerationRequest request;
+    request.prompt = job.prompts[i];
+    request.max_tokens = job.config.max_new_tokens;
+    request.stop_token_ids = job.config.stop_token_ids;
+    request.sampling = job.config.sampling;
+    // The callback owns a reference to the channel: it stays valid however
+    // late the engine thread runs it.
+    auto id = engine.Submit(std::move(request),
+                            [channel, i](const GenerationOutput& out) { channel->Push(i, out); });
+    if (!id.ok()) {
+      submit_error = id.status().WithPrefix("prompt " + std::to_string(i + 1));
+      break;
+    }
+    trackers[i].id = *id;
+    ++num_submitted;
+  }
+  if (!submit_error.ok()) {
+    for (size_t i = 0; i < num_submitted; ++i) engine.Abort(trackers[i].id);
+  }
+  size_t num_open = num_submitted;
+  while (num_open > 0) {
+    auto [index, out] = channel->Pop();
+    Tracker& t = trackers[index];
+    const bool was_final = t.final_seen;
+    Handle(engine, job, out, t, stats);
+    if (!was_final && t.final_seen) --num_open;
+  }
+  stats->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!submit_error.ok()) return submit_error;
+  std::vector<PromptResult> results;
+  for (Tracker& t : trackers) {
+    if (t.text) t.result.text = t.text->text();
+    stats->num_tokens += static_cast<int64_t>(t.result.tokens.size());
+    results.push_back(std::move(t.result));
+  }
+  return results;
+}
+
+}  // namespace dsv4::cli

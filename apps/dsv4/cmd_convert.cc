@@ -14,7 +14,8 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
       "convert", "Convert a native DeepSeek-V4 checkpoint to W8A8 (INT8 per output channel)");
   cmd->add_option("--input-dir", opts->input_dir, "Native FP8 checkpoint directory")->required();
   cmd->add_option("--output-dir", opts->output_dir, "New W8A8 checkpoint directory")->required();
-  cmd->add_flag("--dry-run", opts->dry_run, "Validate the source and print the plan; write nothing");
+  cmd->add_flag("--dry-run", opts->dry_run,
+                "Validate the source and print the plan; write nothing");
   cmd->add_flag("--resume", opts->resume,
                 "Continue an interrupted conversion (finished shards are validated and kept)");
   cmd->callback([opts, exit_code] {
@@ -29,8 +30,8 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
     struct rusage ru {};
     ::getrusage(RUSAGE_SELF, &ru);
     if (!opts->dry_run) {
-      std::cout << "Shards converted: " << r->shards_converted << ", resumed: "
-                << r->shards_resumed << ", source shards re-hashed: " << r->source_shards_hashed
+      std::cout << "Shards converted: " << r->shards_converted << ", resumed: " << r->shards_resumed
+                << ", source shards re-hashed: " << r->source_shards_hashed
                 << "\nPeak RSS: " << ru.ru_maxrss / 1024 << " MiB\n";
     }
   });

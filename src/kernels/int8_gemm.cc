@@ -34,8 +34,8 @@ void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, fl
   ref::ActQuantInt8PerToken(x, m, k, codes, scales);
 }
 
-void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
-              bf16* y, ThreadPool* pool) {
+void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w, bf16* y,
+              ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::Int8Gemm(x_codes, x_scales, m, w, y, pool);
   if (m <= 0 || w.out <= 0) return;

@@ -36,7 +36,7 @@ void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, fl
 
 // y [m, w.out] = bf16((float(sum_k x_codes[m,k]*w.codes[n,k]) * x_scales[m]) * w.scales[n]).
 // REQUIRES: x_codes in [-127, 127] (as ActQuantInt8PerToken produces).
-void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
-              bf16* y, ThreadPool* pool);
+void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w, bf16* y,
+              ThreadPool* pool);
 
 }  // namespace dsv4::kernels

@@ -46,8 +46,7 @@ Result<FileStat> StatFile(const std::string& path) {
 // changed (docs/convert.md, "Fingerprints").
 class Marker {
  public:
-  Marker(std::string path, const Source& src)
-      : path_(std::move(path)) {
+  Marker(std::string path, const Source& src) : path_(std::move(path)) {
     j_["format"] = kConvertMarkerFormat;
     j_["input_dir"] = src.dir;
     j_["source_config_sha256"] = Sha256Hex(src.config_text);
@@ -85,12 +84,12 @@ Status Marker::LoadAndCheck(const Source& src, int64_t* num_hashed) {
   // input_dir is informational: the source may have moved.
   for (const char* key : {"source_config_sha256", "source_index_sha256"}) {
     if (old.value(key, "") != j_[key]) {
-      return FailedPrecondition("{}: {} differs: the source {} changed since this conversion "
-                                "started; convert into a fresh directory",
-                                path_, key,
-                                std::string(key) == "source_config_sha256"
-                                    ? "config.json"
-                                    : "model.safetensors.index.json");
+      return FailedPrecondition(
+          "{}: {} differs: the source {} changed since this conversion "
+          "started; convert into a fresh directory",
+          path_, key,
+          std::string(key) == "source_config_sha256" ? "config.json"
+                                                     : "model.safetensors.index.json");
     }
   }
   if (!old.contains("source_shards") || !old["source_shards"].is_object()) {
@@ -117,9 +116,10 @@ Status Marker::CheckShard(const Source& src, const std::string& file, const Orde
   ++*num_hashed;
   DSV4_ASSIGN_OR_RETURN(const std::string sha, convert_internal::HashFile(path));
   if (sha != rec["sha256"].get<std::string>()) {
-    return FailedPrecondition("{}: source shard changed since it was converted (sha256 {}, "
-                              "marker {}); convert into a fresh directory",
-                              path, sha, rec["sha256"].get<std::string>());
+    return FailedPrecondition(
+        "{}: source shard changed since it was converted (sha256 {}, "
+        "marker {}); convert into a fresh directory",
+        path, sha, rec["sha256"].get<std::string>());
   }
   return Status::Ok();
 }
@@ -128,16 +128,18 @@ Status Marker::CheckShard(const Source& src, const std::string& file, const Orde
 Status CheckExistingShard(const std::string& path, const ShardPlan& shard) {
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(path));
   if (f->header().entries.size() != shard.outputs.size()) {
-    return FailedPrecondition("{}: existing shard holds {} tensors, expected {}; refusing to "
-                              "overwrite it",
-                              path, f->header().entries.size(), shard.outputs.size());
+    return FailedPrecondition(
+        "{}: existing shard holds {} tensors, expected {}; refusing to "
+        "overwrite it",
+        path, f->header().entries.size(), shard.outputs.size());
   }
   for (const SafetensorsTensorInfo& t : shard.outputs) {
     const TensorView* v = f->Find(t.name);
     if (v == nullptr || v->dtype != t.dtype || v->shape != t.shape) {
-      return FailedPrecondition("{}: existing shard: tensor '{}' is not {} {}; refusing to "
-                                "overwrite it",
-                                path, t.name, DTypeName(t.dtype), ShapeToString(t.shape));
+      return FailedPrecondition(
+          "{}: existing shard: tensor '{}' is not {} {}; refusing to "
+          "overwrite it",
+          path, t.name, DTypeName(t.dtype), ShapeToString(t.shape));
     }
   }
   return Status::Ok();
@@ -173,8 +175,7 @@ Status CheckDirs(const ConvertOptions& o, bool* out_exists) {
   if (o.input_dir.empty() || o.output_dir.empty()) {
     return InvalidArgument("--input-dir and --output-dir are required");
   }
-  if (fs::exists(o.output_dir, ec) &&
-      fs::equivalent(o.input_dir, o.output_dir, ec)) {
+  if (fs::exists(o.output_dir, ec) && fs::equivalent(o.input_dir, o.output_dir, ec)) {
     return InvalidArgument("--output-dir must differ from --input-dir ({})", o.input_dir);
   }
   if (fs::weakly_canonical(o.input_dir, ec) == fs::weakly_canonical(o.output_dir, ec)) {
@@ -218,15 +219,17 @@ Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
   Marker marker(marker_path, src);
   const bool non_empty = out_exists && !fs::is_empty(o.output_dir);
   if (non_empty && !o.resume) {
-    return FailedPrecondition("{}: output directory exists and is not empty; pass --resume to "
-                              "continue an interrupted conversion",
-                              o.output_dir);
+    return FailedPrecondition(
+        "{}: output directory exists and is not empty; pass --resume to "
+        "continue an interrupted conversion",
+        o.output_dir);
   }
   if (non_empty) {
     if (!fs::exists(marker_path)) {
-      return FailedPrecondition("{}: no conversion marker {}; --resume continues only a "
-                                "conversion started by dsv4 convert",
-                                o.output_dir, kConvertMarkerName);
+      return FailedPrecondition(
+          "{}: no conversion marker {}; --resume continues only a "
+          "conversion started by dsv4 convert",
+          o.output_dir, kConvertMarkerName);
     }
     DSV4_RETURN_IF_ERROR(marker.LoadAndCheck(src, &sum.source_shards_hashed));
   } else {

@@ -33,9 +33,9 @@ struct ConvertOptions {
 
 struct ConvertSummary {
   int64_t num_shards = 0;
-  int64_t num_int8 = 0;    // weights stored INT8 per channel
-  int64_t num_bf16 = 0;    // FP8 weights dequantized to BF16
-  int64_t num_copied = 0;  // tensors copied unchanged
+  int64_t num_int8 = 0;     // weights stored INT8 per channel
+  int64_t num_bf16 = 0;     // FP8 weights dequantized to BF16
+  int64_t num_copied = 0;   // tensors copied unchanged
   uint64_t total_size = 0;  // output tensor bytes (the index's total_size)
   int64_t shards_converted = 0;
   int64_t shards_resumed = 0;

@@ -39,11 +39,11 @@ struct Source {
 };
 
 enum class Action {
-  kCopy,        // bytes unchanged
-  kFp8ToInt8,   // FP8 block-scaled -> INT8 per row (+ F32 scale)
-  kFp4ToInt8,   // MXFP4 -> INT8 per row (+ F32 scale)
-  kFp8ToBf16,   // FP8 block-scaled -> BF16
-  kDropScale,   // a source scale consumed by its weight (hashed, not written)
+  kCopy,       // bytes unchanged
+  kFp8ToInt8,  // FP8 block-scaled -> INT8 per row (+ F32 scale)
+  kFp4ToInt8,  // MXFP4 -> INT8 per row (+ F32 scale)
+  kFp8ToBf16,  // FP8 block-scaled -> BF16
+  kDropScale,  // a source scale consumed by its weight (hashed, not written)
 };
 
 // What happens to one source tensor of a shard.
@@ -57,8 +57,8 @@ struct TensorJob {
 
 struct ShardPlan {
   std::string file;
-  std::vector<TensorJob> jobs;                      // in source data-offset order
-  std::vector<SafetensorsTensorInfo> outputs;       // output header tensors
+  std::vector<TensorJob> jobs;                 // in source data-offset order
+  std::vector<SafetensorsTensorInfo> outputs;  // output header tensors
 };
 
 struct Plan {

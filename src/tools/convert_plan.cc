@@ -65,16 +65,17 @@ Status OpenShards(Source* src, const std::string& index_path) {
     for (const SafetensorsEntry& e : s.st->header().entries) {
       const auto it = src->index.weight_map.find(e.name);
       if (it == src->index.weight_map.end() || it->second != s.file) {
-        return InvalidArgument("{}: tensor '{}' is in the file but the index does not list it there",
-                               s.path, e.name);
+        return InvalidArgument(
+            "{}: tensor '{}' is in the file but the index does not list it there", s.path, e.name);
       }
       src->where[e.name] = {i, &e};
     }
   }
   for (const auto& [name, file] : src->index.weight_map) {
     if (src->where.count(name) == 0) {
-      return InvalidArgument("{}: the index lists tensor '{}' in '{}' but the file does not hold it",
-                             index_path, name, file);
+      return InvalidArgument(
+          "{}: the index lists tensor '{}' in '{}' but the file does not hold it", index_path, name,
+          file);
     }
   }
   return Status::Ok();
@@ -226,14 +227,20 @@ std::string OutputConfigText(const Source& src) {
   }
   ignore.push_back("head");
   OrderedJson q;
-  q["config_groups"]["group_0"] = {
-      {"targets", {"Linear"}},
-      {"weights",
-       {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "channel"},
-        {"dynamic", false}, {"observer", "minmax"}}},
-      {"input_activations",
-       {{"num_bits", 8}, {"type", "int"}, {"symmetric", true}, {"strategy", "token"},
-        {"dynamic", true}}}};
+  q["config_groups"]["group_0"] = {{"targets", {"Linear"}},
+                                   {"weights",
+                                    {{"num_bits", 8},
+                                     {"type", "int"},
+                                     {"symmetric", true},
+                                     {"strategy", "channel"},
+                                     {"dynamic", false},
+                                     {"observer", "minmax"}}},
+                                   {"input_activations",
+                                    {{"num_bits", 8},
+                                     {"type", "int"},
+                                     {"symmetric", true},
+                                     {"strategy", "token"},
+                                     {"dynamic", true}}}};
   q["format"] = "int-quantized";
   q["ignore"] = std::move(ignore);
   q["kv_cache_scheme"] = nullptr;

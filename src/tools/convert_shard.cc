@@ -133,7 +133,8 @@ Status ConvertWeight(const Source& src, const TensorJob& job, SequentialReader& 
     }
     buf.i8.resize(elems);
     for (int64_t r = 0; r < n; ++r) {
-      row_scales.push_back(QuantizeRowInt8(buf.f32.data() + r * cols, cols, buf.i8.data() + r * cols));
+      row_scales.push_back(
+          QuantizeRowInt8(buf.f32.data() + r * cols, cols, buf.i8.data() + r * cols));
     }
     DSV4_RETURN_IF_ERROR(out.Write(job.name, buf.i8.data(), elems));
   }
@@ -157,17 +158,17 @@ Status CopyTensor(const TensorJob& job, uint64_t size, SequentialReader& in, Saf
 
 Result<std::string> ConvertShard(const Source& src, const ShardPlan& shard,
                                  const std::string& out_dir) {
-  const size_t index = static_cast<size_t>(
-      std::find_if(src.shards.begin(), src.shards.end(),
-                   [&](const SourceShard& s) { return s.file == shard.file; }) -
-      src.shards.begin());
+  const size_t index =
+      static_cast<size_t>(std::find_if(src.shards.begin(), src.shards.end(),
+                                       [&](const SourceShard& s) { return s.file == shard.file; }) -
+                          src.shards.begin());
   const SourceShard& s = src.shards.at(index);
   DSV4_ASSIGN_OR_RETURN(const int raw, OpenRead(s.path));
   Fd fd(raw);
   SequentialReader in(fd.get(), s.path);
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> out,
-                        SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs,
-                                                  {{"format", "pt"}}));
+  DSV4_ASSIGN_OR_RETURN(
+      std::unique_ptr<SafetensorsWriter> out,
+      SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs, {{"format", "pt"}}));
   Buffers buf;
   std::vector<uint8_t> scratch(kChunkBytes);
   const uint64_t data_start = s.st->header().data_start;

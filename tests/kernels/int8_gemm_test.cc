@@ -9,9 +9,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <string>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -25,7 +25,8 @@ namespace {
 
 std::vector<Isa> AllIsas() {
   std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
+    out.push_back(static_cast<Isa>(i));
   return out;
 }
 
@@ -135,8 +136,8 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
   struct Size {
     int64_t m, k, n;
   };
-  const Size sizes[] = {{1, 64, 16},  {1, 4096, 37}, {5, 1, 3},    {2, 33, 9},   {7, 127, 18},
-                        {1, 129, 4},  {3, 256, 5},   {65, 192, 21}, {1, 2048, 64}, {4, 95, 1}};
+  const Size sizes[] = {{1, 64, 16}, {1, 4096, 37}, {5, 1, 3},     {2, 33, 9},    {7, 127, 18},
+                        {1, 129, 4}, {3, 256, 5},   {65, 192, 21}, {1, 2048, 64}, {4, 95, 1}};
   uint32_t seed = 1;
   for (bool extreme : {false, true}) {
     for (const Size& s : sizes) {
@@ -220,7 +221,8 @@ TEST(Int8Gemm, DISABLED_TimingAgainstFp8) {
     const char* name;
     int64_t out, in;
   };
-  const Shape2 shapes[] = {{"wq_b 32768x1024", 32768, 1024}, {"wo_b 4096x8192", 4096, 8192},
+  const Shape2 shapes[] = {{"wq_b 32768x1024", 32768, 1024},
+                           {"wo_b 4096x8192", 4096, 8192},
                            {"expert w1 2048x4096", 2048, 4096}};
   constexpr int kCopies = 4;
   for (const Shape2& sh : shapes) {
@@ -253,7 +255,8 @@ TEST(Int8Gemm, DISABLED_TimingAgainstFp8) {
           const auto t0 = std::chrono::steady_clock::now();
           for (int r = 0; r < reps; ++r) fn(r % kCopies);
           return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count() / reps;
+                     .count() /
+                 reps;
         };
         const double t8 = time_ms([&](int c) {
           ActQuantInt8PerToken(x.data(), m, sh.in, xq.data(), xs.data());

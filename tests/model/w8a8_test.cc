@@ -44,9 +44,9 @@ constexpr double kLargeMargin = 0.4;
 class W8a8Test : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((fs::path(DSV4_BINARY_DIR) / "tmp" /
-                            ("w8a8-tiny-a-" + std::to_string(::getpid())))
-                               .string());
+    dir_ = new std::string(
+        (fs::path(DSV4_BINARY_DIR) / "tmp" / ("w8a8-tiny-a-" + std::to_string(::getpid())))
+            .string());
     fs::remove_all(*dir_);
     tools::ConvertOptions o;
     o.input_dir = testing::TestDataPath("golden/tiny-a");
@@ -70,7 +70,8 @@ class W8a8Test : public ::testing::Test {
 
   static std::vector<int32_t> Ids(int64_t n, int64_t vocab) {
     std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 131 + 7) % vocab);
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 131 + 7) % vocab);
     return v;
   }
 
@@ -98,8 +99,8 @@ class W8a8Test : public ::testing::Test {
 std::string* W8a8Test::dir_ = nullptr;
 
 struct RowStats {
-  double rel_rms = 0;   // rms(l8 - l) / rms(l)
-  double margin = 0;    // native (top1 - top2) / rms(l)
+  double rel_rms = 0;  // rms(l8 - l) / rms(l)
+  double margin = 0;   // native (top1 - top2) / rms(l)
   int64_t native_top = 0, w8a8_top = 0;
 };
 
@@ -123,8 +124,8 @@ RowStats Compare(const float* l, const float* q, int64_t v) {
 }
 
 // Checks every row; returns the number of rows with a large margin.
-int64_t CheckRows(const std::vector<float>& a, const std::vector<float>& b, int64_t rows,
-                  int64_t v, const char* what) {
+int64_t CheckRows(const std::vector<float>& a, const std::vector<float>& b, int64_t rows, int64_t v,
+                  const char* what) {
   double worst = 0, sum = 0;
   int64_t large = 0, agree = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -139,10 +140,11 @@ int64_t CheckRows(const std::vector<float>& a, const std::vector<float>& b, int6
     }
   }
   EXPECT_LE(sum / double(rows), kMaxMeanRelRms) << what;
-  std::printf("%s: %lld rows, logit rel. RMS error mean %.4f max %.4f; top-1 agrees on %lld; "
-              "%lld rows with margin > %.2f\n",
-              what, static_cast<long long>(rows), sum / double(rows), worst,
-              static_cast<long long>(agree), static_cast<long long>(large), kLargeMargin);
+  std::printf(
+      "%s: %lld rows, logit rel. RMS error mean %.4f max %.4f; top-1 agrees on %lld; "
+      "%lld rows with margin > %.2f\n",
+      what, static_cast<long long>(rows), sum / double(rows), worst, static_cast<long long>(agree),
+      static_cast<long long>(large), kLargeMargin);
   return large;
 }
 
@@ -185,9 +187,10 @@ TEST_F(W8a8Test, GreedyTokensAgreeWhereMarginsAreLarge) {
     pos += b.num_tokens();
     feed = {static_cast<int32_t>(s.native_top)};
   }
-  std::printf("greedy: %d steps, W8A8 argmax = native token on %lld, %lld steps with margin > "
-              "%.2f\n",
-              kSteps, static_cast<long long>(agree), static_cast<long long>(large), kLargeMargin);
+  std::printf(
+      "greedy: %d steps, W8A8 argmax = native token on %lld, %lld steps with margin > "
+      "%.2f\n",
+      kSteps, static_cast<long long>(agree), static_cast<long long>(large), kLargeMargin);
   EXPECT_GE(large, 4);
 }
 
@@ -232,9 +235,10 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
   const Checkpoint& nat = native_->checkpoint();
   const Checkpoint& q8 = w8a8_->checkpoint();
   const int64_t m = 16;
-  for (const char* name : {"layers.0.attn.wq_b", "layers.0.attn.wo_b", "layers.2.attn.indexer.wq_b",
-                           "layers.0.ffn.shared_experts.w1", "layers.4.ffn.shared_experts.w2",
-                           "mtp.0.e_proj", "layers.1.ffn.experts.3.w2", "layers.5.ffn.experts.6.w1"}) {
+  for (const char* name :
+       {"layers.0.attn.wq_b", "layers.0.attn.wo_b", "layers.2.attn.indexer.wq_b",
+        "layers.0.ffn.shared_experts.w1", "layers.4.ffn.shared_experts.w2", "mtp.0.e_proj",
+        "layers.1.ffn.experts.3.w2", "layers.5.ffn.experts.6.w1"}) {
     SCOPED_TRACE(name);
     const std::string n(name);
     const TensorView* w = nat.Find(n + ".weight");
@@ -311,17 +315,17 @@ TEST(Int8Linear, AcceptsBothScaleNamings) {
     kernels::Int8Gemm(q.data(), qs.data(), m, kernels::Int8Weight{w.data(), s.data(), out, in},
                       want.data(), nullptr);
   }
-  const fs::path base = fs::path(DSV4_BINARY_DIR) / "tmp" / ("int8lin-" + std::to_string(::getpid()));
+  const fs::path base =
+      fs::path(DSV4_BINARY_DIR) / "tmp" / ("int8lin-" + std::to_string(::getpid()));
   for (const char* naming : {".scale", ".weight_scale"}) {
     SCOPED_TRACE(naming);
     fs::remove_all(base);
     fs::create_directories(base);
     const bool ct = std::string(naming) == ".weight_scale";
-    ASSERT_TRUE(WriteSafetensorsFile(
-                    (base / "model.safetensors").string(),
-                    {{"l.weight", DType::kI8, {out, in}, w.data()},
-                     {std::string("l") + naming, DType::kF32, ct ? Shape{out, 1} : Shape{out},
-                      s.data()}})
+    ASSERT_TRUE(WriteSafetensorsFile((base / "model.safetensors").string(),
+                                     {{"l.weight", DType::kI8, {out, in}, w.data()},
+                                      {std::string("l") + naming, DType::kF32,
+                                       ct ? Shape{out, 1} : Shape{out}, s.data()}})
                     .ok());
     auto ck = Checkpoint::Open(base.string());
     ASSERT_TRUE(ck.ok()) << ck.status().ToString();

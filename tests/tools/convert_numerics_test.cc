@@ -29,7 +29,7 @@ TEST(ConvertNumerics, Mxfp4LowNibbleFirstTimesScale) {
 
 TEST(ConvertNumerics, Fp8BlockScaleExpandsAndCrops) {
   const int64_t n = 129;
-  const std::vector<uint8_t> ones(n * n, 0x38);  // e4m3 1.0
+  const std::vector<uint8_t> ones(n * n, 0x38);                                    // e4m3 1.0
   const uint8_t scales[4] = {kE8M0One, kE8M0One + 1, kE8M0One + 2, kE8M0One + 3};  // 1 2 / 4 8
   std::vector<float> out(n * n);
   DequantFp8Rows(ones.data(), scales, n, 0, n, out.data());

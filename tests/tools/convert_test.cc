@@ -5,19 +5,18 @@
 // uninterrupted run.
 #include "tools/convert.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -137,10 +136,12 @@ TEST(Convert, TinyAConvertsToTheW8a8Layout) {
   EXPECT_EQ(q["config_groups"]["group_0"]["input_activations"]["strategy"], "token");
   EXPECT_EQ(q["config_groups"]["group_0"]["input_activations"]["dynamic"], true);
   const Json& ig = q["ignore"];
-  auto ignored = [&](const std::string& m) { return std::find(ig.begin(), ig.end(), m) != ig.end(); };
+  auto ignored = [&](const std::string& m) {
+    return std::find(ig.begin(), ig.end(), m) != ig.end();
+  };
   EXPECT_TRUE(ignored("layers.0.attn.wq_a"));
   EXPECT_TRUE(ignored("layers.2.attn.indexer.weights_proj"));  // ratio 4
-  EXPECT_TRUE(ignored("layers.3.attn.compressor.wkv"));         // ratio 128
+  EXPECT_TRUE(ignored("layers.3.attn.compressor.wkv"));        // ratio 128
   EXPECT_FALSE(ignored("layers.3.attn.indexer.weights_proj"));
   EXPECT_TRUE(ignored("mtp.0.attn.wo_a"));
   EXPECT_TRUE(ignored("mtp.0.head"));
@@ -156,7 +157,8 @@ TEST(Convert, TinyAConvertsToTheW8a8Layout) {
   }
   EXPECT_EQ(idx["metadata"]["total_size"].get<uint64_t>(), payload);
   EXPECT_EQ(r->total_size, payload);
-  EXPECT_EQ(idx["weight_map"]["layers.0.attn.wq_b.scale"], idx["weight_map"]["layers.0.attn.wq_b.weight"]);
+  EXPECT_EQ(idx["weight_map"]["layers.0.attn.wq_b.scale"],
+            idx["weight_map"]["layers.0.attn.wq_b.weight"]);
   EXPECT_EQ(idx["weight_map"].count("layers.0.attn.wq_a.scale"), 0u);
   const Json marker = Json::parse(ReadAll(tmp.sub("out/" + std::string(kConvertMarkerName))));
   EXPECT_EQ(marker["complete"], true);
@@ -178,8 +180,8 @@ TEST(Convert, ValuesFollowTheRecipe) {
     ASSERT_TRUE(w && s && q && qs);
     const int64_t rows = w->dim(0), cols = w->dim(1);
     std::vector<float> f(static_cast<size_t>(rows * cols));
-    DequantFp8Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data),
-                   cols, 0, rows, f.data());
+    DequantFp8Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data), cols,
+                   0, rows, f.data());
     std::vector<int8_t> want(static_cast<size_t>(cols));
     for (int64_t r = 0; r < rows; ++r) {
       const float scale = QuantizeRowInt8(f.data() + r * cols, cols, want.data());
@@ -187,7 +189,9 @@ TEST(Convert, ValuesFollowTheRecipe) {
       std::memcpy(&got_scale, static_cast<const char*>(qs->data) + 4 * r, 4);
       ASSERT_EQ(got_scale, scale) << r;
       ASSERT_EQ(std::memcmp(static_cast<const int8_t*>(q->data) + r * cols, want.data(),
-                            static_cast<size_t>(cols)), 0) << r;
+                            static_cast<size_t>(cols)),
+                0)
+          << r;
     }
   }
   // MXFP4 expert -> INT8, unpacked: every weight within half a step of the source.
@@ -200,8 +204,8 @@ TEST(Convert, ValuesFollowTheRecipe) {
     EXPECT_EQ(q->shape, (Shape{w->dim(0), 2 * w->dim(1)}));
     const int64_t rows = q->dim(0), cols = q->dim(1);
     std::vector<float> f(static_cast<size_t>(rows * cols));
-    DequantFp4Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data),
-                   cols, rows, f.data());
+    DequantFp4Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data), cols,
+                   rows, f.data());
     for (int64_t r = 0; r < rows; ++r) {
       float sc;
       std::memcpy(&sc, static_cast<const char*>(qs->data) + 4 * r, 4);
@@ -220,8 +224,8 @@ TEST(Convert, ValuesFollowTheRecipe) {
     ASSERT_EQ(b->dtype, DType::kBF16);
     const int64_t rows = w->dim(0), cols = w->dim(1);
     std::vector<float> f(static_cast<size_t>(rows * cols));
-    DequantFp8Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data),
-                   cols, 0, rows, f.data());
+    DequantFp8Rows(static_cast<const uint8_t*>(w->data), static_cast<const uint8_t*>(s->data), cols,
+                   0, rows, f.data());
     for (int64_t i = 0; i < rows * cols; ++i) {
       bf16 got;
       std::memcpy(&got, static_cast<const char*>(b->data) + 2 * i, 2);
@@ -278,10 +282,19 @@ TEST(Convert, EveryValidationErrorHasItsMessage) {
   const std::string idx = src + "/model.safetensors.index.json";
   const std::string cfg = src + "/config.json";
   const std::vector<Case> cases = {
-      {"model type", [&] { EditJson(cfg, [](Json& j) { j["model_type"] = "llama";
-                                                       j["architectures"] = {"LlamaForCausalLM"}; }); },
+      {"model type",
+       [&] {
+         EditJson(cfg, [](Json& j) {
+           j["model_type"] = "llama";
+           j["architectures"] = {"LlamaForCausalLM"};
+         });
+       },
        "not a DeepSeek-V4 config"},
-      {"quant method", [&] { EditJson(cfg, [](Json& j) { j["quantization_config"]["quant_method"] = "compressed-tensors"; }); },
+      {"quant method",
+       [&] {
+         EditJson(cfg,
+                  [](Json& j) { j["quantization_config"]["quant_method"] = "compressed-tensors"; });
+       },
        "quantization_config.quant_method must be \"fp8\""},
       {"layers", [&] { EditJson(cfg, [](Json& j) { j["num_hidden_layers"] = -1; }); },
        "num_hidden_layers"},
@@ -292,16 +305,21 @@ TEST(Convert, EveryValidationErrorHasItsMessage) {
       {"no index", [&] { fs::remove(idx); }, "model.safetensors.index.json: missing"},
       {"empty map", [&] { EditJson(idx, [](Json& j) { j["weight_map"] = Json::object(); }); },
        "weight_map"},
-      {"absolute shard", [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "/etc/passwd"; }); },
+      {"absolute shard",
+       [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "/etc/passwd"; }); },
        "/etc/passwd"},
-      {"dotdot shard", [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "../x.safetensors"; }); },
+      {"dotdot shard",
+       [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "../x.safetensors"; }); },
        "../x.safetensors"},
-      {"subdir shard", [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "a/b.safetensors"; }); },
+      {"subdir shard",
+       [&] { EditJson(idx, [](Json& j) { j["weight_map"]["head.weight"] = "a/b.safetensors"; }); },
        "a/b.safetensors"},
       {"missing shard", [&] { fs::remove(src + "/" + kShard2); }, "is listed but does not exist"},
-      {"tensor not in index", [&] { EditJson(idx, [](Json& j) { j["weight_map"].erase("layers.0.attn.attn_sink"); }); },
+      {"tensor not in index",
+       [&] { EditJson(idx, [](Json& j) { j["weight_map"].erase("layers.0.attn.attn_sink"); }); },
        "tensor 'layers.0.attn.attn_sink' is in the file but the index does not list it there"},
-      {"index lists absent tensor", [&] { EditJson(idx, [](Json& j) { j["weight_map"]["layers.0.extra"] = kShard1; }); },
+      {"index lists absent tensor",
+       [&] { EditJson(idx, [](Json& j) { j["weight_map"]["layers.0.extra"] = kShard1; }); },
        "the index lists tensor 'layers.0.extra'"},
   };
   for (const Case& c : cases) {
@@ -346,14 +364,16 @@ TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
     ASSERT_TRUE(WriteSafetensorsFile(src + "/" + kShard1, ts).ok());
   };
   auto find = [](std::vector<SafetensorsTensorData>& ts, const std::string& name) -> size_t {
-    for (size_t i = 0; i < ts.size(); ++i) if (ts[i].name == name) return i;
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (ts[i].name == name) return i;
     ADD_FAILURE() << name;
     return 0;
   };
   // Wrong scale shape (E8M0 [4, 1] expected).
   rewrite([&](auto& ts, auto&) { ts[find(ts, "layers.2.attn.wq_b.scale")].shape = {4, 2}; });
-  EXPECT_NE(ErrorOf(src, tmp.sub("o")).find("tensor 'layers.2.attn.wq_b.scale': expected "
-                                            "F8_E8M0 [4, 1], found F8_E8M0 [4, 2]"),
+  EXPECT_NE(ErrorOf(src, tmp.sub("o"))
+                .find("tensor 'layers.2.attn.wq_b.scale': expected "
+                      "F8_E8M0 [4, 1], found F8_E8M0 [4, 2]"),
             std::string::npos)
       << ErrorOf(src, tmp.sub("o"));
   // Scale of the wrong dtype.
@@ -372,8 +392,9 @@ TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
   });
   EditJson(src + "/model.safetensors.index.json",
            [](Json& j) { j["weight_map"].erase("layers.2.attn.wq_b.scale"); });
-  EXPECT_NE(ErrorOf(src, tmp.sub("o")).find("weight 'layers.2.attn.wq_b.weight' is converted to "
-                                            "INT8 but has no 'layers.2.attn.wq_b.scale'"),
+  EXPECT_NE(ErrorOf(src, tmp.sub("o"))
+                .find("weight 'layers.2.attn.wq_b.weight' is converted to "
+                      "INT8 but has no 'layers.2.attn.wq_b.scale'"),
             std::string::npos)
       << ErrorOf(src, tmp.sub("o"));
   // An unexpected tensor (in shard and index).
@@ -391,8 +412,9 @@ TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
 TEST(Convert, OutputDirectoryRules) {
   TempDir tmp("convert-dirs");
   CopySource(tmp.sub("src"));
-  EXPECT_NE(ErrorOf(tmp.sub("src"), tmp.sub("src")).find("--output-dir must differ from --input-dir"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(tmp.sub("src"), tmp.sub("src")).find("--output-dir must differ from --input-dir"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(tmp.sub("src"), tmp.sub("src") + "/.").find("must differ"), std::string::npos);
   fs::create_directories(tmp.sub("full"));
   WriteAll(tmp.sub("full/x"), "x");
@@ -485,9 +507,9 @@ TEST(ConvertProcess, KilledMidShardThenResumedIsByteIdentical) {
   ASSERT_TRUE(fs::exists(kDsv4)) << "build the dsv4 target first";
   TempDir tmp("convert-kill");
   const std::string ref = tmp.sub("ref");
-  ASSERT_EQ(WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", ref},
-                           tmp.sub("ref.log"))),
-            0);
+  ASSERT_EQ(
+      WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", ref}, tmp.sub("ref.log"))),
+      0);
   ASSERT_TRUE(fs::exists(ref + "/config.json")) << ReadAll(tmp.sub("ref.log"));
 
   // Kill as soon as a shard's temp file appears; retry until the kill lands
@@ -497,8 +519,8 @@ TEST(ConvertProcess, KilledMidShardThenResumedIsByteIdentical) {
   std::string temp_seen;
   for (int attempt = 0; attempt < 20 && !mid_shard; ++attempt) {
     fs::remove_all(out);
-    const pid_t pid = Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out},
-                            tmp.sub("kill.log"));
+    const pid_t pid =
+        Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out}, tmp.sub("kill.log"));
     ASSERT_GT(pid, 0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (std::chrono::steady_clock::now() < deadline && temp_seen.empty()) {
@@ -519,14 +541,17 @@ TEST(ConvertProcess, KilledMidShardThenResumedIsByteIdentical) {
   EXPECT_FALSE(fs::exists(out + "/config.json"));
 
   // Without --resume the half-finished directory is refused; with it, completed.
-  EXPECT_EQ(WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out},
-                           tmp.sub("norm.log"))), 1);
+  EXPECT_EQ(
+      WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out}, tmp.sub("norm.log"))),
+      1);
   EXPECT_NE(ReadAll(tmp.sub("norm.log")).find("error: "), std::string::npos);
   ASSERT_EQ(WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out, "--resume"},
-                           tmp.sub("resume.log"))), 0)
+                           tmp.sub("resume.log"))),
+            0)
       << ReadAll(tmp.sub("resume.log"));
-  EXPECT_NE(ReadAll(tmp.sub("resume.log")).find("convert: " + temp_seen.substr(1, temp_seen.size() - 5)),
-            std::string::npos);
+  EXPECT_NE(
+      ReadAll(tmp.sub("resume.log")).find("convert: " + temp_seen.substr(1, temp_seen.size() - 5)),
+      std::string::npos);
   for (const char* f : {"config.json", "model.safetensors.index.json", kShard1, kShard2,
                         "model-00003-of-00003.safetensors"}) {
     SCOPED_TRACE(f);

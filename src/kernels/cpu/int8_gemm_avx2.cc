@@ -3,9 +3,9 @@
 // vpmaddubsw multiplies unsigned by signed bytes and adds adjacent pairs into
 // INT16: |w| * (sign(w) * a) = w * a (|-128| = 128 fits the unsigned operand;
 // activations lie in [-127, 127], so vpsignb cannot overflow).  A pair is at
-// most 2 * 128 * 127 = 32,512, so the INT16 saturation never triggers.  vpmaddwd against ones widens to INT32.  Columns go in groups of 4
-// sharing each activation vector; the K tail (< 32) is added in scalar code,
-// exactly like the vector part (INT32 sums are order-free).
+// most 2 * 128 * 127 = 32,512, so the INT16 saturation never triggers.  vpmaddwd against ones
+// widens to INT32.  Columns go in groups of 4 sharing each activation vector; the K tail (< 32) is
+// added in scalar code, exactly like the vector part (INT32 sums are order-free).
 #include <immintrin.h>
 
 #include "kernels/cpu/int8_gemm_cpu.h"
@@ -60,8 +60,7 @@ void Int8GemmAvx2(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end, int
       DotGroup(a.x + r * k, w, cols, k, r == row_begin ? next : nullptr, k, acc);
       const float sa = a.xs[r];
       for (int j = 0; j < cols; ++j) {
-        a.y[r * a.w.out + n + j] =
-            F32ToBf16((static_cast<float>(acc[j]) * sa) * a.w.scales[n + j]);
+        a.y[r * a.w.out + n + j] = F32ToBf16((static_cast<float>(acc[j]) * sa) * a.w.scales[n + j]);
       }
     }
   }

@@ -21,8 +21,8 @@ namespace dsv4::kernels::cpu {
 inline constexpr int64_t kInt8Panel = 16;
 
 struct Int8GemmArgs {
-  const int8_t* x = nullptr;   // [m, w.in]
-  const float* xs = nullptr;   // [m]
+  const int8_t* x = nullptr;  // [m, w.in]
+  const float* xs = nullptr;  // [m]
   int64_t m = 0;
   Int8Weight w;
   bf16* y = nullptr;  // [m, w.out]

@@ -26,8 +26,8 @@ int32_t Int8Dot(const int8_t* a, const int8_t* b, int64_t k) {
   return acc;
 }
 
-void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
-              bf16* y, ThreadPool* /*pool*/) {
+void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w, bf16* y,
+              ThreadPool* /*pool*/) {
   for (int64_t r = 0; r < m; ++r) {
     for (int64_t n = 0; n < w.out; ++n) {
       const int32_t acc = Int8Dot(x_codes + r * w.in, w.codes + n * w.in, w.in);

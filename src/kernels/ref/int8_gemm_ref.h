@@ -11,8 +11,8 @@
 namespace dsv4::kernels::ref {
 
 void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales);
-void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
-              bf16* y, ThreadPool* pool);
+void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w, bf16* y,
+              ThreadPool* pool);
 
 // The per-output exact INT32 dot product (shared by the SIMD tails).
 int32_t Int8Dot(const int8_t* a, const int8_t* b, int64_t k);

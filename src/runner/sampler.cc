@@ -4,7 +4,8 @@
 //
 // Random draws (sampler_rng.h) for the token at output index i:
 //   Uniform(i, kSample)  plain sampling, the correction after a rejection,
-//                        or the bonus token after the last accepted draft;
+//                        the bonus token after the last accepted draft, and
+//                        the target's own draw against a deterministic draft;
 //   Uniform(i, kAccept)  the accept test of the draft at index i;
 //   Uniform(i, kDraft)   the proposer's draw of that draft (draft_sampling.h).
 // Every committed token is a function of the draws at indices <= its own,
@@ -36,12 +37,19 @@ void LogNonFinite(const TokenDistribution& dist, const TokenHistory& history) {
   }
 }
 
-// Rejection sampling at one draft position: accept `draft` with probability
-// min(1, p(draft) / q(draft)), else draw from norm(max(0, p - q)).  Summed
-// over the draft's own law q, P(token = y) = min(p(y), q(y)) + (1 - Σ
-// min(p, q)) * max(0, p(y) - q(y)) / Σ max(0, p - q) = p(y).  q == nullptr
-// is a point mass on the draft (a deterministic proposer): accept with
-// probability p(draft), else draw from p without the draft.
+// One draft position of a sampled request.
+//
+// Probabilistic drafts (q given): rejection sampling.  Accept `draft` with
+// probability min(1, p(draft) / q(draft)), else draw from norm(max(0, p - q)).
+// Summed over the draft's own law q, P(token = y) = min(p(y), q(y)) +
+// (1 - Σ min(p, q)) * max(0, p(y) - q(y)) / Σ max(0, p - q) = p(y).
+//
+// Deterministic drafts (q == nullptr, a point mass on the draft): draw y from
+// p with the very draw plain sampling uses at this index and accept iff
+// y == draft.  That is rejection sampling for a point mass (accepted with
+// probability p(draft); on rejection y ~ p restricted to y != draft, which
+// is norm(max(0, p - q))), and the committed token is bit-identical to
+// plain sampling: a seeded request's output does not change with MTP.
 int32_t VerifyDraft(TokenDistribution& dist, std::vector<double>& residual, const float* row,
                     int32_t draft, const float* q, const SamplingParams& params,
                     const TokenHistory& history, const PhiloxRng& rng, bool* accepted) {
@@ -51,21 +59,22 @@ int32_t VerifyDraft(TokenDistribution& dist, std::vector<double>& residual, cons
   if (dist.argmax() < 0) return 0;
   DSV4_CHECK(draft >= 0 && draft < dist.vocab());
   const int64_t index = static_cast<int64_t>(history.output.size());
+  const double u = rng.Uniform(index, RngPurpose::kSample);
+  if (q == nullptr) {
+    const int32_t token = dist.Draw(u);
+    *accepted = token == draft;
+    return token;
+  }
   const std::span<const double> p = dist.probs();
-  const double px = p[size_t(draft)];
-  const double qx = q != nullptr ? static_cast<double>(q[draft]) : 1.0;
-  // u < px / qx without the division (qx may be 0 for a malformed proposal:
+  const double qx = static_cast<double>(q[draft]);
+  // u' < p / q without the division (q may be 0 for a malformed proposal:
   // then the draft is never accepted).
-  if (qx > 0 && rng.Uniform(index, RngPurpose::kAccept) * qx < px) {
+  if (qx > 0 && rng.Uniform(index, RngPurpose::kAccept) * qx < p[size_t(draft)]) {
     *accepted = true;
     return draft;
   }
   residual.resize(p.size());
-  for (size_t v = 0; v < p.size(); ++v) {
-    const double qv = q != nullptr ? static_cast<double>(q[v]) : (v == size_t(draft) ? 1.0 : 0.0);
-    residual[v] = std::max(0.0, p[v] - qv);
-  }
-  const double u = rng.Uniform(index, RngPurpose::kSample);
+  for (size_t v = 0; v < p.size(); ++v) residual[v] = std::max(0.0, p[v] - double(q[v]));
   const int32_t token = TokenDistribution::DrawFrom(residual, u);
   // An all-zero residual means p == q (to rounding), where a rejection has
   // probability 0; drawing from p keeps the output law right regardless.

@@ -69,13 +69,20 @@ expect_count "$tmp/chat.out" '^-- prompt 1/1 --$' 1
   || { cat "$tmp/ids.out" >&2; fail "--prompt-ids run"; }
 expect_count "$tmp/ids.out" '^token_ids: \[[0-9]+, [0-9]+, [0-9]+, [0-9]+\]$' 2
 
-# Seeded sampling is reproducible run to run (when the full sampler is linked).
+# Seeded sampling is reproducible run to run and with MTP (when the full
+# sampler is linked).
 sampled='{"max_new_tokens":16,"temperature":0.9,"top_p":0.95,"seed":11}'
 if "$dsv4" generate "${engine[@]}" "${prompts[@]}" --generate-config "$sampled" \
     > "$tmp/s1.out" 2> "$tmp/s1.err"; then
   "$dsv4" generate "${engine[@]}" "${prompts[@]}" --generate-config "$sampled" > "$tmp/s2.out" 2> "$tmp/s2.err"
   diff <(grep -v '^\[generate\]' "$tmp/s1.out") <(grep -v '^\[generate\]' "$tmp/s2.out") \
     || fail "seeded sampling is not reproducible"
+  # MTP drafts are point masses: verification reuses the plain draw, so a
+  # seeded sampled request gives the same tokens with speculation.
+  "$dsv4" generate "${engine[@]}" "${prompts[@]}" --generate-config "$sampled" "${mtp[@]}" \
+    > "$tmp/s3.out" 2> "$tmp/s3.err" || { cat "$tmp/s3.err" >&2; fail "sampled mtp run"; }
+  diff <(grep -v '^\[generate\]' "$tmp/s1.out") <(grep -v '^\[generate\]' "$tmp/s3.out") \
+    || fail "seeded sampling differs with MTP"
 elif grep -q 'greedily only' "$tmp/s1.err"; then
   echo "note: greedy-only sampler linked; seeded sampling check skipped"
 else

@@ -234,6 +234,45 @@ TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawDeterministicDrafts) {
   ExpectExactLaw(p, Drafter::kDeterministic);
 }
 
+TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
+  // Point-mass drafts are verified by the plain sampling draw itself, so a
+  // seeded sampled request commits the same tokens with or without MTP.
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.frequency_penalty = 0.4f;
+  const std::vector<int32_t> prompt = {0};
+  const size_t n = 12;
+  Sampler sampler(kVocab);
+  int64_t num_accepted = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    const SamplerState state{seed};
+    std::vector<int32_t> plain;
+    while (plain.size() < n) {
+      const int32_t prev = plain.empty() ? prompt.back() : plain.back();
+      plain.push_back(sampler.Sample(TargetRow(prev).data(), p, state, {prompt, plain}, nullptr));
+    }
+    std::vector<int32_t> spec;
+    while (spec.size() < n) {
+      std::vector<int32_t> drafts;
+      const int32_t last = spec.empty() ? prompt.back() : spec.back();
+      std::vector<float> rows = TargetRow(last);
+      for (int k = 0; k < 3; ++k) {
+        const std::vector<float> d = DraftRow(drafts.empty() ? last : drafts.back());
+        drafts.push_back(int32_t(std::max_element(d.begin(), d.end()) - d.begin()));
+        const std::vector<float> next = TargetRow(drafts.back());
+        rows.insert(rows.end(), next.begin(), next.end());
+      }
+      const VerifyResult r =
+          sampler.Verify(rows.data(), drafts, nullptr, p, state, {prompt, spec}, nullptr);
+      num_accepted += r.num_accepted;
+      spec.insert(spec.end(), r.tokens.begin(), r.tokens.end());
+    }
+    spec.resize(n);
+    ASSERT_EQ(spec, plain) << "seed " << seed;
+  }
+  EXPECT_GT(num_accepted, 0);  // drafts were accepted, not only corrected
+}
+
 TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
   // P(accept draft 0) = Σ_x min(p(x), q(x)) for drafts drawn from q.
   SamplingParams p;

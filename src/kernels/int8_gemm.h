@@ -3,8 +3,8 @@
 // the whole K) to INT8 at run time.
 //
 // Numerics (identical on every ISA): the dot product sum_k qa[m,k]*qw[n,k] is
-// accumulated exactly in INT32 (|qa| <= 127, |qw| <= 128, so K < 132,000
-// cannot overflow),
+// accumulated exactly in INT32 (|qa| <= 127, |qw| <= 128; K <= 65,536 is
+// required, far above the model's widest input of 8,192),
 // so the summation order cannot change the result and the scalar, AVX2 and
 // AVX-512 VNNI paths are bit-identical.  The output is
 //   y[m, n] = bf16((float(acc) * sa[m]) * sw[n])

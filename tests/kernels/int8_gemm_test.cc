@@ -136,8 +136,9 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
   struct Size {
     int64_t m, k, n;
   };
-  const Size sizes[] = {{1, 64, 16}, {1, 4096, 37}, {5, 1, 3},     {2, 33, 9},    {7, 127, 18},
-                        {1, 129, 4}, {3, 256, 5},   {65, 192, 21}, {1, 2048, 64}, {4, 95, 1}};
+  const Size sizes[] = {{1, 64, 16},   {1, 4096, 37}, {5, 1, 3},   {2, 33, 9},
+                        {7, 127, 18},  {1, 129, 4},   {3, 256, 5}, {65, 192, 21},
+                        {1, 2048, 64}, {4, 95, 1},    {6, 200, 13}};
   uint32_t seed = 1;
   for (bool extreme : {false, true}) {
     for (const Size& s : sizes) {

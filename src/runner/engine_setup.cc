@@ -71,11 +71,11 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   parts.plan = setup.plan;
   // The CPU model cache keeps rings and compressor states per runner slot
   // (not in the planned pages): report them next to the page plan.
-  const std::string model_cache = fmt::format(
-      "model cache: {} slots, {:.1f} MiB fixed (rings, compressor states), K = {}",
-      parts.executor->num_cache_slots(),
-      static_cast<double>(parts.executor->cache_fixed_bytes()) / (1 << 20),
-      options.num_speculative_tokens);
+  const std::string model_cache =
+      fmt::format("model cache: {} slots, {:.1f} MiB fixed (rings, compressor states), K = {}",
+                  parts.executor->num_cache_slots(),
+                  static_cast<double>(parts.executor->cache_fixed_bytes()) / (1 << 20),
+                  options.num_speculative_tokens);
   DSV4_LOG_INFO("{}", model_cache);
   parts.description = setup.description + "; " + model_cache;
   return parts;

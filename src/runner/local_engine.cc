@@ -34,8 +34,8 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::Create(const Model& model,
                                                          std::unique_ptr<DraftProposer> proposer) {
   const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
   auto pool = std::make_unique<ThreadPool>(threads);
-  DSV4_ASSIGN_OR_RETURN(EngineParts parts, BuildEngine(model, pool.get(), options, budget_bytes,
-                                                       std::move(proposer)));
+  DSV4_ASSIGN_OR_RETURN(EngineParts parts,
+                        BuildEngine(model, pool.get(), options, budget_bytes, std::move(proposer)));
   std::unique_ptr<LocalEngine> engine(
       new LocalEngine(model, options, std::move(parts), std::move(pool)));
   {

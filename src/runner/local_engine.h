@@ -78,14 +78,14 @@ class LocalEngine : public AsyncEngine {
 
   // State below is protected by mu_.
   mutable std::mutex mu_;
-  std::condition_variable cv_;            // work arrived or stop requested
-  std::vector<Submitted> submitted_;      // GUARDED_BY(mu_)
-  std::vector<RequestId> aborts_;         // GUARDED_BY(mu_)
-  RequestId next_id_ = 1;                 // GUARDED_BY(mu_)
-  bool stop_ = false;                     // GUARDED_BY(mu_)
-  bool running_ = false;                  // GUARDED_BY(mu_): the loop runs
-  EngineStats stats_;                     // GUARDED_BY(mu_)
-  int64_t num_queued_in_core_ = 0;        // GUARDED_BY(mu_): waiting in the scheduler
+  std::condition_variable cv_;        // work arrived or stop requested
+  std::vector<Submitted> submitted_;  // GUARDED_BY(mu_)
+  std::vector<RequestId> aborts_;     // GUARDED_BY(mu_)
+  RequestId next_id_ = 1;             // GUARDED_BY(mu_)
+  bool stop_ = false;                 // GUARDED_BY(mu_)
+  bool running_ = false;              // GUARDED_BY(mu_): the loop runs
+  EngineStats stats_;                 // GUARDED_BY(mu_)
+  int64_t num_queued_in_core_ = 0;    // GUARDED_BY(mu_): waiting in the scheduler
 
   std::thread thread_;  // started last, joined by Shutdown
 };

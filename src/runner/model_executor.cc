@@ -218,8 +218,7 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
     Bound b;
     const Status s = Bind(e, &b);
     if (!s.ok()) {  // left out of the result: the scheduler ends it with kError
-      DSV4_LOG_WARN("runner: request {} left out of step {}: {}", e.id, plan.step_id,
-                    s.ToString());
+      DSV4_LOG_WARN("runner: request {} left out of step {}: {}", e.id, plan.step_id, s.ToString());
       continue;
     }
     const int64_t n = e.num_real_tokens();

@@ -33,14 +33,14 @@
 namespace dsv4 {
 
 struct ModelExecutorOptions {
-  int32_t num_partitions = 1;       // --dp
-  int32_t slots_per_partition = 1;  // SchedulerConfig::max_num_seqs
+  int32_t num_partitions = 1;          // --dp
+  int32_t slots_per_partition = 1;     // SchedulerConfig::max_num_seqs
   int32_t num_speculative_tokens = 0;  // K; > 0 needs the model's MTP layer (or a proposer)
 };
 
 // Speculation counters (serving.md §6.6), per request and global.
 struct SpecStats {
-  int64_t num_verify_steps = 0;   // steps that carried drafts
+  int64_t num_verify_steps = 0;  // steps that carried drafts
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
   std::vector<int64_t> accepted_per_pos;  // [K]: drafts accepted at draft index i
@@ -74,9 +74,7 @@ class ModelExecutor : public Executor {
   Result<StepResult> Run(const StepPlan& plan) override;
 
   // Validates the params a request will be sampled with (Sampler::Validate).
-  Status ValidateSampling(const SamplingParams& params) const {
-    return sampler_->Validate(params);
-  }
+  Status ValidateSampling(const SamplingParams& params) const { return sampler_->Validate(params); }
   // Per-request details of the last Run, by request id.
   const std::unordered_map<RequestId, RequestStepInfo>& last_step() const { return last_step_; }
   const SpecStats& spec_stats() const { return spec_stats_; }

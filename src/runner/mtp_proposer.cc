@@ -59,8 +59,9 @@ Status MtpProposer::AddTrueRows(const DraftUpdate& u, const bf16* streams, Forwa
   const int64_t s = u.start_pos;
   const bool from_pending = st.has_pending && st.mtp_pos == s - 1;
   if (!st.live || !(from_pending || (!st.has_pending && st.mtp_pos == s))) {
-    return Internal("MTP state of slot {} (live {}, {} rows, pending {}) cannot follow a step at {}",
-                    u.slot, st.live, st.mtp_pos, st.has_pending, s);
+    return Internal(
+        "MTP state of slot {} (live {}, {} rows, pending {}) cannot follow a step at {}", u.slot,
+        st.live, st.mtp_pos, st.has_pending, s);
   }
   const int64_t end = u.committed ? s + u.num_true_rows : s + u.num_true_rows - 1;
   const int64_t first = st.mtp_pos;
@@ -108,8 +109,8 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
     const int64_t row = mb.logit_rows[i];
     slots_[static_cast<size_t>(proposing[i])].drafts = {
         Argmax(logits.data() + static_cast<int64_t>(i) * vocab_, vocab_)};
-    std::memcpy(last.data() + static_cast<int64_t>(i) * width_,
-                out_streams.data() + row * width_, static_cast<size_t>(width_) * sizeof(bf16));
+    std::memcpy(last.data() + static_cast<int64_t>(i) * width_, out_streams.data() + row * width_,
+                static_cast<size_t>(width_) * sizeof(bf16));
   }
   return Chain(proposing, std::move(last));
 }

@@ -43,10 +43,10 @@ class MtpProposer : public DraftProposer {
  private:
   struct SlotState {
     bool live = false;
-    int64_t mtp_pos = 0;         // MTP rows [0, mtp_pos) hold true inputs
-    bool has_pending = false;    // main streams of position mtp_pos wait for its next token
-    std::vector<bf16> pending;   // [hc, D]
-    std::vector<int32_t> drafts; // [k] after a commit, else empty
+    int64_t mtp_pos = 0;          // MTP rows [0, mtp_pos) hold true inputs
+    bool has_pending = false;     // main streams of position mtp_pos wait for its next token
+    std::vector<bf16> pending;    // [hc, D]
+    std::vector<int32_t> drafts;  // [k] after a commit, else empty
   };
 
   // Appends update u's true MTP rows to batch/h; false when it has none.

@@ -80,7 +80,8 @@ Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequ
     first += o.first_token_seconds;
   }
   r.prompt_tokens = after.prompt_tokens_total - before.prompt_tokens_total;
-  if (!r.outputs.empty()) r.mean_first_token_seconds = first / static_cast<double>(r.outputs.size());
+  if (!r.outputs.empty())
+    r.mean_first_token_seconds = first / static_cast<double>(r.outputs.size());
   r.spec_verify_steps = after.spec_num_drafts - before.spec_num_drafts;
   r.spec_draft_tokens = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
   r.spec_accepted_tokens = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;

@@ -1,6 +1,8 @@
 // The engine thread: concurrent Submit/Abort from several threads, every
 // request gets exactly one final output, greedy outputs equal the
 // single-threaded core's, Shutdown aborts what is in flight, RunOffline.
+#include "runner/local_engine.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +12,6 @@
 #include <set>
 #include <thread>
 
-#include "runner/local_engine.h"
 #include "runner/offline.h"
 #include "runner_test_util.h"
 
@@ -21,9 +22,9 @@ namespace {
 struct Sink {
   std::mutex mu;
   std::condition_variable cv;
-  std::map<RequestId, Finished> done;   // GUARDED_BY(mu)
-  std::map<RequestId, int> num_final;   // GUARDED_BY(mu)
-  int64_t num_final_total = 0;          // GUARDED_BY(mu)
+  std::map<RequestId, Finished> done;  // GUARDED_BY(mu)
+  std::map<RequestId, int> num_final;  // GUARDED_BY(mu)
+  int64_t num_final_total = 0;         // GUARDED_BY(mu)
 
   AsyncEngine::OutputCallback Callback() {
     return [this](const GenerationOutput& g) {
@@ -40,7 +41,8 @@ struct Sink {
   }
   void WaitFor(int64_t n) {
     std::unique_lock<std::mutex> lock(mu);
-    const bool ok = cv.wait_for(lock, std::chrono::seconds(120), [&] { return num_final_total >= n; });
+    const bool ok =
+        cv.wait_for(lock, std::chrono::seconds(120), [&] { return num_final_total >= n; });
     EXPECT_TRUE(ok) << "timed out with " << num_final_total << " of " << n << " finished";
   }
 };
@@ -131,7 +133,8 @@ TEST(LocalEngineTest, ShutdownAbortsInFlight) {
   auto engine = LocalEngine::Create(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
-  for (int i = 0; i < 6; ++i) ASSERT_TRUE((*engine)->Submit(Gen(i + 20, 200), sink.Callback()).ok());
+  for (int i = 0; i < 6; ++i)
+    ASSERT_TRUE((*engine)->Submit(Gen(i + 20, 200), sink.Callback()).ok());
   // Shut down mid-decode (and once more right away, before anything ran).
   for (int i = 0; i < 2000 && (*engine)->Stats().generation_tokens_total == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -159,10 +162,12 @@ TEST(LocalEngineTest, SubmitValidates) {
   ASSERT_TRUE(engine.ok());
   Sink sink;
   GenerationRequest empty;
-  EXPECT_EQ((*engine)->Submit(empty, sink.Callback()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->Submit(empty, sink.Callback()).status().code(),
+            StatusCode::kInvalidArgument);
   GenerationRequest bad_id = Gen(1, 4);
   bad_id.prompt[0] = 5000;
-  EXPECT_EQ((*engine)->Submit(bad_id, sink.Callback()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*engine)->Submit(bad_id, sink.Callback()).status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->Submit(Gen(1, 600), sink.Callback()).status().code(),
             StatusCode::kInvalidArgument);  // over max_model_len
   GenerationRequest sampled = Gen(1, 4);

@@ -37,11 +37,12 @@ void ExpectSame(const std::map<RequestId, Finished>& want, const std::map<Reques
 }
 
 void PrintSpec(int32_t k, const RunStats& s) {
-  std::printf("K=%d: %lld steps, %lld verify steps, %lld/%lld drafts accepted, mean accepted "
-              "length %.3f, per position:",
-              k, static_cast<long long>(s.num_steps), static_cast<long long>(s.spec.num_verify_steps),
-              static_cast<long long>(s.spec.num_accepted_tokens),
-              static_cast<long long>(s.spec.num_draft_tokens), s.spec.MeanAcceptedLength());
+  std::printf(
+      "K=%d: %lld steps, %lld verify steps, %lld/%lld drafts accepted, mean accepted "
+      "length %.3f, per position:",
+      k, static_cast<long long>(s.num_steps), static_cast<long long>(s.spec.num_verify_steps),
+      static_cast<long long>(s.spec.num_accepted_tokens),
+      static_cast<long long>(s.spec.num_draft_tokens), s.spec.MeanAcceptedLength());
   for (int64_t a : s.spec.accepted_per_pos) std::printf(" %lld", static_cast<long long>(a));
   std::printf("\n");
 }
@@ -76,7 +77,8 @@ class OracleProposer : public DraftProposer {
     const auto& d = state_.at(slot).drafts;
     return {d.data(), d.size()};
   }
-  Status AfterVerify(const ForwardBatch&, const bf16*, std::span<const DraftUpdate> updates) override {
+  Status AfterVerify(const ForwardBatch&, const bf16*,
+                     std::span<const DraftUpdate> updates) override {
     for (const DraftUpdate& u : updates) {
       State& st = state_.at(u.slot);
       const std::vector<int32_t>& truth = truth_.at(st.id);
@@ -93,8 +95,9 @@ class OracleProposer : public DraftProposer {
       for (int32_t j = 0; j < k_; ++j) {
         const int64_t pos = p + 1 + j;
         int32_t t = pos < static_cast<int64_t>(truth.size()) ? truth[static_cast<size_t>(pos)] : 0;
-        const uint64_t h = (static_cast<uint64_t>(st.id) * 1000003u + static_cast<uint64_t>(pos) * 8191u +
-                            static_cast<uint64_t>(j) * 131u) % 1009u;
+        const uint64_t h = (static_cast<uint64_t>(st.id) * 1000003u +
+                            static_cast<uint64_t>(pos) * 8191u + static_cast<uint64_t>(j) * 131u) %
+                           1009u;
         if (h % 100 >= static_cast<uint64_t>(percent_)) t = static_cast<int32_t>((t + 1) % vocab_);
         st.drafts.push_back(t);
       }
@@ -136,18 +139,48 @@ TEST(ModelExecutorTest, PartlyRightDraftsRollBackExactly) {
   for (int32_t k : {1, 3, 5}) {
     int64_t errors = 0;
     RunStats stats;
-    const auto got = RunToCompletion(
-        TestOptions(k), reqs, 0, 2, &stats,
-        std::make_unique<OracleProposer>(Truth(reqs, want), k, 75, vocab, &errors));
+    const auto got =
+        RunToCompletion(TestOptions(k), reqs, 0, 2, &stats,
+                        std::make_unique<OracleProposer>(Truth(reqs, want), k, 75, vocab, &errors));
     ExpectSame(want, got, "oracle drafts");
     EXPECT_EQ(errors, 0) << "draft updates disagree with the true tokens";
     PrintSpec(k, stats);
     ASSERT_EQ(stats.spec.accepted_per_pos.size(), static_cast<size_t>(k));
-    EXPECT_GT(stats.spec.accepted_per_pos[static_cast<size_t>(k - 1)], 0);  // all accepted
+    EXPECT_GT(stats.spec.accepted_per_pos[static_cast<size_t>(k - 1)], 0);   // all accepted
     EXPECT_LT(stats.spec.num_accepted_tokens, stats.spec.num_draft_tokens);  // and rejections
     // Fewer steps than tokens: speculation pays.
     EXPECT_GT(stats.spec.MeanAcceptedLength(), 1.5);
   }
+}
+
+// Seeded sampling (temperature, top-k) through MTP and through partly right
+// oracle drafts: the counter-based streams make the output identical to
+// plain sampled decoding.
+TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
+  std::vector<Request> reqs = MakeRequests(16, 12, 2);
+  for (Request& r : reqs) {
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_k = 32;
+    r.sampling.seed = 42 + static_cast<uint64_t>(r.id);
+  }
+  const auto want = RunToCompletion(TestOptions(0), reqs);
+  ExpectSame(want, RunToCompletion(TestOptions(3), reqs, 0, 1), "sampled, MTP K=3");
+  int64_t errors = 0;
+  RunStats stats;
+  const auto got = RunToCompletion(TestOptions(3), reqs, 0, 1, &stats,
+                                   std::make_unique<OracleProposer>(
+                                       Truth(reqs, want), 3, 75, TinyModel().config().vocab_size,
+                                       &errors));
+  ExpectSame(want, got, "sampled, oracle K=3");
+  EXPECT_EQ(errors, 0);
+  EXPECT_GT(stats.spec.num_accepted_tokens, 0);
+  // Another seed changes the output (the seed is honoured).
+  std::vector<Request> other = reqs;
+  for (Request& r : other) r.sampling.seed = 7 + static_cast<uint64_t>(r.id);
+  const auto diff = RunToCompletion(TestOptions(0), other);
+  int64_t num_same = 0;
+  for (const auto& [id, f] : want) num_same += diff.at(id).tokens == f.tokens ? 1 : 0;
+  EXPECT_LT(num_same, 4);
 }
 
 TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
@@ -159,6 +192,9 @@ TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
   many.max_num_batched_tokens = 64;  // many chunked prefills next to decodes
   many.long_prefill_token_threshold = 40;
   ExpectSame(want, RunToCompletion(many, reqs), "batched K=2 vs one at a time");
+  many.dp = 2;  // two partitions: slots map to distinct model cache slots
+  many.max_num_seqs = 4;
+  ExpectSame(want, RunToCompletion(many, reqs, 0, 1), "dp=2 K=2 vs one at a time");
 }
 
 TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
@@ -227,8 +263,8 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
       ASSERT_TRUE(m.ForwardMtp(mb, h.data(), *mtp, mo, ws, TestPool()).ok());
       std::vector<bf16> last(s.end() - m.stream_width(), s.end());
       for (size_t j = 0; j < drafts.size(); ++j) {
-        const int32_t want = static_cast<int32_t>(
-            std::max_element(logits.begin(), logits.end()) - logits.begin());
+        const int32_t want =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
         ASSERT_EQ(drafts[j], want) << "request " << r.id << " position " << p << " draft " << j;
         ForwardBatch cb;
         cb.Add(0, p + static_cast<int64_t>(j), {want});

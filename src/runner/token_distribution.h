@@ -70,7 +70,15 @@ class TokenDistribution {
   std::vector<double> probs_;    // [vocab] weights, then probabilities
   std::vector<int32_t> counts_;  // [vocab] output counts; all 0 between calls
   std::vector<uint8_t> seen_;    // [vocab] penalty marks; all 0 between calls
-  std::vector<int32_t> order_;   // kept ids, scratch for top-k / top-p
+  // Kept (weight, id) pairs, scratch for top-k / top-p: contiguous pairs
+  // sort ~2x faster than ids ranked through probs_.
+  struct Ranked {
+    double weight;
+    int32_t id;
+  };
+  std::vector<Ranked> order_;
+  std::vector<double> bucket_mass_;    // [weight buckets] scratch for top-p
+  std::vector<int32_t> bucket_count_;  // [weight buckets] scratch for top-k
 };
 
 // The proposer's side of probabilistic drafting (what Sampler::Verify's

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -149,6 +150,65 @@ TEST(SamplerTest, TopPOverAVocabularyLargerThanTheFirstCut) {
   EXPECT_GT(got[0], 0);  // ties broken by lower id: ids 0..1790 (minus 1000) stay
   EXPECT_EQ(got[1791], 0);
   EXPECT_GT(got[1790], 0);
+}
+
+// Kept set of top_k / top_p by a full sort (the definition), over the same
+// weights the sampler computes: 1 kept, 0 dropped, -1 either (a kept weight
+// under 1e-300 may flush to probability 0 when normalised).
+std::vector<int> ReferenceKept(const std::vector<float>& logits, double t, int32_t top_k,
+                               double top_p) {
+  const size_t n = logits.size();
+  double max = -INFINITY;
+  for (float x : logits) max = std::max(max, double(x));
+  const double inv_t = 1.0 / t;
+  std::vector<double> w(n);
+  for (size_t v = 0; v < n; ++v) w[v] = std::exp(double(logits[v]) * inv_t - max * inv_t);
+  std::vector<int32_t> ids(n);
+  for (size_t v = 0; v < n; ++v) ids[v] = int32_t(v);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return w[size_t(a)] > w[size_t(b)] || (w[size_t(a)] == w[size_t(b)] && a < b);
+  });
+  size_t keep = top_k > 0 ? std::min(n, size_t(top_k)) : n;
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += w[size_t(ids[i])];
+  double mass = 0;
+  for (size_t i = 0; i < keep && top_p < 1; ++i) {  // top_p = 1 is off
+    mass += w[size_t(ids[i])];
+    if (mass >= top_p * total) {
+      keep = i + 1;
+      break;
+    }
+  }
+  std::vector<int> kept(n, 0);
+  for (size_t i = 0; i < keep; ++i) kept[size_t(ids[i])] = w[size_t(ids[i])] < 1e-300 ? -1 : 1;
+  return kept;
+}
+
+TEST(SamplerTest, TopKAndTopPMatchAFullSort) {
+  // Wide logits put many weights below 2^-64 (the lightest bucket) at low T.
+  const int64_t vocab = 20000;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  uint64_t x = 7;
+  for (float& l : logits) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    l = float(double(x >> 11) * 0x1.0p-53 * 60.0 - 30.0);
+  }
+  for (float t : {0.05f, 0.7f, 1.0f, 3.0f}) {
+    for (int32_t k : {0, 1, 40, 5000}) {
+      for (float p : {0.3f, 0.9f, 0.99f, 1.0f}) {
+        SamplingParams params = Sampled(t);
+        params.top_k = k;
+        params.top_p = p;
+        const std::vector<double> got = Probs(logits, params);
+        const std::vector<int> want = ReferenceKept(logits, t, k, p);
+        int64_t mismatches = 0;
+        for (int64_t v = 0; v < vocab; ++v) {
+          if (want[size_t(v)] >= 0) mismatches += (got[size_t(v)] > 0) != (want[size_t(v)] == 1);
+        }
+        EXPECT_EQ(mismatches, 0) << "T " << t << " top_k " << k << " top_p " << p;
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheMax) {

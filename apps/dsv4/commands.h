@@ -10,6 +10,7 @@ namespace dsv4::cli {
 void RegisterMakeTiny(CLI::App& app, int* exit_code);
 void RegisterCheckGolden(CLI::App& app, int* exit_code);
 void RegisterGenerate(CLI::App& app, int* exit_code);
+void RegisterServe(CLI::App& app, int* exit_code);
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterConvert(CLI::App& app, int* exit_code);
 

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterMakeTiny(app, &exit_code);
   dsv4::cli::RegisterCheckGolden(app, &exit_code);
   dsv4::cli::RegisterGenerate(app, &exit_code);
+  dsv4::cli::RegisterServe(app, &exit_code);
   dsv4::cli::RegisterBench(app, &exit_code);
   dsv4::cli::RegisterConvert(app, &exit_code);
   try {

@@ -11,12 +11,12 @@ std::string NewToolCallId() {
   return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-ChoiceDecoder::ChoiceDecoder(const ParsedRequest& request, const text::Tokenizer& tokenizer)
-    : request_(request), tokenizer_(tokenizer), stop_(request.stop) {}
+ChoiceDecoder::ChoiceDecoder(const ParsedRequest& request)
+    : request_(request), stop_(request.stop) {}
 
 Result<std::unique_ptr<ChoiceDecoder>> ChoiceDecoder::Create(const ParsedRequest& request,
                                                              const text::Tokenizer& tokenizer) {
-  std::unique_ptr<ChoiceDecoder> d(new ChoiceDecoder(request, tokenizer));
+  std::unique_ptr<ChoiceDecoder> d(new ChoiceDecoder(request));
   if (request.chat) {
     text::OutputParserOptions po;
     po.thinking_mode = request.thinking_mode;

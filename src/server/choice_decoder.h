@@ -67,14 +67,13 @@ class ChoiceDecoder {
   const std::vector<TokenLogprob>& logprobs() const { return logprobs_; }
 
  private:
-  ChoiceDecoder(const ParsedRequest& request, const text::Tokenizer& tokenizer);
+  explicit ChoiceDecoder(const ParsedRequest& request);
   void AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out);
   void AddText(std::string_view text, ChoiceDelta* out);
   void Finish(const GenerationOutput& output, ChoiceDelta* out);
   void CountReasoning(std::span<const int32_t> ids);
 
   const ParsedRequest& request_;
-  const text::Tokenizer& tokenizer_;
   std::optional<text::OutputParser> parser_;             // chat
   std::optional<text::IncrementalDetokenizer> detok_;    // completions
   StopMatcher stop_;

@@ -1,0 +1,164 @@
+// serve: the OpenAI-compatible HTTP server (docs/server.md) over the local
+// engine.  Takes every engine flag of `dsv4 generate` plus the server's own.
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "base/logging.h"
+#include "commands.h"
+#include "engine_flags.h"
+#include "runner/local_engine.h"
+#include "server/openai_server.h"
+#include "server/scripted_engine.h"
+#include "text/tokenizer.h"
+
+namespace dsv4::cli {
+namespace {
+
+struct ServeArgs {
+  EngineFlags engine;
+  server::ServerOptions server;
+  std::string test_script_ids;
+  double shutdown_timeout_s = 30;
+};
+
+std::string ModelName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+void PrintBanner(const ServeArgs& a, int port, bool scripted) {
+  const EngineOptions& e = a.engine.options;
+  std::cout << "dsv4 serve\n"
+            << "  model:                    " << e.model_dir << " (served as '"
+            << a.server.served_model_name << "')\n"
+            << "  parallelism:              dp " << e.dp << ", threads "
+            << (e.threads > 0 ? std::to_string(e.threads) : std::string("all")) << "\n"
+            << "  max running requests:     " << e.max_num_seqs << " (queue " << e.max_waiting
+            << ", HTTP in flight " << a.server.max_concurrent_requests << ")\n"
+            << "  scheduled tokens / step:  " << e.max_num_batched_tokens
+            << " (long prefill chunk " << e.long_prefill_token_threshold << ")\n"
+            << "  max model len:            " << e.max_model_len << "\n"
+            << "  speculative tokens (MTP): " << e.num_speculative_tokens << "\n"
+            << "  API key:                  " << (a.server.api_key.empty() ? "none" : "required")
+            << "\n";
+  if (scripted) {
+    std::cout << "  WARNING: --test-script-ids replays scripted token ids (TEST ONLY)\n";
+  }
+  std::cout << "  endpoints: GET /health /v1/models /metrics; POST /v1/chat/completions "
+               "/v1/completions /tokenize /detokenize\n"
+            << "Listening on http://" << a.server.host << ":" << port << "\n"
+            << "Application startup complete." << std::endl;
+}
+
+int RunServe(ServeArgs& a) {
+  // Signals go to the sigwait below, never to a random worker thread: block
+  // them before any thread starts (threads inherit the mask).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a crash
+
+  if (Status s = ResolveEngineFlags(&a.engine); !s.ok()) {
+    std::cerr << "dsv4 serve: " << s.message() << "\n";
+    return 2;
+  }
+  if (a.server.api_key.empty()) {
+    if (const char* env = std::getenv("DSV4_API_KEY")) a.server.api_key = env;
+  }
+  if (a.server.served_model_name.empty()) {
+    a.server.served_model_name = ModelName(a.engine.options.model_dir);
+  }
+  a.server.max_model_len = a.engine.options.max_model_len;
+  auto tok = text::Tokenizer::Load(a.engine.options.model_dir + "/tokenizer.json");
+  if (!tok.ok()) {
+    std::cerr << "dsv4 serve: " << tok.status().message() << "\n";
+    return 1;
+  }
+  if (auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>")) a.server.eos_token_id = *eos;
+  auto engine = CreateLocalEngine(a.engine.options);
+  if (!engine.ok()) {
+    std::cerr << "dsv4 serve: " << engine.status().message() << "\n";
+    return 1;
+  }
+  AsyncEngine* serving = engine->get();
+  std::unique_ptr<server::ScriptedEngine> scripted;
+  if (!a.test_script_ids.empty()) {
+    auto scripts = server::LoadTokenScripts(a.test_script_ids, **tok);
+    if (!scripts.ok()) {
+      std::cerr << "dsv4 serve: " << scripts.status().message() << "\n";
+      return 2;
+    }
+    scripted = std::make_unique<server::ScriptedEngine>(**engine, std::move(*scripts),
+                                                        a.server.eos_token_id);
+    serving = scripted.get();
+  }
+  server::OpenAiServer http(*serving, **tok, a.server);
+  if (Status s = http.Bind(); !s.ok()) {
+    std::cerr << "dsv4 serve: " << s.message() << "\n";
+    return 1;
+  }
+  PrintBanner(a, http.port(), scripted != nullptr);
+  std::thread serve_thread([&http] { http.Serve(); });
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::cout << "dsv4 serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+            << ": draining requests in flight (up to " << a.shutdown_timeout_s << " s)"
+            << std::endl;
+  http.Stop(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
+  serve_thread.join();
+  (*engine)->Shutdown();
+  std::cout << "dsv4 serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  AddEngineFlags(cmd, &args->engine);
+  server::ServerOptions& s = args->server;
+  s.served_model_name.clear();
+  cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "Port to listen on (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", s.served_model_name,
+                  "Model id clients use (default: the model directory's name)");
+  cmd->add_option("--api-key", s.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/* (default: $DSV4_API_KEY)");
+  cmd->add_option("--max-request-bytes", s.max_body_bytes, "Larger request bodies get 413")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 32))
+      ->capture_default_str();
+  cmd->add_option("--max-concurrent-requests", s.max_concurrent_requests,
+                  "HTTP requests in flight at most; beyond it 429 + Retry-After")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-waiting", args->engine.options.max_waiting,
+                  "Requests queued in the engine at most; beyond it 429 + Retry-After")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", s.num_http_threads,
+                  "HTTP worker threads (0 = max-concurrent-requests + 8; a stream holds one)");
+  cmd->add_flag("--default-thinking", s.default_thinking,
+                "Thinking mode unless a request turns it off (default: chat mode)");
+  cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s,
+                  "Seconds requests in flight may take to finish after SIGINT/SIGTERM")
+      ->capture_default_str();
+  cmd->add_option("--test-script-ids", args->test_script_ids,
+                  "TEST ONLY: replay token ids from FILE instead of the sampled ones "
+                  "(one JSON array of ids or string per line)");
+  cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
+}
+
+}  // namespace dsv4::cli

@@ -62,7 +62,7 @@ std::string JsonString(const std::string& s) {
 }
 
 // Chat mode: the prompt as one user message, thinking off unless the
-// generate config turns it on (docs/engine.md "dsv4 generate").
+// generate config turns it on (docs/sampling.md §5).
 Result<std::string> ChatPrompt(const std::string& prompt, const GenerateConfig& config) {
   text::OrderedJson messages = text::OrderedJson::array();
   messages.push_back({{"role", "user"}, {"content", prompt}});

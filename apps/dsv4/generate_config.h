@@ -15,7 +15,7 @@
 
 namespace dsv4::cli {
 
-// Fields and defaults (docs/engine.md "dsv4 generate"):
+// Fields and defaults (docs/sampling.md §5):
 //   max_new_tokens int >= 1 [256]      temperature number >= 0 [0.0]
 //   top_p number in (0, 1] [1.0]       top_k null | int (-1 / 0 = off) [null]
 //   min_p number in [0, 1] [0.0]       seed null | int >= 0 [null]

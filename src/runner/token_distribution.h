@@ -1,7 +1,7 @@
 // One logits row -> the distribution a token is drawn from (the full
 // sampler's arithmetic; sampler.cc drives it, tests probe it directly).
 //
-// Processing order, as in vLLM v1 (docs/engine.md "Sampling"):
+// Processing order, as in vLLM v1 (docs/sampling.md §1):
 //   1. penalties on the raw logits (also for greedy requests):
 //      repetition (tokens of prompt or output; z > 0 ? z / r : z * r), then
 //      frequency (z -= f * count in output), then presence (z -= p if in output);

@@ -160,6 +160,14 @@ async function plainServerTests() {
     const n = await client.completions.create({ model: 'tiny', prompt: 'The cat', max_tokens: 6, n: 3 });
     assert.deepEqual(n.choices.map((c) => [c.index, c.text]),
                      [0, 1, 2].map((i) => [i, a.choices[0].text]));  // greedy: all equal
+    // Seeded sampling with every sampling parameter: reproducible, choices
+    // draw from distinct streams.
+    const sampled = { model: 'tiny', prompt: 'The cat', max_tokens: 8, n: 2, temperature: 1.0,
+                      top_p: 0.95, seed: 11, presence_penalty: 0.3, frequency_penalty: 0.2 };
+    const s1 = await client.completions.create(sampled);
+    const s2 = await client.completions.create(sampled);
+    assert.deepEqual(s1.choices.map((c) => c.text), s2.choices.map((c) => c.text));
+    assert.notEqual(s1.choices[0].text, s1.choices[1].text);
     const lp = await client.chat.completions.create({ model: 'tiny', messages: messages('Hi'),
       max_tokens: 3, logprobs: true, top_logprobs: 2 });
     assert.equal(lp.choices[0].logprobs.content.length, 3);

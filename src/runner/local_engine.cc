@@ -62,6 +62,7 @@ LocalEngine::LocalEngine(const Model& model, const EngineOptions& options, Engin
       options_(options),
       pool_(std::move(pool)),
       description_(parts.description),
+      validator_(model.config().vocab_size),
       parts_(std::move(parts)) {}
 
 LocalEngine::~LocalEngine() {
@@ -85,8 +86,7 @@ Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback 
     return InvalidArgument("prompt ({} tokens) + max_tokens ({}) exceeds --max-model-len {}",
                            prompt_len, request.max_tokens, options_.max_model_len);
   }
-  // Sampler::Validate reads only immutable state: safe from any thread.
-  DSV4_RETURN_IF_ERROR(parts_.executor->ValidateSampling(request.sampling));
+  DSV4_RETURN_IF_ERROR(validator_.Validate(request.sampling));
   Request r;
   r.prompt = std::move(request.prompt);
   r.max_tokens = request.max_tokens;

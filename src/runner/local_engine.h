@@ -20,6 +20,7 @@
 #include "runner/draft_proposer.h"
 #include "runner/engine_options.h"
 #include "runner/engine_setup.h"
+#include "runner/sampler.h"
 
 namespace dsv4 {
 
@@ -71,6 +72,9 @@ class LocalEngine : public AsyncEngine {
   const EngineOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   const std::string description_;
+  // Submit's parameter check, on the caller's thread: its own Sampler, so
+  // callers never touch the engine thread's.  Validate is const and pure.
+  const Sampler validator_;
 
   // Engine thread only (no lock): the core and its executor, the callbacks.
   EngineParts parts_;

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "base/logging.h"
+#include "server/connection_watch.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/request_parse.h"
@@ -32,6 +33,7 @@ struct InFlight {
 struct StreamState {
   std::unique_ptr<Generation> gen;
   std::unique_ptr<InFlight> in_flight;
+  ConnectionWatch watch;
   ResponseHeader header;
   std::vector<size_t> text_offsets;
   bool started = false;
@@ -61,7 +63,8 @@ class OpenAiServer::Impl {
   bool Authorized(const httplib::Request& req) const;
   std::optional<ApiError> Admit() const;
   void HandleGenerate(const httplib::Request& req, httplib::Response& res, bool chat);
-  void RespondWhole(httplib::Response& res, Generation& gen, const ResponseHeader& h);
+  void RespondWhole(httplib::Response& res, Generation& gen, const ResponseHeader& h,
+                    ConnectionWatch& watch);
   bool StreamStep(StreamState& st, httplib::DataSink& sink);
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
@@ -238,8 +241,9 @@ void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Re
   auto gen = std::make_unique<Generation>(engine_, tok_, std::move(parsed));
   if (auto err = gen->Start()) return SendError(res, *err);
   const ResponseHeader header = NewHeader(chat, opt_.served_model_name);
+  ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!stream) {
-    RespondWhole(res, *gen, header);
+    RespondWhole(res, *gen, header, watch);
     return;
   }
   auto st = std::make_shared<StreamState>();
@@ -247,6 +251,7 @@ void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Re
   st->gen = std::move(gen);
   st->in_flight = std::move(in_flight);
   st->header = header;
+  st->watch = watch;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -267,12 +272,16 @@ void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Re
 }
 
 void OpenAiServer::Impl::RespondWhole(httplib::Response& res, Generation& gen,
-                                      const ResponseHeader& h) {
+                                      const ResponseHeader& h, ConnectionWatch& watch) {
   bool aborted = false;
   while (!gen.done()) {
-    if (stopping_ && !aborted) {
+    // Checked after every engine output: a client that left is aborted
+    // within one engine step.
+    const bool gone = watch.PeerClosed();
+    if ((stopping_ || gone) && !aborted) {
       gen.AbortAll();
       aborted = true;
+      if (gone) DSV4_LOG_INFO("server: client disconnected; request {} aborted", h.id);
     }
     gen.Poll(std::chrono::milliseconds(100));
   }
@@ -318,6 +327,9 @@ bool OpenAiServer::Impl::StreamStep(StreamState& st, httplib::DataSink& sink) {
   }
   const auto wait = std::chrono::milliseconds(static_cast<int64_t>(opt_.keepalive_seconds * 1000));
   auto deltas = gen.Poll(out.empty() ? wait : std::chrono::milliseconds(0));
+  // After every engine output (and every keepalive period): a client that
+  // left is noticed here, within one engine step, not at a later write.
+  if (st.watch.PeerClosed()) return false;
   for (auto& [index, delta] : deltas) {
     const ChoiceDecoder& d = gen.choice(index);
     if (chat) {

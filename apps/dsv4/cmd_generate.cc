@@ -194,6 +194,15 @@ int RunGenerateCommand(GenerateArgs& args) {
   if (!prompts.ok()) return UsageError(prompts.status().message());
   auto model_config = LoadModelConfig(options.model_dir);
   if (!model_config.ok()) return UsageError(model_config.status().message());
+  // The engine refuses these too, but only after loading the weights.
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    const auto len = static_cast<int64_t>((*prompts)[i].size());
+    if (len + config.max_new_tokens > options.max_model_len) {
+      return UsageError(
+          fmt::format("prompt {} ({} tokens) + max_new_tokens ({}) exceeds --max-model-len {}",
+                      i + 1, len, config.max_new_tokens, options.max_model_len));
+    }
+  }
 
   auto engine = CreateLocalEngine(options);
   if (!engine.ok()) {

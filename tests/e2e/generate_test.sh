@@ -109,4 +109,6 @@ expect_usage_error 'num_speculative_tokens' --prompt x \
 expect_usage_error 'cannot be combined' --prompt x "${mtp[@]}" --num-speculative-tokens 1
 expect_usage_error 'exactly one prompt' "${prompts[@]}" --generate-config '{"stream":true}'
 expect_usage_error 'at least one --prompt' --generate-config '{}'
+expect_usage_error 'exceeds --max-model-len 64' --prompt x --max-model-len 64 \
+  --generate-config '{"max_new_tokens":64}'
 echo "PASS"

@@ -1,7 +1,9 @@
 // convert: native FP8 + MXFP4 checkpoint -> W8A8 (docs/convert.md).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "commands.h"
 #include "tools/convert.h"
@@ -10,16 +12,23 @@ namespace dsv4::cli {
 
 void RegisterConvert(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<tools::ConvertOptions>();
+  opts->num_threads = 0;
   CLI::App* cmd = app.add_subcommand(
       "convert", "Convert a native DeepSeek-V4 checkpoint to W8A8 (INT8 per output channel)");
   cmd->add_option("--input-dir", opts->input_dir, "Native FP8 checkpoint directory")->required();
   cmd->add_option("--output-dir", opts->output_dir, "New W8A8 checkpoint directory")->required();
   cmd->add_flag("--dry-run", opts->dry_run,
                 "Validate the source and print the plan; write nothing");
+  cmd->add_option("--threads", opts->num_threads,
+                  "Shards converted in parallel (0 = one per CPU, at most 8)")
+      ->capture_default_str();
   cmd->add_flag("--resume", opts->resume,
                 "Continue an interrupted conversion (finished shards are validated and kept)");
   cmd->callback([opts, exit_code] {
     opts->log = [](const std::string& line) { std::cout << line << std::endl; };
+    if (opts->num_threads <= 0) {
+      opts->num_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    }
     Result<tools::ConvertSummary> r = tools::ConvertToW8a8(*opts);
     if (!r.ok()) {
       // The reference's convention: "error: ..." on stderr, exit status 1.

@@ -4,8 +4,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "checkpoint/safetensors_writer.h"
@@ -56,14 +62,23 @@ class Marker {
     j_["complete"] = false;
   }
   const std::string& path() const { return path_; }
-  Status Save() const { return WriteFileAtomic(path_, j_.dump(2) + "\n"); }
+  // Thread-safe (shards finish concurrently); records are written in name
+  // order, so the marker does not depend on completion order.
+  Status Save() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return SaveLocked();
+  }
   void SetComplete() { j_["complete"] = true; }
-  bool HasShard(const std::string& file) const { return j_["source_shards"].contains(file); }
+  bool HasShard(const std::string& file) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_.count(file) != 0;
+  }
   Status RecordShard(const std::string& file, const std::string& source_path,
                      const std::string& sha256) {
     DSV4_ASSIGN_OR_RETURN(const FileStat st, StatFile(source_path));
-    j_["source_shards"][file] = {{"size", st.size}, {"mtime_ns", st.mtime_ns}, {"sha256", sha256}};
-    return Save();
+    std::lock_guard<std::mutex> lock(mu_);
+    records_[file] = {{"size", st.size}, {"mtime_ns", st.mtime_ns}, {"sha256", sha256}};
+    return SaveLocked();
   }
   // Loads an existing marker and checks it against the current source.
   Status LoadAndCheck(const Source& src, int64_t* num_hashed);
@@ -71,8 +86,15 @@ class Marker {
  private:
   Status CheckShard(const Source& src, const std::string& file, const OrderedJson& rec,
                     int64_t* num_hashed) const;
+  Status SaveLocked() const {
+    OrderedJson j = j_;
+    for (const auto& [file, rec] : records_) j["source_shards"][file] = rec;
+    return WriteFileAtomic(path_, j.dump(2) + "\n");
+  }
   std::string path_;
   OrderedJson j_;
+  std::map<std::string, OrderedJson> records_;  // source shard -> fingerprint
+  mutable std::mutex mu_;
 };
 
 Status Marker::LoadAndCheck(const Source& src, int64_t* num_hashed) {
@@ -97,7 +119,7 @@ Status Marker::LoadAndCheck(const Source& src, int64_t* num_hashed) {
   }
   for (const auto& [file, rec] : old["source_shards"].items()) {
     DSV4_RETURN_IF_ERROR(CheckShard(src, file, rec, num_hashed));
-    j_["source_shards"][file] = rec;
+    records_[file] = rec;
   }
   return Status::Ok();
 }
@@ -192,6 +214,70 @@ void Log(const ConvertOptions& o, const std::string& line) {
   if (o.log) o.log(line);
 }
 
+// Converts or resumes shard i.  Thread-safe: the marker locks, counters are
+// atomic, log lines are whole.
+struct ShardCounters {
+  std::atomic<int64_t> converted{0}, resumed{0}, hashed{0};
+};
+
+Status ProcessShard(const ConvertOptions& o, const Source& src, const Plan& plan, size_t i,
+                    Marker& marker, ShardCounters& counters, std::mutex& log_mu) {
+  const ShardPlan& shard = plan.shards[i];
+  const std::string out_path = (fs::path(o.output_dir) / shard.file).string();
+  const std::string src_path = (fs::path(o.input_dir) / shard.file).string();
+  const std::string tag = fmt::format("[{:02d}/{:02d}] ", i + 1, plan.shards.size());
+  auto log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mu);
+    Log(o, line);
+  };
+  std::string sha;
+  if (fs::exists(out_path)) {
+    DSV4_RETURN_IF_ERROR(CheckExistingShard(out_path, shard));
+    log(tag + "resume: " + shard.file);
+    ++counters.resumed;
+    if (marker.HasShard(shard.file)) return Status::Ok();
+    // Killed between the rename and the marker update: fingerprint now.
+    ++counters.hashed;
+    DSV4_ASSIGN_OR_RETURN(sha, convert_internal::HashFile(src_path));
+  } else {
+    log(tag + "convert: " + shard.file);
+    DSV4_ASSIGN_OR_RETURN(sha, convert_internal::ConvertShard(src, shard, o.output_dir));
+    ++counters.converted;
+  }
+  return marker.RecordShard(shard.file, src_path, sha);
+}
+
+// Shards are independent (each output shard depends only on source bytes),
+// so up to o.num_threads run at once; each streams through its own small
+// buffers.  After the first error no new shard is started.
+Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, Marker& marker,
+                 ConvertSummary* sum) {
+  const size_t n = plan.shards.size();
+  const size_t num_threads = std::clamp<size_t>(static_cast<size_t>(o.num_threads), 1, n);
+  ShardCounters counters;
+  std::mutex mu;  // guards first_error and the log
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  Status first_error;
+  auto worker = [&] {
+    for (size_t i = next++; i < n && !failed; i = next++) {
+      Status s = ProcessShard(o, src, plan, i, marker, counters, mu);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed.exchange(true)) first_error = s;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < num_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  sum->shards_converted = counters.converted;
+  sum->shards_resumed = counters.resumed;
+  sum->source_shards_hashed += counters.hashed;
+  return first_error;
+}
+
 }  // namespace
 
 Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
@@ -239,28 +325,7 @@ Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
   }
   DSV4_RETURN_IF_ERROR(marker.Save());
 
-  const size_t n = plan.shards.size();
-  for (size_t i = 0; i < n; ++i) {
-    const ShardPlan& shard = plan.shards[i];
-    const std::string out_path = (fs::path(o.output_dir) / shard.file).string();
-    const std::string src_path = (fs::path(o.input_dir) / shard.file).string();
-    const std::string tag = fmt::format("[{:02d}/{:02d}] ", i + 1, n);
-    std::string sha;
-    if (fs::exists(out_path)) {
-      DSV4_RETURN_IF_ERROR(CheckExistingShard(out_path, shard));
-      Log(o, tag + "resume: " + shard.file);
-      ++sum.shards_resumed;
-      if (marker.HasShard(shard.file)) continue;
-      // Killed between the rename and the marker update: fingerprint now.
-      ++sum.source_shards_hashed;
-      DSV4_ASSIGN_OR_RETURN(sha, convert_internal::HashFile(src_path));
-    } else {
-      Log(o, tag + "convert: " + shard.file);
-      DSV4_ASSIGN_OR_RETURN(sha, convert_internal::ConvertShard(src, shard, o.output_dir));
-      ++sum.shards_converted;
-    }
-    DSV4_RETURN_IF_ERROR(marker.RecordShard(shard.file, src_path, sha));
-  }
+  DSV4_RETURN_IF_ERROR(RunShards(o, src, plan, marker, &sum));
   DSV4_RETURN_IF_ERROR(WriteFileAtomic((fs::path(o.output_dir) / "config.json").string(),
                                        convert_internal::OutputConfigText(src)));
   DSV4_RETURN_IF_ERROR(WriteIndexJson(o.output_dir, plan.weight_map, plan.total_size));

@@ -27,6 +27,9 @@ struct ConvertOptions {
   // Continue an interrupted conversion: finished shards are validated and
   // kept, the rest converted.  Without it a non-empty output dir is an error.
   bool resume = false;
+  // Shards converted at once (each streams through its own few-MB buffers);
+  // the output bytes do not depend on it.  Values < 1 mean 1.
+  int num_threads = 1;
   // Receives progress and plan lines (no trailing newline); may be empty.
   std::function<void(const std::string&)> log;
 };

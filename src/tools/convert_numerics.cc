@@ -1,6 +1,7 @@
 #include "tools/convert_numerics.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -38,30 +39,60 @@ bool IsExpertModule(std::string_view rest) {
   return tail == "w1" || tail == "w2" || tail == "w3";
 }
 
+// Code -> value tables: the converter's inner loops run over every weight of
+// the checkpoint, and a table load is much cheaper than decoding a code.
+const std::array<float, 256>& E4M3Table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = E4M3ToF32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table;
+}
+
+const std::array<float, 16>& E2M1Table() {
+  static const std::array<float, 16> table = [] {
+    std::array<float, 16> t{};
+    for (int c = 0; c < 16; ++c) t[c] = E2M1ToF32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace
 
 void DequantFp8Rows(const uint8_t* codes, const uint8_t* scales, int64_t in, int64_t row_begin,
                     int64_t row_end, float* dst) {
+  const std::array<float, 256>& lut = E4M3Table();
   const int64_t scale_cols = CeilDiv(in, kFp8Block);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* s = scales + (r / kFp8Block) * scale_cols;
     const uint8_t* c = codes + (r - row_begin) * in;
     float* d = dst + (r - row_begin) * in;
-    for (int64_t i = 0; i < in; ++i) d[i] = E4M3ToF32(c[i]) * E8M0ToF32(s[i / kFp8Block]);
+    for (int64_t b = 0; b < scale_cols; ++b) {
+      // Exact: a power-of-two scale times an e4m3 value.
+      const float scale = E8M0ToF32(s[b]);
+      const int64_t end = std::min(in, (b + 1) * kFp8Block);
+      for (int64_t i = b * kFp8Block; i < end; ++i) d[i] = lut[c[i]] * scale;
+    }
   }
 }
 
 void DequantFp4Rows(const uint8_t* packed, const uint8_t* scales, int64_t in, int64_t rows,
                     float* dst) {
+  const std::array<float, 16>& lut = E2M1Table();
   const int64_t groups = in / kFp4Group;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* p = packed + r * (in / 2);
     const uint8_t* s = scales + r * groups;
     float* d = dst + r * in;
-    for (int64_t i = 0; i < in; i += 2) {
-      const float scale = E8M0ToF32(s[i / kFp4Group]);
-      d[i] = E2M1ToF32(static_cast<uint8_t>(p[i / 2] & 0xf)) * scale;
-      d[i + 1] = E2M1ToF32(static_cast<uint8_t>(p[i / 2] >> 4)) * scale;
+    for (int64_t g = 0; g < CeilDiv(in, kFp4Group); ++g) {
+      const float scale = E8M0ToF32(s[g]);
+      const int64_t end = std::min(in, (g + 1) * kFp4Group);
+      for (int64_t i = g * kFp4Group; i < end; i += 2) {
+        d[i] = lut[p[i / 2] & 0xf] * scale;  // low nibble first
+        d[i + 1] = lut[p[i / 2] >> 4] * scale;
+      }
     }
   }
 }

@@ -5,8 +5,11 @@
 // back after it), so write failures alone notice a disconnect one or more
 // steps late and never for non-streaming requests.  ConnectionWatch finds the
 // accepted socket by its address pair (unique while the connection is open,
-// and the handler runs only while it is) and peeks it: an orderly close
-// (recv == 0) or a reset means the client is gone.
+// and the handler runs only while it is): the pair's inode from
+// /proc/net/tcp{,6}, then the descriptor whose /proc/self/fd link names that
+// inode — without touching other threads' descriptors.  It then peeks the
+// socket: an orderly close (recv == 0) or a reset means the client is gone.
+// Linux only; elsewhere found() is false and write failures remain.
 #pragma once
 
 #include <string>
@@ -17,8 +20,7 @@ class ConnectionWatch {
  public:
   ConnectionWatch() = default;
   // Looks up the socket of the connection local_addr:local_port <->
-  // remote_addr:remote_port among the process's descriptors.  When none
-  // matches, PeerClosed() is always false.
+  // remote_addr:remote_port.  When none matches, PeerClosed() is always false.
   ConnectionWatch(const std::string& local_addr, int local_port, const std::string& remote_addr,
                   int remote_port);
 

@@ -94,7 +94,7 @@ Result<int64_t> ParseByteSize(const std::string& text) {
                              text.substr(used), text);
     }
     scale = std::pow(1024.0, static_cast<double>(power + 1));
-  } else if (unit.empty() && text.find_first_of(".eE") != std::string::npos) {
+  } else if (text.find_first_of(".eE") != std::string::npos) {
     return InvalidArgument("a byte count must be an integer, got \"{}\"", text);
   }
   const double bytes = value * scale;

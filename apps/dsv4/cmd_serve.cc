@@ -43,8 +43,8 @@ void PrintBanner(const ServeArgs& a, int port, bool scripted) {
             << (e.threads > 0 ? std::to_string(e.threads) : std::string("all")) << "\n"
             << "  max running requests:     " << e.max_num_seqs << " (queue " << e.max_waiting
             << ", HTTP in flight " << a.server.max_concurrent_requests << ")\n"
-            << "  scheduled tokens / step:  " << e.max_num_batched_tokens
-            << " (long prefill chunk " << e.long_prefill_token_threshold << ")\n"
+            << "  scheduled tokens / step:  " << e.max_num_batched_tokens << " (long prefill chunk "
+            << e.long_prefill_token_threshold << ")\n"
             << "  max model len:            " << e.max_model_len << "\n"
             << "  speculative tokens (MTP): " << e.num_speculative_tokens << "\n"
             << "  API key:                  " << (a.server.api_key.empty() ? "none" : "required")

@@ -1,9 +1,8 @@
 // Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/status.h"
 

@@ -1,8 +1,8 @@
 #include "server/choice_decoder.h"
 
-#include <random>
-
 #include <fmt/format.h>
+
+#include <random>
 
 namespace dsv4::server {
 

@@ -74,8 +74,8 @@ class ChoiceDecoder {
   void CountReasoning(std::span<const int32_t> ids);
 
   const ParsedRequest& request_;
-  std::optional<text::OutputParser> parser_;             // chat
-  std::optional<text::IncrementalDetokenizer> detok_;    // completions
+  std::optional<text::OutputParser> parser_;           // chat
+  std::optional<text::IncrementalDetokenizer> detok_;  // completions
   StopMatcher stop_;
   int32_t think_end_id_ = -1;
   int32_t dsml_id_ = -1;

@@ -27,8 +27,8 @@ std::string ProcHexIpv4(const std::string& dotted) {
 // The inode of the TCP socket local:port <-> remote:port, from
 // /proc/net/tcp (IPv4, addresses compared) or /proc/net/tcp6 (ports only).
 // Reading the tables touches no descriptor of another thread.
-std::string FindInode(const std::string& local_addr, int local_port,
-                      const std::string& remote_addr, int remote_port) {
+std::string FindInode(const std::string& local_addr, int local_port, const std::string& remote_addr,
+                      int remote_port) {
   const std::string local_hex = ProcHexIpv4(local_addr);
   const std::string remote_hex = ProcHexIpv4(remote_addr);
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {

@@ -6,16 +6,16 @@ namespace dsv4::server {
 namespace {
 
 // vLLM's buckets (vllm/v1/metrics/loggers.py).
-const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                          0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                           20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4,
-                                          0.5,  0.75,  1.0,  2.5,   5.0, 7.5,  10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,  5.0,
-                                         10.0, 15.0, 20.0, 30.0, 40.0,  50.0,  60.0, 120.0,
-                                         240.0, 480.0, 960.0, 1920.0, 7680.0};
-const std::vector<double> kLenBuckets = {1,    2,    5,     10,    20,    50,     100,    200,
-                                         500,  1000, 2000,  5000,  10000, 20000,  50000, 100000};
+const std::vector<double> kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kE2eBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                         5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                         60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kLenBuckets = {1,   2,    5,    10,   20,    50,    100,   200,
+                                         500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 
 std::string Num(double v) { return fmt::format("{}", v); }
 
@@ -36,13 +36,11 @@ void Histogram::Observe(double v) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& labels,
-                       std::string& out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, Num(bounds_[i]),
-                       cumulative);
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels, Num(bounds_[i]), cumulative);
   }
   out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels, count_);
   out += fmt::format("{}_sum{{{}}} {}\n", name, labels, Num(sum_));
@@ -126,8 +124,9 @@ std::string ServerMetrics::Render(const EngineStats& s) const {
   Header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
          "Accepted draft tokens by draft position.");
   for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i) {
-    out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n",
-                       l, i, s.spec_accepted_per_pos[i]);
+    out +=
+        fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n",
+                    l, i, s.spec_accepted_per_pos[i]);
   }
   return out;
 }

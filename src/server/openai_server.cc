@@ -1,10 +1,9 @@
 #include "server/openai_server.h"
 
+#include <httplib.h>
 #include <sys/socket.h>
 
 #include <thread>
-
-#include <httplib.h>
 
 #include "base/logging.h"
 #include "server/connection_watch.h"
@@ -107,8 +106,8 @@ std::optional<ApiError> OpenAiServer::Impl::Admit() const {
     e.http_status = 429;
     e.type = "rate_limit_error";
     e.code = "queue_full";
-    e.message = fmt::format("too many requests in flight ({}); retry later",
-                            opt_.max_concurrent_requests);
+    e.message =
+        fmt::format("too many requests in flight ({}); retry later", opt_.max_concurrent_requests);
     return e;
   }
   return std::nullopt;
@@ -264,7 +263,8 @@ void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Re
           RequestTiming t = st->gen->Timing();
           t.finished_reason = "abort";
           metrics_.RecordRequest(t);
-          if (!success) DSV4_LOG_INFO("server: client disconnected; request {} aborted", st->header.id);
+          if (!success)
+            DSV4_LOG_INFO("server: client disconnected; request {} aborted", st->header.id);
         }
         st->gen.reset();
         st->in_flight.reset();
@@ -295,8 +295,8 @@ void OpenAiServer::Impl::RespondWhole(httplib::Response& res, Generation& gen,
       return SendError(res, e);
     }
   }
-  const Json body = gen.request().chat ? ChatResponse(h, gen, tok_)
-                                       : CompletionResponse(h, gen, tok_);
+  const Json body =
+      gen.request().chat ? ChatResponse(h, gen, tok_) : CompletionResponse(h, gen, tok_);
   res.set_content(Dump(body), kJson);
 }
 
@@ -335,10 +335,12 @@ bool OpenAiServer::Impl::StreamStep(StreamState& st, httplib::DataSink& sink) {
     if (chat) {
       Json c = ChatDeltaChunk(st.header, index, delta, tok_);
       if (!c.is_null()) out += SseEvent(c);
-      if (d.finished() && d.error().ok()) out += SseEvent(ChatFinishChunk(st.header, index, d.finish_reason()));
+      if (d.finished() && d.error().ok())
+        out += SseEvent(ChatFinishChunk(st.header, index, d.finish_reason()));
     } else if (!delta.empty() || d.finished()) {
-      out += SseEvent(CompletionChunk(st.header, index, delta, d.finished() ? d.finish_reason() : "",
-                                      tok_, &st.text_offsets[static_cast<size_t>(index)]));
+      out +=
+          SseEvent(CompletionChunk(st.header, index, delta, d.finished() ? d.finish_reason() : "",
+                                   tok_, &st.text_offsets[static_cast<size_t>(index)]));
     }
     if (!d.error().ok()) {
       ApiError e;
@@ -368,8 +370,8 @@ void OpenAiServer::Impl::HandleTokenize(const httplib::Request& req, httplib::Re
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     Json chat = Json::object();
-    for (const char* key : {"model", "messages", "tools", "chat_template_kwargs",
-                            "reasoning_effort", "thinking"}) {
+    for (const char* key :
+         {"model", "messages", "tools", "chat_template_kwargs", "reasoning_effort", "thinking"}) {
       if (body.contains(key)) chat[key] = body[key];
     }
     ServerOptions unlimited = opt_;
@@ -382,10 +384,9 @@ void OpenAiServer::Impl::HandleTokenize(const httplib::Request& req, httplib::Re
   } else {
     return SendError(res, BadRequest("'prompt' (a string) or 'messages' is required", "prompt"));
   }
-  res.set_content(Dump(Json{{"count", ids.size()},
-                            {"max_model_len", opt_.max_model_len},
-                            {"tokens", ids}}),
-                  kJson);
+  res.set_content(
+      Dump(Json{{"count", ids.size()}, {"max_model_len", opt_.max_model_len}, {"tokens", ids}}),
+      kJson);
 }
 
 void OpenAiServer::Impl::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
@@ -397,10 +398,11 @@ void OpenAiServer::Impl::HandleDetokenize(const httplib::Request& req, httplib::
   }
   std::vector<int32_t> ids;
   for (const Json& id : *it) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= tok_.vocab_size()) {
-      return SendError(res, BadRequest(fmt::format("token ids must be integers in [0, {})",
-                                                   tok_.vocab_size()),
-                                       "tokens"));
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() >= tok_.vocab_size()) {
+      return SendError(
+          res, BadRequest(fmt::format("token ids must be integers in [0, {})", tok_.vocab_size()),
+                          "tokens"));
     }
     ids.push_back(id.get<int32_t>());
   }

@@ -1,28 +1,50 @@
 #include "server/request_parse.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <regex>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace dsv4::server {
 namespace {
 
 using Err = std::optional<ApiError>;
 
-const std::set<std::string> kCommonFields = {
-    "model",           "max_tokens",        "temperature",        "top_p",
-    "top_k",           "min_p",             "seed",               "presence_penalty",
-    "frequency_penalty", "repetition_penalty", "stop",            "stop_token_ids",
-    "stream",          "stream_options",    "n",                  "logprobs",
-    "ignore_eos",      "user",              "skip_special_tokens", "logit_bias"};
-const std::set<std::string> kChatFields = {
-    "messages",    "max_completion_tokens", "top_logprobs",         "tools",
-    "tool_choice", "parallel_tool_calls",   "reasoning_effort",     "chat_template_kwargs",
-    "include_reasoning", "thinking",        "response_format",      "metadata",
-    "store"};
+const std::set<std::string> kCommonFields = {"model",
+                                             "max_tokens",
+                                             "temperature",
+                                             "top_p",
+                                             "top_k",
+                                             "min_p",
+                                             "seed",
+                                             "presence_penalty",
+                                             "frequency_penalty",
+                                             "repetition_penalty",
+                                             "stop",
+                                             "stop_token_ids",
+                                             "stream",
+                                             "stream_options",
+                                             "n",
+                                             "logprobs",
+                                             "ignore_eos",
+                                             "user",
+                                             "skip_special_tokens",
+                                             "logit_bias"};
+const std::set<std::string> kChatFields = {"messages",
+                                           "max_completion_tokens",
+                                           "top_logprobs",
+                                           "tools",
+                                           "tool_choice",
+                                           "parallel_tool_calls",
+                                           "reasoning_effort",
+                                           "chat_template_kwargs",
+                                           "include_reasoning",
+                                           "thinking",
+                                           "response_format",
+                                           "metadata",
+                                           "store"};
 const std::set<std::string> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 
 std::string TypeName(const Json& v) { return v.type_name(); }
@@ -54,9 +76,8 @@ Err ReadInt(const Json& body, const std::string& name, int64_t lo, int64_t hi, i
   const Json* v = Field(body, name);
   if (v == nullptr) return std::nullopt;
   if (!v->is_number_integer()) return WrongType(name, "an integer", *v);
-  const int64_t i = v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX
-                        ? INT64_MAX
-                        : v->get<int64_t>();
+  const int64_t i =
+      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
   if (i < lo || i > hi) {
     return BadRequest(fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, i), name);
   }
@@ -131,8 +152,8 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
   if ((e = ReadNumber(body, "repetition_penalty", 1e-6, 100.0, &sp.repetition_penalty))) return e;
   if (const Json* s = Field(body, "seed")) {
     if (!s->is_number_integer()) return WrongType("seed", "an integer", *s);
-    sp.seed = s->is_number_unsigned() ? s->get<uint64_t>()
-                                      : static_cast<uint64_t>(s->get<int64_t>());
+    sp.seed =
+        s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
   if ((e = ReadBool(body, "ignore_eos", &sp.ignore_eos))) return e;
   if ((e = ReadInt(body, "n", 1, 128, &n))) return e;
@@ -141,7 +162,8 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
   if ((e = ReadBool(body, "skip_special_tokens", &out->skip_special_tokens))) return e;
   if (const Json* so = Field(body, "stream_options")) {
     if (!so->is_object()) return WrongType("stream_options", "an object", *so);
-    if (!out->stream) return BadRequest("'stream_options' requires 'stream': true", "stream_options");
+    if (!out->stream)
+      return BadRequest("'stream_options' requires 'stream': true", "stream_options");
     for (auto it = so->begin(); it != so->end(); ++it) {
       if (it.key() != "include_usage" && it.key() != "continuous_usage_stats") {
         return BadRequest(fmt::format("unknown field 'stream_options.{}'", it.key()),
@@ -155,7 +177,8 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
       return BadRequest("'logit_bias' is not supported", "logit_bias");
     }
   }
-  if (const Json* u = Field(body, "user"); u && !u->is_string()) return WrongType("user", "a string", *u);
+  if (const Json* u = Field(body, "user"); u && !u->is_string())
+    return WrongType("user", "a string", *u);
   return ReadStop(body, out);
 }
 
@@ -260,7 +283,8 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
   for (const Json& t : *tools) {
     const Json* fn = t.is_object() ? Field(t, "function") : nullptr;
     if (!t.is_object() || t.value("type", "") != "function" || fn == nullptr || !fn->is_object()) {
-      return BadRequest("every tool must be {\"type\": \"function\", \"function\": {...}}", "tools");
+      return BadRequest("every tool must be {\"type\": \"function\", \"function\": {...}}",
+                        "tools");
     }
     const Json* name = Field(*fn, "name");
     if (name == nullptr || !name->is_string() ||
@@ -273,9 +297,12 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
     const Json* desc = Field(*fn, "description");
     if (desc && !desc->is_string()) return BadRequest("tool descriptions must be strings", "tools");
     const Json* params = Field(*fn, "parameters");
-    if (params && !params->is_object()) return BadRequest("tool parameters must be a JSON schema object", "tools");
-    if (const Json* strict = Field(*fn, "strict"); strict && strict->is_boolean() && strict->get<bool>()) {
-      return BadRequest("strict tools cannot be honoured: dsv4 has no constrained decoding", "tools");
+    if (params && !params->is_object())
+      return BadRequest("tool parameters must be a JSON schema object", "tools");
+    if (const Json* strict = Field(*fn, "strict");
+        strict && strict->is_boolean() && strict->get<bool>()) {
+      return BadRequest("strict tools cannot be honoured: dsv4 has no constrained decoding",
+                        "tools");
     }
     Json f = Json::object();
     f["name"] = *name;
@@ -295,7 +322,8 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
           "constrained decoding; use 'auto' or 'none'",
           "tool_choice");
     } else {
-      return BadRequest("'tool_choice' must be 'auto', 'none', 'required' or a function", "tool_choice");
+      return BadRequest("'tool_choice' must be 'auto', 'none', 'required' or a function",
+                        "tool_choice");
     }
   }
   return std::nullopt;
@@ -305,11 +333,11 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
 
 namespace {
 
-const std::set<std::string> kRoles = {"system", "user", "developer", "assistant", "tool",
-                                      "latest_reminder"};
-const std::set<std::string> kMessageFields = {"role", "content", "name", "tool_calls",
-                                              "tool_call_id", "reasoning_content", "reasoning",
-                                              "refusal"};
+const std::set<std::string> kRoles = {"system",    "user", "developer",
+                                      "assistant", "tool", "latest_reminder"};
+const std::set<std::string> kMessageFields = {"role",       "content",      "name",
+                                              "tool_calls", "tool_call_id", "reasoning_content",
+                                              "reasoning",  "refusal"};
 
 // content: string | null | [{type: "text", text}] -> string or null.
 Err FlattenContent(const Json& msg, size_t i, Json* out) {
@@ -356,7 +384,8 @@ Err ConvertToolCalls(const Json& calls, size_t i, std::set<std::string>* ids, Js
       return BadRequest(param + ": type must be 'function'", param);
     }
     if (!ids->insert(c["id"].get<std::string>()).second) {
-      return BadRequest(fmt::format("duplicate tool call id '{}'", c["id"].get<std::string>()), param);
+      return BadRequest(fmt::format("duplicate tool call id '{}'", c["id"].get<std::string>()),
+                        param);
     }
     const Json* name = Field(*fn, "name");
     const Json* args = Field(*fn, "arguments");
@@ -395,9 +424,12 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
         return BadRequest(fmt::format("unknown field '{}' in {}", it.key(), param), param);
       }
     }
-    if (!m.contains("role") || !m["role"].is_string() || !kRoles.count(m["role"].get<std::string>())) {
-      return BadRequest(param + ".role must be one of system, user, developer, assistant, tool, "
-                        "latest_reminder", param + ".role");
+    if (!m.contains("role") || !m["role"].is_string() ||
+        !kRoles.count(m["role"].get<std::string>())) {
+      return BadRequest(param +
+                            ".role must be one of system, user, developer, assistant, tool, "
+                            "latest_reminder",
+                        param + ".role");
     }
     const std::string role = m["role"];
     Json msg = Json::object();
@@ -405,7 +437,8 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
     Json content;
     if (Err e = FlattenContent(m, i, &content)) return e;
     const Json* calls = Field(m, "tool_calls");
-    if (calls && role != "assistant") return BadRequest(param + ": only assistant messages carry tool_calls", param);
+    if (calls && role != "assistant")
+      return BadRequest(param + ": only assistant messages carry tool_calls", param);
     if (calls) {
       Json converted;
       if (Err e = ConvertToolCalls(*calls, i, &call_ids, &converted)) return e;
@@ -420,13 +453,15 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
       const Json* r = Field(m, key);
       if (r == nullptr) continue;
       if (!r->is_string()) return WrongType(param + "." + key, "a string", *r);
-      if (role != "assistant") return BadRequest(param + ": only assistant messages carry reasoning", param);
+      if (role != "assistant")
+        return BadRequest(param + ": only assistant messages carry reasoning", param);
       msg["reasoning_content"] = *r;
     }
     if (role == "tool") {
       const Json* id = Field(m, "tool_call_id");
       if (id == nullptr || !id->is_string()) {
-        return BadRequest(param + ": a tool message needs a string 'tool_call_id'", param + ".tool_call_id");
+        return BadRequest(param + ": a tool message needs a string 'tool_call_id'",
+                          param + ".tool_call_id");
       }
       msg["tool_call_id"] = *id;
     }
@@ -435,8 +470,8 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
   if (tools != nullptr && !tools->empty()) {
     // The encoder reads tools from a system message (the reference inserts an
     // empty one first when there is none).
-    auto sys = std::find_if(out->begin(), out->end(),
-                            [](const Json& m) { return m["role"] == "system"; });
+    auto sys =
+        std::find_if(out->begin(), out->end(), [](const Json& m) { return m["role"] == "system"; });
     if (sys == out->end()) {
       out->insert(out->begin(), Json{{"role", "system"}, {"content", ""}});
       sys = out->begin();
@@ -466,7 +501,8 @@ std::optional<ApiError> ParseChatRequest(const Json& body, const text::Tokenizer
   if (Err e = ReadBool(body, "include_reasoning", &out->include_reasoning)) return e;
   if (const Json* rf = Field(body, "response_format")) {
     if (!rf->is_object() || rf->value("type", "") != "text") {
-      return BadRequest("only response_format {\"type\": \"text\"} is supported", "response_format");
+      return BadRequest("only response_format {\"type\": \"text\"} is supported",
+                        "response_format");
     }
   }
   text::EncodeOptions enc;
@@ -491,9 +527,9 @@ Err ReadIds(const Json& ids, const text::Tokenizer& tokenizer, std::vector<int32
   for (const Json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= tokenizer.vocab_size()) {
-      return BadRequest(fmt::format("prompt token ids must be integers in [0, {})",
-                                    tokenizer.vocab_size()),
-                        "prompt");
+      return BadRequest(
+          fmt::format("prompt token ids must be integers in [0, {})", tokenizer.vocab_size()),
+          "prompt");
     }
     out->push_back(id.get<int32_t>());
   }

@@ -1,9 +1,9 @@
 #include "server/response_format.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <random>
-
-#include <fmt/format.h>
 
 namespace dsv4::server {
 namespace {
@@ -105,11 +105,11 @@ Json ChatResponse(const ResponseHeader& h, const Generation& gen, const text::To
       for (const ToolCallResult& c : d.tool_calls()) calls.push_back(ToolCallJson(c));
       msg["tool_calls"] = std::move(calls);
     }
-    choices.push_back(Json{{"index", i},
-                           {"message", std::move(msg)},
-                           {"logprobs", gen.request().logprobs ? ChatLogprobs(d.logprobs(), tok)
-                                                               : Json(nullptr)},
-                           {"finish_reason", d.finish_reason()}});
+    choices.push_back(
+        Json{{"index", i},
+             {"message", std::move(msg)},
+             {"logprobs", gen.request().logprobs ? ChatLogprobs(d.logprobs(), tok) : Json(nullptr)},
+             {"finish_reason", d.finish_reason()}});
   }
   resp["choices"] = std::move(choices);
   resp["usage"] = UsageJson(gen);
@@ -126,14 +126,15 @@ Json CompletionResponse(const ResponseHeader& h, const Generation& gen,
     std::string text = d.content();
     if (gen.request().echo) {
       const int prompt_index = i / gen.request().n;
-      text = tok.Decode(gen.request().prompts[prompt_index], gen.request().skip_special_tokens) + text;
+      text =
+          tok.Decode(gen.request().prompts[prompt_index], gen.request().skip_special_tokens) + text;
     }
-    choices.push_back(Json{{"index", i},
-                           {"text", std::move(text)},
-                           {"logprobs", gen.request().logprobs
-                                            ? CompletionLogprobs(d.logprobs(), tok, &offset)
-                                            : Json(nullptr)},
-                           {"finish_reason", d.finish_reason()}});
+    choices.push_back(
+        Json{{"index", i},
+             {"text", std::move(text)},
+             {"logprobs", gen.request().logprobs ? CompletionLogprobs(d.logprobs(), tok, &offset)
+                                                 : Json(nullptr)},
+             {"finish_reason", d.finish_reason()}});
   }
   resp["choices"] = std::move(choices);
   resp["usage"] = UsageJson(gen);
@@ -172,11 +173,11 @@ Json ChatDeltaChunk(const ResponseHeader& h, int index, const ChoiceDelta& d,
     delta["tool_calls"] = std::move(calls);
   }
   Json c = Base(h, "chat.completion.chunk");
-  c["choices"] = Json::array({Json{{"index", index},
-                                   {"delta", std::move(delta)},
-                                   {"logprobs", d.logprobs.empty() ? Json(nullptr)
-                                                                   : ChatLogprobs(d.logprobs, tok)},
-                                   {"finish_reason", nullptr}}});
+  c["choices"] = Json::array(
+      {Json{{"index", index},
+            {"delta", std::move(delta)},
+            {"logprobs", d.logprobs.empty() ? Json(nullptr) : ChatLogprobs(d.logprobs, tok)},
+            {"finish_reason", nullptr}}});
   return c;
 }
 
@@ -190,14 +191,13 @@ Json ChatFinishChunk(const ResponseHeader& h, int index, const std::string& fini
 }
 
 Json CompletionChunk(const ResponseHeader& h, int index, const ChoiceDelta& d,
-                     const std::string& finish_reason, const text::Tokenizer& tok,
-                     size_t* offset) {
+                     const std::string& finish_reason, const text::Tokenizer& tok, size_t* offset) {
   Json c = Base(h, "text_completion");
   c["choices"] = Json::array(
       {Json{{"index", index},
             {"text", d.content},
-            {"logprobs", d.logprobs.empty() ? Json(nullptr)
-                                            : CompletionLogprobs(d.logprobs, tok, offset)},
+            {"logprobs",
+             d.logprobs.empty() ? Json(nullptr) : CompletionLogprobs(d.logprobs, tok, offset)},
             {"finish_reason", finish_reason.empty() ? Json(nullptr) : Json(finish_reason)}}});
   return c;
 }

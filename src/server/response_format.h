@@ -38,8 +38,7 @@ Json ChatDeltaChunk(const ResponseHeader& h, int index, const ChoiceDelta& d,
                     const text::Tokenizer& tok);
 Json ChatFinishChunk(const ResponseHeader& h, int index, const std::string& finish_reason);
 Json CompletionChunk(const ResponseHeader& h, int index, const ChoiceDelta& d,
-                     const std::string& finish_reason, const text::Tokenizer& tok,
-                     size_t* offset);
+                     const std::string& finish_reason, const text::Tokenizer& tok, size_t* offset);
 Json UsageChunk(const ResponseHeader& h, bool chat, const Generation& gen);
 
 std::string Dump(const Json& j);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 namespace dsv4::server {
@@ -97,9 +96,9 @@ Result<RequestId> ScriptedEngine::Submit(GenerationRequest request, OutputCallba
       replay->done = true;
       out.finish = in.finish;
       if (in.finish == FinishReason::kLength || in.finish == FinishReason::kStop) {
-        const bool stop_id = !out.new_tokens.empty() &&
-                             std::find(replay->stop_ids.begin(), replay->stop_ids.end(),
-                                       out.new_tokens.back()) != replay->stop_ids.end();
+        const bool stop_id =
+            !out.new_tokens.empty() && std::find(replay->stop_ids.begin(), replay->stop_ids.end(),
+                                                 out.new_tokens.back()) != replay->stop_ids.end();
         const bool at_max = static_cast<int64_t>(replay->pos) >= replay->max_tokens;
         out.finish = (stop_id || !at_max) ? FinishReason::kStop : FinishReason::kLength;
       }

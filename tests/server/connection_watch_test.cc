@@ -1,11 +1,10 @@
 #include "server/connection_watch.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 namespace dsv4::server {
 namespace {

@@ -103,14 +103,17 @@ void FakeEngine::Step(std::vector<std::pair<OutputCallback, GenerationOutput>>* 
         TokenLogprob lp;
         lp.token = tok;
         lp.logprob = -0.5f;
-        for (int32_t k = 0; k < live.request.sampling.logprobs; ++k) lp.top.push_back({tok + k, -0.5f - static_cast<float>(k)});
+        for (int32_t k = 0; k < live.request.sampling.logprobs; ++k)
+          lp.top.push_back({tok + k, -0.5f - static_cast<float>(k)});
         out.logprobs.push_back(lp);
       }
       const auto& stops = live.request.stop_token_ids;
       const bool stop = std::find(stops.begin(), stops.end(), tok) != stops.end() ||
                         (tok == opt_.eos_id && !live.request.sampling.ignore_eos);
-      if (stop) out.finish = FinishReason::kStop;
-      else if (live.produced >= live.request.max_tokens) out.finish = FinishReason::kLength;
+      if (stop)
+        out.finish = FinishReason::kStop;
+      else if (live.produced >= live.request.max_tokens)
+        out.finish = FinishReason::kLength;
     }
     outputs->push_back({live.on_output, out});
     it = out.finish != FinishReason::kNone ? running_.erase(it) : std::next(it);

@@ -22,12 +22,14 @@ TEST(RequestParse, ThinkingPrecedence) {
             text::ThinkingMode::kThinking);
   EXPECT_EQ(Chat("{" + m + R"(,"reasoning_effort":"none"})").thinking_mode,
             text::ThinkingMode::kChat);
-  EXPECT_EQ(Chat("{" + m + R"(,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false}})")
+  EXPECT_EQ(Chat("{" + m +
+                 R"(,"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false}})")
                 .thinking_mode,
             text::ThinkingMode::kChat);  // an explicit enable_thinking wins
   EXPECT_EQ(Chat("{" + m + R"(,"chat_template_kwargs":{"thinking":true}})").thinking_mode,
             text::ThinkingMode::kThinking);
-  EXPECT_EQ(Chat("{" + m + R"(,"chat_template_kwargs":{"thinking":true,"enable_thinking":false}})").thinking_mode,
+  EXPECT_EQ(Chat("{" + m + R"(,"chat_template_kwargs":{"thinking":true,"enable_thinking":false}})")
+                .thinking_mode,
             text::ThinkingMode::kChat);
   EXPECT_EQ(Chat("{" + m + R"(,"thinking":{"type":"enabled"}})").thinking_mode,
             text::ThinkingMode::kThinking);
@@ -55,7 +57,8 @@ TEST(RequestParse, SamplingFieldsAndDefaults) {
   // Content parts are flattened: same prompt as the plain string "ab".
   EXPECT_EQ(r.prompts[0], Chat(R"({"messages":[{"role":"user","content":"ab"}]})").prompts[0]);
   // max_tokens defaults to the rest of the context.
-  EXPECT_EQ(r.max_tokens, ServerOptions{}.max_model_len - static_cast<int64_t>(r.prompts[0].size()));
+  EXPECT_EQ(r.max_tokens,
+            ServerOptions{}.max_model_len - static_cast<int64_t>(r.prompts[0].size()));
 }
 
 TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {
@@ -65,7 +68,8 @@ TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {
           {"role":"assistant","content":null,"reasoning":"r",
            "tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
           {"role":"tool","tool_call_id":"c1","content":"ok"}])");
-  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":{}}}])");
+  const Json tools =
+      Json::parse(R"([{"type":"function","function":{"name":"f","parameters":{}}}])");
   ASSERT_FALSE(ConvertMessages(msgs, &tools, &out).has_value());
   ASSERT_EQ(out.size(), 4u);
   EXPECT_EQ(out[0]["role"], "system");

@@ -6,11 +6,10 @@
 #include <httplib.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fake_engine.h"
 #include "server/openai_server.h"
@@ -108,7 +107,8 @@ inline std::string Decode(const std::vector<int32_t>& ids) {
 // What the fake engine generates for `prompt`: n tokens.
 inline std::vector<int32_t> FakeOutput(const std::vector<int32_t>& prompt, int64_t n) {
   std::vector<int32_t> ids;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(FakeEngine::TokenAt(prompt, i, FakeEngineOptions{}));
+  for (int64_t i = 0; i < n; ++i)
+    ids.push_back(FakeEngine::TokenAt(prompt, i, FakeEngineOptions{}));
   return ids;
 }
 

@@ -27,31 +27,44 @@ TEST(ServerHttpErrors, BadRequests) {
   TestServer srv(so);
   ExpectError(srv.Post("/v1/chat/completions", "{not json"), 400);
   ExpectError(srv.Post("/v1/chat/completions", "[1]"), 400);
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"temperature":"hot"})"), 400, "temperature");
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":0})"), 400, "max_tokens");
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"frobnicate":1})"), 400, "frobnicate");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"temperature":"hot"})"), 400,
+              "temperature");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":0})"), 400,
+              "max_tokens");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"frobnicate":1})"), 400,
+              "frobnicate");
   ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"model":"gpt-4"})"), 400, "model");
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":60})"), 400, "messages");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":60})"), 400,
+              "messages");
   ExpectError(srv.Post("/v1/completions", R"({"prompt":"hi","max_tokens":64})"), 400, "prompt");
   ExpectError(srv.Post("/v1/completions", R"({"prompt":[99999999]})"), 400, "prompt");
   ExpectError(srv.Post("/v1/completions", R"({"prompt":""})"), 400, "prompt");
   ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[]})"), 400, "messages");
-  ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[{"role":"wizard","content":"x"}]})"), 400);
-  ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":null}]})"), 400);
-  ExpectError(srv.Post("/v1/chat/completions",
-                       R"({"messages":[{"role":"tool","content":"x"}]})"), 400);
-  ExpectError(srv.Post("/v1/chat/completions",
-                       R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]})"),
+  ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[{"role":"wizard","content":"x"}]})"),
               400);
-  ExpectError(srv.Post("/v1/chat/completions",
-                       "{" + kChat + R"(,"tools":[{"type":"function","function":{"name":"bad name"}}]})"),
-              400, "tools");
-  ExpectError(srv.Post("/v1/chat/completions",
-                       "{" + kChat + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"})"),
-              400, "tool_choice");
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"tool_choice":"auto"})"), 400, "tool_choice");
-  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"reasoning_effort":"extreme"})"), 400,
-              "reasoning_effort");
+  ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":null}]})"),
+              400);
+  ExpectError(srv.Post("/v1/chat/completions", R"({"messages":[{"role":"tool","content":"x"}]})"),
+              400);
+  ExpectError(
+      srv.Post(
+          "/v1/chat/completions",
+          R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]})"),
+      400);
+  ExpectError(
+      srv.Post("/v1/chat/completions",
+               "{" + kChat + R"(,"tools":[{"type":"function","function":{"name":"bad name"}}]})"),
+      400, "tools");
+  ExpectError(
+      srv.Post(
+          "/v1/chat/completions",
+          "{" + kChat +
+              R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"})"),
+      400, "tool_choice");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"tool_choice":"auto"})"), 400,
+              "tool_choice");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"reasoning_effort":"extreme"})"),
+              400, "reasoning_effort");
   // Nothing reached the engine, and a good request still works.
   EXPECT_EQ(srv.engine().Stats().prompt_tokens_total, 0);
   EXPECT_EQ(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":3})").first, 200);
@@ -65,7 +78,8 @@ TEST(ServerHttpErrors, NotFoundAndTooLarge) {
   auto g = srv.Client().Get("/nope");
   ASSERT_TRUE(g);
   ExpectError({g->status, g->body}, 404);
-  ExpectError(srv.Post("/v1/completions", R"({"prompt":")" + std::string(2000, 'a') + R"("})"), 413);
+  ExpectError(srv.Post("/v1/completions", R"({"prompt":")" + std::string(2000, 'a') + R"("})"),
+              413);
 }
 
 TEST(ServerHttpErrors, ApiKey) {
@@ -96,7 +110,8 @@ TEST(ServerHttpErrors, QueueFullIs429WithRetryAfterAndNothingIsLost) {
       statuses[i] = srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})").first;
     });
   }
-  while (srv.engine().Stats().num_waiting < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (srv.engine().Stats().num_waiting < 2)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   httplib::Client c = srv.Client();
   auto r = c.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})", "application/json");
   ASSERT_TRUE(r);
@@ -112,8 +127,11 @@ TEST(ServerHttpErrors, ServerConcurrencyLimitIs429) {
   so.max_concurrent_requests = 1;
   TestServer srv(so);
   srv.engine().set_paused(true);
-  std::thread first([&] { EXPECT_EQ(srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})").first, 200); });
-  while (srv.server().num_in_flight() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread first([&] {
+    EXPECT_EQ(srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})").first, 200);
+  });
+  while (srv.server().num_in_flight() < 1)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ExpectError(srv.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})"), 429);
   srv.engine().set_paused(false);
   first.join();

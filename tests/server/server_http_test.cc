@@ -12,9 +12,8 @@ namespace {
 std::vector<int32_t> ChatPrompt(const std::string& user, bool thinking = false) {
   text::EncodeOptions o;
   o.thinking_mode = thinking ? text::ThinkingMode::kThinking : text::ThinkingMode::kChat;
-  auto s = text::EncodeMessages(text::OrderedJson::parse(
-                                    R"([{"role":"user","content":)" + Json(user).dump() + "}]"),
-                                o);
+  auto s = text::EncodeMessages(
+      text::OrderedJson::parse(R"([{"role":"user","content":)" + Json(user).dump() + "}]"), o);
   EXPECT_TRUE(s.ok());
   return V4Tokenizer().Encode(*s);
 }
@@ -39,8 +38,8 @@ TEST(ServerHttp, HealthModelsAndReadiness) {
 TEST(ServerHttp, CompletionTextUsageAndFinish) {
   TestServer srv;
   const std::vector<int32_t> prompt = V4Tokenizer().Encode("Hello world");
-  auto [status, body] = srv.Post("/v1/completions",
-                                 R"({"model":"dsv4","prompt":"Hello world","max_tokens":7})");
+  auto [status, body] =
+      srv.Post("/v1/completions", R"({"model":"dsv4","prompt":"Hello world","max_tokens":7})");
   ASSERT_EQ(status, 200) << body;
   const Json r = Json::parse(body);
   EXPECT_EQ(r["object"], "text_completion");
@@ -156,8 +155,8 @@ TEST(ServerHttp, ScriptedReasoningAndToolCallNonStreaming) {
 
 TEST(ServerHttp, ScriptedReasoningAndToolCallStreaming) {
   TestServer srv({}, {}, ToolScript());
-  auto [status, body] = srv.Post("/v1/chat/completions",
-                                 std::string(kToolRequest) + R"(,"stream":true})");
+  auto [status, body] =
+      srv.Post("/v1/chat/completions", std::string(kToolRequest) + R"(,"stream":true})");
   ASSERT_EQ(status, 200) << body;
   const std::vector<Json> ev = SseEvents(body);
   std::string reasoning, content, args, id;
@@ -235,7 +234,8 @@ TEST(ServerHttp, TokenizeDetokenizeAndMetrics) {
         "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
         "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"dsv4\",engine=\"0\",position=\"0\"} 0"}) {
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"dsv4\",engine=\"0\","
+        "position=\"0\"} 0"}) {
     EXPECT_NE(m->body.find(needle), std::string::npos) << needle;
   }
 }
@@ -272,8 +272,8 @@ TEST(ServerHttp, ClientDisconnectAbortsTheRequest) {
   // A non-streaming client that gives up is noticed too.
   httplib::Client impatient("127.0.0.1", srv.port());
   impatient.set_read_timeout(0, 200000);  // 200 ms, then the client closes
-  auto r = impatient.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})",
-                          "application/json");
+  auto r =
+      impatient.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})", "application/json");
   EXPECT_FALSE(r);
   impatient.stop();
   const auto deadline2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -290,9 +290,10 @@ TEST(ServerHttp, SixtyFourConcurrentStreamsEqualSequential) {
   eo.max_waiting = 128;
   TestServer srv({}, eo);
   auto request = [](int i, bool stream) {
-    return Json{{"messages", Json::array({Json{{"role", "user"}, {"content", "q" + std::to_string(i)}}})},
-                {"max_tokens", 12 + i % 5},
-                {"stream", stream}}
+    return Json{
+        {"messages", Json::array({Json{{"role", "user"}, {"content", "q" + std::to_string(i)}}})},
+        {"max_tokens", 12 + i % 5},
+        {"stream", stream}}
         .dump();
   };
   std::vector<std::string> sequential(64);
@@ -308,7 +309,8 @@ TEST(ServerHttp, SixtyFourConcurrentStreamsEqualSequential) {
       if (s != 200) return "HTTP " + std::to_string(s) + b;
       std::string content;
       for (const Json& e : SseEvents(b)) {
-        if (e != "[DONE]" && !e["choices"].empty()) content += e["choices"][0]["delta"].value("content", "");
+        if (e != "[DONE]" && !e["choices"].empty())
+          content += e["choices"][0]["delta"].value("content", "");
       }
       return content;
     }));
@@ -331,7 +333,8 @@ TEST(ServerHttp, GracefulStopDrainsThenAborts) {
   auto long_req = std::async(std::launch::async, [&] {
     return srv.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})");
   });
-  while (srv.server().num_in_flight() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (srv.server().num_in_flight() < 2)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::thread stopper([&] { srv.Stop(std::chrono::milliseconds(300)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(srv.Client().Get("/health")->status, 503);

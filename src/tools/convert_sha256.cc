@@ -1,5 +1,8 @@
 #include "tools/convert_sha256.h"
 
+#include <cpuid.h>
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -19,11 +22,73 @@ constexpr uint32_t kK[64] = {
 
 uint32_t Rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
+// One group of 4 rounds (i = 0..15) with the SHA extensions: m[i % 4] holds
+// message words 4i..4i+3; the message schedule for later groups is advanced
+// with sha256msg1/msg2 as soon as its inputs exist.
+[[gnu::target("sha,sse4.1"), gnu::always_inline]] inline void ShaNiRounds(int i, __m128i* m,
+                                                                          __m128i& state0,
+                                                                          __m128i& state1) {
+  __m128i& cur = m[i % 4];
+  __m128i& prev = m[(i + 3) % 4];
+  __m128i& next = m[(i + 1) % 4];
+  __m128i msg = _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kK + 4 * i)));
+  state1 = _mm_sha256rnds2_epu32(state1, state0, msg);
+  if (i >= 3 && i <= 14) {
+    next = _mm_add_epi32(next, _mm_alignr_epi8(cur, prev, 4));
+    next = _mm_sha256msg2_epu32(next, cur);
+  }
+  msg = _mm_shuffle_epi32(msg, 0x0e);
+  state0 = _mm_sha256rnds2_epu32(state0, state1, msg);
+  if (i >= 1 && i <= 12) prev = _mm_sha256msg1_epu32(prev, cur);
+}
+
+[[gnu::target("sha,sse4.1")]] void ShaNiBlocks(uint32_t* h, const uint8_t* p, size_t count) {
+  const __m128i kByteSwap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+  // State as the instructions want it: ABEF and CDGH.
+  __m128i tmp = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xb1);
+  __m128i state1 =
+      _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 4)), 0x1b);
+  __m128i state0 = _mm_alignr_epi8(tmp, state1, 8);
+  state1 = _mm_blend_epi16(state1, tmp, 0xf0);
+  for (; count > 0; --count, p += 64) {
+    const __m128i save0 = state0, save1 = state1;
+    __m128i m[4];
+    for (int j = 0; j < 4; ++j) {
+      m[j] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * j)),
+                              kByteSwap);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) ShaNiRounds(i, m, state0, state1);
+    state0 = _mm_add_epi32(state0, save0);
+    state1 = _mm_add_epi32(state1, save1);
+  }
+  tmp = _mm_shuffle_epi32(state0, 0x1b);                                                 // FEBA
+  state1 = _mm_shuffle_epi32(state1, 0xb1);                                              // DCHG
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm_blend_epi16(tmp, state1, 0xf0));   // DCBA
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h + 4), _mm_alignr_epi8(state1, tmp, 8));  // HGFE
+}
+
 }  // namespace
 
-Sha256::Sha256()
+bool Sha256::CpuHasShaNi() {
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & bit_SSE4_1) == 0) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b & (1u << 29)) != 0;  // SHA
+  }();
+  return has;
+}
+
+Sha256::Sha256(bool use_sha_ni)
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
+      sha_ni_(use_sha_ni && CpuHasShaNi()) {}
+
+void Sha256::Blocks(const uint8_t* p, size_t count) {
+  if (sha_ni_) return ShaNiBlocks(h_.data(), p, count);
+  for (; count > 0; --count, p += 64) Block(p);
+}
 
 void Sha256::Block(const uint8_t* p) {
   uint32_t w[64];
@@ -63,10 +128,12 @@ void Sha256::Update(const void* data, size_t size) {
     p += take;
     size -= take;
     if (buf_len_ < 64) return;
-    Block(buf_.data());
+    Blocks(buf_.data(), 1);
     buf_len_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) Block(p);
+  Blocks(p, size / 64);
+  p += size / 64 * 64;
+  size %= 64;
   std::memcpy(buf_.data(), p, size);
   buf_len_ = size;
 }

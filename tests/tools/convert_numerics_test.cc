@@ -89,14 +89,22 @@ TEST(ConvertNumerics, SelectionFollowsTheReference) {
   EXPECT_FALSE(IsInt8Module("head", ratios, 4));
 }
 
-TEST(Sha256, KnownAnswers) {
-  Sha256 empty;
+class Sha256Test : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Sha256Test, KnownAnswers) {
+  if (GetParam() && !Sha256::CpuHasShaNi()) GTEST_SKIP() << "no SHA extensions";
+  Sha256 empty(GetParam());
   EXPECT_EQ(empty.FinishHex(), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  Sha256 abc;
+  Sha256 abc(GetParam());
   abc.Update("abc", 3);
   EXPECT_EQ(abc.FinishHex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 two_blocks(GetParam());  // 448-bit message: padding spills into a second block
+  const std::string m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  two_blocks.Update(m.data(), m.size());
+  EXPECT_EQ(two_blocks.FinishHex(),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   // 1,000,000 'a' fed in odd pieces (crosses the 64-byte buffer boundaries).
-  Sha256 million;
+  Sha256 million(GetParam());
   const std::string piece(997, 'a');
   size_t left = 1000000;
   while (left > 0) {
@@ -107,6 +115,25 @@ TEST(Sha256, KnownAnswers) {
   EXPECT_EQ(million.FinishHex(),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
+
+TEST(Sha256, ShaExtensionsEqualPortableCode) {
+  if (!Sha256::CpuHasShaNi()) GTEST_SKIP() << "no SHA extensions";
+  std::string data(100003, '\0');
+  uint32_t x = 1;
+  for (char& c : data) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  for (size_t len : {size_t{0}, size_t{55}, size_t{64}, size_t{65}, size_t{4096}, data.size()}) {
+    Sha256 fast(true), slow(false);
+    fast.Update(data.data(), len);
+    slow.Update(data.data(), len);
+    EXPECT_EQ(fast.FinishHex(), slow.FinishHex()) << len;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Sha256Test, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "ShaNi" : "Portable"; });
 
 }  // namespace
 }  // namespace dsv4::tools

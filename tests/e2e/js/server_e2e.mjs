@@ -90,7 +90,10 @@ async function waitFor(pred, ms = 10000) {
 const messages = (text) => [{ role: 'user', content: text }];
 
 async function plainServerTests() {
-  const server = await startServer(['--api-key', API_KEY, '--max-request-bytes', '65536']);
+  // MTP with K = 2: greedy output must not change, and the speculative
+  // decoding counters must move.
+  const server = await startServer(['--api-key', API_KEY, '--max-request-bytes', '65536',
+                                    '--speculative-config', '{"method":"mtp","num_speculative_tokens":2}']);
   const { base } = server;
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: API_KEY, maxRetries: 0 });
 
@@ -270,6 +273,11 @@ async function plainServerTests() {
                         'vllm:spec_decode_num_accepted_tokens_per_pos_total']) {
       assert.ok(body.includes(name), name);
     }
+    assert.ok(await metric(base, 'vllm:spec_decode_num_drafts_total') > 0);
+    const drafted = await metric(base, 'vllm:spec_decode_num_draft_tokens_total');
+    const accepted = await metric(base, 'vllm:spec_decode_num_accepted_tokens_total');
+    assert.ok(drafted > 0 && accepted >= 0 && accepted <= drafted, `${accepted}/${drafted}`);
+    assert.ok(body.includes('vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="tiny",engine="0",position="1"}'));
   });
 
   const exit = await stopServer(server);

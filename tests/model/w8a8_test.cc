@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "checkpoint/safetensors_writer.h"
 #include "kernels/gemm.h"
 #include "kernels/int8_gemm.h"
@@ -295,6 +296,36 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
     EXPECT_LT(e8, 0.035);
     EXPECT_LT(e8, 1.2 * en);
   }
+}
+
+// Manual check on real Flash layer shapes (docs/convert.md "Accuracy"):
+//   DSV4_W8A8_NATIVE=<make-tiny bench dir> DSV4_W8A8_CONVERTED=<its conversion>
+//     model_w8a8_test --gtest_also_run_disabled_tests --gtest_filter=*BenchPreset*
+TEST(W8a8Manual, DISABLED_BenchPresetLogits) {
+  const char* native_dir = std::getenv("DSV4_W8A8_NATIVE");
+  const char* converted_dir = std::getenv("DSV4_W8A8_CONVERTED");
+  if (native_dir == nullptr || converted_dir == nullptr) GTEST_SKIP() << "set the directories";
+  auto n = Model::Load(native_dir);
+  auto q = Model::Load(converted_dir);
+  ASSERT_TRUE(n.ok() && q.ok());
+  const int64_t v = (*n)->config().vocab_size;
+  std::vector<int32_t> ids(32);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 977 + 5) % v);
+  ThreadPool pool(2);
+  auto run = [&](const Model& m) {
+    ForwardBatch b;
+    b.Add(0, 0, ids);
+    for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
+    std::vector<float> logits(ids.size() * static_cast<size_t>(v));
+    auto cache = m.NewCache(1);
+    Workspace ws;
+    ForwardOutputs out;
+    out.logits = logits.data();
+    EXPECT_TRUE(m.Forward(b, *cache, out, ws, &pool).ok());
+    return logits;
+  };
+  const std::vector<float> a = run(**n), b = run(**q);
+  CheckRows(a, b, static_cast<int64_t>(ids.size()), v, "bench preset");
 }
 
 // Int8Linear reads "<name>.scale" [out] and "<name>.weight_scale" [out, 1]

@@ -18,7 +18,7 @@ namespace dsv4 {
 // One output token's log-probabilities (when SamplingParams::logprobs >= 0).
 struct TokenLogprob {
   int32_t token = 0;
-  float logprob = 0;  // of the sampled token under the (temperature-scaled) target distribution
+  float logprob = 0;  // of the sampled token: log-softmax of the raw logits (vLLM's default)
   std::vector<std::pair<int32_t, float>> top;  // top-N (token, logprob), descending
 };
 

@@ -13,6 +13,8 @@
 #include "kernels/dispatch.h"
 #include "membw.h"
 #include "model/model.h"
+#include "runner/local_engine.h"
+#include "runner/offline.h"
 
 namespace dsv4::cli {
 
@@ -25,6 +27,7 @@ struct BenchArgs {
   int64_t batch = 1;
   int threads = 0;
   int64_t triad_mib = 512;
+  int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
 };
 
 // Weight bytes one decode token reads with batch 1: every dense tensor once,
@@ -71,6 +74,55 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Decode throughput through the full engine (scheduler, runner, sampler),
+// without MTP and with MTP K = 1..args.speculative, side by side in one run:
+// the same `batch` requests of prompt_len random ids, greedy, decode_steps
+// new tokens each (ignore_eos so every run generates the same count).
+int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
+  std::printf("engine decode, batch %lld, prompt %lld, %lld new tokens each:\n",
+              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
+              static_cast<long long>(args.decode_steps));
+  double base_tps = 0;
+  for (int32_t k = 0; k <= args.speculative; ++k) {
+    EngineOptions eo;
+    eo.model_dir = args.model;
+    eo.threads = args.threads;
+    eo.max_num_seqs = args.batch;
+    eo.max_model_len = args.prompt_len + args.decode_steps + 8;
+    eo.num_speculative_tokens = k;
+    auto engine = CreateLocalEngine(eo);
+    if (!engine.ok()) {
+      std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
+      return 1;
+    }
+    std::mt19937 rng(99);
+    std::vector<GenerationRequest> reqs;
+    for (int64_t b = 0; b < args.batch; ++b) {
+      GenerationRequest r;
+      r.prompt.resize(static_cast<size_t>(args.prompt_len));
+      for (auto& id : r.prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+      r.max_tokens = args.decode_steps;
+      r.sampling.ignore_eos = true;
+      reqs.push_back(std::move(r));
+    }
+    auto report = RunOffline(**engine, std::move(reqs));
+    (*engine)->Shutdown();
+    if (!report.ok()) {
+      std::cerr << "dsv4 bench: " << report.status().message() << "\n";
+      return 1;
+    }
+    const double tps = report->generated_tokens_per_second();
+    if (k == 0) base_tps = tps;
+    std::printf(
+        "  K=%d: %.2f tok/s (x%.2f vs no MTP), mean accepted length %.2f, accepted %lld of "
+        "%lld drafts\n",
+        k, tps, base_tps > 0 ? tps / base_tps : 0.0, report->mean_accepted_length,
+        static_cast<long long>(report->spec_accepted_tokens),
+        static_cast<long long>(report->spec_draft_tokens));
+  }
+  return 0;
+}
+
 int RunBench(const BenchArgs& args) {
   auto model_or = Model::Load(args.model);
   if (!model_or.ok()) {
@@ -86,15 +138,14 @@ int RunBench(const BenchArgs& args) {
               std::string(kernels::IsaName(kernels::ActiveIsa())).c_str(),
               CpuFeatures::Detect().ToString().c_str(), pool.num_threads());
 
-  const TriadResult triad =
-      MeasureTriad(static_cast<size_t>(args.triad_mib) << 20, 5, &pool);
+  const TriadResult triad = MeasureTriad(static_cast<size_t>(args.triad_mib) << 20, 5, &pool);
   std::printf("memory bandwidth (STREAM triad, 3 x %lld MiB): best %.2f GB/s, median %.2f GB/s\n",
               static_cast<long long>(args.triad_mib), triad.best_gbps, triad.median_gbps);
 
   double weight_bytes = 0;
   const double touch_sec = TouchWeights(model.checkpoint(), &weight_bytes);
-  std::printf("weights paged in: %.1f MiB in %.2f s (not timed below)\n",
-              weight_bytes / (1 << 20), touch_sec);
+  std::printf("weights paged in: %.1f MiB in %.2f s (not timed below)\n", weight_bytes / (1 << 20),
+              touch_sec);
 
   auto cache = model.NewCache(args.batch);
   Workspace ws;
@@ -147,8 +198,7 @@ int RunBench(const BenchArgs& args) {
   const double steps_per_sec = static_cast<double>(args.decode_steps) / decode_sec;
   std::printf("decode: %lld steps x batch %lld in %.3f s = %.2f tok/s (%.2f ms/step)\n",
               static_cast<long long>(args.decode_steps), static_cast<long long>(args.batch),
-              decode_sec, steps_per_sec * static_cast<double>(args.batch),
-              1e3 / steps_per_sec);
+              decode_sec, steps_per_sec * static_cast<double>(args.batch), 1e3 / steps_per_sec);
   const double bytes = WeightBytesPerDecodeToken(model);
   std::printf("weight bytes per decode token (batch 1): %.1f MiB\n", bytes / (1 << 20));
   if (args.batch == 1) {
@@ -156,6 +206,7 @@ int RunBench(const BenchArgs& args) {
     std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best\n", achieved,
                 100.0 * achieved / triad.best_gbps);
   }
+  if (args.speculative > 0) return RunSpeculativeComparison(args, cfg.vocab_size);
   return 0;
 }
 
@@ -178,6 +229,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--triad-mib", args->triad_mib, "MiB per triad array")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 16))
       ->capture_default_str();
+  cmd->add_option("--speculative", args->speculative,
+                  "Also compare engine decode without MTP and with MTP K = 1..N")
+      ->check(CLI::Range(0, 16));
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }
 

@@ -9,9 +9,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dsv4: DeepSeek-V4 inference and serving engine"};
   app.require_subcommand(1);
   // Bad flags: exactly one line on stderr ("dsv4: <what is wrong>"), exit 2.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("dsv4: ") + e.what() + "\n";
-  });
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return std::string("dsv4: ") + e.what() + "\n"; });
   int exit_code = 0;
   dsv4::cli::RegisterMakeTiny(app, &exit_code);
   dsv4::cli::RegisterCheckGolden(app, &exit_code);

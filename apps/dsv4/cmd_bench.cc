@@ -79,17 +79,20 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 // the same `batch` requests of prompt_len random ids, greedy, decode_steps
 // new tokens each (ignore_eos so every run generates the same count).
 int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
-  std::printf("engine decode, batch %lld, prompt %lld, %lld new tokens each:\n",
+  std::printf("engine, batch %lld, prompt %lld, %lld new tokens each (tok/s = new tokens / "
+              "wall time of the whole run, prefill included):\n",
               static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
               static_cast<long long>(args.decode_steps));
   double base_tps = 0;
-  for (int32_t k = 0; k <= args.speculative; ++k) {
+  // k = -1 is an untimed warm-up (first-run effects: page cache, allocator,
+  // thread start-up) so that K=0 is not penalised for running first.
+  for (int32_t k = -1; k <= args.speculative; ++k) {
     EngineOptions eo;
     eo.model_dir = args.model;
     eo.threads = args.threads;
     eo.max_num_seqs = args.batch;
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
-    eo.num_speculative_tokens = k;
+    eo.num_speculative_tokens = std::max(k, 0);
     auto engine = CreateLocalEngine(eo);
     if (!engine.ok()) {
       std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
@@ -112,6 +115,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
       return 1;
     }
     const double tps = report->generated_tokens_per_second();
+    if (k < 0) continue;
     if (k == 0) base_tps = tps;
     std::printf(
         "  K=%d: %.2f tok/s (x%.2f vs no MTP), mean accepted length %.2f, accepted %lld of "

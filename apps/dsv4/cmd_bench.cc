@@ -79,10 +79,11 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 // the same `batch` requests of prompt_len random ids, greedy, decode_steps
 // new tokens each (ignore_eos so every run generates the same count).
 int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
-  std::printf("engine, batch %lld, prompt %lld, %lld new tokens each (tok/s = new tokens / "
-              "wall time of the whole run, prefill included):\n",
-              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
-              static_cast<long long>(args.decode_steps));
+  std::printf(
+      "engine, batch %lld, prompt %lld, %lld new tokens each (tok/s = new tokens / "
+      "wall time of the whole run, prefill included):\n",
+      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
+      static_cast<long long>(args.decode_steps));
   double base_tps = 0;
   // k = -1 is an untimed warm-up (first-run effects: page cache, allocator,
   // thread start-up) so that K=0 is not penalised for running first.

@@ -29,8 +29,7 @@ TriadResult MeasureTriad(size_t array_bytes, int reps, ThreadPool* pool) {
     ParallelFor(pool, n, 1 << 16, [&](int64_t s, int64_t e) {
       for (int64_t i = s; i < e; ++i) pa[i] = pb[i] + scalar * pc[i];
     });
-    const double sec =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) gbps.push_back(3.0 * static_cast<double>(array_bytes) / sec / 1e9);
   }
   std::sort(gbps.begin(), gbps.end());

@@ -9,7 +9,7 @@
 namespace dsv4 {
 
 struct TriadResult {
-  double best_gbps = 0;    // best of the repetitions, STREAM byte counting (3 arrays)
+  double best_gbps = 0;  // best of the repetitions, STREAM byte counting (3 arrays)
   double median_gbps = 0;
   size_t array_bytes = 0;  // per array
   int threads = 0;

@@ -59,8 +59,9 @@ Status ValidateGroupSpec(const CacheGroupSpec& spec) {
         spec.name, spec.tokens_per_page, spec.tokens_per_row);
   }
   if (spec.is_ring() && (spec.align <= 0 || spec.lookback < 0)) {
-    return InvalidArgument("cache group '{}': ring needs align > 0 and lookback >= 0, got {} and {}",
-                           spec.name, spec.align, spec.lookback);
+    return InvalidArgument(
+        "cache group '{}': ring needs align > 0 and lookback >= 0, got {} and {}", spec.name,
+        spec.align, spec.lookback);
   }
   if (spec.page_bytes < 0) {
     return InvalidArgument("cache group '{}': negative page_bytes {}", spec.name, spec.page_bytes);

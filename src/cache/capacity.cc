@@ -1,9 +1,9 @@
 #include "cache/capacity.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <numeric>
-
-#include <fmt/format.h>
 
 namespace dsv4 {
 namespace {
@@ -25,8 +25,8 @@ int64_t PeakPagesPerRequest(const CacheGroupSpec& spec, int64_t max_context,
   // and, once the step is longer than the live window, on its length only
   // modulo that period; enumerate starts far enough from 0 that the clamp at
   // position 0 hides nothing.
-  const int64_t period =
-      std::lcm(std::lcm<int64_t>(spec.align, spec.tokens_per_page), std::max<int64_t>(prefill_align, 1));
+  const int64_t period = std::lcm(std::lcm<int64_t>(spec.align, spec.tokens_per_page),
+                                  std::max<int64_t>(prefill_align, 1));
   const int64_t base = CeilDiv(spec.lookback + spec.align + spec.tokens_per_page, period) * period;
   const int64_t longest_short = spec.lookback + spec.align + 2 * spec.tokens_per_page + period;
   int64_t peak = 0;
@@ -59,8 +59,8 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
   plan.unit_tokens = 1;
   for (const CacheGroupSpec& g : groups) {
     DSV4_RETURN_IF_ERROR(ValidateGroupSpec(g));
-    const int64_t peak = PeakPagesPerRequest(g, o.max_model_len, o.max_step_tokens, o.num_spec,
-                                             o.prefill_align);
+    const int64_t peak =
+        PeakPagesPerRequest(g, o.max_model_len, o.max_step_tokens, o.num_spec, o.prefill_align);
     plan.peak_pages.push_back(peak);
     plan.bytes_per_slot += peak * g.page_bytes;
     if (g.is_ring()) {
@@ -70,7 +70,8 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
     }
   }
   for (const CacheGroupSpec& g : groups) {
-    if (!g.is_ring()) plan.history_bytes_per_unit += plan.unit_tokens / g.tokens_per_page * g.page_bytes;
+    if (!g.is_ring())
+      plan.history_bytes_per_unit += plan.unit_tokens / g.tokens_per_page * g.page_bytes;
   }
   const int64_t units_per_slot = CeilDiv(o.max_model_len, plan.unit_tokens);
   const int64_t history_bytes_per_slot = units_per_slot * plan.history_bytes_per_unit;
@@ -99,8 +100,9 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
   plan.num_slots = std::min(plan.num_ring_requests, plan.num_units / units_per_slot);
   for (size_t g = 0; g < groups.size(); ++g) {
     const CacheGroupSpec& spec = groups[g];
-    const int64_t pages = spec.is_ring() ? plan.num_ring_requests * plan.peak_pages[g]
-                                         : plan.num_units * (plan.unit_tokens / spec.tokens_per_page);
+    const int64_t pages = spec.is_ring()
+                              ? plan.num_ring_requests * plan.peak_pages[g]
+                              : plan.num_units * (plan.unit_tokens / spec.tokens_per_page);
     plan.num_pages.push_back(pages);
     plan.total_bytes += pages * spec.page_bytes;
   }

@@ -32,25 +32,25 @@ int64_t PeakPagesPerRequest(const CacheGroupSpec& spec, int64_t max_context,
                             int64_t max_step_tokens, int64_t num_spec, int64_t prefill_align);
 
 struct CapacityOptions {
-  int64_t budget_bytes = 0;      // per partition
-  int64_t max_model_len = 0;     // positions per request
-  int64_t max_step_tokens = 0;   // largest prefill chunk of one request in one step
-  int64_t num_spec = 0;          // draft positions reserved per decode step (K)
-  int64_t prefill_align = 1;     // prefill chunks start at multiples of this (the tile)
-  int64_t max_seqs = 0;          // requests per partition the ring pools serve at once
+  int64_t budget_bytes = 0;     // per partition
+  int64_t max_model_len = 0;    // positions per request
+  int64_t max_step_tokens = 0;  // largest prefill chunk of one request in one step
+  int64_t num_spec = 0;         // draft positions reserved per decode step (K)
+  int64_t prefill_align = 1;    // prefill chunks start at multiples of this (the tile)
+  int64_t max_seqs = 0;         // requests per partition the ring pools serve at once
 };
 
 struct CapacityPlan {
-  std::vector<int64_t> num_pages;          // [num_groups] pool size per partition
-  std::vector<int64_t> peak_pages;         // [num_groups] one max-length request at its peak
-  int64_t bytes_per_slot = 0;              // Σ peak_pages * page_bytes
-  int64_t ring_bytes_per_request = 0;      // ring part of bytes_per_slot
-  int64_t history_bytes_per_unit = 0;      // full-history bytes of one context unit
-  int64_t unit_tokens = 0;                 // context unit (lcm of full-history page sizes)
-  int64_t num_units = 0;                   // context units the full-history pools hold
-  int64_t num_ring_requests = 0;           // requests the ring pools hold at their peak
-  int64_t num_slots = 0;                   // max-length requests that fit at once
-  int64_t total_bytes = 0;                 // bytes the pools take (<= budget)
+  std::vector<int64_t> num_pages;      // [num_groups] pool size per partition
+  std::vector<int64_t> peak_pages;     // [num_groups] one max-length request at its peak
+  int64_t bytes_per_slot = 0;          // Σ peak_pages * page_bytes
+  int64_t ring_bytes_per_request = 0;  // ring part of bytes_per_slot
+  int64_t history_bytes_per_unit = 0;  // full-history bytes of one context unit
+  int64_t unit_tokens = 0;             // context unit (lcm of full-history page sizes)
+  int64_t num_units = 0;               // context units the full-history pools hold
+  int64_t num_ring_requests = 0;       // requests the ring pools hold at their peak
+  int64_t num_slots = 0;               // max-length requests that fit at once
+  int64_t total_bytes = 0;             // bytes the pools take (<= budget)
 };
 
 // Fails (ResourceExhausted) when the budget cannot hold one max-length request.

@@ -22,7 +22,7 @@ class PagePool {
   void Release(int32_t page);
 
  private:
-  std::vector<int32_t> free_;   // stack of free page ids
+  std::vector<int32_t> free_;    // stack of free page ids
   std::vector<uint8_t> in_use_;  // [num_pages] 1 while owned; catches double release
 };
 

@@ -23,7 +23,7 @@ struct TokenLogprob {
 };
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;          // non-empty
+  std::vector<int32_t> prompt;  // non-empty
   int64_t max_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // in addition to EOS (unless sampling.ignore_eos)
   SamplingParams sampling;
@@ -47,7 +47,7 @@ struct EngineStats {
   double cache_usage = 0;  // fraction of pages in use, [0, 1]
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
-  int64_t spec_num_drafts = 0;          // verify steps that carried drafts
+  int64_t spec_num_drafts = 0;  // verify steps that carried drafts
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;  // [K]

@@ -58,8 +58,7 @@ Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
 }
 
 Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& s,
-                                                         const CacheStorage& st,
-                                                         int32_t block_size,
+                                                         const CacheStorage& st, int32_t block_size,
                                                          StatePageTokens state_pages) {
   DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
                         MakeDsv4CacheGroups(GeometryFor(s, block_size, state_pages)));
@@ -72,7 +71,8 @@ Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& 
       s.num_hca_layers * groups[kGroupCmpC128].rows_per_page() * st.kv_row_bytes;
   groups[kGroupCmpC4].page_bytes =
       s.num_csa_layers * groups[kGroupCmpC4].rows_per_page() * st.kv_row_bytes;
-  groups[kGroupIdx].page_bytes = s.num_csa_layers * groups[kGroupIdx].rows_per_page() * st.index_row_bytes;
+  groups[kGroupIdx].page_bytes =
+      s.num_csa_layers * groups[kGroupIdx].rows_per_page() * st.index_row_bytes;
   // State rows are [kv | score]; the CSA compressors overlap two blocks, which
   // doubles both halves.
   groups[kGroupHcaState].page_bytes = s.num_hca_layers * state_pages.hca * (2 * d) * e;
@@ -99,8 +99,8 @@ Result<SlotComparison> CompareBytesPerSlot(const Dsv4CacheShapes& shapes,
   };
   SlotComparison c;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const int64_t peak = PeakPagesPerRequest(groups[g], max_model_len, max_step_tokens, num_spec,
-                                             prefill_tile);
+    const int64_t peak =
+        PeakPagesPerRequest(groups[g], max_model_len, max_step_tokens, num_spec, prefill_tile);
     c.group_names.push_back(groups[g].name);
     c.ours.push_back(peak * groups[g].page_bytes);
     c.reference.push_back(reference_depth[g] * groups[g].page_bytes);
@@ -111,9 +111,9 @@ Result<SlotComparison> CompareBytesPerSlot(const Dsv4CacheShapes& shapes,
 }
 
 std::string DescribeSlotComparison(const SlotComparison& c) {
-  std::string s = fmt::format("bytes per slot: ours {} ({:.1f} MiB), reference {} ({:.1f} MiB);",
-                              c.ours_total, c.ours_total / 1048576.0, c.reference_total,
-                              c.reference_total / 1048576.0);
+  std::string s =
+      fmt::format("bytes per slot: ours {} ({:.1f} MiB), reference {} ({:.1f} MiB);", c.ours_total,
+                  c.ours_total / 1048576.0, c.reference_total, c.reference_total / 1048576.0);
   for (size_t g = 0; g < c.group_names.size(); ++g) {
     s += fmt::format(" {} {}/{}", c.group_names[g], c.ours[g], c.reference[g]);
   }
@@ -121,7 +121,8 @@ std::string DescribeSlotComparison(const SlotComparison& c) {
 }
 
 Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
-  if (o.num_partitions <= 0) return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
+  if (o.num_partitions <= 0)
+    return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
   DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
                         BuildDsv4CacheGroups(o.shapes, o.storage, o.block_size, o.state_pages));
   CapacityOptions capacity;

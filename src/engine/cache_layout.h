@@ -86,8 +86,8 @@ struct CacheSetupOptions {
   CacheStorage storage;
   int32_t block_size = 128;  // --block-size
   StatePageTokens state_pages;
-  int64_t budget_bytes = 0;     // all partitions together (ResolveKvBudget)
-  int32_t num_partitions = 1;   // --dp
+  int64_t budget_bytes = 0;    // all partitions together (ResolveKvBudget)
+  int32_t num_partitions = 1;  // --dp
   int64_t max_model_len = 0;
   int64_t max_step_tokens = 0;  // SchedulerConfig::PrefillExtent()
   int64_t num_spec = 0;         // K

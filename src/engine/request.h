@@ -40,7 +40,7 @@ struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> new_tokens;  // committed this step (after stop/length truncation)
   FinishReason finish = FinishReason::kNone;
-  Status error;                     // set with kError
+  Status error;  // set with kError
 };
 
 }  // namespace dsv4

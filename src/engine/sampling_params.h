@@ -10,14 +10,14 @@ namespace dsv4 {
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy (argmax, lowest id on ties)
-  float top_p = 1.0f;        // keep the smallest prefix whose mass reaches p (incl. the crossing token)
-  int32_t top_k = 0;         // 0 = off
-  float min_p = 0.0f;        // drop tokens with p < min_p * p_max; 0 = off
+  float top_p = 1.0f;  // keep the smallest prefix whose mass reaches p (incl. the crossing token)
+  int32_t top_k = 0;   // 0 = off
+  float min_p = 0.0f;  // drop tokens with p < min_p * p_max; 0 = off
   std::optional<uint64_t> seed;  // per-request stream: same seed, same output, whatever the batch
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // 1 = off
-  int32_t logprobs = -1;     // top-N logprobs per output token; -1 = none, 0 = sampled token only
+  int32_t logprobs = -1;  // top-N logprobs per output token; -1 = none, 0 = sampled token only
   bool ignore_eos = false;
 
   bool greedy() const { return temperature <= 0.0f; }

@@ -9,11 +9,16 @@ namespace dsv4 {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
@@ -23,8 +28,10 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgument("--max-num-batched-tokens must be positive, got {}",
                            max_num_batched_tokens);
   }
-  if (max_num_seqs <= 0) return InvalidArgument("--max-num-seqs must be positive, got {}", max_num_seqs);
-  if (max_model_len < 2) return InvalidArgument("--max-model-len must be at least 2, got {}", max_model_len);
+  if (max_num_seqs <= 0)
+    return InvalidArgument("--max-num-seqs must be positive, got {}", max_num_seqs);
+  if (max_model_len < 2)
+    return InvalidArgument("--max-model-len must be at least 2, got {}", max_model_len);
   if (long_prefill_token_threshold < 0) {
     return InvalidArgument("--long-prefill-token-threshold must be >= 0, got {}",
                            long_prefill_token_threshold);
@@ -90,8 +97,9 @@ Status Scheduler::AddRequest(Request request) {
   }
   const int64_t num_prompt = static_cast<int64_t>(request.prompt.size());
   if (num_prompt >= config_.max_model_len) {
-    return InvalidArgument("request {}: prompt of {} tokens leaves no room under --max-model-len {}",
-                           id, num_prompt, config_.max_model_len);
+    return InvalidArgument(
+        "request {}: prompt of {} tokens leaves no room under --max-model-len {}", id, num_prompt,
+        config_.max_model_len);
   }
   Seq seq;
   seq.tokens = request.prompt;
@@ -383,8 +391,8 @@ void Scheduler::ApplyResult(Seq& seq, const ScheduledRequest& e, const RequestRe
 Status Scheduler::Commit(const StepPlan& plan, const StepResult& result) {
   DSV4_CHECK_MSG(in_flight_, "Commit without a scheduled plan");
   if (result.step_id != plan.step_id) {
-    const Status error = Internal("step result {} does not belong to plan {}", result.step_id,
-                                  plan.step_id);
+    const Status error =
+        Internal("step result {} does not belong to plan {}", result.step_id, plan.step_id);
     FailStep(plan, error);
     return error;
   }

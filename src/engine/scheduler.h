@@ -43,15 +43,15 @@
 namespace dsv4 {
 
 struct SchedulerConfig {
-  int64_t max_num_batched_tokens = 8192;    // token budget of one step (drafts included)
-  int64_t max_num_seqs = 256;               // running requests at most
-  int64_t long_prefill_token_threshold = 0; // per-request chunk cap; 0 = none of its own
-  int64_t max_model_len = 0;                // positions per request
-  int64_t max_prefill_extent = 8192;        // kernel ceiling of one request's chunk
-  int64_t prefill_tile = 128;               // kernel tile; chunks are padded to it
-  int32_t num_speculative_tokens = 0;       // K draft positions per decode step
-  int32_t num_partitions = 1;               // --dp
-  int32_t max_admission_skips = 16;         // bypasses of the oldest waiting request
+  int64_t max_num_batched_tokens = 8192;     // token budget of one step (drafts included)
+  int64_t max_num_seqs = 256;                // running requests at most
+  int64_t long_prefill_token_threshold = 0;  // per-request chunk cap; 0 = none of its own
+  int64_t max_model_len = 0;                 // positions per request
+  int64_t max_prefill_extent = 8192;         // kernel ceiling of one request's chunk
+  int64_t prefill_tile = 128;                // kernel tile; chunks are padded to it
+  int32_t num_speculative_tokens = 0;        // K draft positions per decode step
+  int32_t num_partitions = 1;                // --dp
+  int32_t max_admission_skips = 16;          // bypasses of the oldest waiting request
 
   Status Validate() const;
   // min(max_prefill_extent, max_num_batched_tokens, threshold, max_model_len).
@@ -61,7 +61,7 @@ struct SchedulerConfig {
 struct SchedulerStats {
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
-  int64_t num_draft_tokens = 0;      // draft positions dispatched
+  int64_t num_draft_tokens = 0;  // draft positions dispatched
   int64_t num_accepted_drafts = 0;
 };
 
@@ -119,8 +119,8 @@ class Scheduler {
     bool slot_is_new = false;      // next plan entry is the slot's first
     bool has_draft_state = false;  // a logits step ran since (re)admission
     int32_t admission_skips = 0;
-    uint64_t scheduled_step = 0;   // plan id + 1 of the last plan it is in
-    uint64_t preempted_step = 0;   // plan id + 1 of the Schedule that preempted it
+    uint64_t scheduled_step = 0;  // plan id + 1 of the last plan it is in
+    uint64_t preempted_step = 0;  // plan id + 1 of the Schedule that preempted it
 
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
     int64_t num_output() const { return num_tokens() - num_prompt; }

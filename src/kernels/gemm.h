@@ -33,16 +33,16 @@ struct Fp4Weight {
 
 // y[M, out] = bf16(sum over 128-blocks kb of (sum_k qa*qw) * (sa[m,kb]*sw[n/128,kb])).
 // x_codes [M, in] e4m3 and x_scales [M, in/128] come from ActQuantFp8(block 128).
-void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w,
-             bf16* y, ThreadPool* pool);
+void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
+             ThreadPool* pool);
 
 // y[M, out] = bf16(sum over 32-blocks j of ((sum_k qa*qw) * sa[m,j/4]) * sw[n,j]).
-void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w,
-             bf16* y, ThreadPool* pool);
+void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
+             ThreadPool* pool);
 
 // y[M, N] (row stride ldy) = bf16(x[M, K] (row stride ldx) . w[N, K]^T), FP32 accumulation.
-void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n,
-              bf16* y, int64_t ldy, ThreadPool* pool);
+void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
+              int64_t ldy, ThreadPool* pool);
 
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 (BF16 operands upcast exactly).
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,

@@ -29,7 +29,8 @@ struct AttentionWeights {
   Linear wq_b;      // [H*d, q_lora] FP8 or INT8
   Linear wkv;       // [d, D] FP8 or BF16
   Buffer kv_norm;   // [d] BF16
-  Bf16Linear wo_a;  // [G*o_lora, H*d/G], FP8 dequantized at load as the reference's converter (BF16 in W8A8)
+  Bf16Linear wo_a;  // [G*o_lora, H*d/G], FP8 dequantized at load as the reference's converter (BF16
+                    // in W8A8)
   Linear wo_b;      // [D, G*o_lora] FP8 or INT8
   Buffer sink;      // [H] FP32
   std::vector<float> freqs;  // [rd/2], this layer's RoPE profile

@@ -59,8 +59,8 @@ Result<std::unique_ptr<Indexer>> Indexer::Load(const Checkpoint& ckpt, const Mod
   }
   ix->weight_scale_ = static_cast<float>(std::pow(static_cast<double>(ix->head_dim_), -0.5) *
                                          std::pow(static_cast<double>(ix->n_heads_), -0.5));
-  DSV4_ASSIGN_OR_RETURN(ix->wq_b_, Linear::Load(ckpt, prefix + "wq_b",
-                                                   ix->n_heads_ * ix->head_dim_, cfg.q_lora_rank));
+  DSV4_ASSIGN_OR_RETURN(ix->wq_b_, Linear::Load(ckpt, prefix + "wq_b", ix->n_heads_ * ix->head_dim_,
+                                                cfg.q_lora_rank));
   DSV4_ASSIGN_OR_RETURN(ix->weights_proj_, Bf16Linear::Load(ckpt, prefix + "weights_proj",
                                                             ix->n_heads_, cfg.hidden_size));
   CompressorSpec spec;

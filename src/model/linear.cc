@@ -88,8 +88,8 @@ Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt, const 
         const float v = lut[codes[o * in + i]] * scale;
         const bf16 b = F32ToBf16(v);
         if (Bf16ToF32(b) != v) {
-          return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})",
-                          name, o, i, v);
+          return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})", name,
+                          o, i, v);
         }
         dst[o * in + i] = b;
       }
@@ -150,11 +150,10 @@ Result<Int8Linear> Int8Linear::Load(const Checkpoint& ckpt, const std::string& n
   return l;
 }
 
-void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws,
-                         ThreadPool* pool) const {
+void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const {
   if (m == 0) return;
   int8_t* codes = ws.Get<int8_t>("lin.q8", static_cast<size_t>(m * w_.in));  // [m, in]
-  float* scales = ws.Get<float>("lin.s8", static_cast<size_t>(m));            // [m]
+  float* scales = ws.Get<float>("lin.s8", static_cast<size_t>(m));           // [m]
   kernels::ActQuantInt8PerToken(x, m, w_.in, codes, scales);
   kernels::Int8Gemm(codes, scales, m, w_, y, pool);
 }

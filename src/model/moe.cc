@@ -48,11 +48,11 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t inter, float limi
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
   constexpr bool kInt8 = std::is_same_v<Code, int8_t>;
   const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;  // per row
-  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));                // [m, inter]
-  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));                // [m, inter]
-  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));                // [m, inter]
-  Code* hq = ws.Get<Code>("moe.hq", Sz(m * inter));              // [m, inter]
-  float* hs = ws.Get<float>("moe.hs", Sz(m * num_scales));       // [m, num_scales]
+  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));            // [m, inter]
+  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));            // [m, inter]
+  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));            // [m, inter]
+  Code* hq = ws.Get<Code>("moe.hq", Sz(m * inter));          // [m, inter]
+  float* hs = ws.Get<float>("moe.hs", Sz(m * num_scales));   // [m, num_scales]
   gemm(x_codes, x_scales, m, w1, g, pool);
   gemm(x_codes, x_scales, m, w3, u, pool);
   kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
@@ -204,11 +204,11 @@ void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m,
                          const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool) {
   if (w.is_int8()) {
-    return ExpertBody(w.q1, w.q2, w.q3, shape.inter, shape.swiglu_limit, AsInt8(x_codes),
-                      x_scales, m, row_weight, y, ws, pool, kernels::Int8Gemm);
+    return ExpertBody(w.q1, w.q2, w.q3, shape.inter, shape.swiglu_limit, AsInt8(x_codes), x_scales,
+                      m, row_weight, y, ws, pool, kernels::Int8Gemm);
   }
-  ExpertBody(w.w1, w.w2, w.w3, shape.inter, shape.swiglu_limit, x_codes, x_scales, m, row_weight,
-             y, ws, pool, kernels::Fp4Gemm);
+  ExpertBody(w.w1, w.w2, w.w3, shape.inter, shape.swiglu_limit, x_codes, x_scales, m, row_weight, y,
+             ws, pool, kernels::Fp4Gemm);
 }
 
 void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
@@ -228,7 +228,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   const int64_t d = shape.dim;
   const int64_t e = shape.num_experts;
   const int64_t k = shape.top_k;
-  const int64_t nb = w.int8 ? 1 : d / kActBlock;  // activation scales per row
+  const int64_t nb = w.int8 ? 1 : d / kActBlock;      // activation scales per row
   const int64_t na = n * k;                           // assignments
   int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));  // [n, k]
   float* rw = ws.Get<float>("moe.rw", Sz(na));        // [n, k]

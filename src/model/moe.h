@@ -46,17 +46,17 @@ struct RouterWeights {
 // Native checkpoints fill w1..w3; W8A8 checkpoints (model.md §4.6) fill
 // q1..q3 instead (INT8 per channel, per-token INT8 activations).
 struct RoutedExpertWeights {
-  kernels::Fp4Weight w1;  // gate [inter, dim]
-  kernels::Fp4Weight w2;  // down [dim, inter]
-  kernels::Fp4Weight w3;  // up   [inter, dim]
+  kernels::Fp4Weight w1;                 // gate [inter, dim]
+  kernels::Fp4Weight w2;                 // down [dim, inter]
+  kernels::Fp4Weight w3;                 // up   [inter, dim]
   kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8: same roles and shapes
   bool is_int8() const { return q1.codes != nullptr; }
 };
 
 struct SharedExpertWeights {
-  kernels::Fp8Weight w1;  // gate [shared_inter, dim]
-  kernels::Fp8Weight w2;  // down [dim, shared_inter]
-  kernels::Fp8Weight w3;  // up   [shared_inter, dim]
+  kernels::Fp8Weight w1;                 // gate [shared_inter, dim]
+  kernels::Fp8Weight w2;                 // down [dim, shared_inter]
+  kernels::Fp8Weight w3;                 // up   [shared_inter, dim]
   kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8
   bool is_int8() const { return q1.codes != nullptr; }
 };

@@ -15,12 +15,12 @@ struct EngineOptions {
   int64_t max_num_seqs = 16;              // running requests at most
   int64_t max_num_batched_tokens = 4096;  // token budget per step
   int64_t long_prefill_token_threshold = 2048;
-  int64_t block_size = 128;               // source tokens per cache page
-  int32_t dp = 1;                         // attention data-parallel partitions
-  int64_t kv_cache_memory = 0;            // bytes for caches; 0 = use memory_utilization
-  double memory_utilization = 0.9;        // fraction of available RAM for caches (when bytes = 0)
-  int32_t num_speculative_tokens = 0;     // K; 0 = no MTP
-  int64_t max_waiting = 1024;             // queued requests beyond which Submit fails (429/503)
+  int64_t block_size = 128;            // source tokens per cache page
+  int32_t dp = 1;                      // attention data-parallel partitions
+  int64_t kv_cache_memory = 0;         // bytes for caches; 0 = use memory_utilization
+  double memory_utilization = 0.9;     // fraction of available RAM for caches (when bytes = 0)
+  int32_t num_speculative_tokens = 0;  // K; 0 = no MTP
+  int64_t max_waiting = 1024;          // queued requests beyond which Submit fails (429/503)
 };
 
 }  // namespace dsv4

@@ -1,8 +1,8 @@
 #include "cache/cache_manager.h"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "cache/page_pool.h"
 
@@ -25,7 +25,8 @@ std::vector<CacheGroupSpec> SmallGroups() {
 }
 
 CacheManager Make(int32_t partitions, int64_t ring_pages, int64_t full_pages) {
-  Result<CacheManager> cache = CacheManager::Create(SmallGroups(), partitions, {ring_pages, full_pages});
+  Result<CacheManager> cache =
+      CacheManager::Create(SmallGroups(), partitions, {ring_pages, full_pages});
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   return std::move(cache).value();
 }

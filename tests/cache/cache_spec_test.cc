@@ -14,8 +14,8 @@ std::vector<CacheGroupSpec> FlashGroups() {
 TEST(CacheSpecTest, SevenGroupsInReferenceOrder) {
   const std::vector<CacheGroupSpec> g = FlashGroups();
   ASSERT_EQ(g.size(), size_t{kNumDsv4Groups});
-  const char* names[] = {"ori", "cmp_c128", "cmp_c4", "idx", "hca_state", "csa_state",
-                         "csa_inner_state"};
+  const char* names[] = {"ori",       "cmp_c128",  "cmp_c4",         "idx",
+                         "hca_state", "csa_state", "csa_inner_state"};
   const bool ring[] = {true, false, false, false, true, true, true};
   const int32_t page_tokens[] = {128, 128, 128, 128, 8, 4, 4};
   for (int i = 0; i < kNumDsv4Groups; ++i) {

@@ -1,8 +1,8 @@
 #include "cache/capacity.h"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace dsv4 {
 namespace {
@@ -39,11 +39,13 @@ TEST(CapacityTest, PeakCoversEveryStepBruteForce) {
     for (int64_t start = 0; start < 1200; start += 1) {
       for (int64_t n = 1; n <= 600 && start % 32 == 0; n += 1) {
         int64_t pages = 0;
-        for (const PageRange& r : g[size_t(gi)].RequiredPages({start, start + n, 0})) pages += r.size();
+        for (const PageRange& r : g[size_t(gi)].RequiredPages({start, start + n, 0}))
+          pages += r.size();
         ASSERT_LE(pages, peak) << g[size_t(gi)].name << " start " << start << " n " << n;
       }
       int64_t pages = 0;
-      for (const PageRange& r : g[size_t(gi)].RequiredPages({start, start + 4, 3})) pages += r.size();
+      for (const PageRange& r : g[size_t(gi)].RequiredPages({start, start + 4, 3}))
+        pages += r.size();
       ASSERT_LE(pages, peak);
     }
   }

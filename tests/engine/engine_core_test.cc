@@ -1,9 +1,9 @@
 #include "engine/engine_core.h"
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
-
-#include <gtest/gtest.h>
 
 #include "harness.h"
 

@@ -1,8 +1,8 @@
 #include "fake_executor.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace dsv4::testing {
 namespace {
@@ -81,9 +81,10 @@ void FakeExecutor::Write(const ScheduledRequest& e, const std::vector<int32_t>& 
       Cell* cell = CellAt(e, g, pos);
       if (cell == nullptr) {
         if (pos >= must_from) {
-          Error(fmt::format("request {} group {}: position {} (step [{}, {}), {} drafts) has no "
-                            "page",
-                            e.id, spec.name, pos, e.start_pos, end, e.num_draft));
+          Error(
+              fmt::format("request {} group {}: position {} (step [{}, {}), {} drafts) has no "
+                          "page",
+                          e.id, spec.name, pos, e.start_pos, end, e.num_draft));
         }
         continue;
       }
@@ -99,11 +100,13 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
   const auto key = std::make_pair(e.partition, e.slot);
   auto it = slots_.find(key);
   if (e.is_new) {
-    if (it != slots_.end()) Error(fmt::format("request {}: slot {} reused unreleased", e.id, e.slot));
-    if (e.start_pos != 0) Error(fmt::format("request {}: new slot at position {}", e.id, e.start_pos));
+    if (it != slots_.end())
+      Error(fmt::format("request {}: slot {} reused unreleased", e.id, e.slot));
+    if (e.start_pos != 0)
+      Error(fmt::format("request {}: new slot at position {}", e.id, e.start_pos));
     it = slots_.insert_or_assign(key, SlotState{e.id, e.generation, 0}).first;
-  } else if (it == slots_.end() || it->second.id != e.id ||
-             it->second.generation != e.generation || it->second.next_pos != e.start_pos) {
+  } else if (it == slots_.end() || it->second.id != e.id || it->second.generation != e.generation ||
+             it->second.next_pos != e.start_pos) {
     Error(fmt::format("request {} gen {}: slot {} state does not match (start {})", e.id,
                       e.generation, e.slot, e.start_pos));
     return r;
@@ -112,7 +115,8 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
   for (int64_t i = 0; i < num_real; ++i) {
     if (e.token_ids[size_t(i)] != true_token_(e.id, e.start_pos + i)) {
       Error(fmt::format("request {}: fed token {} at position {}, want {}", e.id,
-                        e.token_ids[size_t(i)], e.start_pos + i, true_token_(e.id, e.start_pos + i)));
+                        e.token_ids[size_t(i)], e.start_pos + i,
+                        true_token_(e.id, e.start_pos + i)));
     }
   }
   for (int64_t i = num_real; i < e.num_tokens(); ++i) {
@@ -126,8 +130,8 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
   for (int64_t i = 0; i < e.num_draft; ++i) {
     const int64_t pos = e.start_pos + num_real + i;
     const int32_t truth = true_token_(e.id, pos);
-    const bool right = static_cast<int>(Hash(e.id, pos, e.generation * 7919ull + 3) % 100) <
-                       accept_percent_;
+    const bool right =
+        static_cast<int>(Hash(e.id, pos, e.generation * 7919ull + 3) % 100) < accept_percent_;
     rows.push_back(right ? truth : truth + 1);
     all_right = all_right && right;
     if (all_right) ++accepted;
@@ -137,7 +141,8 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
     it->second.next_pos = e.start_pos + num_real;
     return r;
   }
-  for (int32_t j = 0; j <= accepted; ++j) r.tokens.push_back(true_token_(e.id, e.start_pos + num_real + j));
+  for (int32_t j = 0; j <= accepted; ++j)
+    r.tokens.push_back(true_token_(e.id, e.start_pos + num_real + j));
   r.num_accepted_drafts = accepted;
   it->second.next_pos = e.start_pos + num_real + accepted;
   return r;
@@ -168,7 +173,8 @@ Result<StepResult> FakeExecutor::Run(const StepPlan& plan) {
     // Lifecycle changes apply even though the compute fails: the scheduler
     // releases this plan's slots in the next plan.
     for (const ScheduledRequest& e : plan.requests) {
-      if (e.is_new) slots_.insert_or_assign({e.partition, e.slot}, SlotState{e.id, e.generation, 0});
+      if (e.is_new)
+        slots_.insert_or_assign({e.partition, e.slot}, SlotState{e.id, e.generation, 0});
     }
     return Internal("injected executor failure in step {}", plan.step_id);
   }

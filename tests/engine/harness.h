@@ -1,12 +1,12 @@
 // Scheduler + fake executor wiring shared by the engine tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/cache_layout.h"
 #include "engine/scheduler.h"

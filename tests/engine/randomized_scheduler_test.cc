@@ -2,11 +2,11 @@
 // acceptance and cache pressure, with every invariant checked after every
 // step (pages owned exactly once, budgets, slots, the fake's contract checks)
 // and every output compared with the uninterrupted result at the end.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "engine/cache_layout.h"
 #include "harness.h"

@@ -1,8 +1,8 @@
 #include "engine/scheduler.h"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "harness.h"
 
@@ -302,8 +302,8 @@ TEST(SchedulerTest, FinishReasons) {
   SchedulerConfig c = TinyConfig();
   Harness h(c, TinyCache(1, 64, 64), 60, /*stop_per_mille=*/150);
   ASSERT_TRUE(h.Add(1, 10, 200, -1, /*stop_on_fake_stop=*/true).ok());
-  ASSERT_TRUE(h.Add(2, 10, 7).ok());   // max_tokens
-  ASSERT_TRUE(h.Add(3, 250, 50).ok()); // max_model_len 256: 6 tokens
+  ASSERT_TRUE(h.Add(2, 10, 7).ok());    // max_tokens
+  ASSERT_TRUE(h.Add(3, 250, 50).ok());  // max_model_len 256: 6 tokens
   h.RunToCompletion();
   EXPECT_EQ(h.finished().at(1).reason, FinishReason::kStop);
   EXPECT_EQ(h.finished().at(1).tokens.back(), kFakeStopToken);

@@ -14,8 +14,8 @@ TEST(SlotPoolTest, LowestSlotFirstAndGenerationsGrow) {
   EXPECT_EQ(a.generation, 1u);
   pool.Release(a.slot);
   const SlotHandle c = pool.Acquire();
-  EXPECT_EQ(c.slot, 0);             // reused ...
-  EXPECT_EQ(c.generation, 2u);      // ... under a new generation
+  EXPECT_EQ(c.slot, 0);         // reused ...
+  EXPECT_EQ(c.generation, 2u);  // ... under a new generation
   EXPECT_EQ(pool.generation(0), 2u);
   EXPECT_EQ(pool.num_free(), 1);
 }

@@ -167,10 +167,10 @@ TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
   ExpectSame(want, RunToCompletion(TestOptions(3), reqs, 0, 1), "sampled, MTP K=3");
   int64_t errors = 0;
   RunStats stats;
-  const auto got = RunToCompletion(TestOptions(3), reqs, 0, 1, &stats,
-                                   std::make_unique<OracleProposer>(
-                                       Truth(reqs, want), 3, 75, TinyModel().config().vocab_size,
-                                       &errors));
+  const auto got =
+      RunToCompletion(TestOptions(3), reqs, 0, 1, &stats,
+                      std::make_unique<OracleProposer>(Truth(reqs, want), 3, 75,
+                                                       TinyModel().config().vocab_size, &errors));
   ExpectSame(want, got, "sampled, oracle K=3");
   EXPECT_EQ(errors, 0);
   EXPECT_GT(stats.spec.num_accepted_tokens, 0);

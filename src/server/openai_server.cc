@@ -35,6 +35,7 @@ struct StreamState {
   ConnectionWatch watch;
   ResponseHeader header;
   std::vector<size_t> text_offsets;
+  std::vector<bool> finish_sent;  // [choice]: its finish_reason chunk is out
   bool started = false;
   bool aborted = false;  // by a server stop
   bool finished = false;
@@ -330,19 +331,29 @@ bool OpenAiServer::Impl::StreamStep(StreamState& st, httplib::DataSink& sink) {
   // After every engine output (and every keepalive period): a client that
   // left is noticed here, within one engine step, not at a later write.
   if (st.watch.PeerClosed()) return false;
-  for (auto& [index, delta] : deltas) {
+  // One poll can carry several outputs of a choice, and d.finished() tells the
+  // state after the last of them: only that last delta may carry (chat: be
+  // followed by) the finish_reason, and only once per choice.
+  st.finish_sent.resize(static_cast<size_t>(gen.num_choices()), false);
+  std::vector<size_t> last_delta(static_cast<size_t>(gen.num_choices()), 0);
+  for (size_t k = 0; k < deltas.size(); ++k) last_delta[static_cast<size_t>(deltas[k].first)] = k;
+  for (size_t k = 0; k < deltas.size(); ++k) {
+    const int index = deltas[k].first;
+    const ChoiceDelta& delta = deltas[k].second;
     const ChoiceDecoder& d = gen.choice(index);
+    const auto ci = static_cast<size_t>(index);
+    const bool finish_here = d.finished() && k == last_delta[ci] && !st.finish_sent[ci];
+    if (finish_here) st.finish_sent[ci] = true;
     if (chat) {
       Json c = ChatDeltaChunk(st.header, index, delta, tok_);
       if (!c.is_null()) out += SseEvent(c);
-      if (d.finished() && d.error().ok())
+      if (finish_here && d.error().ok())
         out += SseEvent(ChatFinishChunk(st.header, index, d.finish_reason()));
-    } else if (!delta.empty() || d.finished()) {
-      out +=
-          SseEvent(CompletionChunk(st.header, index, delta, d.finished() ? d.finish_reason() : "",
-                                   tok_, &st.text_offsets[static_cast<size_t>(index)]));
+    } else if (!delta.empty() || finish_here) {
+      out += SseEvent(CompletionChunk(st.header, index, delta, finish_here ? d.finish_reason() : "",
+                                      tok_, &st.text_offsets[ci]));
     }
-    if (!d.error().ok()) {
+    if (finish_here && !d.error().ok()) {  // an error finishes its choice
       ApiError e;
       e.http_status = 500;
       e.type = "invalid_model_output";

@@ -357,3 +357,44 @@ TEST(ServerHttp, GracefulStopDrainsThenAborts) {
 
 }  // namespace
 }  // namespace dsv4::server::testing
+
+namespace dsv4::server::testing {
+namespace {
+
+// An engine much faster than the handler delivers several outputs per poll;
+// the finish_reason must still appear exactly once per choice, on the last
+// chunk of that choice (chat: after its last delta; completions: with it).
+TEST(ServerHttp, CoalescedOutputsFinishOnce) {
+  FakeEngineOptions eo;
+  eo.step_time = std::chrono::microseconds(0);
+  TestServer srv({}, eo);
+  for (const char* path : {"/v1/chat/completions", "/v1/completions"}) {
+    const bool chat = std::string(path) == "/v1/chat/completions";
+    Json req = {{"max_tokens", 24}, {"stream", true}, {"n", 2}};
+    if (chat) {
+      req["messages"] = Json::array({Json{{"role", "user"}, {"content", "hi"}}});
+    } else {
+      req["prompt"] = "hi";
+    }
+    for (int rep = 0; rep < 5; ++rep) {
+      auto [s, b] = srv.Post(path, req.dump());
+      ASSERT_EQ(s, 200) << b;
+      std::vector<int> finishes(2, 0);
+      std::vector<bool> after_finish(2, false);
+      for (const Json& e : SseEvents(b)) {
+        if (e == "[DONE]" || e["choices"].empty()) continue;
+        const Json& c = e["choices"][0];
+        const int i = c["index"].get<int>();
+        if (finishes[static_cast<size_t>(i)] > 0) after_finish[static_cast<size_t>(i)] = true;
+        if (!c["finish_reason"].is_null()) ++finishes[static_cast<size_t>(i)];
+      }
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(finishes[static_cast<size_t>(i)], 1) << path << " choice " << i;
+        EXPECT_FALSE(after_finish[static_cast<size_t>(i)]) << path << " choice " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::server::testing

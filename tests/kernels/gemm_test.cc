@@ -19,6 +19,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/ref/gemm_ref.h"
+#include "ops_test_util.h"
 #include "testing/golden.h"
 
 namespace dsv4::kernels {
@@ -31,23 +32,9 @@ using ::dsv4::testing::ReadU8;
 
 constexpr char kOps[] = "golden/ops/ops.safetensors";
 
-std::vector<Isa> AllIsas() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
-    out.push_back(static_cast<Isa>(i));
-  return out;
-}
-
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
-  ~IsaScope() { SetIsaForTesting(saved_); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-
- private:
-  Isa saved_;
-};
+// The ISA sweep and guard shared with the other kernel tests.
+using IsaScope = ::dsv4::testing::ScopedIsa;
+std::vector<Isa> AllIsas() { return ::dsv4::testing::IsasToTest(); }
 
 // BF16 ulp distance on the monotonic integer line (+0 == -0).
 int64_t Bf16UlpDistance(bf16 a, bf16 b) {

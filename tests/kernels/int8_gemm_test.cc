@@ -19,27 +19,14 @@
 #include "kernels/gemm.h"
 #include "kernels/quant.h"
 #include "kernels/ref/int8_gemm_ref.h"
+#include "ops_test_util.h"
 
 namespace dsv4::kernels {
 namespace {
 
-std::vector<Isa> AllIsas() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
-    out.push_back(static_cast<Isa>(i));
-  return out;
-}
-
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
-  ~IsaScope() { SetIsaForTesting(saved_); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-
- private:
-  Isa saved_;
-};
+// The ISA sweep and guard shared with the other kernel tests.
+using IsaScope = ::dsv4::testing::ScopedIsa;
+std::vector<Isa> AllIsas() { return ::dsv4::testing::IsasToTest(); }
 
 std::vector<bf16> Bf16s(const std::vector<float>& v) {
   std::vector<bf16> out;

@@ -14,6 +14,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/ref/quant_ref.h"
+#include "ops_test_util.h"
 #include "testing/golden.h"
 
 namespace dsv4::kernels {
@@ -26,23 +27,9 @@ using ::dsv4::testing::ReadU8;
 
 constexpr char kOps[] = "golden/ops/ops.safetensors";
 
-std::vector<Isa> AllIsas() {
-  std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(BestSupportedIsa()); ++i)
-    out.push_back(static_cast<Isa>(i));
-  return out;
-}
-
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(ActiveIsa()) { SetIsaForTesting(isa); }
-  ~IsaScope() { SetIsaForTesting(saved_); }
-  IsaScope(const IsaScope&) = delete;
-  IsaScope& operator=(const IsaScope&) = delete;
-
- private:
-  Isa saved_;
-};
+// The ISA sweep and guard shared with the other kernel tests.
+using IsaScope = ::dsv4::testing::ScopedIsa;
+std::vector<Isa> AllIsas() { return ::dsv4::testing::IsasToTest(); }
 
 // Bit patterns of BF16 vectors, so a failure prints comparable numbers;
 // compared numerically except for the sign of zero, which README §1 says is

@@ -249,12 +249,42 @@ std::vector<WeightSpec> ExpectedWeights(const ModelConfig& cfg) {
   return b.Take();
 }
 
+namespace {
+
+// The compressed-tensors naming of a W8A8 scale: "<module>.weight_scale" F32
+// [out] or [out, 1] where dsv4 convert and the reference write
+// "<module>.scale" [out] (the loader accepts both, model/linear.h).  Returns
+// the name found.
+Result<std::string> CheckWeightScaleNaming(const Checkpoint& ckpt, const WeightSpec& s) {
+  const std::string module = s.name.substr(0, s.name.size() - std::string(".scale").size());
+  const std::string alt = module + ".weight_scale";
+  const TensorView* v = ckpt.Find(alt);
+  if (v == nullptr) {
+    return NotFound("{}: tensor '{}' ({} {}) is missing from the checkpoint (nor is '{}' there)",
+                    ckpt.dir(), s.name, DTypeName(s.dtype), ShapeToString(s.shape), alt);
+  }
+  const int64_t out = s.shape[0];
+  if (v->dtype != DType::kF32 || (v->shape != Shape{out} && v->shape != Shape{out, 1})) {
+    return InvalidArgument("{}: tensor '{}': expected F32 [{}] (or [{}, 1]), found {} {}",
+                           ckpt.FileOf(alt), alt, out, out, DTypeName(v->dtype),
+                           ShapeToString(v->shape));
+  }
+  return alt;
+}
+
+}  // namespace
+
 Status ValidateCheckpoint(const Checkpoint& ckpt, const ModelConfig& cfg) {
   const std::vector<WeightSpec> specs = ExpectedWeights(cfg);
   std::set<std::string, std::less<>> expected;
   for (const WeightSpec& s : specs) {
     expected.insert(s.name);
     const TensorView* v = ckpt.Find(s.name);
+    if (v == nullptr && s.kind == WeightSpec::kInt8Scale) {
+      DSV4_ASSIGN_OR_RETURN(const std::string alt, CheckWeightScaleNaming(ckpt, s));
+      expected.insert(alt);
+      continue;
+    }
     if (v == nullptr) {
       return NotFound("{}: tensor '{}' ({} {}) is missing from the checkpoint", ckpt.dir(), s.name,
                       DTypeName(s.dtype), ShapeToString(s.shape));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -259,6 +260,60 @@ TEST(WeightSpec, Tid2EidRowsMustBeDistinctAndInRange) {
   EXPECT_EQ(ValidateError(dir.path()),
             dir.File(kShard1) + ": tensor 'layers.1.ffn.gate.tid2eid': row 5 names expert " +
                 std::to_string(first) + " twice");
+}
+
+// A W8A8 checkpoint of tiny-a's shapes (zero payload, valid tid2eid rows)
+// with every INT8 scale under `naming`; `shape_of` picks each scale's shape
+// from its [out].
+void WriteW8a8(const std::string& dir, const ModelConfig& cfg, const std::string& naming,
+               const std::function<Shape(int64_t)>& shape_of) {
+  std::vector<OwnedTensor> ts;
+  for (const WeightSpec& s : ExpectedWeights(cfg)) {
+    OwnedTensor t{s.name, s.dtype, s.shape, {}};
+    if (s.kind == WeightSpec::kInt8Scale) {
+      t.name = s.name.substr(0, s.name.size() - 6) + naming;
+      t.shape = shape_of(s.shape[0]);
+    }
+    t.bytes.assign(static_cast<size_t>(NumElements(t.shape)) * DTypeSize(t.dtype), 0);
+    if (s.kind == WeightSpec::kI64) {
+      for (int64_t r = 0; r < s.shape[0]; ++r) {
+        for (int64_t c = 0; c < s.shape[1]; ++c) {
+          const int64_t id = c;
+          std::memcpy(t.bytes.data() + (r * s.shape[1] + c) * 8, &id, 8);
+        }
+      }
+    }
+    ts.push_back(std::move(t));
+  }
+  testing::WriteAllTensors(dir + "/model.safetensors", ts);
+}
+
+// ValidateCheckpoint accepts the compressed-tensors scale naming the loader
+// accepts ("<module>.weight_scale" F32 [out] or [out, 1]) and checks its shape.
+TEST(WeightSpec, W8a8AcceptsWeightScaleNaming) {
+  ModelConfig cfg = TinyA();
+  cfg.quantization = QuantizationConfig{};
+  cfg.quantization.quant_method = "compressed-tensors";
+  for (const char* naming : {".scale", ".weight_scale"}) {
+    SCOPED_TRACE(naming);
+    TempDir dir;
+    WriteW8a8(dir.path(), cfg, naming, [](int64_t out) { return Shape{out, 1}; });
+    auto ckpt = Checkpoint::Open(dir.path());
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    const Status s = ValidateCheckpoint(**ckpt, cfg);
+    if (std::string(naming) == ".weight_scale") {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    } else {  // ".scale" is dsv4's own naming and stays [out] only
+      EXPECT_THAT(s.message(), HasSubstr("expected F32 [512], found F32 [512, 1]"));
+    }
+  }
+  TempDir dir;
+  WriteW8a8(dir.path(), cfg, ".weight_scale", [](int64_t out) { return Shape{out, 2}; });
+  auto ckpt = Checkpoint::Open(dir.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  EXPECT_THAT(ValidateCheckpoint(**ckpt, cfg).message(),
+              HasSubstr("tensor 'layers.0.attn.wq_b.weight_scale': expected F32 [512] (or [512, "
+                        "1]), found F32 [512, 2]"));
 }
 
 }  // namespace

@@ -74,14 +74,28 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Mean over requests of (last token - first token) / (tokens - 1): the decode
+// phase alone, whatever the prefill cost (0 when no request decoded).
+double MeanTpotSeconds(const OfflineReport& report) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const OfflineOutput& o : report.outputs) {
+    if (o.tokens.size() < 2) continue;
+    sum += (o.total_seconds - o.first_token_seconds) / static_cast<double>(o.tokens.size() - 1);
+    ++n;
+  }
+  return n > 0 ? sum / static_cast<double>(n) : 0;
+}
+
 // Decode throughput through the full engine (scheduler, runner, sampler),
 // without MTP and with MTP K = 1..args.speculative, side by side in one run:
 // the same `batch` requests of prompt_len random ids, greedy, decode_steps
 // new tokens each (ignore_eos so every run generates the same count).
 int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
   std::printf(
-      "engine, batch %lld, prompt %lld, %lld new tokens each (tok/s = new tokens / "
-      "wall time of the whole run, prefill included):\n",
+      "engine, batch %lld, prompt %lld, %lld new tokens each (run tok/s = new tokens / "
+      "wall time of the whole run, prefill included; decode tok/s = batch / mean TPOT, "
+      "TPOT = (last token - first token) / (tokens - 1) per request):\n",
       static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
       static_cast<long long>(args.decode_steps));
   double base_tps = 0;
@@ -115,14 +129,16 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
       std::cerr << "dsv4 bench: " << report.status().message() << "\n";
       return 1;
     }
-    const double tps = report->generated_tokens_per_second();
+    const double run_tps = report->generated_tokens_per_second();
+    const double tpot = MeanTpotSeconds(*report);
+    const double tps = tpot > 0 ? static_cast<double>(args.batch) / tpot : 0;
     if (k < 0) continue;
     if (k == 0) base_tps = tps;
     std::printf(
-        "  K=%d: %.2f tok/s (x%.2f vs no MTP), mean accepted length %.2f, accepted %lld of "
-        "%lld drafts\n",
-        k, tps, base_tps > 0 ? tps / base_tps : 0.0, report->mean_accepted_length,
-        static_cast<long long>(report->spec_accepted_tokens),
+        "  K=%d: decode %.2f tok/s (x%.2f vs no MTP, TPOT %.1f ms), run %.2f tok/s, mean "
+        "accepted length %.2f, accepted %lld of %lld drafts\n",
+        k, tps, base_tps > 0 ? tps / base_tps : 0.0, tpot * 1e3, run_tps,
+        report->mean_accepted_length, static_cast<long long>(report->spec_accepted_tokens),
         static_cast<long long>(report->spec_draft_tokens));
   }
   return 0;

@@ -28,18 +28,31 @@ struct BenchArgs {
   int threads = 0;
   int64_t triad_mib = 512;
   int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
+  std::string prepacked = "auto";
 };
 
 // Weight bytes one decode token reads with batch 1: every dense tensor once,
 // num_experts_per_tok of the n_routed_experts routed experts per MoE layer
 // (all experts have the same size), one embedding row; the MTP block is not
 // run by plain decoding.
+// The mapped tensors the forward pass reads: with a prepacked sidecar its
+// tensors plus the checkpoint's embed and head, else the checkpoint's.
+std::vector<std::pair<std::string, const TensorView*>> ForwardTensors(const Checkpoint& ckpt) {
+  std::vector<std::pair<std::string, const TensorView*>> out;
+  const SafetensorsFile* sidecar = ckpt.overlay();
+  std::vector<std::string> names = sidecar != nullptr ? sidecar->Names() : ckpt.Names();
+  if (sidecar != nullptr) names.insert(names.end(), {"embed.weight", "head.weight"});
+  for (const std::string& name : names) {
+    if (name.rfind("__pad.", 0) == 0) continue;
+    if (const TensorView* v = ckpt.Find(name)) out.emplace_back(name, v);
+  }
+  return out;
+}
+
 double WeightBytesPerDecodeToken(const Model& model) {
   const ModelConfig& cfg = model.config();
-  const Checkpoint& ckpt = model.checkpoint();
   double bytes = 0;
-  for (const std::string& name : ckpt.Names()) {
-    const TensorView* v = ckpt.Find(name);
+  for (const auto& [name, v] : ForwardTensors(model.checkpoint())) {
     const double n = static_cast<double>(v->nbytes());
     if (name.rfind("mtp.", 0) == 0) continue;
     if (name == "embed.weight") {
@@ -60,8 +73,7 @@ double TouchWeights(const Checkpoint& ckpt, double* bytes) {
   const auto t0 = std::chrono::steady_clock::now();
   volatile uint8_t sink = 0;
   *bytes = 0;
-  for (const std::string& name : ckpt.Names()) {
-    const TensorView* v = ckpt.Find(name);
+  for (const auto& [name, v] : ForwardTensors(ckpt)) {
     const auto* p = static_cast<const uint8_t*>(v->data);
     const size_t n = v->nbytes();
     for (size_t off = 0; off < n; off += 4096) sink = sink + p[off];
@@ -104,6 +116,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
   for (int32_t k = -1; k <= args.speculative; ++k) {
     EngineOptions eo;
     eo.model_dir = args.model;
+    eo.prepacked = args.prepacked;
     eo.threads = args.threads;
     eo.max_num_seqs = args.batch;
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
@@ -145,7 +158,9 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
 }
 
 int RunBench(const BenchArgs& args) {
-  auto model_or = Model::Load(args.model);
+  ModelOptions model_options;
+  model_options.prepacked = args.prepacked;
+  auto model_or = Model::Load(args.model, model_options);
   if (!model_or.ok()) {
     std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
     return 1;
@@ -247,6 +262,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)");
+  cmd->add_option("--prepacked", args->prepacked,
+                  "Prepacked sidecar: auto, off or a path (docs/prepack.md)")
+      ->capture_default_str();
   cmd->add_option("--triad-mib", args->triad_mib, "MiB per triad array")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 16))
       ->capture_default_str();

@@ -39,6 +39,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--threads", o.threads, "Compute threads (0 = every CPU)")
       ->check(CLI::Range(0, 1 << 16))
       ->capture_default_str();
+  cmd->add_option("--prepacked", o.prepacked,
+                  "Prepacked sidecar: auto (<model>/dsv4-stacked-r1.safetensors when hot and "
+                  "current), off, or a path (docs/prepack.md)")
+      ->capture_default_str();
   cmd->add_option("--speculative-config", flags->speculative_config,
                   R"(MTP speculation, e.g. {"method":"mtp","num_speculative_tokens":2})");
   cmd->add_option("--num-speculative-tokens", flags->num_speculative_tokens,

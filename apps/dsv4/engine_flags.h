@@ -21,7 +21,7 @@ struct EngineFlags {
 
 // Adds --model, --max-model-len, --max-num-seqs, --max-num-batched-tokens,
 // --long-prefill-token-threshold, --block-size, --dp / --data-parallel-size,
-// --kv-cache-memory, --memory-utilization, --threads,
+// --kv-cache-memory, --memory-utilization, --threads, --prepacked,
 // --speculative-config and --num-speculative-tokens to `cmd`.
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace dsv4 {
 
@@ -38,6 +39,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   }
   ::close(fd);  // the mapping keeps the file alive
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::MapShared(int fd, size_t size, std::string path) {
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return IoError("{}: mmap failed: {}", path, std::strerror(errno));
+    data = static_cast<const uint8_t*>(p);
+  }
+  return std::unique_ptr<MappedFile>(new MappedFile(std::move(path), data, size));
 }
 
 MappedFile::~MappedFile() {

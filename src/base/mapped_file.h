@@ -15,6 +15,12 @@ class MappedFile {
  public:
   // Maps `path` read-only.  An empty file maps to size() == 0, data() == nullptr.
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // Maps the first `size` bytes of the open file `fd` MAP_SHARED | PROT_READ:
+  // the pages are the page cache's own (no copy-on-write state, shared with
+  // every process mapping the file).  `fd` stays owned by the caller; the
+  // mapping outlives it.  `path` names the file in messages.  size 0 maps
+  // nothing.
+  static Result<std::unique_ptr<MappedFile>> MapShared(int fd, size_t size, std::string path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -185,12 +185,23 @@ Status Checkpoint::OpenShards(const CheckpointIndex& index, const std::string& i
 }
 
 const TensorView* Checkpoint::Find(std::string_view name) const {
+  if (overlay_ != nullptr) {
+    if (const TensorView* v = overlay_->Find(name)) return v;
+  }
   auto it = where_.find(name);
   return it == where_.end() ? nullptr : shards_[it->second]->Find(name);
 }
 
 Result<const TensorView*> Checkpoint::Require(std::string_view name, DType dtype,
                                               const Shape& shape) const {
+  if (const TensorView* v = overlay_ != nullptr ? overlay_->Find(name) : nullptr) {
+    if (v->dtype != dtype || v->shape != shape) {
+      return InvalidArgument("{}: tensor '{}': expected {} {}, found {} {}", overlay_->path(), name,
+                             DTypeName(dtype), ShapeToString(shape), DTypeName(v->dtype),
+                             ShapeToString(v->shape));
+    }
+    return v;
+  }
   auto it = where_.find(name);
   if (it == where_.end())
     return NotFound("{}: tensor '{}' not found in the checkpoint", dir_, name);
@@ -204,6 +215,7 @@ Result<const TensorView*> Checkpoint::Require(std::string_view name, DType dtype
 }
 
 std::string Checkpoint::FileOf(std::string_view name) const {
+  if (overlay_ != nullptr && overlay_->Find(name) != nullptr) return overlay_->path();
   auto it = where_.find(name);
   return it == where_.end() ? std::string() : shards_[it->second]->path();
 }

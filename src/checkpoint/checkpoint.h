@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -54,12 +55,19 @@ class Checkpoint {
   std::vector<std::string> Names() const;
   const std::vector<std::unique_ptr<SafetensorsFile>>& shards() const { return shards_; }
 
+  // Installs the prepacked sidecar (docs/prepack.md): from now on Find,
+  // Require and FileOf answer from `overlay` for every name it holds and from
+  // the shards otherwise.  Names() and shards() still describe the shards.
+  void SetOverlay(std::unique_ptr<SafetensorsFile> overlay) { overlay_ = std::move(overlay); }
+  const SafetensorsFile* overlay() const { return overlay_.get(); }
+
  private:
   Checkpoint() = default;
   Status OpenShards(const CheckpointIndex& index, const std::string& index_path);
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, size_t, std::less<>> where_;  // tensor name -> shard index
+  std::unique_ptr<SafetensorsFile> overlay_;          // null unless SetOverlay
 };
 
 }  // namespace dsv4

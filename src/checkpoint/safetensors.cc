@@ -4,6 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 namespace dsv4 {
 
@@ -150,8 +151,13 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t av
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::Open(path));
-  DSV4_ASSIGN_OR_RETURN(
-      auto header, ParseSafetensorsHeader(mapped->data(), mapped->size(), mapped->size(), path));
+  return FromMapping(std::move(mapped));
+}
+
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromMapping(
+    std::unique_ptr<MappedFile> mapped) {
+  DSV4_ASSIGN_OR_RETURN(auto header, ParseSafetensorsHeader(mapped->data(), mapped->size(),
+                                                            mapped->size(), mapped->path()));
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->file_ = std::move(mapped);
   f->header_ = std::move(header);

@@ -44,6 +44,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(const uint8_t* bytes, size_t av
 class SafetensorsFile {
  public:
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // The same over an existing mapping of the whole file (e.g. one made with
+  // MappedFile::MapShared from an already opened descriptor).
+  static Result<std::unique_ptr<SafetensorsFile>> FromMapping(std::unique_ptr<MappedFile> mapped);
 
   const std::string& path() const { return file_->path(); }
   const SafetensorsHeader& header() const { return header_; }

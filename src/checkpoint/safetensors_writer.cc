@@ -1,6 +1,8 @@
 #include "checkpoint/safetensors_writer.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +51,50 @@ Result<int> OpenTemp(const std::string& temp_path) {
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("{}: cannot create: {}", temp_path, std::strerror(errno));
   return fd;
+}
+
+// Creates "<dir>/.<name>.XXXXXX.tmp" exclusively; *temp_path receives its name.
+Result<int> OpenUniqueTemp(const std::string& path, std::string* temp_path) {
+  std::string name = TempPathFor(path);
+  name.insert(name.size() - 4, ".XXXXXX");  // before ".tmp"
+  const int fd = ::mkostemps(name.data(), 4, O_CLOEXEC);
+  if (fd < 0) return IoError("{}: cannot create: {}", name, std::strerror(errno));
+  *temp_path = std::move(name);
+  return fd;
+}
+
+// Inserts zero-filled "__pad.<k>" U8 tensors so that, laid out in order, every
+// tensor starts at a multiple of `alignment`.
+void InsertPadding(uint64_t alignment, std::vector<SafetensorsTensorInfo>* tensors,
+                   std::vector<uint64_t>* sizes) {
+  std::vector<SafetensorsTensorInfo> out;
+  std::vector<uint64_t> out_sizes;
+  uint64_t offset = 0;
+  int64_t num_pads = 0;
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    const uint64_t gap = (alignment - offset % alignment) % alignment;
+    if (gap != 0 && (*sizes)[i] != 0) {
+      out.push_back(
+          {"__pad." + std::to_string(num_pads++), DType::kU8, {static_cast<int64_t>(gap)}});
+      out_sizes.push_back(gap);
+      offset += gap;
+    }
+    out.push_back(std::move((*tensors)[i]));
+    out_sizes.push_back((*sizes)[i]);
+    offset += (*sizes)[i];
+  }
+  *tensors = std::move(out);
+  *sizes = std::move(out_sizes);
+}
+
+std::vector<uint64_t> InOrder(const std::vector<uint64_t>& sizes) {
+  std::vector<uint64_t> offsets(sizes.size());
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = offset;
+    offset += sizes[i];
+  }
+  return offsets;
 }
 
 // fsync + close `fd`, rename temp -> final, fsync the directory so the rename
@@ -105,10 +151,11 @@ std::vector<uint64_t> LayOut(const std::vector<SafetensorsTensorInfo>& tensors,
   return offsets;
 }
 
-// The header JSON, space-padded so that 8 + its length is a multiple of 8.
+// The header JSON, space-padded so that 8 + its length is a multiple of
+// `alignment` (at least 8).
 std::string BuildHeader(const std::vector<SafetensorsTensorInfo>& tensors,
                         const std::vector<uint64_t>& sizes, const std::vector<uint64_t>& offsets,
-                        const std::map<std::string, std::string>& metadata) {
+                        const std::map<std::string, std::string>& metadata, uint64_t alignment) {
   json root = json::object();
   if (!metadata.empty()) root["__metadata__"] = metadata;
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -117,7 +164,8 @@ std::string BuildHeader(const std::vector<SafetensorsTensorInfo>& tensors,
                              {"data_offsets", {offsets[i], offsets[i] + sizes[i]}}};
   }
   std::string text = root.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  alignment = std::max<uint64_t>(alignment, 8);
+  text.append((alignment - (8 + text.size()) % alignment) % alignment, ' ');
   return text;
 }
 
@@ -140,19 +188,32 @@ Status PwriteAll(int fd, const void* data, size_t n, uint64_t offset, const std:
 
 Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const std::string& path, std::vector<SafetensorsTensorInfo> tensors,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata, const SafetensorsWriterOptions& options) {
+  const uint64_t alignment = options.alignment;
+  if (alignment != 0 && (alignment & (alignment - 1)) != 0) {
+    return InvalidArgument("{}: alignment {} is not a power of two", path, alignment);
+  }
   std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
   w->path_ = path;
-  w->temp_path_ = TempPathFor(path);
-  std::set<std::string_view> names;
+  std::vector<uint64_t> sizes;
   for (const auto& t : tensors) {
+    if (alignment != 0 && t.name.rfind("__pad.", 0) == 0) {
+      return InvalidArgument("{}: tensor name '{}' is reserved for padding", path, t.name);
+    }
+    DSV4_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(t, path));
+    sizes.push_back(bytes);
+  }
+  if (alignment != 0) InsertPadding(alignment, &tensors, &sizes);
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SafetensorsTensorInfo& t = tensors[i];
     if (t.name.empty() || t.name == "__metadata__") {
       return InvalidArgument("{}: invalid tensor name '{}'", path, t.name);
     }
     if (!names.insert(t.name).second) {
       return InvalidArgument("{}: tensor '{}' given twice", path, t.name);
     }
-    DSV4_ASSIGN_OR_RETURN(uint64_t bytes, TensorBytes(t, path));
+    const uint64_t bytes = sizes[i];
     if (w->data_bytes_ > std::numeric_limits<uint64_t>::max() - bytes) {
       return InvalidArgument("{}: total size overflows", path);
     }
@@ -161,8 +222,9 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   }
   w->tensors_ = std::move(tensors);
   for (size_t i = 0; i < w->tensors_.size(); ++i) w->by_name_.emplace(w->tensors_[i].name, i);
-  std::vector<uint64_t> offsets = LayOut(w->tensors_, w->sizes_);
-  const std::string header = BuildHeader(w->tensors_, w->sizes_, offsets, metadata);
+  std::vector<uint64_t> offsets =
+      alignment != 0 ? InOrder(w->sizes_) : LayOut(w->tensors_, w->sizes_);
+  const std::string header = BuildHeader(w->tensors_, w->sizes_, offsets, metadata, alignment);
   for (uint64_t& o : offsets) o += 8 + header.size();
   w->offsets_ = std::move(offsets);
   w->written_.assign(w->tensors_.size(), 0);
@@ -171,9 +233,22 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   uint8_t len[8];
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i, n >>= 8) len[i] = static_cast<uint8_t>(n & 0xff);
-  DSV4_ASSIGN_OR_RETURN(w->fd_, OpenTemp(w->temp_path_));
+  if (options.unique_temp) {
+    DSV4_ASSIGN_OR_RETURN(w->fd_, OpenUniqueTemp(path, &w->temp_path_));
+  } else {
+    w->temp_path_ = TempPathFor(path);
+    DSV4_ASSIGN_OR_RETURN(w->fd_, OpenTemp(w->temp_path_));
+  }
+  if (options.mode >= 0 && ::fchmod(w->fd_, static_cast<mode_t>(options.mode) & 07777) != 0) {
+    return w->Fail(IoError("{}: chmod failed: {}", w->temp_path_, std::strerror(errno)));
+  }
   DSV4_RETURN_IF_ERROR(w->Fail(WriteAll(w->fd_, len, 8, w->temp_path_)));
   DSV4_RETURN_IF_ERROR(w->Fail(WriteAll(w->fd_, header.data(), header.size(), w->temp_path_)));
+  for (size_t i = 0; i < w->tensors_.size(); ++i) {
+    if (w->tensors_[i].name.rfind("__pad.", 0) != 0 || alignment == 0) continue;
+    const std::vector<uint8_t> zeros(w->sizes_[i], 0);
+    DSV4_RETURN_IF_ERROR(w->Write(w->tensors_[i].name, zeros.data(), zeros.size()));
+  }
   return w;
 }
 

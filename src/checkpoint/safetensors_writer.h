@@ -25,6 +25,22 @@ struct SafetensorsTensorInfo {
   Shape shape;
 };
 
+// Non-default layout and publication choices (the prepacked sidecar uses all
+// three, docs/prepack.md).
+struct SafetensorsWriterOptions {
+  // 0: the default layout below.  Else a power of two: tensors in declaration
+  // order, each starting at a multiple of `alignment` bytes from the start of
+  // the file.  Safetensors forbids holes in the data region, so gaps are
+  // filled with zero-filled U8 tensors named "__pad.<k>" (k = 0, 1, ...).
+  uint64_t alignment = 0;
+  // Temp file "<dir>/.<name>.XXXXXX.tmp" (mkstemps) instead of
+  // "<dir>/.<name>.tmp": concurrent writers of one path never share it.
+  bool unique_temp = false;
+  // Permission bits of the published file; -1 keeps open()'s 0644 & ~umask
+  // (a unique temp file gets 0600 from mkstemps, so set it then).
+  int mode = -1;
+};
+
 // Usage: Create() with every tensor's name, dtype and shape (this fixes the
 // header); then Write() each tensor's bytes, in one or more sequential chunks
 // per tensor, tensors in any order; then Finish().  A writer destroyed before
@@ -41,7 +57,8 @@ class SafetensorsWriter {
   // dimensions, byte sizes that overflow, or I/O failures.
   static Result<std::unique_ptr<SafetensorsWriter>> Create(
       const std::string& path, std::vector<SafetensorsTensorInfo> tensors,
-      const std::map<std::string, std::string>& metadata = {});
+      const std::map<std::string, std::string>& metadata = {},
+      const SafetensorsWriterOptions& options = {});
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -56,8 +73,11 @@ class SafetensorsWriter {
   // the directory.
   Status Finish();
 
-  // Bytes of tensor data (sum over tensors), i.e. what an index's total_size counts.
+  // Bytes of tensor data (sum over tensors, padding included), i.e. what an
+  // index's total_size counts.
   uint64_t data_bytes() const { return data_bytes_; }
+  // The temp file written until Finish() publishes it.
+  const std::string& temp_path() const { return temp_path_; }
 
  private:
   SafetensorsWriter() = default;

@@ -141,10 +141,14 @@ Result<Int8Linear> Int8Linear::Load(const Checkpoint& ckpt, const std::string& n
                            ShapeToString(s->shape));
   }
   Int8Linear l;
-  l.scales_ = Buffer(static_cast<size_t>(out) * sizeof(float));
-  std::memcpy(l.scales_.data(), s->data, static_cast<size_t>(out) * sizeof(float));
+  if (IsAligned(s->data, alignof(float))) {
+    l.w_.scales = s->as<float>();
+  } else {
+    l.scales_ = Buffer(static_cast<size_t>(out) * sizeof(float));
+    std::memcpy(l.scales_.data(), s->data, static_cast<size_t>(out) * sizeof(float));
+    l.w_.scales = l.scales_.as<float>();
+  }
   l.w_.codes = w->as<int8_t>();
-  l.w_.scales = l.scales_.as<float>();
   l.w_.out = out;
   l.w_.in = in;
   return l;

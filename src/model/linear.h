@@ -96,8 +96,8 @@ class Bf16Linear {
 // scale per output channel, read from "<name>.scale" [out] (what dsv4 convert
 // and the reference converter write) or else "<name>.weight_scale" [out] or
 // [out, 1] (the compressed-tensors convention).  Forward = per-token INT8
-// activation quantization + Int8Gemm (kernels/int8_gemm.h).  Codes are a view
-// into the mapping; the scales are copied (mapped F32 may be misaligned).
+// activation quantization + Int8Gemm (kernels/int8_gemm.h).  Codes and scales
+// are views into the mapping (the scales are copied if misaligned).
 class Int8Linear {
  public:
   Int8Linear() = default;
@@ -118,8 +118,8 @@ class Int8Linear {
   const kernels::Int8Weight& weight() const { return w_; }
 
  private:
-  kernels::Int8Weight w_;  // codes view into the mapping, scales into scales_
-  Buffer scales_;          // [out] FP32
+  kernels::Int8Weight w_;  // views into the mapping (scales into scales_ if copied)
+  Buffer scales_;          // [out] FP32, only when the mapped scales are misaligned
 };
 
 // A dense linear of whichever format the checkpoint holds for `name`: FP8

@@ -19,9 +19,9 @@ Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefi
                                 const HcShape& shape, bool head, WeightStore& store) {
   HcWeights w;
   w.num_mix = head ? shape.hc : (2 + shape.hc) * shape.hc;
-  DSV4_ASSIGN_OR_RETURN(w.fn, CopyF32(ckpt, prefix + "_fn", {w.num_mix, shape.width()}, store));
-  DSV4_ASSIGN_OR_RETURN(w.base, CopyF32(ckpt, prefix + "_base", {w.num_mix}, store));
-  DSV4_ASSIGN_OR_RETURN(w.scale, CopyF32(ckpt, prefix + "_scale", {head ? 1 : 3}, store));
+  DSV4_ASSIGN_OR_RETURN(w.fn, BindF32(ckpt, prefix + "_fn", {w.num_mix, shape.width()}, store));
+  DSV4_ASSIGN_OR_RETURN(w.base, BindF32(ckpt, prefix + "_base", {w.num_mix}, store));
+  DSV4_ASSIGN_OR_RETURN(w.scale, BindF32(ckpt, prefix + "_scale", {head ? 1 : 3}, store));
   return w;
 }
 

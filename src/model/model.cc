@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -25,11 +26,72 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOp
 
 Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg,
                                            const ModelOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Model> m(new Model());
   m->cfg_ = std::move(cfg);
   m->ckpt_ = std::move(ckpt);
+  DSV4_RETURN_IF_ERROR(m->AttachPrepacked(options));
   DSV4_RETURN_IF_ERROR(m->Bind(options));
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  DSV4_LOG_INFO("Bound the weights in {:.3f} s (prepacked sidecar {})", dt.count(),
+                PrepackedOutcomeName(m->prepacked_.outcome));
   return m;
+}
+
+Status Model::AttachPrepacked(const ModelOptions& options) {
+  prepacked_ = PrepackedReport();
+  if (options.prepacked == "off") return Status::Ok();
+  const bool explicit_path = options.prepacked != "auto";
+  const std::string path =
+      explicit_path ? options.prepacked : ckpt_->dir() + "/" + PrepackedFileName(options.ranks);
+  PrepackedOpenOptions open;
+  open.ranks = options.ranks;
+  open.min_residency = options.prepacked_min_residency;
+  DSV4_ASSIGN_OR_RETURN(PrepackedDecision d, OpenPrepacked(path, *ckpt_, cfg_, open));
+  prepacked_ = {d.outcome, d.path, d.reason, d.residency};
+  const char* fallback = "; repacking from the checkpoint";
+  switch (d.outcome) {
+    case PrepackedOutcome::kUsed:
+      DSV4_LOG_INFO("Using prepacked sidecar {} (sampled page-cache residency {:.1f}%)", path,
+                    100 * d.residency);
+      ckpt_->SetOverlay(std::move(d.file));
+      break;
+    case PrepackedOutcome::kMissing:
+      if (explicit_path) return NotFound("prepacked sidecar {} does not exist", path);
+      DSV4_LOG_INFO("No prepacked sidecar at {}{} (`dsv4 prepack` writes one)", path, fallback);
+      break;
+    case PrepackedOutcome::kCold:
+      DSV4_LOG_WARN("Skipping cold prepacked sidecar {} ({}){}", path, d.reason, fallback);
+      break;
+    case PrepackedOutcome::kStale:
+      DSV4_LOG_WARN("Ignoring stale prepacked sidecar {} ({}){}", path, d.reason, fallback);
+      break;
+    case PrepackedOutcome::kMismatch:
+      DSV4_LOG_WARN("Ignoring prepacked sidecar {}: its tensors differ from layout v{} ({}){}",
+                    path, kPrepackedLayoutVersion, d.reason, fallback);
+      break;
+    case PrepackedOutcome::kUnreadable:
+    case PrepackedOutcome::kDisabled:
+      DSV4_LOG_WARN("Ignoring unreadable prepacked sidecar {} ({}){}", path, d.reason, fallback);
+      break;
+  }
+  return Status::Ok();
+}
+
+int64_t Model::MappedWeightBytes() const {
+  const SafetensorsFile* overlay = ckpt_->overlay();
+  int64_t bytes = 0;
+  if (overlay == nullptr) {
+    for (const auto& shard : ckpt_->shards()) bytes += static_cast<int64_t>(shard->file_size());
+    return bytes;
+  }
+  bytes = static_cast<int64_t>(overlay->file_size());
+  for (const char* name : {"embed.weight", "head.weight"}) {  // not in the sidecar
+    for (const auto& shard : ckpt_->shards()) {
+      if (const TensorView* t = shard->Find(name)) bytes += static_cast<int64_t>(t->nbytes());
+    }
+  }
+  return bytes;
 }
 
 Status Model::Bind(const ModelOptions& options) {

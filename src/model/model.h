@@ -19,6 +19,7 @@
 #include "base/thread_pool.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/prepacked.h"
 #include "model/block.h"
 #include "model/forward_batch.h"
 #include "model/linear.h"
@@ -32,6 +33,23 @@ namespace dsv4 {
 
 struct ModelOptions {
   bool load_mtp = true;  // bind mtp.{0}.* (ignored when the config has no MTP layer)
+  // The prepacked sidecar (docs/prepack.md): "auto" uses
+  // <dir>/dsv4-stacked-r{ranks}.safetensors when it exists, is hot and
+  // matches the checkpoint, else repacks from the checkpoint (logging why);
+  // "off" never looks; any other value is a sidecar path, used the same way
+  // as "auto" except that a missing file is an error.
+  std::string prepacked = "auto";
+  int64_t ranks = 1;  // expert-parallel ranks of the engine (one process today)
+  // Sampled page-cache residency a sidecar needs (below: "cold", fall back).
+  double prepacked_min_residency = 0.95;
+};
+
+// What Load decided about the sidecar.
+struct PrepackedReport {
+  PrepackedOutcome outcome = PrepackedOutcome::kDisabled;
+  std::string path;
+  std::string reason;     // why it was not used; empty when used
+  double residency = -1;  // sampled page-cache residency; -1 if not sampled
 };
 
 struct CacheOptions {
@@ -70,6 +88,11 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
   const Checkpoint& checkpoint() const { return *ckpt_; }
+  const PrepackedReport& prepacked() const { return prepacked_; }
+  // Bytes of mapped files the forward pass reads: the sidecar plus the
+  // checkpoint tensors it does not cover when one is used, else the shards
+  // (what the engine reserves in the page cache).
+  int64_t MappedWeightBytes() const;
   bool has_mtp() const { return mtp_block_ != nullptr; }
   int64_t num_layers() const { return cfg_.num_hidden_layers; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // per token
@@ -115,6 +138,8 @@ class Model {
   };
 
   Model() = default;
+  // Decides about the sidecar and installs it as the checkpoint's overlay.
+  Status AttachPrepacked(const ModelOptions& options);
   Status Bind(const ModelOptions& options);
   Status ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
                        int64_t end_layer) const;
@@ -124,6 +149,7 @@ class Model {
 
   ModelConfig cfg_;
   std::unique_ptr<Checkpoint> ckpt_;
+  PrepackedReport prepacked_;
   WeightStore store_;
   HcShape hc_;
   const bf16* embed_ = nullptr;  // [vocab, D]

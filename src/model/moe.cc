@@ -38,24 +38,35 @@ void TopK(const float* score, int64_t e, int64_t k, int32_t* ids) {
   }
 }
 
-// The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs,
-// clamped SwiGLU (times the routing weight if given), re-quantization, down
-// GEMM.  Gemm is Fp8Gemm or Fp4Gemm (FP8 per-128 activations) or Int8Gemm
-// (W8A8: per-token INT8 activations); W the matching weight type.
+// The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs
+// (one fused GEMM when w13.out != 0, else w1 and w3), clamped SwiGLU (times
+// the routing weight if given), re-quantization, down GEMM.  Gemm is Fp8Gemm
+// or Fp4Gemm (FP8 per-128 activations) or Int8Gemm (W8A8: per-token INT8
+// activations); W the matching weight type.
 template <typename Code, typename W, typename Gemm>
-void ExpertBody(const W& w1, const W& w2, const W& w3, int64_t inter, float limit,
+void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t inter, float limit,
                 const Code* x_codes, const float* x_scales, int64_t m, const float* row_weight,
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
   constexpr bool kInt8 = std::is_same_v<Code, int8_t>;
   const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;  // per row
-  bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));            // [m, inter]
-  bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));            // [m, inter]
   bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));            // [m, inter]
   Code* hq = ws.Get<Code>("moe.hq", Sz(m * inter));          // [m, inter]
   float* hs = ws.Get<float>("moe.hs", Sz(m * num_scales));   // [m, num_scales]
-  gemm(x_codes, x_scales, m, w1, g, pool);
-  gemm(x_codes, x_scales, m, w3, u, pool);
-  kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
+  if (w13.out != 0) {
+    // One activation pass and one pool dispatch for both projections.
+    bf16* gu = ws.Get<bf16>("moe.gu", Sz(m * 2 * inter));  // [m, 2*inter]: gate | up
+    gemm(x_codes, x_scales, m, w13, gu, pool);
+    for (int64_t r = 0; r < m; ++r) {
+      kernels::SwiGlu(gu + r * 2 * inter, gu + r * 2 * inter + inter, 1, inter, limit,
+                      row_weight != nullptr ? row_weight + r : nullptr, h + r * inter);
+    }
+  } else {
+    bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));  // [m, inter]
+    bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));  // [m, inter]
+    gemm(x_codes, x_scales, m, w1, g, pool);
+    gemm(x_codes, x_scales, m, w3, u, pool);
+    kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
+  }
   if constexpr (kInt8) {
     kernels::ActQuantInt8PerToken(h, m, inter, hq, hs);
   } else {
@@ -108,20 +119,55 @@ MoeShape MoeShape::FromConfig(const ModelConfig& cfg) {
   return s;
 }
 
-Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
-                                  const MoeShape& shape, bool hash, int64_t vocab,
-                                  WeightStore& store) {
-  MoeWeights w;
-  const std::string gate = prefix + ".gate.";
-  DSV4_ASSIGN_OR_RETURN(w.router.gate,
-                        BindBf16(ckpt, gate + "weight", {shape.num_experts, shape.dim}, store));
-  if (hash) {
-    DSV4_ASSIGN_OR_RETURN(w.router.tid2eid, CopyIdTable(ckpt, gate + "tid2eid", vocab, shape.top_k,
-                                                        shape.num_experts, store));
-    w.router.vocab = vocab;
-  } else {
-    DSV4_ASSIGN_OR_RETURN(w.router.bias, CopyF32(ckpt, gate + "bias", {shape.num_experts}, store));
+namespace {
+
+// The sidecar's rank-stacked experts: `<prefix>.experts.w13.*` [R, E/R, 2*inter, ...]
+// and `w2.*` [R, E/R, dim, ...].  Ranks hold consecutive experts, so expert e
+// is entry e of the flattened leading [R*E/R] dims, whatever R is (one process
+// binds every rank's experts).
+Status BindStackedExperts(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
+                          MoeWeights& w) {
+  const std::string p = prefix + ".experts.";
+  const TensorView* probe = ckpt.Find(p + "w13.weight");
+  const int64_t e = shape.num_experts;
+  const int64_t r = probe->shape.empty() ? 0 : probe->dim(0);
+  if (r < 1 || e % r != 0) {
+    return InvalidArgument("{}: tensor '{}w13.weight' has {} ranks for {} experts",
+                           ckpt.FileOf(p + "w13.weight"), p, r, e);
   }
+  const int64_t el = e / r;
+  const int64_t d = shape.dim;
+  const int64_t in = shape.inter;
+  w.int8 = probe->shape.size() == 4 && probe->dim(3) == d;
+  const int64_t cw = w.int8 ? 1 : 2;  // input elements per code byte
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w13,
+                        ckpt.Require(p + "w13.weight", DType::kI8, {r, el, 2 * in, d / cw}));
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w2,
+                        ckpt.Require(p + "w2.weight", DType::kI8, {r, el, d, in / cw}));
+  const DType sd = w.int8 ? DType::kF32 : DType::kF8E8M0;
+  const Shape s13 = w.int8 ? Shape{r, el, 2 * in} : Shape{r, el, 2 * in, d / 32};
+  const Shape s2 = w.int8 ? Shape{r, el, d} : Shape{r, el, d, in / 32};
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w13s, ckpt.Require(p + "w13.scale", sd, s13));
+  DSV4_ASSIGN_OR_RETURN(const TensorView* w2s, ckpt.Require(p + "w2.scale", sd, s2));
+  const auto* c13 = w13->as<uint8_t>();
+  const auto* c2 = w2->as<uint8_t>();
+  w.experts.resize(Sz(e));
+  for (int64_t i = 0; i < e; ++i) {
+    RoutedExpertWeights& x = w.experts[Sz(i)];
+    if (w.int8) {
+      x.q13 = {reinterpret_cast<const int8_t*>(c13) + i * 2 * in * d,
+               w13s->as<float>() + i * 2 * in, 2 * in, d};
+      x.q2 = {reinterpret_cast<const int8_t*>(c2) + i * d * in, w2s->as<float>() + i * d, d, in};
+    } else {
+      x.w13 = {c13 + i * 2 * in * (d / 2), w13s->as<uint8_t>() + i * 2 * in * (d / 32), 2 * in, d};
+      x.w2 = {c2 + i * d * (in / 2), w2s->as<uint8_t>() + i * d * (in / 32), d, in};
+    }
+  }
+  return Status::Ok();
+}
+
+Status BindExperts(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
+                   MoeWeights& w) {
   w.experts.resize(Sz(shape.num_experts));
   // Routed experts are MXFP4 natively, unpacked INT8 in W8A8 checkpoints.
   const TensorView* probe = ckpt.Find(prefix + ".experts.0.w1.weight");
@@ -131,7 +177,6 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
     w.owned.push_back(std::move(l));  // Buffer storage does not move with the vector
     return w.owned.back().weight();
   };
-  w.owned.reserve(Sz(3 * shape.num_experts + 3));
   for (int64_t e = 0; e < shape.num_experts; ++e) {
     const std::string p = prefix + ".experts." + std::to_string(e) + ".";
     RoutedExpertWeights& x = w.experts[Sz(e)];
@@ -145,24 +190,71 @@ Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& pre
     DSV4_ASSIGN_OR_RETURN(x.w2, BindFp4Weight(ckpt, p + "w2", shape.dim, shape.inter));
     DSV4_ASSIGN_OR_RETURN(x.w3, BindFp4Weight(ckpt, p + "w3", shape.inter, shape.dim));
   }
-  if (shape.shared_inter > 0 && w.int8) {
-    const std::string p = prefix + ".shared_experts.";
-    DSV4_ASSIGN_OR_RETURN(w.shared.q1, int8(p + "w1", shape.shared_inter, shape.dim));
-    DSV4_ASSIGN_OR_RETURN(w.shared.q2, int8(p + "w2", shape.dim, shape.shared_inter));
-    DSV4_ASSIGN_OR_RETURN(w.shared.q3, int8(p + "w3", shape.shared_inter, shape.dim));
-  } else if (shape.shared_inter > 0) {
-    const std::string p = prefix + ".shared_experts.";
-    // Fp8Linear holds only views into the mapping, so its weight() outlives it.
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w1,
-                          Fp8Linear::Load(ckpt, p + "w1", shape.shared_inter, shape.dim));
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w2,
-                          Fp8Linear::Load(ckpt, p + "w2", shape.dim, shape.shared_inter));
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear w3,
-                          Fp8Linear::Load(ckpt, p + "w3", shape.shared_inter, shape.dim));
-    w.shared.w1 = w1.weight();
-    w.shared.w2 = w2.weight();
-    w.shared.w3 = w3.weight();
+  return Status::Ok();
+}
+
+// The shared expert, in the routed experts' format (w.int8).  The sidecar's
+// fused `w13` replaces w1 and w3 when present.
+Status BindSharedExpert(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
+                        MoeWeights& w) {
+  const std::string p = prefix + ".shared_experts.";
+  const int64_t si = shape.shared_inter;
+  const int64_t d = shape.dim;
+  const bool fused = ckpt.Find(p + "w13.weight") != nullptr;
+  auto int8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Int8Weight> {
+    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in));
+    w.owned.push_back(std::move(l));
+    return w.owned.back().weight();
+  };
+  // Fp8Linear holds only views into the mapping, so its weight() outlives it.
+  auto fp8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Fp8Weight> {
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::Load(ckpt, name, out, in));
+    return l.weight();
+  };
+  SharedExpertWeights& x = w.shared;
+  if (w.int8) {
+    DSV4_ASSIGN_OR_RETURN(x.q2, int8(p + "w2", d, si));
+    if (fused) {
+      DSV4_ASSIGN_OR_RETURN(x.q13, int8(p + "w13", 2 * si, d));
+      return Status::Ok();
+    }
+    DSV4_ASSIGN_OR_RETURN(x.q1, int8(p + "w1", si, d));
+    DSV4_ASSIGN_OR_RETURN(x.q3, int8(p + "w3", si, d));
+    return Status::Ok();
   }
+  DSV4_ASSIGN_OR_RETURN(x.w2, fp8(p + "w2", d, si));
+  if (fused) {
+    DSV4_ASSIGN_OR_RETURN(x.w13, fp8(p + "w13", 2 * si, d));
+    return Status::Ok();
+  }
+  DSV4_ASSIGN_OR_RETURN(x.w1, fp8(p + "w1", si, d));
+  DSV4_ASSIGN_OR_RETURN(x.w3, fp8(p + "w3", si, d));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
+                                  const MoeShape& shape, bool hash, int64_t vocab,
+                                  WeightStore& store) {
+  MoeWeights w;
+  const std::string gate = prefix + ".gate.";
+  DSV4_ASSIGN_OR_RETURN(w.router.gate,
+                        BindBf16(ckpt, gate + "weight", {shape.num_experts, shape.dim}, store));
+  if (hash) {
+    DSV4_ASSIGN_OR_RETURN(w.router.tid2eid, BindIdTable(ckpt, gate + "tid2eid", vocab, shape.top_k,
+                                                        shape.num_experts, store));
+    w.router.vocab = vocab;
+  } else {
+    DSV4_ASSIGN_OR_RETURN(w.router.bias, BindF32(ckpt, gate + "bias", {shape.num_experts}, store));
+  }
+  w.owned.reserve(Sz(3 * shape.num_experts + 3));
+  if (ckpt.Find(prefix + ".experts.w13.weight") != nullptr) {
+    DSV4_RETURN_IF_ERROR(BindStackedExperts(ckpt, prefix, shape, w));
+  } else {
+    DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, w));
+  }
+  if (shape.shared_inter > 0) DSV4_RETURN_IF_ERROR(BindSharedExpert(ckpt, prefix, shape, w));
   return w;
 }
 
@@ -204,21 +296,21 @@ void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m,
                          const float* row_weight, bf16* y, Workspace& ws, ThreadPool* pool) {
   if (w.is_int8()) {
-    return ExpertBody(w.q1, w.q2, w.q3, shape.inter, shape.swiglu_limit, AsInt8(x_codes), x_scales,
-                      m, row_weight, y, ws, pool, kernels::Int8Gemm);
+    return ExpertBody(w.q1, w.q2, w.q3, w.q13, shape.inter, shape.swiglu_limit, AsInt8(x_codes),
+                      x_scales, m, row_weight, y, ws, pool, kernels::Int8Gemm);
   }
-  ExpertBody(w.w1, w.w2, w.w3, shape.inter, shape.swiglu_limit, x_codes, x_scales, m, row_weight, y,
-             ws, pool, kernels::Fp4Gemm);
+  ExpertBody(w.w1, w.w2, w.w3, w.w13, shape.inter, shape.swiglu_limit, x_codes, x_scales, m,
+             row_weight, y, ws, pool, kernels::Fp4Gemm);
 }
 
 void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
                          const uint8_t* x_codes, const float* x_scales, int64_t m, bf16* y,
                          Workspace& ws, ThreadPool* pool) {
   if (w.is_int8()) {
-    return ExpertBody(w.q1, w.q2, w.q3, shape.shared_inter, shape.swiglu_limit, AsInt8(x_codes),
-                      x_scales, m, nullptr, y, ws, pool, kernels::Int8Gemm);
+    return ExpertBody(w.q1, w.q2, w.q3, w.q13, shape.shared_inter, shape.swiglu_limit,
+                      AsInt8(x_codes), x_scales, m, nullptr, y, ws, pool, kernels::Int8Gemm);
   }
-  ExpertBody(w.w1, w.w2, w.w3, shape.shared_inter, shape.swiglu_limit, x_codes, x_scales, m,
+  ExpertBody(w.w1, w.w2, w.w3, w.w13, shape.shared_inter, shape.swiglu_limit, x_codes, x_scales, m,
              nullptr, y, ws, pool, kernels::Fp8Gemm);
 }
 

@@ -44,21 +44,29 @@ struct RouterWeights {
 };
 
 // Native checkpoints fill w1..w3; W8A8 checkpoints (model.md §4.6) fill
-// q1..q3 instead (INT8 per channel, per-token INT8 activations).
+// q1..q3 instead (INT8 per channel, per-token INT8 activations).  Bound from
+// the prepacked sidecar (docs/prepack.md), w1 and w3 come fused as w13 / q13
+// (gate rows then up rows) and w1/w3 (q1/q3) stay empty: one gate-up GEMM per
+// expert instead of two, bitwise identical (each output row is its own dot
+// products in a fixed order).
 struct RoutedExpertWeights {
   kernels::Fp4Weight w1;                 // gate [inter, dim]
   kernels::Fp4Weight w2;                 // down [dim, inter]
   kernels::Fp4Weight w3;                 // up   [inter, dim]
+  kernels::Fp4Weight w13{};              // fused gate-up [2*inter, dim]
   kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8: same roles and shapes
-  bool is_int8() const { return q1.codes != nullptr; }
+  kernels::Int8Weight q13{};             // W8A8 fused gate-up
+  bool is_int8() const { return q2.codes != nullptr; }
 };
 
 struct SharedExpertWeights {
   kernels::Fp8Weight w1;                 // gate [shared_inter, dim]
   kernels::Fp8Weight w2;                 // down [dim, shared_inter]
   kernels::Fp8Weight w3;                 // up   [shared_inter, dim]
+  kernels::Fp8Weight w13{};              // fused gate-up [2*shared_inter, dim] (sidecar)
   kernels::Int8Weight q1{}, q2{}, q3{};  // W8A8
-  bool is_int8() const { return q1.codes != nullptr; }
+  kernels::Int8Weight q13{};             // W8A8 fused gate-up (sidecar)
+  bool is_int8() const { return q2.codes != nullptr; }
 };
 
 struct MoeWeights {
@@ -69,8 +77,12 @@ struct MoeWeights {
   std::vector<Int8Linear> owned;             // keeps the INT8 scales alive
 };
 
-// Binds `<prefix>.gate.*`, `<prefix>.experts.{e}.*`, `<prefix>.shared_experts.*`
-// (prefix e.g. "layers.0.ffn").  hash selects tid2eid routing (no bias).
+// Binds `<prefix>.gate.*`, the routed experts and the shared expert (prefix
+// e.g. "layers.0.ffn").  Routed experts come from the sidecar's rank-stacked
+// `<prefix>.experts.{w13,w2}.*` when the checkpoint has them (an overlay,
+// checkpoint.h), else from `<prefix>.experts.{e}.*`; the shared expert from
+// `<prefix>.shared_experts.w13.*` + `w2.*` or `w1/w2/w3.*` likewise.  hash
+// selects tid2eid routing (no bias).
 Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
                                   const MoeShape& shape, bool hash, int64_t vocab,
                                   WeightStore& store);

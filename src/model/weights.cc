@@ -19,36 +19,52 @@ Result<const bf16*> BindBf16(const Checkpoint& ckpt, const std::string& name, co
   return static_cast<const bf16*>(copy);
 }
 
-Result<const float*> CopyF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
+Result<const float*> BindF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
                              WeightStore& store) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kF32, shape));
+  if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) return t->as<float>();
   float* copy = store.Allocate<float>(t->numel());
   std::memcpy(copy, t->data, t->nbytes());
   return static_cast<const float*>(copy);
 }
 
-Result<const int32_t*> CopyIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
+Result<const int32_t*> BindIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
                                    int64_t cols, int64_t max_value, WeightStore& store) {
-  DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kI64, {rows, cols}));
-  int32_t* table = store.Allocate<int32_t>(rows * cols);
+  const TensorView* found = ckpt.Find(name);
+  const bool narrow = found == nullptr || found->dtype != DType::kI32;
+  DSV4_ASSIGN_OR_RETURN(const TensorView* t,
+                        ckpt.Require(name, narrow ? DType::kI64 : DType::kI32, {rows, cols}));
   const auto* bytes = static_cast<const uint8_t*>(t->data);
+  const bool in_place = !narrow && reinterpret_cast<uintptr_t>(t->data) % alignof(int32_t) == 0;
+  int32_t* table = in_place ? nullptr : store.Allocate<int32_t>(rows * cols);
+  const size_t width = narrow ? 8 : 4;
+  // Validation reads vocab x top_k ids (0.8M on Flash): milliseconds, cheap
+  // insurance against a corrupt table indexing past the expert list.
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
-      int64_t v;  // the mapped data may be misaligned for int64
-      std::memcpy(&v, bytes + (r * cols + c) * 8, 8);
+      int64_t v;  // the mapped data may be misaligned
+      if (narrow) {
+        std::memcpy(&v, bytes + (r * cols + c) * width, 8);
+      } else {
+        int32_t v32;
+        std::memcpy(&v32, bytes + (r * cols + c) * width, 4);
+        v = v32;
+      }
       if (v < 0 || v >= max_value) {
         return DataLoss("{}: tensor {} row {} holds id {} outside [0, {})", ckpt.FileOf(name), name,
                         r, v, max_value);
       }
       for (int64_t p = 0; p < c; ++p) {
-        if (table[r * cols + p] == v) {
+        int32_t prev;
+        std::memcpy(&prev, bytes + (r * cols + p) * width, 4);  // low half of an LE I64 too
+        if (prev == v) {
           return DataLoss("{}: tensor {} row {} repeats id {}", ckpt.FileOf(name), name, r, v);
         }
       }
-      table[r * cols + c] = static_cast<int32_t>(v);
+      if (table != nullptr) table[r * cols + c] = static_cast<int32_t>(v);
     }
   }
-  return static_cast<const int32_t*>(table);
+  return in_place ? t->as<int32_t>() : static_cast<const int32_t*>(table);
 }
 
 Result<kernels::Fp4Weight> BindFp4Weight(const Checkpoint& ckpt, const std::string& prefix,

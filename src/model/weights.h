@@ -1,11 +1,12 @@
 // Binding of checkpoint tensors to the views the kernels consume
 // (architecture decision 8: zero-copy where possible).
 //
-// FP8/FP4 codes and E8M0 scales, BF16 weights and norm vectors are views into
-// the memory-mapped shards (one byte or two-byte elements need no repacking).
-// Small FP32 tensors (mHC, router bias) and tid2eid (I64 in the file, narrowed
-// to int32 after a range check) are copied into 64-byte aligned buffers owned
-// by a WeightStore, as is any BF16 tensor whose mapped address is misaligned.
+// FP8/FP4 codes and E8M0 scales, BF16 and FP32 tensors are views into the
+// memory-mapped shards (or the prepacked sidecar, docs/prepack.md) whenever
+// their mapped address is naturally aligned; a misaligned one is copied into
+// a 64-byte aligned buffer owned by a WeightStore.  tid2eid is I64 in the
+// checkpoint (narrowed to int32 into the store after a range check) and I32
+// in the sidecar (a view, range-checked the same way).
 #pragma once
 
 #include <cstdint>
@@ -43,14 +44,15 @@ class WeightStore {
 Result<const bf16*> BindBf16(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
                              WeightStore& store);
 
-// FP32 tensor `name` of exactly `shape`, copied (aligned).
-Result<const float*> CopyF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
+// FP32 tensor `name` of exactly `shape`; zero-copy unless misaligned.
+Result<const float*> BindF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
                              WeightStore& store);
 
-// I64 table `name` [rows, cols] narrowed to int32.  Every value must lie in
+// Id table `name` [rows, cols] as int32: I64 (checkpoint) narrowed into the
+// store, or I32 (sidecar) bound in place.  Every value must lie in
 // [0, max_value) and each row must hold distinct values (the reference applies
 // a repeated expert once, so a repeated id would silently change the sum).
-Result<const int32_t*> CopyIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
+Result<const int32_t*> BindIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
                                    int64_t cols, int64_t max_value, WeightStore& store);
 
 // (FP8 block-scaled linears are bound by Fp8Linear::Load, model/linear.h.)

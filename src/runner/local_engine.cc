@@ -9,15 +9,16 @@
 namespace dsv4 {
 
 Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_dir));
+  ModelOptions model_options;
+  model_options.prepacked = options.prepacked;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                        Model::Load(options.model_dir, model_options));
   // Mapped weights sit in the page cache, which MemAvailable counts as
   // reclaimable: reserve them so the caches do not evict the weights.
   KvBudgetOptions budget;
   budget.kv_cache_memory = options.kv_cache_memory;
   budget.memory_utilization = options.memory_utilization;
-  for (const auto& shard : model->checkpoint().shards()) {
-    budget.resident_reserve += static_cast<int64_t>(shard->file_size());
-  }
+  budget.resident_reserve = model->MappedWeightBytes();
   int64_t bytes = options.kv_cache_memory;
   if (bytes <= 0) {
     DSV4_ASSIGN_OR_RETURN(MemoryInfo memory, ReadMemInfo());

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/sha256.h"
 #include "checkpoint/safetensors_writer.h"
 #include "tools/convert_internal.h"
-#include "tools/convert_sha256.h"
 
 namespace dsv4::tools {
 

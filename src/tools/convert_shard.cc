@@ -11,10 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "base/sha256.h"
 #include "tensor/numeric.h"
 #include "tools/convert_internal.h"
 #include "tools/convert_numerics.h"
-#include "tools/convert_sha256.h"
 
 namespace dsv4::tools::convert_internal {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/convert_sha256.h"
+#include "base/sha256.h"
 
 namespace dsv4::tools {
 namespace {

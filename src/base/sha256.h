@@ -1,7 +1,8 @@
-// SHA-256 (FIPS 180-4) for the converter's source fingerprints, computed on
-// every source byte while converting (docs/convert.md).  Dependency-free:
-// the x86 SHA extensions when the CPU has them (several times faster), else
-// portable code; both give the same digest (tested).
+// SHA-256 (FIPS 180-4) for source fingerprints: the converter hashes every
+// source byte (docs/convert.md), the prepacked sidecar its source description
+// (docs/prepack.md).  Dependency-free: the x86 SHA extensions when the CPU has
+// them (several times faster), else portable code; both give the same digest
+// (tested in tests/tools/convert_numerics_test.cc).
 #pragma once
 
 #include <array>
@@ -10,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-namespace dsv4::tools {
+namespace dsv4 {
 
 class Sha256 {
  public:
@@ -36,4 +37,4 @@ class Sha256 {
   uint64_t total_ = 0;
 };
 
-}  // namespace dsv4::tools
+}  // namespace dsv4

@@ -1,4 +1,4 @@
-#include "tools/convert_sha256.h"
+#include "base/sha256.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace dsv4::tools {
+namespace dsv4 {
 
 namespace {
 
@@ -169,4 +169,4 @@ std::string Sha256::HexOf(std::string_view bytes) {
   return s;
 }
 
-}  // namespace dsv4::tools
+}  // namespace dsv4

@@ -1,0 +1,166 @@
+#include "tools/prepack.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/model_config.h"
+#include "checkpoint/prepacked.h"
+#include "checkpoint/safetensors_writer.h"
+#include "tensor/numeric.h"
+
+namespace dsv4::tools {
+namespace {
+
+constexpr size_t kChunkBytes = 32u << 20;  // copy granularity (bounds the RSS)
+
+// Drops this process's mappings of the pages under [p, p + n) of a read-only
+// file mapping: the page cache keeps them, our RSS does not.
+void DropPages(const void* p, size_t n) {
+  if (n == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advisory
+}
+
+Status CopyBytes(const TensorView& v, const std::string& name, SafetensorsWriter& w) {
+  const auto* p = static_cast<const uint8_t*>(v.data);
+  for (size_t done = 0; done < v.nbytes();) {
+    const size_t n = std::min(kChunkBytes, v.nbytes() - done);
+    DSV4_RETURN_IF_ERROR(w.Write(name, p + done, n));
+    DropPages(p + done, n);
+    done += n;
+  }
+  return Status::Ok();
+}
+
+// wo_a: FP8 codes x 128x128 block scales -> BF16, as Bf16Linear::
+// LoadDequantizedFp8 does at load (code value x power-of-two scale; an
+// inexact product is an error), 128 rows at a time.
+Status WriteDequantizedFp8(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
+  const TensorView& codes = *ckpt.Find(t.sources[0]);
+  const int64_t out = t.shape[0];
+  const int64_t in = t.shape[1];
+  const int64_t scale_cols = (in + 127) / 128;
+  DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(t.sources[1], DType::kF8E8M0,
+                                                          {(out + 127) / 128, scale_cols}));
+  const uint8_t* c = codes.as<uint8_t>();
+  const uint8_t* sc = s->as<uint8_t>();
+  float lut[256];  // e4m3 code -> value (exact)
+  for (int i = 0; i < 256; ++i) lut[i] = E4M3ToF32(static_cast<uint8_t>(i));
+  std::vector<bf16> rows(static_cast<size_t>(128 * in));  // [128, in]
+  for (int64_t o0 = 0; o0 < out; o0 += 128) {
+    const int64_t o1 = std::min(out, o0 + 128);
+    for (int64_t o = o0; o < o1; ++o) {
+      for (int64_t i = 0; i < in; ++i) {
+        const float v = lut[c[o * in + i]] * E8M0ToF32(sc[(o / 128) * scale_cols + i / 128]);
+        const bf16 b = F32ToBf16(v);
+        if (Bf16ToF32(b) != v) {
+          return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})",
+                          t.sources[0], o, i, v);
+        }
+        rows[static_cast<size_t>((o - o0) * in + i)] = b;
+      }
+    }
+    DSV4_RETURN_IF_ERROR(
+        w.Write(t.name, rows.data(), static_cast<size_t>((o1 - o0) * in) * sizeof(bf16)));
+    DropPages(c + o0 * in, static_cast<size_t>((o1 - o0) * in));
+  }
+  return Status::Ok();
+}
+
+// tid2eid: I64 -> I32 with the loader's checks (ids in [0, max_id), distinct
+// per row), so a sidecar never holds a table the checkpoint path would reject.
+Status WriteNarrowedIds(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
+  const TensorView& v = *ckpt.Find(t.sources[0]);
+  const int64_t rows = t.shape[0];
+  const int64_t cols = t.shape[1];
+  const auto* bytes = static_cast<const uint8_t*>(v.data);
+  std::vector<int32_t> out(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t id;
+      std::memcpy(&id, bytes + (r * cols + c) * 8, 8);
+      if (id < 0 || id >= t.max_id) {
+        return DataLoss("{}: tensor {} row {} holds id {} outside [0, {})",
+                        ckpt.FileOf(t.sources[0]), t.sources[0], r, id, t.max_id);
+      }
+      if (std::find(out.begin(), out.begin() + c, id) != out.begin() + c) {
+        return DataLoss("{}: tensor {} row {} repeats id {}", ckpt.FileOf(t.sources[0]),
+                        t.sources[0], r, id);
+      }
+      out[static_cast<size_t>(c)] = static_cast<int32_t>(id);
+    }
+    DSV4_RETURN_IF_ERROR(w.Write(t.name, out.data(), out.size() * sizeof(int32_t)));
+  }
+  DropPages(v.data, v.nbytes());
+  return Status::Ok();
+}
+
+Status WriteTensor(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
+  switch (t.kind) {
+    case PackedTensor::kFp8ToBf16:
+      return WriteDequantizedFp8(ckpt, t, w);
+    case PackedTensor::kI64ToI32:
+      return WriteNarrowedIds(ckpt, t, w);
+    case PackedTensor::kConcat:
+      break;
+  }
+  for (const std::string& src : t.sources) {
+    DSV4_RETURN_IF_ERROR(CopyBytes(*ckpt.Find(src), t.name, w));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PrepackSummary> Prepack(const PrepackOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(options.model_dir));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(options.model_dir));
+  const std::string path = options.output.empty()
+                               ? options.model_dir + "/" + PrepackedFileName(options.ranks)
+                               : options.output;
+  struct stat st;
+  if (!options.force && ::stat(path.c_str(), &st) == 0) {
+    return InvalidArgument("{} already exists (pass --force to replace it)", path);
+  }
+  // Fingerprint first: what the sidecar claims to derive from is what was
+  // there when packing started (and is checked again before publishing).
+  DSV4_ASSIGN_OR_RETURN(PrepackedSource source, DescribePrepackedSource(*ckpt, options.ranks));
+  DSV4_ASSIGN_OR_RETURN(std::vector<PackedTensor> plan,
+                        PlanPrepackedLayout(*ckpt, cfg, options.ranks));
+  std::vector<SafetensorsTensorInfo> infos;
+  for (const PackedTensor& t : plan) infos.push_back({t.name, t.dtype, t.shape});
+  SafetensorsWriterOptions wo;
+  wo.alignment = kPrepackedAlignment;
+  wo.unique_temp = true;
+  if (::stat(ckpt->shards().front()->path().c_str(), &st) == 0) wo.mode = st.st_mode & 0666;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
+                        SafetensorsWriter::Create(path, infos, PrepackedMetadata(source), wo));
+  for (const PackedTensor& t : plan) DSV4_RETURN_IF_ERROR(WriteTensor(*ckpt, t, *writer));
+  DSV4_ASSIGN_OR_RETURN(PrepackedSource after, DescribePrepackedSource(*ckpt, options.ranks));
+  if (after.Fingerprint() != source.Fingerprint()) {
+    return FailedPrecondition(
+        "{}: the checkpoint changed while packing; nothing was written (run prepack again)",
+        options.model_dir);
+  }
+  DSV4_RETURN_IF_ERROR(writer->Finish());
+  PrepackSummary summary;
+  summary.path = path;
+  summary.num_tensors = static_cast<int64_t>(plan.size());
+  if (::stat(path.c_str(), &st) == 0) summary.bytes = static_cast<uint64_t>(st.st_size);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return summary;
+}
+
+}  // namespace dsv4::tools

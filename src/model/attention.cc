@@ -119,8 +119,7 @@ Result<std::unique_ptr<Attention>> Attention::Load(const Checkpoint& ckpt, const
   return a;
 }
 
-std::unique_ptr<AttentionCache> Attention::NewCache(int64_t num_slots,
-                                                    int64_t ring_capacity) const {
+AttentionCacheGeometry Attention::CacheGeometry(int64_t ring_capacity) const {
   AttentionCacheGeometry g;
   g.head_dim = w_->head_dim;
   g.sliding_window = w_->window;
@@ -129,7 +128,12 @@ std::unique_ptr<AttentionCache> Attention::NewCache(int64_t num_slots,
                  g.ring_capacity, w_->window);
   g.compress_ratio = ratio_;
   g.index_head_dim = w_->index_head_dim;
-  return std::make_unique<AttentionCache>(g, num_slots);
+  return g;
+}
+
+std::unique_ptr<AttentionCache> Attention::NewCache(int64_t num_slots,
+                                                    int64_t ring_capacity) const {
+  return std::make_unique<AttentionCache>(CacheGeometry(ring_capacity), num_slots);
 }
 
 }  // namespace dsv4

@@ -71,6 +71,8 @@ class Attention {
   // sliding_window; otherwise it must be >= sliding_window, and the excess is
   // the number of positions a slot can re-run (on every layer kind).
   std::unique_ptr<AttentionCache> NewCache(int64_t num_slots, int64_t ring_capacity = 0) const;
+  // The geometry NewCache uses (self-managed pages).
+  AttentionCacheGeometry CacheGeometry(int64_t ring_capacity = 0) const;
 
   int64_t layer_id() const { return layer_id_; }
   int64_t compress_ratio() const { return ratio_; }

@@ -11,16 +11,24 @@
 //     of compressed KV rows (entry t covers positions ratio*t .. ratio*t+ratio-1);
 //   * CSA layers (ratio 4): the indexer compressor state ([8, 2*index_head_dim]
 //     each) and the growing list of indexer keys (index_head_dim BF16 per entry).
-// Growing lists live in per-layer pools of fixed-size pages addressed through
-// a per-slot page table (the shape of the paged cache groups of serving.md
-// §4), so row addresses are stable while a list grows.
+//
+// Rings and compressor states are per-slot storage sized by need (window + K
+// rows, coff*ratio + K rows): a position-addressed ring never needs more, and
+// paging it in 128-token pages would cost 2-3x the memory (docs/engine.md §4,
+// "per-slot rings").  The growing lists are paged (PagedRows): every row is
+// addressed through the slot's page table, which either an internal allocator
+// fills on demand (self-managed caches: tests, golden checks, bare loops) or
+// the scheduler sets from its block tables each step (external pages: the
+// engine's fixed pools, page ids = the scheduler's page ids of the cmp_c4 /
+// cmp_c128 / idx groups).
 //
 // Byte counts per slot (d = head_dim, di = index_head_dim, cap = ring_capacity):
 //   fixed (FixedBytesPerSlot): ring 2*cap*d; ratio 4: + 2 states of [8, 2d]
 //   FP32 (128*d) + 2 indexer states of [8, 2di] FP32 (128*di); ratio 128: + 2
 //   states of [128, d] FP32 (1024*d); plus the slack rows of each state.
 //   Growing: ratio 4: 2*d + 2*di bytes per 4 tokens; ratio 128: 2*d per 128
-//   tokens; allocated in whole pages (32 rows for ratio 4, 8 for ratio 128).
+//   tokens; in whole pages (self-managed: 32 rows for ratio 4, 8 for ratio
+//   128; external: page_tokens / ratio rows).
 //   Flash (d 512, di 128, cap 128): CSA 128 KiB + 80 KiB fixed, 1280 B per 4
 //   tokens; HCA 128 KiB + 512 KiB fixed, 1 KiB per 128 tokens.
 //
@@ -29,39 +37,116 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "base/status.h"
+#include "model/forward_batch.h"
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
 namespace dsv4 {
 
-// Growing per-slot lists of fixed-width BF16 rows kept in pages of
-// rows_per_page rows drawn from one per-layer pool.
+// Anonymous zero-filled memory that the OS backs on first touch (mmap), so a
+// pool planned for gigabytes costs resident memory only for the pages
+// requests have written.  Move-only.
+class LazyZeroMemory {
+ public:
+  LazyZeroMemory() = default;
+  // Throws std::bad_alloc when the address space cannot be reserved.
+  explicit LazyZeroMemory(size_t bytes);
+  ~LazyZeroMemory();
+  LazyZeroMemory(LazyZeroMemory&& other) noexcept;
+  LazyZeroMemory& operator=(LazyZeroMemory&& other) noexcept;
+  LazyZeroMemory(const LazyZeroMemory&) = delete;
+  LazyZeroMemory& operator=(const LazyZeroMemory&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Growing per-slot lists of fixed-width BF16 rows in pages of rows_per_page
+// rows.  Row i of a slot is row i % rows_per_page of page table[i /
+// rows_per_page]; one addressing path for both ways of owning the pages:
+//   * self-managed: the pool grows one page at a time and an internal free
+//     list fills the tables on Append (pages return on Truncate / Clear);
+//   * external: a fixed pool of num_pages pages (lazily backed, zero until
+//     written); the owner of the page ids sets each slot's table (SetTable,
+//     after CheckTable) before the rows it covers are appended, and clears
+//     pages it hands out anew (ClearPage).  Truncate / Clear only shrink the
+//     row count; the page ids stay the owner's business.
 class PagedRows {
  public:
+  // Self-managed.
   PagedRows(int64_t width, int64_t rows_per_page, int64_t num_slots);
+  // External pages: a fixed pool of num_pages pages.
+  PagedRows(int64_t width, int64_t rows_per_page, int64_t num_slots, int64_t num_pages);
   PagedRows(const PagedRows&) = delete;
   PagedRows& operator=(const PagedRows&) = delete;
 
+  bool external() const { return external_; }
   int64_t width() const { return width_; }
+  int64_t rows_per_page() const { return rows_per_page_; }
   int64_t size(int64_t slot) const { return sizes_[static_cast<size_t>(slot)]; }
-  // Row i of the slot.  REQUIRES: i < size(slot).  Stable until Clear(slot).
+  // Row i of the slot.  REQUIRES: i < size(slot).  Stable until the row is
+  // truncated away or its page is given to another slot.
   const bf16* Row(int64_t slot, int64_t i) const;
-  // Appends one (uninitialized) row and returns it.
+  // Pool page holding row i of the slot (introspection, tests).
+  int32_t PageOfRow(int64_t slot, int64_t i) const;
+  const std::vector<int32_t>& table(int64_t slot) const {
+    return tables_[static_cast<size_t>(slot)];
+  }
+  // Appends one (uninitialized) row and returns it.  REQUIRES (external): the
+  // slot's table covers size(slot) + 1 rows.
   bf16* Append(int64_t slot);
-  // Keeps the first n rows (n <= size); freed pages return to the pool.
+  // Keeps the first n rows (n <= size).  Self-managed: pages past them go back
+  // to the free list.
   void Truncate(int64_t slot, int64_t n);
-  // Drops the slot's rows; its pages return to the pool's free list.
+  // Drops the slot's rows and its table (self-managed: pages to the free list).
   void Clear(int64_t slot);
-  int64_t num_pages() const { return static_cast<int64_t>(pages_.size()); }
+
+  // ---- External pages. ----
+  // Whether `pages` can replace the slot's table for a call that keeps the
+  // first keep_rows rows and grows the list to end_rows: every id in [0,
+  // num_pages), enough pages for end_rows, and the pages of the kept rows
+  // unchanged.  InvalidArgument / FailedPrecondition naming `what` otherwise.
+  Status CheckTable(int64_t slot, std::span<const int32_t> pages, int64_t keep_rows,
+                    int64_t end_rows, const char* what) const;
+  // REQUIRES: CheckTable passed.
+  void SetTable(int64_t slot, std::span<const int32_t> pages);
+  // Zeroes one page.  REQUIRES: 0 <= page < num_pages().
+  void ClearPage(int32_t page);
+
+  // Pages in the pool (self-managed: allocated so far).
+  int64_t num_pages() const { return num_pages_; }
   size_t page_bytes() const { return static_cast<size_t>(width_ * rows_per_page_) * sizeof(bf16); }
+  // Bytes reserved for the pool (external: all of it, resident or not).
+  size_t pool_bytes() const { return static_cast<size_t>(num_pages_) * page_bytes(); }
+  // [rows_per_page, width] of one pool page (tests inspect pool contents).
+  const bf16* PageData(int32_t page) const;
+  // Tests: overwrites every pool page with `value` (poisoning).
+  void FillPool(bf16 value);
 
  private:
+  bf16* MutablePage(int32_t page);
+  void AllocateSelfManagedPage(int64_t slot);
+
   int64_t width_;
   int64_t rows_per_page_;
-  std::vector<Buffer> pages_;  // the pool
-  std::vector<int32_t> free_pages_;
+  bool external_;
+  int64_t num_pages_ = 0;
+  // Page p lives in chunk p / pages_per_chunk_ at offset p % pages_per_chunk_:
+  // one chunk holding the whole pool (external), one chunk per page
+  // (self-managed, so pages never move while the pool grows).
+  int64_t pages_per_chunk_;
+  std::vector<bf16*> chunks_;
+  LazyZeroMemory pool_;                       // external
+  std::vector<Buffer> owned_;                 // self-managed, one per page
+  std::vector<int32_t> free_pages_;           // self-managed
   std::vector<std::vector<int32_t>> tables_;  // [slot] -> page ids
   std::vector<int64_t> sizes_;                // [slot] -> rows
 };
@@ -72,6 +157,12 @@ struct AttentionCacheGeometry {
   int64_t ring_capacity = 0;   // >= W
   int64_t compress_ratio = 0;  // 0, 4 or 128
   int64_t index_head_dim = 0;  // only used when compress_ratio == 4
+  // Full-history rows: 0 = self-managed pages; > 0 = external fixed pools
+  // whose pages cover page_tokens source positions (a multiple of the ratio:
+  // page_tokens / ratio rows per page, the scheduler's rows_per_page).
+  int64_t page_tokens = 0;
+  int64_t compressed_pages = 0;  // external: pool pages of the compressed rows
+  int64_t index_pages = 0;       // external: pool pages of the indexer keys (ratio 4)
 };
 
 class AttentionCache {
@@ -98,7 +189,23 @@ class AttentionCache {
   int64_t NumCompressed(int64_t slot) const;
   int64_t NumIndexKeys(int64_t slot) const;
   // Bytes a slot holds independent of its length (ring + compressor states).
-  size_t FixedBytesPerSlot() const;
+  size_t FixedBytesPerSlot() const { return FixedBytesFor(g_); }
+  static size_t FixedBytesFor(const AttentionCacheGeometry& geometry);
+
+  // ---- Pages of the growing lists. ----
+  bool external_pages() const { return g_.page_tokens > 0; }
+  // The list of `group` in this layer, or null when the layer has none
+  // (window-only layers; kHistIdx on ratio-128 layers).
+  PagedRows* history(HistoryGroup group);
+  const PagedRows* history(HistoryGroup group) const;
+  // Whether slice s's pages fit this layer (external caches: s.pages covers
+  // every row kept after the rewind to s.start_pos and every row the call
+  // appends, ids in range, kept rows' pages unchanged; self-managed caches:
+  // s.pages is empty).  Errors name the layer's group; nothing is changed.
+  Status CheckPages(const SequenceSlice& s) const;
+  // Zeroes s.pages.fresh and installs s.pages.tables for the slot.
+  // REQUIRES: CheckPages(s) passed.  No-op for self-managed caches.
+  void ApplyPages(const SequenceSlice& s);
 
   // ---- Used by Attention (model/ internals). ----
   bf16* RingRow(int64_t slot, int64_t pos);  // [head_dim]
@@ -117,8 +224,10 @@ class AttentionCache {
   void SetNumCachedTokens(int64_t slot, int64_t n) { num_cached_[static_cast<size_t>(slot)] = n; }
 
  private:
-  int64_t attn_state_elems() const;  // per slot, per buffer
-  int64_t index_state_elems() const;
+  static int64_t AttnStateElems(const AttentionCacheGeometry& g);  // per slot, per buffer
+  static int64_t IndexStateElems(const AttentionCacheGeometry& g);
+  int64_t attn_state_elems() const { return AttnStateElems(g_); }
+  int64_t index_state_elems() const { return IndexStateElems(g_); }
 
   AttentionCacheGeometry g_;
   int64_t num_slots_;

@@ -4,16 +4,36 @@
 // single decode token, or S tokens of a speculative verification step.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace dsv4 {
+
+// The model's full-history row lists, one per cache group the scheduler pages
+// (docs/engine.md §2): compressed KV rows of ratio-4 layers (`cmp_c4`), of the
+// other compressed layers (`cmp_c128`), and indexer keys (`idx`).
+enum HistoryGroup : int { kHistC4 = 0, kHistC128 = 1, kHistIdx = 2, kNumHistoryGroups = 3 };
+
+// One slice's pages in the fixed pools of a cache with external pages
+// (Model::NewCache with CachePools; empty for a self-managed cache).  Per
+// group: tables[g][i] is the pool page of the slice's logical page i (pages
+// cover CachePools::page_tokens source positions from position 0); fresh[g]
+// lists pages newly given to the sequence, which the forward zeroes in every
+// layer's pool before it writes anything.  The spans point into caller memory
+// that must stay valid for the call.
+struct SlicePages {
+  std::array<std::span<const int32_t>, kNumHistoryGroups> tables;
+  std::array<std::span<const int32_t>, kNumHistoryGroups> fresh;
+};
 
 struct SequenceSlice {
   int64_t cache_slot = 0;  // which per-sequence state (ModelCache slot) it reads and extends
   int64_t start_pos = 0;   // absolute position of its first row (== tokens already cached)
   int64_t num_tokens = 0;  // rows it contributes
   int64_t row_offset = 0;  // index of its first row in the batch
+  SlicePages pages;        // external-page caches only
 };
 
 struct ForwardBatch {

@@ -69,4 +69,45 @@ size_t ModelCache::FixedBytesPerSlot() const {
   return n;
 }
 
+bool ModelCache::external_pages() const {
+  return !layers_.empty() && layers_.front()->external_pages();
+}
+
+size_t ModelCache::PageBytes(HistoryGroup group) const {
+  size_t n = 0;
+  for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
+    const PagedRows* rows = layer(l).history(group);
+    if (rows != nullptr) n += rows->page_bytes();
+  }
+  return n;
+}
+
+int64_t ModelCache::NumPoolPages(HistoryGroup group) const {
+  for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
+    const PagedRows* rows = layer(l).history(group);
+    if (rows != nullptr) return rows->num_pages();
+  }
+  return 0;
+}
+
+size_t ModelCache::AllocatedBytes() const {
+  size_t n = FixedBytesPerSlot() * static_cast<size_t>(num_slots_);
+  for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
+    for (int g = 0; g < kNumHistoryGroups; ++g) {
+      const PagedRows* rows = layer(l).history(static_cast<HistoryGroup>(g));
+      if (rows != nullptr) n += rows->pool_bytes();
+    }
+  }
+  return n;
+}
+
+void ModelCache::FillPools(bf16 value) {
+  for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
+    for (int g = 0; g < kNumHistoryGroups; ++g) {
+      PagedRows* rows = layer(l).history(static_cast<HistoryGroup>(g));
+      if (rows != nullptr) rows->FillPool(value);
+    }
+  }
+}
+
 }  // namespace dsv4

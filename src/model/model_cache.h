@@ -2,6 +2,14 @@
 // plus one for the MTP block, all with the same number of sequence slots.
 // A slot is one sequence; Reset(slot) starts a fresh one in every layer.
 //
+// Storage (docs/model.md "Caches"): rings and compressor states are per slot
+// in every mode.  The growing lists (compressed KV rows, indexer keys) are
+// paged: self-managed caches (Model::NewCache(num_slots, options)) allocate
+// pages on demand; caches with external pages (NewCache with CachePools, the
+// engine) hold one fixed pool per layer and group, in which page id p means
+// the same page of every layer of the group, and each forward's SlicePages
+// say which pages a sequence's rows live in (the scheduler's block tables).
+//
 // Thread safety: none; one forward at a time.
 #pragma once
 
@@ -47,6 +55,20 @@ class ModelCache {
 
   // Bytes held per slot independent of sequence length, over all layers.
   size_t FixedBytesPerSlot() const;
+
+  // Whether the growing lists live in external page pools.
+  bool external_pages() const;
+  // Bytes of one page of `group` summed over every layer that has the group
+  // (what the engine's capacity plan must price as the group's page_bytes).
+  size_t PageBytes(HistoryGroup group) const;
+  // Pool pages of `group` (external: fixed; self-managed: allocated so far,
+  // per layer).  0 when no layer has the group.
+  int64_t NumPoolPages(HistoryGroup group) const;
+  // Bytes allocated: per-slot state of every slot plus every page pool
+  // (external pools count in full, resident or not).
+  size_t AllocatedBytes() const;
+  // Tests: overwrites every page of every pool with `value`.
+  void FillPools(bf16 value);
 
  private:
   std::vector<std::unique_ptr<AttentionCache>> layers_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <utility>
 
 #include "base/logging.h"
@@ -129,18 +131,85 @@ Status Model::Bind(const ModelOptions& options) {
   return Status::Ok();
 }
 
-std::unique_ptr<ModelCache> Model::NewCache(int64_t num_slots, const CacheOptions& options) const {
-  std::vector<std::unique_ptr<AttentionCache>> layers;
+// [num_layers (+ 1 MTP when included)] the geometry of each layer's cache.
+std::vector<AttentionCacheGeometry> Model::CacheGeometries(const CacheOptions& options) const {
+  std::vector<AttentionCacheGeometry> g;
   for (const auto& b : blocks_) {
     // Every layer kind keeps position-indexed rings (window KV and compressor
     // token states), so the same slack lets all of them re-run their last
     // (ring - window) positions: the rollback of rejected speculative tokens.
-    layers.push_back(b->attention().NewCache(num_slots, options.ring_capacity));
+    g.push_back(b->attention().CacheGeometry(options.ring_capacity));
+  }
+  if (mtp_block_ != nullptr && options.include_mtp) {
+    g.push_back(mtp_block_->attention().CacheGeometry(options.mtp_ring_capacity));
+  }
+  return g;
+}
+
+std::unique_ptr<ModelCache> Model::NewCache(int64_t num_slots, const CacheOptions& options) const {
+  std::vector<AttentionCacheGeometry> geometries = CacheGeometries(options);
+  std::vector<std::unique_ptr<AttentionCache>> layers;
+  for (int64_t l = 0; l < num_layers(); ++l) {
+    layers.push_back(std::make_unique<AttentionCache>(geometries[Sz(l)], num_slots));
   }
   std::unique_ptr<AttentionCache> mtp;
-  if (mtp_block_ != nullptr)
-    mtp = mtp_block_->attention().NewCache(num_slots, options.mtp_ring_capacity);
+  if (static_cast<int64_t>(geometries.size()) > num_layers()) {
+    mtp = std::make_unique<AttentionCache>(geometries.back(), num_slots);
+  }
   return std::make_unique<ModelCache>(std::move(layers), std::move(mtp), num_slots);
+}
+
+Result<std::unique_ptr<ModelCache>> Model::NewCache(int64_t num_slots, const CacheOptions& options,
+                                                    const CachePools& pools) const {
+  std::vector<AttentionCacheGeometry> geometries = CacheGeometries(options);
+  for (int64_t pages : pools.num_pages) {
+    if (pages < 0 || pages > std::numeric_limits<int32_t>::max()) {
+      return InvalidArgument("a cache pool of {} pages does not fit 32-bit page ids", pages);
+    }
+  }
+  for (size_t l = 0; l < geometries.size(); ++l) {
+    AttentionCacheGeometry& g = geometries[l];
+    if (g.compress_ratio == 0) continue;
+    if (static_cast<int64_t>(l) == num_layers()) {
+      return InvalidArgument("the MTP block has compress ratio {}: no cache group pages its rows",
+                             g.compress_ratio);
+    }
+    if (pools.page_tokens <= 0 || pools.page_tokens % g.compress_ratio != 0) {
+      return InvalidArgument(
+          "cache page of {} tokens is not a positive multiple of layer {}'s "
+          "compress ratio {}",
+          pools.page_tokens, l, g.compress_ratio);
+    }
+  }
+  std::vector<std::unique_ptr<AttentionCache>> layers;
+  std::unique_ptr<AttentionCache> mtp;
+  for (size_t l = 0; l < geometries.size(); ++l) {
+    AttentionCacheGeometry& g = geometries[l];
+    g.page_tokens = pools.page_tokens;
+    g.compressed_pages = pools.num_pages[g.compress_ratio == 4 ? kHistC4 : kHistC128];
+    g.index_pages = pools.num_pages[kHistIdx];
+    std::unique_ptr<AttentionCache> c;
+    try {
+      c = std::make_unique<AttentionCache>(g, num_slots);
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("cannot reserve the cache pools of layer {} ({} slots)", l,
+                               num_slots);
+    }
+    if (static_cast<int64_t>(l) < num_layers()) {
+      layers.push_back(std::move(c));
+    } else {
+      mtp = std::move(c);
+    }
+  }
+  return std::make_unique<ModelCache>(std::move(layers), std::move(mtp), num_slots);
+}
+
+size_t Model::CacheFixedBytesPerSlot(const CacheOptions& options) const {
+  size_t n = 0;
+  for (const AttentionCacheGeometry& g : CacheGeometries(options)) {
+    n += AttentionCache::FixedBytesFor(g);
+  }
+  return n;
 }
 
 Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
@@ -178,6 +247,10 @@ Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, 
             "slot {} of layer {} holds {} tokens and cannot continue at position {}", s.cache_slot,
             l, cached, s.start_pos);
       }
+      const Status pages = c.CheckPages(s);
+      if (!pages.ok()) {
+        return Status(pages.code(), fmt::format("layer {}: {}", l, pages.message()));
+      }
     }
   }
   if (next_row != n) {
@@ -195,6 +268,15 @@ Status Model::ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, 
     if (r < 0 || r >= n || (i > 0 && r <= batch.logit_rows[i - 1])) {
       return InvalidArgument("logit row {} is out of range [0, {}) or not ascending", r, n);
     }
+  }
+  return Status::Ok();
+}
+
+Status Model::PrepareBatch(const ForwardBatch& batch, ModelCache& cache, int64_t first_layer,
+                           int64_t end_layer) const {
+  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, first_layer, end_layer));
+  for (int64_t l = first_layer; l < end_layer; ++l) {
+    for (const SequenceSlice& s : batch.seqs) cache.layer(l).ApplyPages(s);
   }
   return Status::Ok();
 }
@@ -230,7 +312,7 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
 
 Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,
                       Workspace& ws, ThreadPool* pool, ModelTrace* trace) const {
-  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, 0, num_layers()));
+  DSV4_RETURN_IF_ERROR(PrepareBatch(batch, cache, 0, num_layers()));
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
   const size_t elems = Sz(n * stream_width());
@@ -260,7 +342,7 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   if (mtp_block_ == nullptr || !cache.has_mtp()) {
     return FailedPrecondition("the model or its cache was built without the MTP layer");
   }
-  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, num_layers(), num_layers() + 1));
+  DSV4_RETURN_IF_ERROR(PrepareBatch(batch, cache, num_layers(), num_layers() + 1));
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
   if (h == nullptr) return InvalidArgument("ForwardMtp needs the main model's streams");
@@ -309,8 +391,8 @@ Status Model::RunBlock(int64_t layer_id, const bf16* in, const ForwardBatch& bat
   if (layer_id == num_layers() && !cache.has_mtp()) {
     return FailedPrecondition("the cache was built without the MTP layer");
   }
-  DSV4_RETURN_IF_ERROR(ValidateBatch(batch, cache, layer_id, layer_id + 1));
   if (in == out) return InvalidArgument("RunBlock input and output streams must not alias");
+  DSV4_RETURN_IF_ERROR(PrepareBatch(batch, cache, layer_id, layer_id + 1));
   const Block& b = layer_id == num_layers() ? *mtp_block_ : *blocks_[Sz(layer_id)];
   b.Forward(in, batch, cache.layer(layer_id), out, ws, pool, trace);
   return Status::Ok();

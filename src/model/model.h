@@ -10,6 +10,7 @@
 // own Workspace and ModelCache.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,6 +59,16 @@ struct CacheOptions {
   // (ring - window) positions, e.g. after rejected speculative tokens.
   int64_t ring_capacity = 0;
   int64_t mtp_ring_capacity = 0;
+  bool include_mtp = true;  // a cache for the MTP block (when the model has one)
+};
+
+// External page pools for the full-history row lists (the engine's cmp_c4,
+// cmp_c128 and idx groups, docs/engine.md §4): every layer of a group gets a
+// fixed pool of num_pages[group] pages of page_tokens source positions, and
+// the caller addresses rows through per-slice page tables (SlicePages).
+struct CachePools {
+  int64_t page_tokens = 0;                             // --block-size
+  std::array<int64_t, kNumHistoryGroups> num_pages{};  // per group, all DP partitions
 };
 
 // Caller-owned outputs of one forward; every pointer is optional.
@@ -97,7 +108,17 @@ class Model {
   int64_t num_layers() const { return cfg_.num_hidden_layers; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // per token
 
+  // A self-managed cache: the growing lists allocate their pages on demand.
   std::unique_ptr<ModelCache> NewCache(int64_t num_slots, const CacheOptions& options = {}) const;
+  // A cache with external pages (engine mode): fixed, lazily backed pools,
+  // rows addressed through each forward's SlicePages.  InvalidArgument when
+  // page_tokens is not a positive multiple of every compress ratio or the MTP
+  // block has compressed rows (no cache group plans pages for them).
+  Result<std::unique_ptr<ModelCache>> NewCache(int64_t num_slots, const CacheOptions& options,
+                                               const CachePools& pools) const;
+  // Bytes NewCache(options) allocates per slot independent of context: rings
+  // and compressor states of every layer (and the MTP block when included).
+  size_t CacheFixedBytesPerSlot(const CacheOptions& options) const;
 
   // Main model on any mix of sequences (ForwardBatch).  Writes the requested
   // outputs; extends each slice's cache slot.  Errors (InvalidArgument /
@@ -141,8 +162,14 @@ class Model {
   // Decides about the sidecar and installs it as the checkpoint's overlay.
   Status AttachPrepacked(const ModelOptions& options);
   Status Bind(const ModelOptions& options);
+  // Checks the batch against layers [first_layer, end_layer) of the cache
+  // (slots, positions, ids, pages); nothing is changed.
   Status ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
                        int64_t end_layer) const;
+  // ValidateBatch, then the slices' pages go into layers [first, end).
+  Status PrepareBatch(const ForwardBatch& batch, ModelCache& cache, int64_t first_layer,
+                      int64_t end_layer) const;
+  std::vector<AttentionCacheGeometry> CacheGeometries(const CacheOptions& options) const;
   // hc_head -> norm -> head on the batch's logit rows of streams [T, hc, D].
   void Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch& batch,
             const ForwardOutputs& out, Workspace& ws, ThreadPool* pool) const;

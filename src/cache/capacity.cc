@@ -50,13 +50,15 @@ int64_t PeakPagesPerRequest(const CacheGroupSpec& spec, int64_t max_context,
 Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
                                   const CapacityOptions& o) {
   if (o.max_model_len <= 0 || o.max_step_tokens <= 0 || o.num_spec < 0 || o.max_seqs <= 0 ||
-      o.prefill_align <= 0) {
+      o.prefill_align <= 0 || o.slot_ring_bytes < 0) {
     return InvalidArgument(
         "capacity: max_model_len, max_step_tokens, max_seqs and prefill_align must be positive "
-        "and K >= 0");
+        "and K, slot_ring_bytes >= 0");
   }
   CapacityPlan plan;
   plan.unit_tokens = 1;
+  plan.bytes_per_slot = o.slot_ring_bytes;
+  plan.ring_bytes_per_request = o.slot_ring_bytes;
   for (const CacheGroupSpec& g : groups) {
     DSV4_RETURN_IF_ERROR(ValidateGroupSpec(g));
     const int64_t peak =
@@ -89,7 +91,7 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
   if (plan.ring_bytes_per_request > 0) {
     const int64_t half = std::max<int64_t>(1, o.budget_bytes / 2 / plan.ring_bytes_per_request);
     const int64_t fit = (o.budget_bytes - history_bytes_per_slot) / plan.ring_bytes_per_request;
-    plan.num_ring_requests = std::min({o.max_seqs, half, fit});
+    plan.num_ring_requests = std::min({o.max_seqs, o.slot_ring_bytes > 0 ? fit : half, fit});
   }
   const int64_t left = o.budget_bytes - plan.num_ring_requests * plan.ring_bytes_per_request;
   // More context than the ring pools' requests could ever hold is never used.
@@ -106,17 +108,21 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
     plan.num_pages.push_back(pages);
     plan.total_bytes += pages * spec.page_bytes;
   }
+  plan.total_bytes += plan.num_ring_requests * o.slot_ring_bytes;
   return plan;
 }
 
 std::string DescribeCapacity(const std::vector<CacheGroupSpec>& groups, const CapacityOptions& o,
                              const CapacityPlan& plan) {
+  const std::string rings = o.slot_ring_bytes > 0
+                                ? fmt::format("{} runner slots with per-slot rings of {} bytes",
+                                              plan.num_ring_requests, o.slot_ring_bytes)
+                                : fmt::format("{} requests' rings", plan.num_ring_requests);
   std::string s = fmt::format(
       "kv cache per partition: {} slots at max context {} ({} bytes per slot, {:.1f} MiB), "
-      "{} requests' rings, {} tokens of history, {:.1f} MiB of {:.1f} MiB budget; pages:",
-      plan.num_slots, o.max_model_len, plan.bytes_per_slot, plan.bytes_per_slot / 1048576.0,
-      plan.num_ring_requests, plan.num_units * plan.unit_tokens, plan.total_bytes / 1048576.0,
-      o.budget_bytes / 1048576.0);
+      "{}, {} tokens of history, {:.1f} MiB of {:.1f} MiB budget; pages:",
+      plan.num_slots, o.max_model_len, plan.bytes_per_slot, plan.bytes_per_slot / 1048576.0, rings,
+      plan.num_units * plan.unit_tokens, plan.total_bytes / 1048576.0, o.budget_bytes / 1048576.0);
   for (size_t g = 0; g < groups.size(); ++g) {
     s += fmt::format(" {}={}", groups[g].name, plan.num_pages[g]);
   }

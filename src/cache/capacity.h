@@ -11,6 +11,17 @@
 //   - full-history groups share the rest of the budget as 128-token units of
 //     context, so short requests leave room for more requests.
 // A "slot" (one max_model_len request at its peak) is only a unit of report.
+//
+// Per-slot rings (slot_ring_bytes > 0, the CPU runner): the model keeps each
+// request's rings and compressor states in per-slot storage sized by need
+// instead of in ring pages.  Ring groups' pages are then bookkeeping that
+// costs nothing (page_bytes 0); every ring request costs slot_ring_bytes,
+// and num_ring_requests is the number of slots, i.e. the hard limit on
+// running requests per partition.  Because that limit is not softened by
+// requests at rest holding fewer ring pages than their peak, the rings get
+// as many slots as max_seqs allows while one max-length history still fits
+// (not at most half the budget): fewer slots than max-length requests the
+// budget holds would waste it; oversubscribed history is preemption's job.
 #pragma once
 
 #include <cstdint>
@@ -38,13 +49,14 @@ struct CapacityOptions {
   int64_t num_spec = 0;         // draft positions reserved per decode step (K)
   int64_t prefill_align = 1;    // prefill chunks start at multiples of this (the tile)
   int64_t max_seqs = 0;         // requests per partition the ring pools serve at once
+  int64_t slot_ring_bytes = 0;  // > 0: rings are per-slot storage of this many bytes
 };
 
 struct CapacityPlan {
   std::vector<int64_t> num_pages;      // [num_groups] pool size per partition
   std::vector<int64_t> peak_pages;     // [num_groups] one max-length request at its peak
   int64_t bytes_per_slot = 0;          // Σ peak_pages * page_bytes
-  int64_t ring_bytes_per_request = 0;  // ring part of bytes_per_slot
+  int64_t ring_bytes_per_request = 0;  // ring part of bytes_per_slot (incl. slot_ring_bytes)
   int64_t history_bytes_per_unit = 0;  // full-history bytes of one context unit
   int64_t unit_tokens = 0;             // context unit (lcm of full-history page sizes)
   int64_t num_units = 0;               // context units the full-history pools hold

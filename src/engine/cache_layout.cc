@@ -125,6 +125,11 @@ Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
     return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
   DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
                         BuildDsv4CacheGroups(o.shapes, o.storage, o.block_size, o.state_pages));
+  if (o.slot_ring_bytes > 0) {
+    for (CacheGroupSpec& g : groups) {
+      if (g.is_ring()) g.page_bytes = 0;
+    }
+  }
   CapacityOptions capacity;
   capacity.budget_bytes = o.budget_bytes / o.num_partitions;
   capacity.max_model_len = o.max_model_len;
@@ -132,6 +137,7 @@ Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
   capacity.num_spec = o.num_spec;
   capacity.prefill_align = o.prefill_tile;
   capacity.max_seqs = CeilDiv(o.max_num_seqs, o.num_partitions);
+  capacity.slot_ring_bytes = o.slot_ring_bytes;
   DSV4_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(groups, capacity));
   std::string description = fmt::format("{} partition(s); {}", o.num_partitions,
                                         DescribeCapacity(groups, capacity, plan));

@@ -93,6 +93,10 @@ struct CacheSetupOptions {
   int64_t num_spec = 0;         // K
   int64_t prefill_tile = 128;   // SchedulerConfig::prefill_tile (chunk start alignment)
   int64_t max_num_seqs = 0;     // rings are sized for ceil(max_num_seqs / dp) per partition
+  // > 0: the runner keeps rings and compressor states in per-slot storage of
+  // this many bytes (CapacityOptions::slot_ring_bytes); the ring groups' pages
+  // are then admission bookkeeping priced at 0 bytes.
+  int64_t slot_ring_bytes = 0;
 };
 
 struct CacheSetup {

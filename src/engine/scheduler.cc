@@ -49,6 +49,9 @@ Status SchedulerConfig::Validate() const {
         max_num_batched_tokens, num_speculative_tokens);
   }
   if (num_partitions <= 0) return InvalidArgument("--dp must be positive, got {}", num_partitions);
+  if (slots_per_partition < 0) {
+    return InvalidArgument("slots per partition must be >= 0, got {}", slots_per_partition);
+  }
   if (PrefillExtent() < std::min(prefill_tile, max_model_len)) {
     return InvalidArgument(
         "prefill extent {} (the least of {}, --max-num-batched-tokens, "
@@ -79,9 +82,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& conf
 
 Scheduler::Scheduler(const SchedulerConfig& config, CacheManager cache)
     : config_(config), cache_(std::move(cache)) {
-  // Any partition may end up holding every running request.
   for (int32_t p = 0; p < config_.num_partitions; ++p) {
-    slots_.emplace_back(static_cast<int32_t>(config_.max_num_seqs));
+    slots_.emplace_back(static_cast<int32_t>(config_.SlotsPerPartition()));
   }
 }
 

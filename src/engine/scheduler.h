@@ -52,10 +52,17 @@ struct SchedulerConfig {
   int32_t num_speculative_tokens = 0;        // K draft positions per decode step
   int32_t num_partitions = 1;                // --dp
   int32_t max_admission_skips = 16;          // bypasses of the oldest waiting request
+  // Runner slots per partition (per-slot ring storage bounds how many
+  // requests a partition can run); 0 = max_num_seqs (any partition may then
+  // hold every running request).
+  int64_t slots_per_partition = 0;
 
   Status Validate() const;
   // min(max_prefill_extent, max_num_batched_tokens, threshold, max_model_len).
   int64_t PrefillExtent() const;
+  int64_t SlotsPerPartition() const {
+    return slots_per_partition > 0 ? slots_per_partition : max_num_seqs;
+  }
 };
 
 struct SchedulerStats {

@@ -1,6 +1,7 @@
 #include "runner/model_executor.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "base/logging.h"
 #include "runner/mtp_proposer.h"
@@ -47,23 +48,43 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   if (k > 0 && proposer == nullptr && !model.has_mtp()) {
     return FailedPrecondition("--speculative K = {} needs the checkpoint's MTP layer", k);
   }
-  // Ring slack K on every layer: a step's rejected drafts are rewound.  The
-  // MTP window also re-runs its K - 1 chained draft rows.
-  CacheOptions cache_options;
-  if (k > 0) {
-    cache_options.ring_capacity = model.config().sliding_window + k;
-    cache_options.mtp_ring_capacity = model.config().sliding_window + k;
-  }
+  const CacheOptions cache_options = CacheOptionsFor(model, k);
   const int64_t num_slots =
       static_cast<int64_t>(options.num_partitions) * options.slots_per_partition;
-  std::unique_ptr<ModelExecutor> ex(
-      new ModelExecutor(model, pool, options, model.NewCache(num_slots, cache_options)));
+  std::unique_ptr<ModelCache> cache;
+  if (options.page_tokens > 0) {
+    CachePools pools;
+    pools.page_tokens = options.page_tokens;
+    for (int g = 0; g < kNumHistoryGroups; ++g) {
+      const int64_t per = options.pages_per_partition[static_cast<size_t>(g)];
+      if (per < 0 || per * options.num_partitions > std::numeric_limits<int32_t>::max()) {
+        return InvalidArgument("{} pages per partition do not fit 32-bit page ids", per);
+      }
+      pools.num_pages[static_cast<size_t>(g)] = per * options.num_partitions;
+    }
+    DSV4_ASSIGN_OR_RETURN(cache, model.NewCache(num_slots, cache_options, pools));
+  } else {
+    cache = model.NewCache(num_slots, cache_options);
+  }
+  std::unique_ptr<ModelExecutor> ex(new ModelExecutor(model, pool, options, std::move(cache)));
   if (k > 0) {
     ex->proposer_ = proposer != nullptr
                         ? std::move(proposer)
                         : std::make_unique<MtpProposer>(model, *ex->cache_, pool, k);
   }
   return ex;
+}
+
+CacheOptions ModelExecutor::CacheOptionsFor(const Model& model, int32_t k) {
+  // Ring slack K on every layer: a step's rejected drafts are rewound.  The
+  // MTP window also re-runs its K - 1 chained draft rows.
+  CacheOptions o;
+  if (k > 0) {
+    o.ring_capacity = model.config().sliding_window + k;
+    o.mtp_ring_capacity = model.config().sliding_window + k;
+  }
+  o.include_mtp = k > 0;
+  return o;
 }
 
 ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
@@ -149,6 +170,7 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
                                 st.tokens[static_cast<size_t>(s + i)]);
     }
   }
+  if (options_.page_tokens > 0) DSV4_RETURN_IF_ERROR(BindPages(e, b));
   for (int64_t i = known - s; i < n; ++i) st.tokens.push_back(e.token_ids[static_cast<size_t>(i)]);
   b->entry = &e;
   b->slot = idx;
@@ -161,6 +183,41 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
     for (int32_t j = 0; j < e.num_draft; ++j) {
       b->drafts.push_back(static_cast<size_t>(j) < p.size() ? p[static_cast<size_t>(j)] : 0);
     }
+  }
+  return Status::Ok();
+}
+
+// The entry's pages of the full-history groups as pool page ids.
+Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
+  static constexpr int kGroupOf[kNumHistoryGroups] = {kGroupCmpC4, kGroupCmpC128, kGroupIdx};
+  if (static_cast<int>(e.block_tables.size()) != kNumDsv4Groups ||
+      static_cast<int>(e.fresh_pages.size()) != kNumDsv4Groups) {
+    return InvalidArgument("plan entry has {} block tables and {} fresh lists, need {}",
+                           e.block_tables.size(), e.fresh_pages.size(), int{kNumDsv4Groups});
+  }
+  for (int h = 0; h < kNumHistoryGroups; ++h) {
+    const auto hs = static_cast<size_t>(h);
+    const int64_t per = options_.pages_per_partition[hs];
+    const int64_t base = per * e.partition;
+    const auto gs = static_cast<size_t>(kGroupOf[h]);
+    const BlockTable& table = e.block_tables[gs];
+    if (table.first_page != 0 && !table.pages.empty()) {
+      return InvalidArgument("full-history table of group {} starts at page {}", kGroupOf[h],
+                             table.first_page);
+    }
+    auto translate = [&](const std::vector<int32_t>& local, std::vector<int32_t>* out) -> Status {
+      out->clear();
+      for (int32_t p : local) {
+        if (p < 0 || p >= per) {
+          return InvalidArgument("group {}: page {} outside the partition's [0, {})", kGroupOf[h],
+                                 p, per);
+        }
+        out->push_back(static_cast<int32_t>(base + p));
+      }
+      return Status::Ok();
+    };
+    DSV4_RETURN_IF_ERROR(translate(table.pages, &b->tables[hs]));
+    DSV4_RETURN_IF_ERROR(translate(e.fresh_pages[gs], &b->fresh[hs]));
   }
   return Status::Ok();
 }
@@ -233,6 +290,13 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
       }
     }
     bound.push_back(std::move(b));
+  }
+  // The spans point into `bound`, which no longer moves.
+  for (size_t i = 0; i < bound.size(); ++i) {
+    for (size_t g = 0; g < kNumHistoryGroups; ++g) {
+      batch.seqs[i].pages.tables[g] = bound[i].tables[g];
+      batch.seqs[i].pages.fresh[g] = bound[i].fresh[g];
+    }
   }
   StepResult result;
   result.step_id = plan.step_id;

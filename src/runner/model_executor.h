@@ -4,10 +4,15 @@
 // then the draft proposer's update.
 //
 // Slots: the scheduler's (partition, slot) maps to model cache slot
-// partition * slots_per_partition + slot.  The model's caches are per slot
-// (window rings, compressor states, growing compressed/indexer rows): the
-// scheduler's block tables and fresh pages are capacity bookkeeping only and
-// are not used for addressing (docs/engine.md "Runner and MTP").
+// partition * slots_per_partition + slot.  Rings and compressor states are
+// per slot (the plan prices them per slot).  With page_tokens > 0 (the
+// engine) the growing rows live in fixed pools addressed by the plan: each
+// entry's block tables of cmp_c4, cmp_c128 and idx become the slice's page
+// tables and its fresh pages are zeroed before the forward writes; partition
+// p's page g is pool page p * pages_per_partition + g (one pool per layer for
+// all partitions).  Without page_tokens (tests that drive the executor with
+// hand-made plans) the cache manages its own pages and block tables are
+// ignored (docs/engine.md "Runner and MTP").
 //
 // Rollback of rejected drafts: the main cache rings hold window + K rows, so
 // the next step simply starts at the first unaccepted position and the model
@@ -16,6 +21,7 @@
 // Thread safety: none; the engine thread owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -34,8 +40,13 @@ namespace dsv4 {
 
 struct ModelExecutorOptions {
   int32_t num_partitions = 1;          // --dp
-  int32_t slots_per_partition = 1;     // SchedulerConfig::max_num_seqs
+  int32_t slots_per_partition = 1;     // the scheduler's slots per partition
   int32_t num_speculative_tokens = 0;  // K; > 0 needs the model's MTP layer (or a proposer)
+  // Pages of the full-history groups: 0 = self-managed cache; else the
+  // scheduler's block size, with pages_per_partition[g] pages of group g
+  // (cmp_c4, cmp_c128, idx) in every partition.
+  int64_t page_tokens = 0;
+  std::array<int64_t, kNumHistoryGroups> pages_per_partition{};
 };
 
 // Speculation counters (serving.md §6.6), per request and global.
@@ -67,6 +78,9 @@ class ModelExecutor : public Executor {
   static Result<std::unique_ptr<ModelExecutor>> Create(
       const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
       std::unique_ptr<DraftProposer> proposer = nullptr);
+  // The model cache options of K speculative tokens: rings of window + K rows
+  // (rollback), the MTP block's cache only when K > 0.
+  static CacheOptions CacheOptionsFor(const Model& model, int32_t num_speculative_tokens);
 
   ModelExecutor(const ModelExecutor&) = delete;
   ModelExecutor& operator=(const ModelExecutor&) = delete;
@@ -81,11 +95,8 @@ class ModelExecutor : public Executor {
   // Counters of the request now in (partition, slot); empty when none.
   SpecStats SlotSpecStats(int32_t partition, int32_t slot) const;
   int64_t num_cache_slots() const { return cache_->num_slots(); }
-  // Bytes the model cache holds independent of context (rings, compressor
-  // states) over all slots; the growing rows come on top.
-  int64_t cache_fixed_bytes() const {
-    return static_cast<int64_t>(cache_->FixedBytesPerSlot()) * cache_->num_slots();
-  }
+  // The model cache (bytes, pools and tables for setup checks and tests).
+  const ModelCache& cache() const { return *cache_; }
   // Slots holding a live request's state (0 once every request has ended
   // and its release reached the executor).
   int64_t num_live_slots() const;
@@ -109,12 +120,17 @@ class ModelExecutor : public Executor {
     int64_t row_offset = 0;
     int64_t first_logit = 0;  // index into the logits rows when entry->needs_logits
     std::vector<int32_t> drafts;
+    // External pages: pool page ids of the entry's block tables and fresh
+    // pages, per history group (SlicePages points into them).
+    std::array<std::vector<int32_t>, kNumHistoryGroups> tables;
+    std::array<std::vector<int32_t>, kNumHistoryGroups> fresh;
   };
 
   ModelExecutor(const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
                 std::unique_ptr<ModelCache> cache);
   void Release(const ReleasedSlot& r);
   Status Bind(const ScheduledRequest& e, Bound* b);
+  Status BindPages(const ScheduledRequest& e, Bound* b) const;
   RequestResult Commit(const Bound& b, const float* logits, DraftUpdate* update);
 
   const Model& model_;

@@ -93,6 +93,48 @@ TEST(CacheLayoutTest, CreateFlashCacheFromABudget) {
   EXPECT_NE(small.status().message().find("--kv-cache-memory"), std::string::npos);
 }
 
+// Per-slot rings (the CPU runner): ring pages cost nothing, each slot costs
+// the model's ring bytes, and the rings get as many slots as leave one
+// max-length history (not at most half the budget).
+TEST(CacheLayoutTest, PerSlotRingsArePricedPerSlot) {
+  CacheSetupOptions o;
+  o.shapes = Dsv4CacheShapes::Flash();
+  o.storage = CacheStorage::Bf16(o.shapes);
+  o.budget_bytes = 1LL << 30;
+  o.max_model_len = 16384;
+  o.max_step_tokens = 2048;
+  o.num_spec = 1;
+  o.prefill_tile = 128;
+  o.max_num_seqs = 64;
+  o.slot_ring_bytes = 18'315'264;  // Flash, K = 1 (model_paged_cache_test)
+  Result<CacheSetup> setup = CreateDsv4Cache(o);
+  ASSERT_TRUE(setup.ok()) << setup.status().ToString();
+  const CapacityPlan& plan = setup->plan;
+  int64_t history = 0;
+  for (const CacheGroupSpec& g : setup->cache.groups()) {
+    if (g.is_ring()) {
+      EXPECT_EQ(g.page_bytes, 0) << g.name;
+    }
+  }
+  for (int g = 0; g < setup->cache.num_groups(); ++g) {
+    if (!setup->cache.group(g).is_ring()) {
+      history += plan.num_pages[static_cast<size_t>(g)] * setup->cache.group(g).page_bytes;
+    }
+  }
+  const int64_t one_history = 16384 / 128 * plan.history_bytes_per_unit;
+  EXPECT_EQ(plan.ring_bytes_per_request, o.slot_ring_bytes);
+  EXPECT_EQ(plan.bytes_per_slot, o.slot_ring_bytes + one_history);
+  EXPECT_EQ(plan.num_ring_requests, (o.budget_bytes - one_history) / o.slot_ring_bytes);
+  EXPECT_GT(plan.num_ring_requests, o.budget_bytes / 2 / o.slot_ring_bytes);
+  EXPECT_EQ(plan.total_bytes, plan.num_ring_requests * o.slot_ring_bytes + history);
+  EXPECT_LE(plan.total_bytes, o.budget_bytes);
+  EXPECT_NE(setup->description.find("per-slot rings of 18315264 bytes"), std::string::npos);
+  o.max_num_seqs = 4;  // a generous budget: max_num_seqs slots
+  setup = CreateDsv4Cache(o);
+  ASSERT_TRUE(setup.ok());
+  EXPECT_EQ(setup->plan.num_ring_requests, 4);
+}
+
 TEST(MemoryBudgetTest, ParsesMeminfo) {
   Result<MemoryInfo> m = ParseMemInfo(
       "MemTotal:       16000000 kB\nMemFree:         1000 kB\nMemAvailable:   12000000 kB\n");

@@ -1,12 +1,16 @@
 // The model runner on tiny-a: greedy output with MTP (K = 1, 2, 3, 5) is
 // identical to greedy output without it; continuous batching equals one
 // request at a time; preemption under a tiny cache changes nothing; drafts
-// that are partly right (an oracle proposer) roll back exactly.
+// that are partly right (an oracle proposer) roll back exactly; the model
+// cache is what the capacity plan priced, and requests run on each other's
+// freed pages.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <span>
+#include <string>
 
 #include "runner_test_util.h"
 
@@ -214,6 +218,86 @@ TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
                 static_cast<long long>(stats.num_preemptions),
                 static_cast<long long>(stats.num_steps));
   }
+}
+
+// The engine's model cache is exactly what the capacity plan priced: per-slot
+// rings and compressor states for the plan's slots, full-history pools of
+// the plan's pages, dp partitions.
+TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
+  for (int32_t k : {0, 2}) {
+    for (int32_t dp : {1, 2}) {
+      EngineOptions o = TestOptions(k);
+      o.dp = dp;
+      Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
+      ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+      const ModelCache& cache = parts->executor->cache();
+      const CapacityPlan& plan = parts->plan;
+      EXPECT_TRUE(cache.external_pages());
+      EXPECT_EQ(cache.num_slots(), dp * plan.num_ring_requests);
+      EXPECT_EQ(static_cast<int64_t>(cache.FixedBytesPerSlot()), plan.ring_bytes_per_request);
+      EXPECT_EQ(cache.NumPoolPages(kHistC4), dp * plan.num_pages[kGroupCmpC4]);
+      EXPECT_EQ(cache.NumPoolPages(kHistC128), dp * plan.num_pages[kGroupCmpC128]);
+      EXPECT_EQ(cache.NumPoolPages(kHistIdx), dp * plan.num_pages[kGroupIdx]);
+      EXPECT_EQ(static_cast<int64_t>(cache.AllocatedBytes()), dp * plan.total_bytes)
+          << "K=" << k << " dp=" << dp;
+      EXPECT_NE(parts->description.find("per-slot rings"), std::string::npos);
+    }
+  }
+}
+
+// One runner slot and a history pool of one max-length request: requests run
+// one after another on each other's freed pages (rows of a finished request
+// still in them), the model's rows lie in the pages of the scheduler's block
+// table, and outputs equal a generous one-at-a-time run.
+TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
+  const std::vector<Request> reqs = MakeRequests(3, 20, 12);  // prompts 255, 260, 163
+  EngineOptions one = TestOptions(0);
+  one.max_num_seqs = 1;
+  const auto want = RunToCompletion(one, reqs);
+  const EngineOptions o = TestOptions(2);
+  Result<EngineParts> probe = BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
+  ASSERT_TRUE(probe.ok());
+  const int64_t budget = probe->plan.bytes_per_slot + probe->plan.bytes_per_slot / 8;
+  Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), o, budget);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ(parts->plan.num_ring_requests, 1);
+  ASSERT_EQ(parts->plan.num_pages[kGroupCmpC4], 4);  // 512 tokens of history
+  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  std::map<RequestId, Finished> got;
+  std::map<RequestId, std::set<int32_t>> pages;  // cmp_c4 pages each request used
+  const ModelCache& cache = parts->executor->cache();
+  while (parts->core->HasUnfinished()) {
+    auto out = parts->core->Step();
+    ASSERT_TRUE(out.ok());
+    for (const auto& o2 : *out) {
+      got[o2.id].tokens.insert(got[o2.id].tokens.end(), o2.new_tokens.begin(), o2.new_tokens.end());
+      got[o2.id].reason = o2.finish;
+    }
+    for (const auto& [id, info] : parts->executor->last_step()) {
+      const CacheManager& cm = parts->core->scheduler().cache();
+      if (!cm.Holds(id)) continue;  // finished in this step
+      const std::vector<int32_t>& sched = cm.Tables(id)[kGroupCmpC4].pages;
+      for (int64_t l : {2, 4}) {  // the CSA layers
+        const PagedRows& rows = *cache.layer(l).history(kHistC4);
+        for (int64_t i = 0; i < rows.size(0); ++i) {
+          ASSERT_LT(static_cast<size_t>(i / rows.rows_per_page()), sched.size());
+          ASSERT_EQ(rows.PageOfRow(0, i), sched[static_cast<size_t>(i / rows.rows_per_page())]);
+        }
+      }
+      pages[id].insert(sched.begin(), sched.end());
+    }
+  }
+  ExpectSame(want, got, "sequential on one slot");
+  ASSERT_EQ(pages.size(), 3u);
+  auto overlap = [](const std::set<int32_t>& a, const std::set<int32_t>& b) {
+    for (int32_t p : a) {
+      if (b.count(p) != 0) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(overlap(pages[1], pages[2]));
+  EXPECT_TRUE(overlap(pages[2], pages[3]));
+  EXPECT_TRUE(parts->core->scheduler().cache().AllFree());
 }
 
 // The MTP drafts are the MTP layer's argmax at the right alignment: draft 1

@@ -11,10 +11,21 @@
 
 #include "base/status.h"
 #include "engine/request.h"
+#include "engine/sampling_params.h"
 #include "model/forward_batch.h"
+#include "runner/sampler.h"
 #include "tensor/numeric.h"
 
 namespace dsv4 {
+
+// How the sequence's tokens are sampled: a drafter that draws like the
+// target (MtpProposer's coupled drafts) needs the params, the request's
+// random stream and where the prompt ends (penalties, output indices).
+struct DraftSampling {
+  SamplingParams params;  // greedy by default
+  SamplerState state;
+  int64_t num_prompt = 0;
+};
 
 // One sequence's outcome in a step, in terms the proposer needs.
 struct DraftUpdate {
@@ -28,6 +39,9 @@ struct DraftUpdate {
   int64_t num_true_rows = 0;
   // A token was sampled after the true rows: propose drafts that follow it.
   bool committed = false;
+  // Every token of the sequence known after the step (prompt first, the
+  // committed token last); valid during AfterVerify only.
+  std::span<const int32_t> history;
 };
 
 class DraftProposer {
@@ -36,8 +50,9 @@ class DraftProposer {
 
   // Most drafts one step can carry (K).
   virtual int32_t max_drafts() const = 0;
-  // A fresh sequence (request `id`) starts in `slot` at position 0.
-  virtual void AllocateState(int64_t slot, RequestId id) = 0;
+  // A fresh sequence (request `id`, sampled as `sampling` says) starts in
+  // `slot` at position 0.
+  virtual void AllocateState(int64_t slot, RequestId id, const DraftSampling& sampling) = 0;
   // The sequence in `slot` is gone; its state must not leak into the next.
   virtual void FreeState(int64_t slot) = 0;
   // Drafts for the positions after the slot's last committed token

@@ -150,7 +150,9 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
     st.sampling = e.sampling;
     st.rng = SamplerState::ForRequest(e.sampling, RequestSeed(e.id));
     st.num_prompt = e.num_prompt_tokens;
-    if (proposer_ != nullptr) proposer_->AllocateState(idx, e.id);
+    if (proposer_ != nullptr) {
+      proposer_->AllocateState(idx, e.id, {e.sampling, st.rng, e.num_prompt_tokens});
+    }
   } else if (!st.live || st.generation != e.generation || st.id != e.id) {
     return FailedPrecondition("stale step: slot holds request {} generation {}, plan has {} gen {}",
                               st.id, st.generation, e.id, e.generation);
@@ -236,6 +238,7 @@ RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUp
   u->tokens.assign(st.tokens.begin() + s, st.tokens.begin() + s + n);
   u->num_true_rows = n;
   u->committed = false;
+  u->history = st.tokens;
   if (!e.needs_logits) return r;
 
   RequestStepInfo& info = last_step_[e.id];
@@ -257,6 +260,7 @@ RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUp
   u->num_true_rows = n + a;
   u->committed = true;
   st.tokens.insert(st.tokens.end(), r.tokens.begin(), r.tokens.end());
+  u->history = st.tokens;  // after the insert (which may reallocate); AfterVerify reads it
   st.spec.Add(e.num_draft, a);
   spec_stats_.Add(e.num_draft, a);
   info.start_pos = s;

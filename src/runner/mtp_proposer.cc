@@ -7,19 +7,6 @@
 
 namespace dsv4 {
 
-namespace {
-
-// Lowest id on ties, like greedy sampling, so drafts are deterministic.
-int32_t Argmax(const float* row, int64_t vocab) {
-  int64_t best = 0;
-  for (int64_t v = 1; v < vocab; ++v) {
-    if (row[v] > row[best]) best = v;
-  }
-  return static_cast<int32_t>(best);
-}
-
-}  // namespace
-
 MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k)
     : model_(model),
       cache_(cache),
@@ -27,13 +14,15 @@ MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool
       k_(k),
       width_(model.stream_width()),
       vocab_(model.config().vocab_size),
-      slots_(static_cast<size_t>(cache.num_slots())) {
+      slots_(static_cast<size_t>(cache.num_slots())),
+      dist_(model.config().vocab_size) {
   DSV4_CHECK(model.has_mtp() && cache.has_mtp() && k >= 1);
 }
 
-void MtpProposer::AllocateState(int64_t slot, RequestId /*id*/) {
+void MtpProposer::AllocateState(int64_t slot, RequestId /*id*/, const DraftSampling& sampling) {
   SlotState& st = slots_[static_cast<size_t>(slot)];
   st.live = true;
+  st.sampling = sampling;
   st.mtp_pos = 0;
   st.has_pending = false;
   st.drafts.clear();
@@ -92,9 +81,12 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
   ForwardBatch mb;
   std::vector<bf16> h;  // [mb.num_tokens(), hc, D]
   std::vector<int64_t> proposing;
+  std::vector<std::span<const int32_t>> history;  // [proposing.size()]
   for (const DraftUpdate& u : updates) {
     DSV4_RETURN_IF_ERROR(AddTrueRows(u, streams, &mb, &h));
-    if (u.committed) proposing.push_back(u.slot);
+    if (!u.committed) continue;
+    proposing.push_back(u.slot);
+    history.push_back(u.history);
   }
   if (mb.num_tokens() == 0) return Status::Ok();
   std::vector<float> logits(mb.logit_rows.size() * static_cast<size_t>(vocab_));
@@ -107,17 +99,32 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
   std::vector<bf16> last(proposing.size() * static_cast<size_t>(width_));
   for (size_t i = 0; i < proposing.size(); ++i) {
     const int64_t row = mb.logit_rows[i];
-    slots_[static_cast<size_t>(proposing[i])].drafts = {
-        Argmax(logits.data() + static_cast<int64_t>(i) * vocab_, vocab_)};
+    slots_[static_cast<size_t>(proposing[i])].drafts.clear();
+    const int32_t draft =
+        PickDraft(proposing[i], history[i], logits.data() + static_cast<int64_t>(i) * vocab_);
+    slots_[static_cast<size_t>(proposing[i])].drafts.push_back(draft);
     std::memcpy(last.data() + static_cast<int64_t>(i) * width_, out_streams.data() + row * width_,
                 static_cast<size_t>(width_) * sizeof(bf16));
   }
-  return Chain(proposing, std::move(last));
+  return Chain(proposing, history, std::move(last));
+}
+
+int32_t MtpProposer::PickDraft(int64_t slot, std::span<const int32_t> history,
+                               const float* logits) {
+  const SlotState& st = slots_[static_cast<size_t>(slot)];
+  const auto num_prompt = static_cast<size_t>(
+      std::clamp<int64_t>(st.sampling.num_prompt, 0, static_cast<int64_t>(history.size())));
+  output_.assign(history.begin() + static_cast<std::ptrdiff_t>(num_prompt), history.end());
+  output_.insert(output_.end(), st.drafts.begin(), st.drafts.end());
+  return CoupledDraft(dist_, logits, st.sampling.params, st.sampling.state,
+                      {history.first(num_prompt), output_});
 }
 
 // One ForwardMtp per extra draft, every proposing sequence one row: the
 // chain is sequential per sequence but batched across sequences.
-Status MtpProposer::Chain(const std::vector<int64_t>& slots, std::vector<bf16> last_streams) {
+Status MtpProposer::Chain(const std::vector<int64_t>& slots,
+                          const std::vector<std::span<const int32_t>>& history,
+                          std::vector<bf16> last_streams) {
   if (slots.empty()) return Status::Ok();
   std::vector<float> logits(slots.size() * static_cast<size_t>(vocab_));
   std::vector<bf16> out_streams(last_streams.size());
@@ -134,8 +141,9 @@ Status MtpProposer::Chain(const std::vector<int64_t>& slots, std::vector<bf16> l
     out.streams = out_streams.data();
     DSV4_RETURN_IF_ERROR(model_.ForwardMtp(cb, last_streams.data(), cache_, out, ws_, pool_));
     for (size_t i = 0; i < slots.size(); ++i) {
-      slots_[static_cast<size_t>(slots[i])].drafts.push_back(
-          Argmax(logits.data() + static_cast<int64_t>(i) * vocab_, vocab_));
+      const int32_t draft =
+          PickDraft(slots[i], history[i], logits.data() + static_cast<int64_t>(i) * vocab_);
+      slots_[static_cast<size_t>(slots[i])].drafts.push_back(draft);
     }
     std::swap(last_streams, out_streams);
   }

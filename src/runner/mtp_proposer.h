@@ -5,7 +5,10 @@
 // last committed position: after every step it runs the MTP layer on the
 // rows whose main-model results now stand (prefill chunks, the tail and the
 // accepted drafts), all sequences in one ForwardMtp call; the last row's
-// argmax is draft 1.  Drafts 2..K chain the layer on itself: row P + j - 2
+// choice is draft 1 (greedy requests: the argmax; sampled requests: a coupled
+// draft, CoupledDraft in runner/token_distribution.h, which keeps seeded
+// output identical to plain sampling and lifts acceptance to the overlap of
+// the MTP and target laws).  Drafts 2..K chain the layer on itself: row P + j - 2
 // takes the MTP block's own output streams and draft j - 1.  Chained rows
 // are speculative; the next step rewinds the MTP cache over them (hence an
 // MTP ring of window + K).  A prefill chunk whose next token is unknown
@@ -23,6 +26,7 @@
 #include "model/model_cache.h"
 #include "model/workspace.h"
 #include "runner/draft_proposer.h"
+#include "runner/token_distribution.h"
 
 namespace dsv4 {
 
@@ -34,7 +38,7 @@ class MtpProposer : public DraftProposer {
   MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k);
 
   int32_t max_drafts() const override { return k_; }
-  void AllocateState(int64_t slot, RequestId id) override;
+  void AllocateState(int64_t slot, RequestId id, const DraftSampling& sampling) override;
   void FreeState(int64_t slot) override;
   std::span<const int32_t> Propose(int64_t slot) const override;
   Status AfterVerify(const ForwardBatch& batch, const bf16* streams,
@@ -47,14 +51,21 @@ class MtpProposer : public DraftProposer {
     bool has_pending = false;     // main streams of position mtp_pos wait for its next token
     std::vector<bf16> pending;    // [hc, D]
     std::vector<int32_t> drafts;  // [k] after a commit, else empty
+    DraftSampling sampling;
   };
 
   // Appends update u's true MTP rows to batch/h; false when it has none.
   Status AddTrueRows(const DraftUpdate& u, const bf16* streams, ForwardBatch* batch,
                      std::vector<bf16>* h);
   // Drafts 2..k for `slots` (draft 1 set), from the MTP streams of each
-  // slot's last row in `last_streams` [slots.size(), hc, D].
-  Status Chain(const std::vector<int64_t>& slots, std::vector<bf16> last_streams);
+  // slot's last row in `last_streams` [slots.size(), hc, D]; `history[i]` is
+  // slot i's DraftUpdate::history.
+  Status Chain(const std::vector<int64_t>& slots,
+               const std::vector<std::span<const int32_t>>& history,
+               std::vector<bf16> last_streams);
+  // The next draft of `slot` from MTP logits [vocab]: it follows `history`
+  // (the known tokens) and the slot's drafts so far.
+  int32_t PickDraft(int64_t slot, std::span<const int32_t> history, const float* logits);
 
   const Model& model_;
   ModelCache& cache_;
@@ -64,6 +75,8 @@ class MtpProposer : public DraftProposer {
   int64_t vocab_;
   std::vector<SlotState> slots_;  // [cache.num_slots()]
   Workspace ws_;
+  TokenDistribution dist_;       // [vocab] scratch of PickDraft
+  std::vector<int32_t> output_;  // scratch: history's outputs + drafts so far
 };
 
 }  // namespace dsv4

@@ -270,6 +270,18 @@ int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
   return token >= 0 ? token : argmax;
 }
 
+int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
+                     const SamplingParams& params, const SamplerState& state,
+                     const TokenHistory& history) {
+  dist.Compute(draft_logits, params, history);
+  const int32_t argmax = std::max(dist.argmax(), 0);
+  if (params.greedy() || dist.probs().empty()) return argmax;
+  const PhiloxRng rng(state.seed);
+  const int32_t token =
+      dist.Draw(rng.Uniform(static_cast<int64_t>(history.output.size()), RngPurpose::kSample));
+  return token >= 0 ? token : argmax;
+}
+
 TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int32_t num_top) {
   // Non-finite logits (NaN, +inf) get logprob -inf, as in the distribution.
   auto usable = [logits](int64_t v) { return IsUsable(logits[v]); };

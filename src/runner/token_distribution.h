@@ -92,6 +92,20 @@ int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
                     const SamplingParams& params, const SamplerState& state,
                     const TokenHistory& history, float* q);
 
+// The drafter's side of coupled drafting, what MTP uses for sampled
+// requests: processes draft logits [vocab] exactly like a target row and
+// returns the inverse CDF of that law at the very uniform plain sampling
+// uses at output index history.output.size() (RngPurpose::kSample).  Verified
+// as a deterministic draft (Sampler::Verify with draft_probs == nullptr), the
+// committed token is always the target law's inverse CDF at that uniform, so
+// a seeded request's output is bit-identical with and without speculation,
+// while a draft law q close to the target law p is accepted with probability
+// near their overlap (1 when q == p) instead of p(argmax q).  Greedy params
+// (or no finite logit): the argmax (lowest id on ties; 0 if none).
+int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
+                     const SamplingParams& params, const SamplerState& state,
+                     const TokenHistory& history);
+
 // Log-softmax of the raw logits (vLLM v1's default logprobs mode,
 // "raw_logprobs": before penalties, temperature and truncation) for `token`
 // plus the top `num_top` tokens (descending, lower id first on ties).

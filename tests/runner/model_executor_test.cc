@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "runner/token_distribution.h"
 #include "runner_test_util.h"
 
 namespace dsv4::testing {
@@ -75,7 +76,9 @@ class OracleProposer : public DraftProposer {
       : truth_(std::move(truth)), k_(k), percent_(percent), vocab_(vocab), errors_(errors) {}
 
   int32_t max_drafts() const override { return k_; }
-  void AllocateState(int64_t slot, RequestId id) override { state_[slot] = {id, {}}; }
+  void AllocateState(int64_t slot, RequestId id, const DraftSampling&) override {
+    state_[slot] = {id, {}};
+  }
   void FreeState(int64_t slot) override { state_.erase(slot); }
   std::span<const int32_t> Propose(int64_t slot) const override {
     const auto& d = state_.at(slot).drafts;
@@ -308,6 +311,12 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
   const int64_t vocab = m.config().vocab_size;
   const int32_t k = 3;
   std::vector<Request> reqs = MakeRequests(2, 10, 11);  // prompt lengths 140, 255
+  // The second request is sampled: its drafts are coupled (CoupledDraft on
+  // the MTP logits, with its params, seed and history).
+  reqs[1].sampling.temperature = 0.8f;
+  reqs[1].sampling.top_k = 32;
+  reqs[1].sampling.frequency_penalty = 0.3f;
+  reqs[1].sampling.seed = 5;
   Result<EngineParts> parts = BuildEngine(m, TestPool(), TestOptions(k), 256 << 20);
   ASSERT_TRUE(parts.ok());
   std::map<RequestId, std::vector<std::pair<int64_t, std::vector<int32_t>>>> seen;
@@ -324,6 +333,7 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
     }
   }
   Workspace ws;
+  TokenDistribution dist(vocab);
   for (const Request& r : reqs) {
     std::vector<int32_t> full = r.prompt;
     full.insert(full.end(), outputs[r.id].begin(), outputs[r.id].end());
@@ -346,9 +356,17 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
       ForwardOutputs mo{logits.data(), nullptr, s.data()};
       ASSERT_TRUE(m.ForwardMtp(mb, h.data(), *mtp, mo, ws, TestPool()).ok());
       std::vector<bf16> last(s.end() - m.stream_width(), s.end());
+      const auto num_prompt = static_cast<std::ptrdiff_t>(r.prompt.size());
+      // Draft j sits at position p + 1 + j and follows full[0, p] and drafts [0, j).
+      std::vector<int32_t> output(full.begin() + num_prompt, full.begin() + p + 1);
       for (size_t j = 0; j < drafts.size(); ++j) {
         const int32_t want =
-            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            r.sampling.greedy()
+                ? static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                       logits.begin())
+                : CoupledDraft(dist, logits.data(), r.sampling, SamplerState{*r.sampling.seed},
+                               {std::span(r.prompt), output});
+        output.push_back(want);
         ASSERT_EQ(drafts[j], want) << "request " << r.id << " position " << p << " draft " << j;
         ForwardBatch cb;
         cb.Add(0, p + static_cast<int64_t>(j), {want});

@@ -3,8 +3,11 @@
 // non-speculative one (chi-square tests on a synthetic vocabulary).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "runner/sampler.h"
@@ -92,7 +95,7 @@ std::vector<float> DraftRow(int32_t prev) {
   return {kTable[prev], kTable[prev] + kVocab};
 }
 
-enum class Drafter { kProbabilistic, kDeterministic, kAcceptAllBug };
+enum class Drafter { kProbabilistic, kDeterministic, kCoupled, kAcceptAllBug };
 
 struct SpecRun {
   std::vector<int64_t> first;  // [kVocab] counts of output token 0
@@ -121,6 +124,8 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
         int32_t d = 0;
         if (drafter == Drafter::kDeterministic) {
           d = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+        } else if (drafter == Drafter::kCoupled) {
+          d = CoupledDraft(draft_dist, row.data(), params, state, {prompt, context});
         } else {
           d = SampleDraft(draft_dist, row.data(), params, state, {prompt, context},
                           q.data() + k * kVocab);
@@ -271,6 +276,110 @@ TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
     ASSERT_EQ(spec, plain) << "seed " << seed;
   }
   EXPECT_GT(num_accepted, 0);  // drafts were accepted, not only corrected
+}
+
+TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawCoupledDrafts) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 4;
+  ExpectExactLaw(p, Drafter::kCoupled);
+}
+
+// Greedy and plain sampling per token of a toy chain whose next-token logits
+// are `row(prev)`; drafts of K = 3 from `draft_row` picked by CoupledDraft.
+// Returns {accepted, proposed} drafts; the committed output must equal plain
+// sampling.
+std::pair<int64_t, int64_t> CoupledRun(
+    const SamplingParams& p, uint64_t seed,
+    const std::function<std::vector<float>(int32_t)>& draft_row) {
+  const std::vector<int32_t> prompt = {0};
+  const size_t n = 12;
+  Sampler sampler(kVocab);
+  TokenDistribution dist(kVocab);
+  const SamplerState state{seed};
+  std::vector<int32_t> plain;
+  while (plain.size() < n) {
+    const int32_t prev = plain.empty() ? prompt.back() : plain.back();
+    plain.push_back(sampler.Sample(TargetRow(prev).data(), p, state, {prompt, plain}, nullptr));
+  }
+  std::vector<int32_t> spec;
+  int64_t num_accepted = 0, num_proposed = 0;
+  while (spec.size() < n) {
+    std::vector<int32_t> context = spec, drafts;
+    std::vector<float> rows = TargetRow(spec.empty() ? prompt.back() : spec.back());
+    for (int k = 0; k < 3; ++k) {
+      const std::vector<float> d = draft_row(context.empty() ? prompt.back() : context.back());
+      drafts.push_back(CoupledDraft(dist, d.data(), p, state, {prompt, context}));
+      context.push_back(drafts.back());
+      const std::vector<float> next = TargetRow(drafts.back());
+      rows.insert(rows.end(), next.begin(), next.end());
+    }
+    const VerifyResult r =
+        sampler.Verify(rows.data(), drafts, nullptr, p, state, {prompt, spec}, nullptr);
+    num_accepted += r.num_accepted;
+    num_proposed += static_cast<int64_t>(drafts.size());
+    spec.insert(spec.end(), r.tokens.begin(), r.tokens.end());
+  }
+  spec.resize(n);
+  EXPECT_EQ(spec, plain) << "seed " << seed;
+  return {num_accepted, num_proposed};
+}
+
+TEST(SpecVerifyTest, CoupledDraftsLeaveSeededOutputUnchanged) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.frequency_penalty = 0.4f;
+  int64_t num_accepted = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) num_accepted += CoupledRun(p, seed, DraftRow).first;
+  EXPECT_GT(num_accepted, 0);
+}
+
+TEST(SpecVerifyTest, CoupledDraftsOfACloseLawAreMostlyAccepted) {
+  // A drafter equal to the target is always right; one a little off is
+  // right far more often than its argmax would be (after token 0 the argmax,
+  // token 0, is accepted with probability p(0) = 0.34).
+  SamplingParams p;
+  p.temperature = 1.0f;
+  auto close = [](int32_t prev) {
+    std::vector<float> row = TargetRow(prev);
+    for (size_t v = 0; v < row.size(); ++v) row[v] += (v % 2 == 0 ? 0.05f : -0.05f);
+    return row;
+  };
+  int64_t exact = 0, near = 0, near_proposed = 0, argmax = 0;
+  const int64_t seeds = 200;
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    exact += CoupledRun(p, seed, TargetRow).first;
+    const auto [accepted, proposed] = CoupledRun(p, seed, close);
+    near += accepted;
+    near_proposed += proposed;
+  }
+  // 12 tokens in steps of 4 (3 drafts + 1) when every draft is accepted.
+  EXPECT_EQ(exact, seeds * 9);
+  EXPECT_GT(near, near_proposed * 7 / 10);
+  // The same close drafter picking its argmax instead.
+  Sampler sampler(kVocab);
+  const std::vector<int32_t> prompt = {0};
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    const std::vector<float> q = close(0);
+    const int32_t d = int32_t(std::max_element(q.begin(), q.end()) - q.begin());
+    const std::vector<int32_t> drafts = {d};
+    std::vector<float> rows = TargetRow(0);
+    const std::vector<float> next = TargetRow(d);
+    rows.insert(rows.end(), next.begin(), next.end());
+    argmax +=
+        sampler.Verify(rows.data(), drafts, nullptr, p, SamplerState{seed}, {prompt, {}}, nullptr)
+            .num_accepted;
+  }
+  std::printf(
+      "accepted drafts: coupled, exact law %lld / %lld; coupled, close law %lld / %lld; "
+      "argmax of the close law, first draft %lld / %lld\n",
+      static_cast<long long>(exact), static_cast<long long>(seeds * 9),
+      static_cast<long long>(near), static_cast<long long>(near_proposed),
+      static_cast<long long>(argmax), static_cast<long long>(seeds));
+  EXPECT_LT(argmax, seeds * 45 / 100);  // 0.34 +- 0.034 (1 sd)
+  // Per-draft acceptance more than doubles.
+  EXPECT_GT(static_cast<double>(near) / static_cast<double>(near_proposed),
+            2 * static_cast<double>(argmax) / static_cast<double>(seeds));
 }
 
 TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {

@@ -44,7 +44,7 @@ struct GenerationOutput {
 struct EngineStats {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
-  double cache_usage = 0;  // fraction of pages in use, [0, 1]
+  double cache_usage = 0;  // fraction of the cache pools' bytes in use, [0, 1]
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t spec_num_drafts = 0;  // verify steps that carried drafts

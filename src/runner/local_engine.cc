@@ -224,14 +224,20 @@ void LocalEngine::Deliver(const std::vector<RequestOutput>& outputs) {
 void LocalEngine::UpdateStats() {
   const Scheduler& sched = parts_.core->scheduler();
   const CacheManager& cache = sched.cache();
+  // Bytes, not pages: ring groups are per-slot storage here (their pages are
+  // bookkeeping priced at 0), so a running request's rings count through its
+  // slot and the history groups through their pages.
   int64_t used = 0;
-  int64_t total = 0;
+  bool per_slot_rings = true;
   for (int g = 0; g < cache.num_groups(); ++g) {
+    const CacheGroupSpec& spec = cache.group(g);
+    if (spec.is_ring() && spec.page_bytes > 0) per_slot_rings = false;
     for (int32_t p = 0; p < cache.num_partitions(); ++p) {
-      total += cache.num_pages(g);
-      used += cache.num_pages(g) - cache.num_free_pages(p, g);
+      used += (cache.num_pages(g) - cache.num_free_pages(p, g)) * spec.page_bytes;
     }
   }
+  if (per_slot_rings) used += sched.num_running() * parts_.plan.ring_bytes_per_request;
+  const int64_t total = parts_.plan.total_bytes * cache.num_partitions();
   const SpecStats& spec = parts_.executor->spec_stats();
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_running = sched.num_running();

@@ -95,8 +95,13 @@ ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
       k_(options.num_speculative_tokens),
       vocab_(model.config().vocab_size),
       cache_(std::move(cache)),
-      sampler_(std::make_unique<Sampler>(model.config().vocab_size)),
-      slots_(static_cast<size_t>(cache_->num_slots())) {}
+
+      slots_(static_cast<size_t>(cache_->num_slots())) {
+  const int num_samplers = pool != nullptr ? pool->num_threads() : 1;
+  for (int t = 0; t < num_samplers; ++t) {
+    samplers_.push_back(std::make_unique<Sampler>(model.config().vocab_size));
+  }
+}
 
 SpecStats ModelExecutor::SlotSpecStats(int32_t partition, int32_t slot) const {
   const int64_t idx = static_cast<int64_t>(partition) * options_.slots_per_partition + slot;
@@ -224,7 +229,31 @@ Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
   return Status::Ok();
 }
 
-RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUpdate* u) {
+// Samples (or verifies) one entry's logit rows.  Reads only the entry's own
+// slot and writes only *out, so entries may run on different threads, each
+// with its own sampler.
+void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sampler,
+                                Sampled* out) const {
+  const ScheduledRequest& e = *b.entry;
+  const SlotState& st = slots_[static_cast<size_t>(b.slot)];
+  const int64_t end = e.start_pos + e.num_real_tokens();
+  std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &out->logprobs : nullptr;
+  const std::span<const int32_t> all(st.tokens);
+  const auto num_prompt = static_cast<size_t>(std::min<int64_t>(st.num_prompt, end));
+  const TokenHistory history{all.first(num_prompt), all.subspan(num_prompt, end - num_prompt)};
+  if (b.drafts.empty()) {
+    TokenLogprob one;
+    out->tokens = {sampler.Sample(logits, st.sampling, st.rng, history, lp ? &one : nullptr)};
+    if (lp != nullptr) lp->push_back(std::move(one));
+    out->num_accepted = 0;
+    return;
+  }
+  VerifyResult v = sampler.Verify(logits, b.drafts, nullptr, st.sampling, st.rng, history, lp);
+  out->tokens = std::move(v.tokens);
+  out->num_accepted = v.num_accepted;
+}
+
+RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate* u) {
   const ScheduledRequest& e = *b.entry;
   SlotState& st = slots_[static_cast<size_t>(b.slot)];
   RequestResult r;
@@ -242,19 +271,9 @@ RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUp
   if (!e.needs_logits) return r;
 
   RequestStepInfo& info = last_step_[e.id];
-  std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &info.logprobs : nullptr;
-  const std::span<const int32_t> all(st.tokens);
-  const auto num_prompt = static_cast<size_t>(std::min<int64_t>(st.num_prompt, s + n));
-  const TokenHistory history{all.first(num_prompt), all.subspan(num_prompt)};
-  if (b.drafts.empty()) {
-    TokenLogprob one;
-    r.tokens = {sampler_->Sample(logits, st.sampling, st.rng, history, lp ? &one : nullptr)};
-    if (lp != nullptr) lp->push_back(std::move(one));
-  } else {
-    VerifyResult v = sampler_->Verify(logits, b.drafts, nullptr, st.sampling, st.rng, history, lp);
-    r.tokens = std::move(v.tokens);
-    r.num_accepted_drafts = v.num_accepted;
-  }
+  info.logprobs = std::move(sampled.logprobs);
+  r.tokens = std::move(sampled.tokens);
+  r.num_accepted_drafts = sampled.num_accepted;
   const int32_t a = r.num_accepted_drafts;
   u->tokens.insert(u->tokens.end(), r.tokens.begin(), r.tokens.end());
   u->num_true_rows = n + a;
@@ -268,6 +287,30 @@ RequestResult ModelExecutor::Commit(const Bound& b, const float* logits, DraftUp
   info.num_draft = e.num_draft;
   info.num_accepted = a;
   return r;
+}
+
+// Every entry with logits sampled over the pool: worker t takes entries t,
+// t + T, ... with sampler t (per-request random streams make the result
+// independent of which thread samples what).
+std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<Bound>& bound) {
+  std::vector<Sampled> sampled(bound.size());
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    if (bound[i].entry->needs_logits) todo.push_back(i);
+  }
+  const auto num_workers =
+      static_cast<int64_t>(std::min(samplers_.size(), std::max<size_t>(todo.size(), 1)));
+  ParallelFor(pool_, num_workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (size_t j = static_cast<size_t>(t); j < todo.size();
+           j += static_cast<size_t>(num_workers)) {
+        const Bound& b = bound[todo[j]];
+        SampleEntry(b, logits_.data() + b.first_logit * vocab_, *samplers_[static_cast<size_t>(t)],
+                    &sampled[todo[j]]);
+      }
+    }
+  });
+  return sampled;
 }
 
 Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
@@ -315,10 +358,10 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   }
   DSV4_RETURN_IF_ERROR(model_.Forward(batch, *cache_, out, ws_, pool_));
 
+  std::vector<Sampled> sampled = SampleAll(bound);
   std::vector<DraftUpdate> updates(bound.size());
   for (size_t i = 0; i < bound.size(); ++i) {
-    const float* rows = logits_.data() + bound[i].first_logit * vocab_;
-    result.requests.push_back(Commit(bound[i], rows, &updates[i]));
+    result.requests.push_back(Commit(bound[i], std::move(sampled[i]), &updates[i]));
   }
   if (proposer_ != nullptr) {
     DSV4_RETURN_IF_ERROR(proposer_->AfterVerify(batch, streams_.data(), updates));

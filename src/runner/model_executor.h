@@ -88,7 +88,9 @@ class ModelExecutor : public Executor {
   Result<StepResult> Run(const StepPlan& plan) override;
 
   // Validates the params a request will be sampled with (Sampler::Validate).
-  Status ValidateSampling(const SamplingParams& params) const { return sampler_->Validate(params); }
+  Status ValidateSampling(const SamplingParams& params) const {
+    return samplers_.front()->Validate(params);
+  }
   // Per-request details of the last Run, by request id.
   const std::unordered_map<RequestId, RequestStepInfo>& last_step() const { return last_step_; }
   const SpecStats& spec_stats() const { return spec_stats_; }
@@ -131,7 +133,15 @@ class ModelExecutor : public Executor {
   void Release(const ReleasedSlot& r);
   Status Bind(const ScheduledRequest& e, Bound* b);
   Status BindPages(const ScheduledRequest& e, Bound* b) const;
-  RequestResult Commit(const Bound& b, const float* logits, DraftUpdate* update);
+  // What sampling one entry's logit rows gave.
+  struct Sampled {
+    std::vector<int32_t> tokens;  // accepted drafts + one target token
+    int32_t num_accepted = 0;
+    std::vector<TokenLogprob> logprobs;  // one per token when requested
+  };
+  void SampleEntry(const Bound& b, const float* logits, Sampler& sampler, Sampled* out) const;
+  std::vector<Sampled> SampleAll(const std::vector<Bound>& bound);
+  RequestResult Commit(const Bound& b, Sampled sampled, DraftUpdate* update);
 
   const Model& model_;
   ThreadPool* pool_;
@@ -140,7 +150,9 @@ class ModelExecutor : public Executor {
   int64_t vocab_;
   std::unique_ptr<ModelCache> cache_;
   std::unique_ptr<DraftProposer> proposer_;  // null when K = 0
-  std::unique_ptr<Sampler> sampler_;
+  // One per pool thread (each holds [vocab] scratch): entries sample in
+  // parallel after the forward.
+  std::vector<std::unique_ptr<Sampler>> samplers_;
   std::vector<SlotState> slots_;  // [num cache slots]
   Workspace ws_;
   std::vector<float> logits_;  // [logit rows, vocab]

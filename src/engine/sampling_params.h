@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace dsv4 {
 
@@ -18,6 +20,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // 1 = off
   int32_t logprobs = -1;  // top-N logprobs per output token; -1 = none, 0 = sampled token only
+  // OpenAI logit_bias: (token id, value added to its logit) with distinct ids,
+  // applied to the raw logits before penalties, for greedy and sampled rows.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   bool ignore_eos = false;
 
   bool greedy() const { return temperature <= 0.0f; }

@@ -114,6 +114,22 @@ Status Sampler::Validate(const SamplingParams& p) const {
     return InvalidArgument("repetition_penalty must be a finite number > 0, got {}",
                            p.repetition_penalty);
   }
+  std::vector<int32_t> biased;
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0 || token >= vocab_) {
+      return InvalidArgument("logit_bias token id {} is outside the vocabulary [0, {})", token,
+                             vocab_);
+    }
+    if (!Finite(bias) || bias < -100 || bias > 100) {
+      return InvalidArgument("logit_bias value for token {} must be in [-100, 100], got {}", token,
+                             bias);
+    }
+    biased.push_back(token);
+  }
+  std::sort(biased.begin(), biased.end());
+  if (std::adjacent_find(biased.begin(), biased.end()) != biased.end()) {
+    return InvalidArgument("logit_bias names a token id twice");
+  }
   if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
     return InvalidArgument("logprobs must be in [0, {}], got {}", kMaxLogprobs, p.logprobs);
   }

@@ -59,6 +59,13 @@ void TokenDistribution::Compute(const float* logits, const SamplingParams& param
       ++num_nonfinite_;
     }
   }
+  // logit_bias first (OpenAI: added to the logits before sampling); a token
+  // with no usable logit stays excluded whatever its bias.
+  for (const auto& [token, bias] : params.logit_bias) {
+    DSV4_CHECK(token >= 0 && token < vocab_);
+    double& z = z_[size_t(token)];
+    if (z != kNegInf) z += static_cast<double>(bias);
+  }
   ApplyPenalties(params, history);
   ComputeArgmax();
   probs_.clear();

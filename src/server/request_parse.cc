@@ -127,6 +127,33 @@ Err ReadStop(const Json& body, ParsedRequest* out) {
   return std::nullopt;
 }
 
+// OpenAI logit_bias: {"<token id>": bias in [-100, 100], ...}.  Ids beyond
+// the vocabulary are refused at submission (Sampler::Validate knows it).
+Err ReadLogitBias(const Json& body, SamplingParams* sp) {
+  const Json* lb = Field(body, "logit_bias");
+  if (lb == nullptr) return std::nullopt;
+  if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
+  for (auto it = lb->begin(); it != lb->end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (id < 0 || id > INT32_MAX) {
+      return BadRequest(fmt::format("'logit_bias' keys must be token ids, got '{}'", key),
+                        "logit_bias");
+    }
+    if (!it->is_number()) return WrongType("logit_bias." + key, "a number", *it);
+    const double bias = it->get<double>();
+    if (!(bias >= -100 && bias <= 100)) {
+      return BadRequest(
+          fmt::format("'logit_bias' values must be in [-100, 100], got {} for token {}", bias, id),
+          "logit_bias");
+    }
+    sp->logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+  return std::nullopt;
+}
+
 // Fields shared by both endpoints: sampling, stopping, n, streaming.
 Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* out) {
   if (const Json* m = Field(body, "model")) {
@@ -172,11 +199,7 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
     }
     if ((e = ReadBool(*so, "include_usage", &out->include_usage))) return e;
   }
-  if (const Json* lb = Field(body, "logit_bias")) {
-    if (!lb->is_object() || !lb->empty()) {
-      return BadRequest("'logit_bias' is not supported", "logit_bias");
-    }
-  }
+  if ((e = ReadLogitBias(body, &out->sampling))) return e;
   if (const Json* u = Field(body, "user"); u && !u->is_string())
     return WrongType("user", "a string", *u);
   return ReadStop(body, out);

@@ -398,6 +398,31 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
   }
 }
 
+TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
+  const std::vector<float> logits = {2.0f, -1.0f, 1.0f, 0.5f};
+  Sampler sampler(4);
+  SamplingParams greedy;
+  greedy.logit_bias = {{3, 2.0f}};  // 0.5 + 2 beats 2.0
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {}, nullptr), 3);
+  // Sampled: the law is the softmax of the biased logits.
+  SamplingParams p = Sampled();
+  p.logit_bias = {{1, 1.5f}, {2, -0.5f}};
+  ExpectProbs(Probs(logits, p), SoftmaxOf({2.0f, 0.5f, 0.5f, 0.5f}));
+  // The bias comes before the repetition penalty: token 3 (in the prompt)
+  // is halved from 0.5, and when biased, from 0.5 + 1.5 = 2.0.
+  p.repetition_penalty = 2.0f;
+  const std::vector<int32_t> prompt = {3};
+  ExpectProbs(Probs(logits, p, {prompt, {}}), SoftmaxOf({2.0f, 0.5f, 0.5f, 0.25f}));
+  p.logit_bias = {{3, 1.5f}};
+  ExpectProbs(Probs(logits, p, {prompt, {}}), SoftmaxOf({2.0f, -1.0f, 1.0f, 1.0f}));
+  // -100 removes a token in practice: never drawn over 2000 seeds.
+  SamplingParams ban = Sampled(1.0f);
+  ban.logit_bias = {{0, -100.0f}};
+  for (uint64_t seed = 0; seed < 2000; ++seed) {
+    ASSERT_NE(sampler.Sample(logits.data(), ban, SamplerState{seed}, {}, nullptr), 0) << seed;
+  }
+}
+
 TEST(SamplerTest, ValidateRejectsOutOfRangeParams) {
   Sampler sampler(10);
   EXPECT_TRUE(sampler.Validate(SamplingParams{}).ok());
@@ -417,6 +442,12 @@ TEST(SamplerTest, ValidateRejectsOutOfRangeParams) {
   EXPECT_TRUE(bad([](SamplingParams& p) { p.repetition_penalty = 0; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.logprobs = 21; }));
   EXPECT_TRUE(bad([](SamplingParams& p) { p.logprobs = -2; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias = {{10, 1.0f}}; }));  // vocab 10
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias = {{3, NAN}}; }));
+  EXPECT_TRUE(bad([](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {3, 2.0f}}; }));
+  EXPECT_FALSE(bad([](SamplingParams& p) { p.logit_bias = {{9, -100.0f}, {0, 100.0f}}; }));
   SamplingParams ok;
   ok.temperature = 1.0f;
   ok.top_p = 0.5f;

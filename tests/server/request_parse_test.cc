@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "server_fixture.h"
 
 namespace dsv4::server::testing {
@@ -59,6 +63,16 @@ TEST(RequestParse, SamplingFieldsAndDefaults) {
   // max_tokens defaults to the rest of the context.
   EXPECT_EQ(r.max_tokens,
             ServerOptions{}.max_model_len - static_cast<int64_t>(r.prompts[0].size()));
+}
+
+TEST(RequestParse, LogitBias) {
+  const std::string m = R"("messages":[{"role":"user","content":"a"}])";
+  const ParsedRequest r = Chat("{" + m + R"(,"logit_bias":{"5":-100,"42":2.5,"7":100}})");
+  auto bias = r.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{5, -100.0f}, {7, 100.0f}, {42, 2.5f}}));
+  EXPECT_TRUE(Chat("{" + m + R"(,"logit_bias":{}})").sampling.logit_bias.empty());
+  EXPECT_TRUE(Chat("{" + m + "}").sampling.logit_bias.empty());
 }
 
 TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {

@@ -33,6 +33,14 @@ TEST(ServerHttpErrors, BadRequests) {
               "max_tokens");
   ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"frobnicate":1})"), 400,
               "frobnicate");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"logit_bias":[1]})"), 400,
+              "logit_bias");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"logit_bias":{"a":1}})"), 400,
+              "logit_bias");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"logit_bias":{"-3":1}})"), 400,
+              "logit_bias");
+  ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"logit_bias":{"5":100.5}})"), 400,
+              "logit_bias");
   ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"model":"gpt-4"})"), 400, "model");
   ExpectError(srv.Post("/v1/chat/completions", "{" + kChat + R"(,"max_tokens":60})"), 400,
               "messages");

@@ -177,6 +177,20 @@ async function plainServerTests() {
     assert.equal(lp.choices[0].logprobs.content[0].top_logprobs.length, 2);
   });
 
+  await check('logit_bias: +100 forces a token, an id outside the vocabulary is a 400', async () => {
+    const h = { Authorization: `Bearer ${API_KEY}` };
+    const post = async (path, body) => (await fetch(`${base}${path}`, { method: 'POST', headers: h,
+                                                                        body: JSON.stringify(body) })).json();
+    const [id] = (await post('/tokenize', { prompt: ' cat' })).tokens.slice(-1);
+    const forced = await client.completions.create({ model: 'tiny', prompt: 'The dog', max_tokens: 5,
+                                                     logit_bias: { [id]: 100 } });
+    const want = (await post('/detokenize', { tokens: [id, id, id, id, id] })).prompt;
+    assert.equal(forced.choices[0].text, want);
+    await assert.rejects(client.completions.create({ model: 'tiny', prompt: 'x', max_tokens: 1,
+                                                     logit_bias: { 99999999: 5 } }),
+                         (e) => e.status === 400 && /logit_bias/.test(e.message));
+  });
+
   await check('tokenize / detokenize round trip', async () => {
     const h = { Authorization: `Bearer ${API_KEY}` };
     const t = await (await fetch(`${base}/tokenize`, { method: 'POST', headers: h,

@@ -50,6 +50,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
     job_ = &fn;
     job_n_ = n;
     job_parts_ = parts;
+    dynamic_ = false;
     pending_.store(num_threads_ - 1);
     generation_.fetch_add(1, std::memory_order_release);
   }
@@ -65,6 +66,57 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
   }
 }
 
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (num_threads_ == 1 || n <= chunk) {
+    fn(0, n);
+    return;
+  }
+  uint32_t tag;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    job_n_ = n;
+    chunk_ = chunk;
+    dynamic_ = true;
+    done_items_.store(0, std::memory_order_relaxed);
+    tag = static_cast<uint32_t>(generation_.load() + 1);
+    claim_.store(static_cast<uint64_t>(tag) << 32, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  RunChunks(tag, &fn, n, chunk);
+  // Only chunks already claimed by a worker remain: at most one per worker.
+  for (int spins = 0; done_items_.load(std::memory_order_acquire) != n; ++spins) {
+    if (spins < 4096) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ThreadPool::RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t chunk) {
+  uint64_t state = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(state >> 32) != tag) return;  // a later job: ours is done
+    const auto begin = static_cast<int64_t>(state & 0xffffffffu);
+    if (begin >= n) return;
+    // Guided: a share of what is left (large claims first, few CAS), never
+    // under `chunk`, so the last claims are small and end together.
+    const int64_t size = std::max(chunk, (n - begin) / (2 * static_cast<int64_t>(num_threads_)));
+    const int64_t end = std::min(n, begin + size);
+    const uint64_t next = (static_cast<uint64_t>(tag) << 32) | static_cast<uint64_t>(end);
+    if (claim_.compare_exchange_weak(state, next, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      (*fn)(begin, end);
+      done_items_.fetch_add(end - begin, std::memory_order_acq_rel);
+      state = claim_.load(std::memory_order_acquire);
+    }
+  }
+}
+
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
@@ -74,14 +126,27 @@ void ThreadPool::WorkerLoop(int index) {
          ++spins) {
       _mm_pause();
     }
+    bool dynamic;
+    const RangeFn* fn;
+    int64_t n, chunk;
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
       seen = generation_.load();
       if (stop_) return;
+      dynamic = dynamic_;
+      fn = job_;
+      n = job_n_;
+      chunk = chunk_;
     }
-    RunShare(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (dynamic) {
+      // Not counted in pending_: the caller waits for claimed chunks only, so
+      // a worker that wakes after the job is done simply finds nothing left.
+      RunChunks(static_cast<uint32_t>(seen), fn, n, chunk);
+    } else {
+      RunShare(index);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 }
 

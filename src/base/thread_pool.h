@@ -33,12 +33,25 @@ class ThreadPool {
   // REQUIRES: not called concurrently from two threads, nor from inside fn.
   void ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn);
 
+  // Runs fn over [0, n) in contiguous chunks that the calling thread and the
+  // workers claim as they become free (guided: each claim takes
+  // max(chunk, remaining / (2·num_threads())) items), so a preempted or
+  // late-waking worker delays the call by at most one small chunk instead of
+  // a whole static share.  Which thread runs a chunk depends on
+  // timing: use it only where fn's results depend on the items alone, never on
+  // the range boundaries.  With one thread, or n <= chunk, fn runs once over
+  // [0, n) on the caller.  Blocks until every chunk is done.
+  // REQUIRES: as ParallelFor; n < 2^32.
+  void ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
+
   // Default thread count: the CPUs this process may run on.
   static int DefaultThreads();
 
  private:
   void WorkerLoop(int index);
   void RunShare(int index);
+  // Claims and runs chunks of the dynamic job tagged `tag` until none is left.
+  void RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t chunk);
 
   const int num_threads_;
   std::vector<std::thread> workers_;
@@ -50,8 +63,14 @@ class ThreadPool {
   int64_t job_n_ = 0;
   int job_parts_ = 0;
   bool stop_ = false;
+  bool dynamic_ = false;  // the published job is a ParallelForDynamic
+  int64_t chunk_ = 0;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
+  // Dynamic jobs: (job tag << 32) | next unclaimed item.  A claim is a CAS on
+  // the whole word, so a worker holding a finished job's tag claims nothing.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_items_{0};  // items of the current dynamic job finished
 };
 
 // Runs fn over [0, n) on pool if non-null, else inline on the caller.

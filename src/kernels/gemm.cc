@@ -41,12 +41,15 @@ std::array<float, 256> E4M3Table(float factor) {
 // columns and blocks of kRowBlock rows (task = row block · num_panels +
 // panel), so narrow outputs of long batches still use every thread.  Any
 // split gives the same bits: rows and columns are computed independently.
+// Tasks are claimed dynamically (guided chunks of at least the grain): on a
+// shared machine a worker that wakes late or is preempted no longer holds the
+// whole call up for its static half.
 template <typename Kernel>
 void ForEachTile(ThreadPool* pool, int64_t m, int64_t n, int64_t width, int64_t bytes_per_panel,
                  const Kernel& kernel) {
   const int64_t num_panels = CeilDiv(n, width);
   const int64_t num_tasks = num_panels * CeilDiv(m, cpu::kRowBlock);
-  ParallelFor(pool, num_tasks, Grain(bytes_per_panel), [&](int64_t begin, int64_t end) {
+  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t row_block = begin / num_panels;
       const int64_t panel = begin % num_panels;
@@ -55,7 +58,13 @@ void ForEachTile(ThreadPool* pool, int64_t m, int64_t n, int64_t width, int64_t 
                        panel, panel + count});
       begin += count;
     }
-  });
+  };
+  const int64_t grain = Grain(bytes_per_panel);
+  if (pool == nullptr || pool->num_threads() == 1 || num_tasks < 2 * grain) {
+    if (num_tasks > 0) run(0, num_tasks);
+    return;
+  }
+  pool->ParallelForDynamic(num_tasks, grain, run);
 }
 
 std::unique_ptr<float[]> Floats(int64_t n) {

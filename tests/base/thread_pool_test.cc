@@ -1,9 +1,10 @@
 #include "base/thread_pool.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <atomic>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace dsv4 {
 namespace {
@@ -39,6 +40,36 @@ TEST(ThreadPool, SplitIsStatic) {
   std::sort(b.begin(), b.end());
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 3u);
+}
+
+// Dynamic jobs interleaved with static ones: every item exactly once, every
+// chunk within [0, n) and (with workers) no longer than the guided size, and a static job right
+// after a dynamic one still gets each worker's share (workers that missed the dynamic job must not
+// confuse the two).
+TEST(ThreadPool, DynamicCoversRangeExactlyOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 5, 17, 100, 1000}) {
+      for (int64_t chunk : {1, 3, 64}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<bool> bad_range{false};
+        for (int rep = 0; rep < 5; ++rep) {
+          pool.ParallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
+            if (b < 0 || e > n || b >= e) bad_range = true;
+            if (threads > 1 && e - b > std::max(chunk, (n - b) / (2 * threads))) bad_range = true;
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+          pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+        }
+        EXPECT_FALSE(bad_range.load());
+        for (auto& h : hits) {
+          EXPECT_EQ(h.load(), 10) << "threads=" << threads << " n=" << n << " chunk=" << chunk;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

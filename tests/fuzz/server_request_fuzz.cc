@@ -1,0 +1,55 @@
+// OpenAI request bodies (untrusted HTTP input) -> ParsedRequest.  The first
+// byte picks the endpoint and the context limit; the rest is the JSON body.
+// Parsing must return a request or a 400-style error, never crash, and an
+// accepted request must respect what the engine relies on: at least one
+// non-empty prompt of valid token ids, prompt + max_tokens within the
+// context, n and the sampling values inside their documented ranges.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "server/request_parse.h"
+#include "tests/fuzz/text_fuzz_common.h"
+
+using dsv4::server::Json;
+using dsv4::server::ParsedRequest;
+using dsv4::text::fuzz::Require;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const uint8_t flags = data[0];
+  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const Json body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) return 0;
+  const dsv4::text::Tokenizer& tok = dsv4::text::fuzz::V4Tokenizer();
+  dsv4::server::ServerOptions options;
+  options.max_model_len = (flags & 2) ? 64 : 4096;
+  ParsedRequest r;
+  const auto err = (flags & 1) ? ParseCompletionRequest(body, tok, options, &r)
+                               : ParseChatRequest(body, tok, options, &r);
+  if (err) {
+    Require(err->http_status >= 400 && err->http_status < 500, "error status is not 4xx");
+    Require(!err->message.empty(), "error without a message");
+    return 0;
+  }
+  Require(!r.prompts.empty(), "accepted request without a prompt");
+  for (const auto& prompt : r.prompts) {
+    Require(!prompt.empty(), "empty prompt accepted");
+    Require(static_cast<int64_t>(prompt.size()) + std::max<int64_t>(r.max_tokens, 1) <=
+                options.max_model_len,
+            "prompt + max_tokens exceed the context");
+    for (int32_t id : prompt) {
+      Require(id >= 0 && id < tok.vocab_size(), "token id outside the vocabulary accepted");
+    }
+  }
+  Require(r.max_tokens >= 1, "max_tokens < 1 accepted");
+  Require(r.n >= 1 && r.n <= 128, "n outside [1, 128]");
+  const dsv4::SamplingParams& s = r.sampling;
+  Require(s.temperature >= 0 && s.temperature <= 2, "temperature outside [0, 2]");
+  Require(s.top_p > 0 && s.top_p <= 1, "top_p outside (0, 1]");
+  Require(s.top_k >= 0, "negative top_k");
+  for (const auto& [id, bias] : s.logit_bias) {
+    Require(id >= 0 && bias >= -100 && bias <= 100, "logit_bias entry out of range");
+  }
+  return 0;
+}

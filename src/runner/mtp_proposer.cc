@@ -14,8 +14,11 @@ MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool
       k_(k),
       width_(model.stream_width()),
       vocab_(model.config().vocab_size),
-      slots_(static_cast<size_t>(cache.num_slots())),
-      dist_(model.config().vocab_size) {
+      slots_(static_cast<size_t>(cache.num_slots())) {
+  const int num_scratch = pool != nullptr ? pool->num_threads() : 1;
+  for (int t = 0; t < num_scratch; ++t) {
+    scratch_.push_back(std::make_unique<DraftScratch>(model.config().vocab_size));
+  }
   DSV4_CHECK(model.has_mtp() && cache.has_mtp() && k >= 1);
 }
 
@@ -100,24 +103,45 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
   for (size_t i = 0; i < proposing.size(); ++i) {
     const int64_t row = mb.logit_rows[i];
     slots_[static_cast<size_t>(proposing[i])].drafts.clear();
-    const int32_t draft =
-        PickDraft(proposing[i], history[i], logits.data() + static_cast<int64_t>(i) * vocab_);
-    slots_[static_cast<size_t>(proposing[i])].drafts.push_back(draft);
     std::memcpy(last.data() + static_cast<int64_t>(i) * width_, out_streams.data() + row * width_,
                 static_cast<size_t>(width_) * sizeof(bf16));
   }
+  AppendDrafts(proposing, history, logits.data());
   return Chain(proposing, history, std::move(last));
 }
 
-int32_t MtpProposer::PickDraft(int64_t slot, std::span<const int32_t> history,
-                               const float* logits) {
+int32_t MtpProposer::PickDraft(int64_t slot, std::span<const int32_t> history, const float* logits,
+                               DraftScratch& scratch) const {
   const SlotState& st = slots_[static_cast<size_t>(slot)];
   const auto num_prompt = static_cast<size_t>(
       std::clamp<int64_t>(st.sampling.num_prompt, 0, static_cast<int64_t>(history.size())));
-  output_.assign(history.begin() + static_cast<std::ptrdiff_t>(num_prompt), history.end());
-  output_.insert(output_.end(), st.drafts.begin(), st.drafts.end());
-  return CoupledDraft(dist_, logits, st.sampling.params, st.sampling.state,
-                      {history.first(num_prompt), output_});
+  scratch.output.assign(history.begin() + static_cast<std::ptrdiff_t>(num_prompt), history.end());
+  scratch.output.insert(scratch.output.end(), st.drafts.begin(), st.drafts.end());
+  return CoupledDraft(scratch.dist, logits, st.sampling.params, st.sampling.state,
+                      {history.first(num_prompt), scratch.output});
+}
+
+// Picks every slot's next draft over the pool (one vocabulary pass each for
+// sampled requests): worker t takes slots t, t + T, ... with scratch t, then
+// the drafts are appended in order.
+void MtpProposer::AppendDrafts(const std::vector<int64_t>& slots,
+                               const std::vector<std::span<const int32_t>>& history,
+                               const float* logits) {
+  std::vector<int32_t> drafts(slots.size());
+  const auto num_workers =
+      static_cast<int64_t>(std::min(scratch_.size(), std::max<size_t>(slots.size(), 1)));
+  ParallelFor(pool_, num_workers, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      for (size_t i = static_cast<size_t>(t); i < slots.size();
+           i += static_cast<size_t>(num_workers)) {
+        drafts[i] = PickDraft(slots[i], history[i], logits + static_cast<int64_t>(i) * vocab_,
+                              *scratch_[static_cast<size_t>(t)]);
+      }
+    }
+  });
+  for (size_t i = 0; i < slots.size(); ++i) {
+    slots_[static_cast<size_t>(slots[i])].drafts.push_back(drafts[i]);
+  }
 }
 
 // One ForwardMtp per extra draft, every proposing sequence one row: the
@@ -140,11 +164,7 @@ Status MtpProposer::Chain(const std::vector<int64_t>& slots,
     out.logits = logits.data();
     out.streams = out_streams.data();
     DSV4_RETURN_IF_ERROR(model_.ForwardMtp(cb, last_streams.data(), cache_, out, ws_, pool_));
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const int32_t draft =
-          PickDraft(slots[i], history[i], logits.data() + static_cast<int64_t>(i) * vocab_);
-      slots_[static_cast<size_t>(slots[i])].drafts.push_back(draft);
-    }
+    AppendDrafts(slots, history, logits.data());
     std::swap(last_streams, out_streams);
   }
   return Status::Ok();

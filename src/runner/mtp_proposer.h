@@ -63,9 +63,19 @@ class MtpProposer : public DraftProposer {
   Status Chain(const std::vector<int64_t>& slots,
                const std::vector<std::span<const int32_t>>& history,
                std::vector<bf16> last_streams);
+  // Per-thread scratch of PickDraft.
+  struct DraftScratch {
+    explicit DraftScratch(int64_t vocab) : dist(vocab) {}
+    TokenDistribution dist;       // [vocab]
+    std::vector<int32_t> output;  // history's outputs + drafts so far
+  };
   // The next draft of `slot` from MTP logits [vocab]: it follows `history`
   // (the known tokens) and the slot's drafts so far.
-  int32_t PickDraft(int64_t slot, std::span<const int32_t> history, const float* logits);
+  int32_t PickDraft(int64_t slot, std::span<const int32_t> history, const float* logits,
+                    DraftScratch& scratch) const;
+  // Appends each slot's next draft; logits [slots.size(), vocab].
+  void AppendDrafts(const std::vector<int64_t>& slots,
+                    const std::vector<std::span<const int32_t>>& history, const float* logits);
 
   const Model& model_;
   ModelCache& cache_;
@@ -75,8 +85,7 @@ class MtpProposer : public DraftProposer {
   int64_t vocab_;
   std::vector<SlotState> slots_;  // [cache.num_slots()]
   Workspace ws_;
-  TokenDistribution dist_;       // [vocab] scratch of PickDraft
-  std::vector<int32_t> output_;  // scratch: history's outputs + drafts so far
+  std::vector<std::unique_ptr<DraftScratch>> scratch_;  // one per pool thread
 };
 
 }  // namespace dsv4

@@ -140,8 +140,8 @@ namespace {
 // Shared driver of the three dense GEMMs: x rows (stride ldx) to FP32 with
 // zero padding to a multiple of 128, then panels.
 void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w_bf16,
-               const float* w_f32, int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy,
-               ThreadPool* pool) {
+               const float* w_f32, const Fp8Weight* w_fp8, int64_t n, bf16* y_bf16, float* y_f32,
+               int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
   auto xf = Floats(m * ldxf);                  // [m, ldxf]
@@ -156,12 +156,13 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
   args.k = k;
   args.w_bf16 = w_bf16;
   args.w_f32 = w_f32;
+  args.w_fp8 = w_fp8;
   args.n = n;
   args.y_bf16 = y_bf16;
   args.y_f32 = y_f32;
   args.ldy = ldy;
   const int64_t width = PanelWidth(isa);
-  const int64_t bytes_per_panel = width * k * (w_f32 != nullptr ? 4 : 2);
+  const int64_t bytes_per_panel = width * k * (w_f32 != nullptr ? 4 : w_fp8 != nullptr ? 1 : 2);
   ForEachTile(pool, m, n, width, bytes_per_panel, [&](const cpu::Tile& t) {
     if (isa == Isa::kAvx512) {
       cpu::DenseGemmPanelsAvx512(args, t);
@@ -177,21 +178,41 @@ void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, i
               int64_t ldy, ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
-  DenseGemm(isa, x, ldx, m, k, w, nullptr, n, y, nullptr, ldy, pool);
+  DenseGemm(isa, x, ldx, m, k, w, nullptr, nullptr, n, y, nullptr, ldy, pool);
+}
+
+bool Fp8IsExactBf16(const Fp8Weight& w) {
+  const int64_t num_scales = ((w.out + 127) / 128) * ((w.in + 127) / 128);
+  for (int64_t i = 0; i < num_scales; ++i) {
+    if (w.scales[i] < 10 || w.scales[i] > 246) return false;
+  }
+  // Branch-free so the scan of the codes vectorises.
+  const int64_t num_codes = w.out * w.in;
+  uint8_t nan = 0;
+  for (int64_t i = 0; i < num_codes; ++i) nan |= static_cast<uint8_t>((w.codes[i] & 0x7f) == 0x7f);
+  return nan == 0;
+}
+
+void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
+                 ThreadPool* pool) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kScalar) return ref::GemmBf16Fp8(x, ldx, m, w, y, ldy, pool);
+  DSV4_CHECK(w.in % 128 == 0);
+  DenseGemm(isa, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
 }
 
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
-  DenseGemm(isa, x, k, m, k, w, nullptr, n, nullptr, y, n, pool);
+  DenseGemm(isa, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
 }
 
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
                   ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::GemmBf16xF32(x, m, k, w, n, y, pool);
-  DenseGemm(isa, x, k, m, k, nullptr, w, n, nullptr, y, n, pool);
+  DenseGemm(isa, x, k, m, k, nullptr, w, nullptr, n, nullptr, y, n, pool);
 }
 
 }  // namespace dsv4::kernels

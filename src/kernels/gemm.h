@@ -44,6 +44,20 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
               int64_t ldy, ThreadPool* pool);
 
+// True when every dequantized value e4m3(code)·scale of w is a finite BF16
+// number exactly, with margin for the kernels' FP16 decode route: no NaN
+// code (0x7f/0xff) and every scale byte in [10, 246] (2^-117 .. 2^119; real
+// checkpoints use 2^-10 .. 2^-3).  O(out·in) byte scan.
+bool Fp8IsExactBf16(const Fp8Weight& w);
+
+// GemmBf16 on the BF16 weight bf16(e4m3(code)·scale), read as FP8: bitwise
+// equal to GemmBf16 on the dequantized copy on every ISA (the same
+// per-element FP32 chain), at half the weight bytes (wo_a in decode).
+// REQUIRES: w.in % 128 == 0 and Fp8IsExactBf16(w) (checked by the caller once
+// at load).  y[M, out] (row stride ldy); x[M, in] (row stride ldx).
+void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
+                 ThreadPool* pool);
+
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 (BF16 operands upcast exactly).
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool);

@@ -171,8 +171,7 @@ void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, b
   const int64_t zw = w.n_groups * w.o_lora;
   bf16* z = ws.Get<bf16>("a.z", Sz(t * zw));  // [T, G * o_lora], group-major
   for (int64_t g = 0; g < w.n_groups; ++g) {
-    kernels::GemmBf16(o + g * k, hd, t, k, w.wo_a.data() + g * w.o_lora * k, w.o_lora,
-                      z + g * w.o_lora, zw, pool);
+    w.wo_a.ForwardRows(o + g * k, hd, t, g * w.o_lora, w.o_lora, z + g * w.o_lora, zw, pool);
   }
   w.wo_b.Forward(z, t, out, ws, pool);
 }

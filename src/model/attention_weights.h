@@ -24,15 +24,14 @@ struct AttentionWeights {
   float eps = 1e-6f;
   float softmax_scale = 0;  // fp32(head_dim^-0.5)
 
-  Linear wq_a;      // [q_lora, D] FP8 (native) or BF16 (W8A8)
-  Buffer q_norm;    // [q_lora] BF16
-  Linear wq_b;      // [H*d, q_lora] FP8 or INT8
-  Linear wkv;       // [d, D] FP8 or BF16
-  Buffer kv_norm;   // [d] BF16
-  Bf16Linear wo_a;  // [G*o_lora, H*d/G], FP8 dequantized at load as the reference's converter (BF16
-                    // in W8A8)
-  Linear wo_b;      // [D, G*o_lora] FP8 or INT8
-  Buffer sink;      // [H] FP32
+  Linear wq_a;           // [q_lora, D] FP8 (native) or BF16 (W8A8)
+  Buffer q_norm;         // [q_lora] BF16
+  Linear wq_b;           // [H*d, q_lora] FP8 or INT8
+  Linear wkv;            // [d, D] FP8 or BF16
+  Buffer kv_norm;        // [d] BF16
+  Bf16OrFp8Linear wo_a;  // [G*o_lora, H*d/G], BF16 numerics (FP8 read in place, or BF16 in W8A8)
+  Linear wo_b;           // [D, G*o_lora] FP8 or INT8
+  Buffer sink;           // [H] FP32
   std::vector<float> freqs;  // [rd/2], this layer's RoPE profile
 };
 

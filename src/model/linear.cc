@@ -192,11 +192,43 @@ void Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPoo
       impl_);
 }
 
-Result<Bf16Linear> LoadBf16OrDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
-                                            int64_t out, int64_t in) {
+Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const Checkpoint& ckpt, const std::string& name,
+                                              int64_t out, int64_t in, int64_t group_rows) {
+  Bf16OrFp8Linear l;
   const TensorView* w = ckpt.Find(name + ".weight");
-  if (w != nullptr && w->dtype == DType::kBF16) return Bf16Linear::Load(ckpt, name, out, in);
-  return Bf16Linear::LoadDequantizedFp8(ckpt, name, out, in);
+  if (w != nullptr && w->dtype == DType::kBF16) {
+    DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::Load(ckpt, name, out, in));
+    return l;
+  }
+  if (in % 128 == 0 && group_rows % 128 == 0) {
+    DSV4_ASSIGN_OR_RETURN(const TensorView* codes,
+                          ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
+    DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(name + ".scale", DType::kF8E8M0,
+                                                            {CeilDiv(out, 128), in / 128}));
+    const kernels::Fp8Weight fp8{codes->as<uint8_t>(), s->as<uint8_t>(), out, in};
+    if (kernels::Fp8IsExactBf16(fp8)) {
+      l.fp8_ = fp8;
+      return l;
+    }
+  }
+  DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::LoadDequantizedFp8(ckpt, name, out, in));
+  return l;
+}
+
+void Bf16OrFp8Linear::ForwardRows(const bf16* x, int64_t ldx, int64_t m, int64_t row0, int64_t rows,
+                                  bf16* y, int64_t ldy, ThreadPool* pool) const {
+  if (m == 0) return;
+  if (!is_fp8()) {
+    const int64_t in = bf16_.in();
+    kernels::GemmBf16(x, ldx, m, in, bf16_.data() + row0 * in, rows, y, ldy, pool);
+    return;
+  }
+  // Rows start on a scale block: the sub-weight's scale rows are whole rows.
+  kernels::Fp8Weight part = fp8_;
+  part.codes += row0 * fp8_.in;
+  part.scales += (row0 / 128) * (fp8_.in / 128);
+  part.out = rows;
+  kernels::GemmBf16Fp8(x, ldx, m, part, y, ldy, pool);
 }
 
 Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {

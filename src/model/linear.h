@@ -144,10 +144,32 @@ class Linear {
   std::variant<Fp8Linear, Int8Linear, Bf16Linear> impl_;
 };
 
-// BF16 "<name>.weight" as stored (W8A8 checkpoints) or, for an FP8 weight,
-// Bf16Linear::LoadDequantizedFp8 (native checkpoints): wo_a either way.
-Result<Bf16Linear> LoadBf16OrDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
-                                            int64_t out, int64_t in);
+// A linear whose reference weight is BF16 (wo_a): BF16 "<name>.weight" as
+// stored (W8A8 checkpoints, the prepacked sidecar), or the FP8 weight of a
+// native checkpoint, which the reference's converter dequantizes to BF16.
+// The FP8 weight is used in place (kernels::GemmBf16Fp8, bitwise equal to the
+// GEMM on the dequantized copy at half the bytes per decode token, and no
+// conversion at load) when every code·scale is exact in BF16
+// (kernels::Fp8IsExactBf16) and the row groups of ForwardRows are whole
+// 128-row scale blocks; otherwise it is dequantized at load
+// (Bf16Linear::LoadDequantizedFp8).
+class Bf16OrFp8Linear {
+ public:
+  // `group_rows`: ForwardRows is called on row ranges [g·group_rows, +group_rows).
+  static Result<Bf16OrFp8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
+                                      int64_t in, int64_t group_rows);
+
+  // y [m, rows] (row stride ldy) = bf16(x [m, in] (row stride ldx) . W[row0 : row0 + rows]^T).
+  // REQUIRES: row0 and rows multiples of Load's group_rows, row0 + rows <= out.
+  void ForwardRows(const bf16* x, int64_t ldx, int64_t m, int64_t row0, int64_t rows, bf16* y,
+                   int64_t ldy, ThreadPool* pool) const;
+
+  bool is_fp8() const { return fp8_.codes != nullptr; }
+
+ private:
+  Bf16Linear bf16_;           // used unless is_fp8()
+  kernels::Fp8Weight fp8_{};  // views into the mapping when used in place
+};
 
 // An F32 tensor copied into aligned storage (mapped data may be misaligned).
 // Errors name the tensor when it is missing or its shape differs.

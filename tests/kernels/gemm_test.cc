@@ -624,5 +624,67 @@ TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
       "GemmBf16xF32 narrow");
 }
 
+// ---------------------------------------------------------------------------
+// GemmBf16Fp8 reads the FP8 weight in place and must equal GemmBf16 on the
+// dequantized BF16 copy bit for bit, on every ISA (scalar included), for any
+// M, thread count, strides and misaligned codes.
+
+TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeight) {
+  std::mt19937 rng(29);
+  for (int64_t k : {128, 384}) {
+    for (int64_t n : {1, 17, 130, 300}) {
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      const int64_t ld_scale = k / 128;
+      Misaligned scales = RandomBytes(((n + 127) / 128) * ld_scale, &rng, 112, 128, false);
+      scales.data()[0] = 10;  // the exact range's ends
+      if (n > 128) scales.data()[ld_scale] = 246;
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      ASSERT_TRUE(Fp8IsExactBf16(w));
+      std::vector<bf16> deq(n * k);
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t i = 0; i < k; ++i) {
+          const float v = E4M3ToF32(codes.data()[c * k + i]) *
+                          E8M0ToF32(scales.data()[(c / 128) * ld_scale + i / 128]);
+          deq[c * k + i] = F32ToBf16(v);
+          ASSERT_EQ(Bf16ToF32(deq[c * k + i]), v);
+        }
+      }
+      for (int64_t m : {1, 2, 13, 65}) {
+        const int64_t ldx = k + 3, ldy = n + 2;
+        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 13) continue;
+          IsaScope scope(isa);
+          std::vector<bf16> want(m * ldy, bf16{0x1234});
+          GemmBf16(x.data(), ldx, m, k, deq.data(), n, want.data(), ldy, nullptr);
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<bf16> got(m * ldy, bf16{0x1234});
+            GemmBf16Fp8(x.data(), ldx, m, w, got.data(), ldy, &pool);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
+                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " threads " << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmBf16Fp8, ExactnessCheck) {
+  std::vector<uint8_t> codes(256 * 128, 0x38), scales(2, 120);
+  const Fp8Weight w{codes.data(), scales.data(), 256, 128};
+  EXPECT_TRUE(Fp8IsExactBf16(w));
+  for (uint8_t bad_scale : {0, 9, 247, 255}) {
+    scales[1] = bad_scale;
+    EXPECT_FALSE(Fp8IsExactBf16(w)) << int{bad_scale};
+  }
+  scales[1] = 246;
+  EXPECT_TRUE(Fp8IsExactBf16(w));
+  for (uint8_t nan_code : {0x7f, 0xff}) {
+    codes[200 * 128 + 5] = nan_code;
+    EXPECT_FALSE(Fp8IsExactBf16(w)) << int{nan_code};
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::kernels

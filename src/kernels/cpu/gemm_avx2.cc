@@ -227,8 +227,10 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
   }
 }
 
-template <typename W>
-void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
+// decode(col, k0, count, out) yields up to 128 weights of column col from
+// k0 on, zero padded to whole vectors (and prefetches ahead).
+template <typename Decode>
+void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   alignas(32) __m256 wdec[kP][kVecs];
   alignas(32) __m256 lanes[kDenseMTile][kP];
   for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kDenseMTile) {
@@ -242,11 +244,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
-        for (int64_t c = 0; c < nc; ++c) {
-          const W* row = w + (n0 + c) * a.k + k0;
-          if (n0 + c + kP < a.n) Prefetch(row + kP * a.k, count * static_cast<int64_t>(sizeof(W)));
-          DecodeDenseChunk(row, count, wdec[c]);
-        }
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c]);
         for (int64_t r = 0; r < mt; ++r) {
           const float* xr = a.x + (m0 + r) * a.ldx + k0;
           for (int64_t c = 0; c < nc; ++c) {
@@ -269,6 +267,16 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       }
     }
   }
+}
+
+// Decoder of a BF16 or FP32 weight for DensePanels.
+template <typename W>
+auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
+  return [&a, w](int64_t col, int64_t k0, int64_t count, __m256* out) {
+    const W* row = w + col * a.k + k0;
+    if (col + kP < a.n) Prefetch(row + kP * a.k, count * static_cast<int64_t>(sizeof(W)));
+    DecodeDenseChunk(row, count, out);
+  };
 }
 
 }  // namespace
@@ -303,10 +311,27 @@ void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, const Tile& t) {
 }
 
 void DenseGemmPanelsAvx2(const DenseGemmArgs& a, const Tile& t) {
-  if (a.w_bf16 != nullptr) {
-    DensePanels(a, a.w_bf16, t);
+  if (a.w_fp8 != nullptr) {
+    // w = (code·2^-8)·(scale·2^8): both factors exact, so one rounding of
+    // code·scale, which the caller guarantees is exact: the BF16 weight.
+    const Fp8Weight& w = *a.w_fp8;
+    const int64_t ld_scale = w.in / 128;
+    DensePanels(
+        a,
+        [&](int64_t col, int64_t k0, int64_t, __m256* out) {
+          const uint8_t* p = w.codes + col * w.in + k0;
+          if (col + kP < w.out) Prefetch(p + kP * w.in, 128);
+          DecodeFp8Block(p, out);
+          const __m256 s =
+              _mm256_set1_ps(E8M0Value(w.scales[(col / 128) * ld_scale + k0 / 128]) * 256.0f);
+#pragma GCC unroll 16
+          for (int v = 0; v < kVecs; ++v) out[v] = _mm256_mul_ps(out[v], s);
+        },
+        t);
+  } else if (a.w_bf16 != nullptr) {
+    DensePanels(a, DenseDecoder(a, a.w_bf16), t);
   } else {
-    DensePanels(a, a.w_f32, t);
+    DensePanels(a, DenseDecoder(a, a.w_f32), t);
   }
 }
 

@@ -292,8 +292,10 @@ void DenseTileChunk(const __m512 (*wdec)[kVecs], int64_t nc, const float* x, int
 
 // Dense GEMM: lane vectors run over the whole K (chunks in order) and are
 // reduced once at the end.
-template <typename W>
-void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
+// decode(col, k0, count, out) yields up to 128 weights of column col from
+// k0 on, zero padded to whole vectors (and prefetches ahead).
+template <typename Decode>
+void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   alignas(64) __m512 wdec[kP][kVecs];
   alignas(64) __m512 lanes[kDenseMTile][kP];
   for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kDenseMTile) {
@@ -307,11 +309,7 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
-        for (int64_t c = 0; c < nc; ++c) {
-          const W* row = w + (n0 + c) * a.k + k0;
-          if (n0 + c + kP < a.n) Prefetch(row + kP * a.k, count * static_cast<int64_t>(sizeof(W)));
-          DecodeDenseChunk(row, count, wdec[c]);
-        }
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c]);
         const float* xc = a.x + m0 * a.ldx + k0;
         if (count == kChunk) {
           DenseTileChunk<kVecs>(wdec, nc, xc, a.ldx, kVecs, mt, lanes);
@@ -329,6 +327,16 @@ void DensePanels(const DenseGemmArgs& a, const W* w, const Tile& t) {
       }
     }
   }
+}
+
+// Decoder of a BF16 or FP32 weight for DensePanels.
+template <typename W>
+auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
+  return [&a, w](int64_t col, int64_t k0, int64_t count, __m512* out) {
+    const W* row = w + col * a.k + k0;
+    if (col + kP < a.n) Prefetch(row + kP * a.k, count * static_cast<int64_t>(sizeof(W)));
+    DecodeDenseChunk(row, count, out);
+  };
 }
 
 }  // namespace
@@ -363,10 +371,27 @@ void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t) {
 }
 
 void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t) {
-  if (a.w_bf16 != nullptr) {
-    DensePanels(a, a.w_bf16, t);
+  if (a.w_fp8 != nullptr) {
+    // w = (code·2^-8)·(scale·2^8): both factors exact, so one rounding of
+    // code·scale, which the caller guarantees is exact: the BF16 weight.
+    const Fp8Weight& w = *a.w_fp8;
+    const int64_t ld_scale = w.in / 128;
+    DensePanels(
+        a,
+        [&](int64_t col, int64_t k0, int64_t, __m512* out) {
+          const uint8_t* p = w.codes + col * w.in + k0;
+          if (col + kP < w.out) Prefetch(p + kP * w.in, 128);
+          DecodeFp8Block(p, out);
+          const __m512 s =
+              _mm512_set1_ps(E8M0Value(w.scales[(col / 128) * ld_scale + k0 / 128]) * 256.0f);
+#pragma GCC unroll 16
+          for (int v = 0; v < kVecs; ++v) out[v] = _mm512_mul_ps(out[v], s);
+        },
+        t);
+  } else if (a.w_bf16 != nullptr) {
+    DensePanels(a, DenseDecoder(a, a.w_bf16), t);
   } else {
-    DensePanels(a, a.w_f32, t);
+    DensePanels(a, DenseDecoder(a, a.w_f32), t);
   }
 }
 

@@ -61,8 +61,11 @@ struct DenseGemmArgs {
   int64_t ldx = 0;           // multiple of 128, >= k
   int64_t m = 0;
   int64_t k = 0;
-  const bf16* w_bf16 = nullptr;  // [n, k]; exactly one of w_bf16 / w_f32 is set
+  const bf16* w_bf16 = nullptr;  // [n, k]; exactly one of w_bf16 / w_f32 / w_fp8 is set
   const float* w_f32 = nullptr;  // [n, k], possibly misaligned
+  // Or FP8 codes with block scales whose code·scale values are all exact in
+  // BF16 (k % 128 == 0): decoded to those values, same chain as w_bf16.
+  const Fp8Weight* w_fp8 = nullptr;
   int64_t n = 0;
   bf16* y_bf16 = nullptr;  // [m, ldy]; exactly one of y_bf16 / y_f32 is set
   float* y_f32 = nullptr;  // [m, ldy]

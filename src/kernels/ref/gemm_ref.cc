@@ -99,6 +99,24 @@ void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, i
   }
 }
 
+// GemmBf16's loop with the weight dequantized on the fly: code·scale is one
+// FP32 rounding of an exact value (REQUIRES of gemm.h), i.e. the BF16 weight.
+void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
+                 ThreadPool* /*pool*/) {
+  const int64_t ld_scale = (w.in + 127) / 128;
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t c = 0; c < w.out; ++c) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < w.in; ++i) {
+        const float wv =
+            E4M3ToF32(w.codes[c * w.in + i]) * E8M0ToF32(w.scales[(c / 128) * ld_scale + i / 128]);
+        acc += LoadBf16(x, r * ldx + i) * wv;
+      }
+      StoreBf16(y, r * ldy + c, acc);
+    }
+  }
+}
+
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* /*pool*/) {
   for (int64_t r = 0; r < m; ++r) {

@@ -367,13 +367,6 @@ Result<std::vector<PackedTensor>> PlanPrepackedLayout(const Checkpoint& ckpt,
                                 : fmt::format("mtp.{}", b - cfg.num_hidden_layers);
     DSV4_RETURN_IF_ERROR(PlanRoutedExperts(ckpt, cfg, blk + ".ffn", ranks, &plan, &consumed));
     PlanSharedExpert(ckpt, blk + ".ffn", &plan, &consumed);
-    const TensorView* wo_a = ckpt.Find(blk + ".attn.wo_a.weight");
-    if (wo_a != nullptr && wo_a->dtype == DType::kF8E4M3) {
-      const std::string w = blk + ".attn.wo_a.weight";
-      const std::string s = blk + ".attn.wo_a.scale";
-      plan.push_back({w, DType::kBF16, wo_a->shape, PackedTensor::kFp8ToBf16, {w, s}, 0});
-      consumed.insert({w, s});
-    }
     const std::string tid = blk + ".ffn.gate.tid2eid";
     const TensorView* t = ckpt.Find(tid);
     if (t != nullptr && t->dtype == DType::kI64) {

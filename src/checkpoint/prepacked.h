@@ -24,7 +24,9 @@ namespace dsv4 {
 inline constexpr char kPrepackedFormat[] = "dsv4-stacked";
 // Bump whenever a name, dtype, shape, byte order or alignment of the layout
 // changes: older sidecars then read as stale and are ignored.
-inline constexpr int kPrepackedLayoutVersion = 1;
+// v2: wo_a stays FP8 (the kernels read it as FP8 since GemmBf16Fp8; v1
+// stored it dequantized to BF16, twice the bytes per decode step).
+inline constexpr int kPrepackedLayoutVersion = 2;
 // The kernels the layout is for: the CPU kernels (scalar, AVX2, AVX-512 share
 // one row-major layout, chosen at run time).  A layout for another kernel
 // family (CUDA, AMX tiles) must use another name.
@@ -39,10 +41,8 @@ std::string PrepackedFileName(int64_t ranks);
 // One sidecar tensor and how its bytes derive from checkpoint tensors.
 struct PackedTensor {
   enum Kind {
-    kConcat,     // the sources' bytes back to back (one source: a plain copy)
-    kFp8ToBf16,  // sources {weight F8_E4M3 [out, in], scale F8_E8M0 [out/128, in/128]}
-                 // dequantized to BF16 (exact; an inexact value is an error)
-    kI64ToI32,   // sources {I64 id table}, narrowed (values checked against `max_id`)
+    kConcat,    // the sources' bytes back to back (one source: a plain copy)
+    kI64ToI32,  // sources {I64 id table}, narrowed (values checked against `max_id`)
   };
   std::string name;
   DType dtype;
@@ -60,7 +60,6 @@ struct PackedTensor {
 //   <blk>.ffn.experts.w2.{weight,scale}   rank-stacked [ranks, E/ranks, dim, ...]
 //   <blk>.ffn.shared_experts.w13.{weight,scale}  w1 rows then w3 rows, when
 //       the scale blocks allow (INT8, or FP8 with shared_inter % 128 == 0)
-//   <blk>.attn.wo_a.weight  BF16 (FP8 dequantized; its scale is dropped)
 //   <blk>.ffn.gate.tid2eid  I32
 //   every other tensor as stored.
 // Errors: InvalidArgument when ranks < 1 or does not divide n_routed_experts;

@@ -15,7 +15,6 @@
 #include "checkpoint/model_config.h"
 #include "checkpoint/prepacked.h"
 #include "checkpoint/safetensors_writer.h"
-#include "tensor/numeric.h"
 
 namespace dsv4::tools {
 namespace {
@@ -39,41 +38,6 @@ Status CopyBytes(const TensorView& v, const std::string& name, SafetensorsWriter
     DSV4_RETURN_IF_ERROR(w.Write(name, p + done, n));
     DropPages(p + done, n);
     done += n;
-  }
-  return Status::Ok();
-}
-
-// wo_a: FP8 codes x 128x128 block scales -> BF16, as Bf16Linear::
-// LoadDequantizedFp8 does at load (code value x power-of-two scale; an
-// inexact product is an error), 128 rows at a time.
-Status WriteDequantizedFp8(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
-  const TensorView& codes = *ckpt.Find(t.sources[0]);
-  const int64_t out = t.shape[0];
-  const int64_t in = t.shape[1];
-  const int64_t scale_cols = (in + 127) / 128;
-  DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(t.sources[1], DType::kF8E8M0,
-                                                          {(out + 127) / 128, scale_cols}));
-  const uint8_t* c = codes.as<uint8_t>();
-  const uint8_t* sc = s->as<uint8_t>();
-  float lut[256];  // e4m3 code -> value (exact)
-  for (int i = 0; i < 256; ++i) lut[i] = E4M3ToF32(static_cast<uint8_t>(i));
-  std::vector<bf16> rows(static_cast<size_t>(128 * in));  // [128, in]
-  for (int64_t o0 = 0; o0 < out; o0 += 128) {
-    const int64_t o1 = std::min(out, o0 + 128);
-    for (int64_t o = o0; o < o1; ++o) {
-      for (int64_t i = 0; i < in; ++i) {
-        const float v = lut[c[o * in + i]] * E8M0ToF32(sc[(o / 128) * scale_cols + i / 128]);
-        const bf16 b = F32ToBf16(v);
-        if (Bf16ToF32(b) != v) {
-          return DataLoss("{}: dequantized FP8 value at [{}, {}] is not exact in BF16 ({})",
-                          t.sources[0], o, i, v);
-        }
-        rows[static_cast<size_t>((o - o0) * in + i)] = b;
-      }
-    }
-    DSV4_RETURN_IF_ERROR(
-        w.Write(t.name, rows.data(), static_cast<size_t>((o1 - o0) * in) * sizeof(bf16)));
-    DropPages(c + o0 * in, static_cast<size_t>((o1 - o0) * in));
   }
   return Status::Ok();
 }
@@ -108,8 +72,6 @@ Status WriteNarrowedIds(const Checkpoint& ckpt, const PackedTensor& t, Safetenso
 
 Status WriteTensor(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
   switch (t.kind) {
-    case PackedTensor::kFp8ToBf16:
-      return WriteDequantizedFp8(ckpt, t, w);
     case PackedTensor::kI64ToI32:
       return WriteNarrowedIds(ckpt, t, w);
     case PackedTensor::kConcat:

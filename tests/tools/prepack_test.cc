@@ -134,7 +134,7 @@ TEST_F(PrepackTest, LayoutIsAlignedStackedAndFused) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const auto& meta = (*f)->metadata();
   EXPECT_EQ(meta.at("format"), "dsv4-stacked");
-  EXPECT_EQ(meta.at("layout_version"), "1");
+  EXPECT_EQ(meta.at("layout_version"), std::to_string(kPrepackedLayoutVersion));
   EXPECT_EQ(meta.at("ranks"), "1");
   EXPECT_EQ(meta.at("isa_family"), "cpu-rowmajor");
   EXPECT_EQ(meta.at("fingerprint").size(), 64u);
@@ -153,8 +153,9 @@ TEST_F(PrepackTest, LayoutIsAlignedStackedAndFused) {
   EXPECT_EQ((*f)->Find("layers.0.ffn.experts.w2.weight")->shape, (Shape{1, 8, 256, 64}));
   EXPECT_EQ((*f)->Find("layers.0.ffn.shared_experts.w13.weight")->shape, (Shape{256, 256}));
   EXPECT_EQ((*f)->Find("layers.0.ffn.shared_experts.w13.scale")->shape, (Shape{2, 2}));
-  EXPECT_EQ((*f)->Find("layers.0.attn.wo_a.weight")->dtype, DType::kBF16);
-  EXPECT_EQ((*f)->Find("layers.0.attn.wo_a.scale"), nullptr);
+  // wo_a as stored: the kernels read FP8 directly (GemmBf16Fp8).
+  EXPECT_EQ((*f)->Find("layers.0.attn.wo_a.weight")->dtype, DType::kF8E4M3);
+  EXPECT_NE((*f)->Find("layers.0.attn.wo_a.scale"), nullptr);
   EXPECT_EQ((*f)->Find("layers.0.ffn.gate.tid2eid")->dtype, DType::kI32);
   EXPECT_EQ((*f)->Find("layers.0.ffn.experts.0.w1.weight"), nullptr);
   EXPECT_EQ((*f)->Find("embed.weight"), nullptr);

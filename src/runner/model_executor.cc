@@ -294,19 +294,19 @@ RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate
 // independent of which thread samples what).
 std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<Bound>& bound) {
   std::vector<Sampled> sampled(bound.size());
-  std::vector<size_t> todo;
+  std::vector<size_t> pending;  // entries with logit rows
   for (size_t i = 0; i < bound.size(); ++i) {
-    if (bound[i].entry->needs_logits) todo.push_back(i);
+    if (bound[i].entry->needs_logits) pending.push_back(i);
   }
   const auto num_workers =
-      static_cast<int64_t>(std::min(samplers_.size(), std::max<size_t>(todo.size(), 1)));
+      static_cast<int64_t>(std::min(samplers_.size(), std::max<size_t>(pending.size(), 1)));
   ParallelFor(pool_, num_workers, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      for (size_t j = static_cast<size_t>(t); j < todo.size();
+      for (size_t j = static_cast<size_t>(t); j < pending.size();
            j += static_cast<size_t>(num_workers)) {
-        const Bound& b = bound[todo[j]];
+        const Bound& b = bound[pending[j]];
         SampleEntry(b, logits_.data() + b.first_logit * vocab_, *samplers_[static_cast<size_t>(t)],
-                    &sampled[todo[j]]);
+                    &sampled[pending[j]]);
       }
     }
   });

@@ -10,24 +10,13 @@
 
 #include "model/model.h"
 #include "testing/golden.h"
+#include "tiny_model_fixture.h"
 
 namespace dsv4 {
 namespace {
 
-class ConsistencyTest : public ::testing::Test {
+class ConsistencyTest : public testing::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Load(testing::TestDataPath("golden/tiny-a"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    pool_ = new ThreadPool(2);
-  }
-  void SetUp() override { ASSERT_NE(model_, nullptr); }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-  }
-
   static std::vector<int32_t> Tokens(int64_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -85,13 +74,8 @@ class ConsistencyTest : public ::testing::Test {
         << what;
   }
 
-  static Model* model_;
-  static ThreadPool* pool_;
   Workspace ws_;
 };
-
-Model* ConsistencyTest::model_ = nullptr;
-ThreadPool* ConsistencyTest::pool_ = nullptr;
 
 TEST_F(ConsistencyTest, ChunkedPrefillEqualsOneShot) {
   const std::vector<int32_t> ids = Tokens(300, 1);

@@ -16,6 +16,7 @@
 
 #include "model/model.h"
 #include "testing/golden.h"
+#include "tiny_model_fixture.h"
 
 namespace dsv4 {
 namespace {
@@ -91,20 +92,8 @@ struct Slice {
   int64_t slot, start, end;
 };
 
-class PagedCacheTest : public ::testing::Test {
+class PagedCacheTest : public testing::TinyModelTest {
  protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Load(testing::TestDataPath("golden/tiny-a"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(m).value().release();
-    pool_ = new ThreadPool(2);
-  }
-  void SetUp() override { ASSERT_NE(model_, nullptr); }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-  }
-
   static CacheOptions Options() {
     CacheOptions o;
     o.ring_capacity = model_->config().sliding_window + kSlack;
@@ -204,15 +193,10 @@ class PagedCacheTest : public ::testing::Test {
     EXPECT_GT(num_checked, 400);
   }
 
-  static Model* model_;
-  static ThreadPool* pool_;
   Workspace ws_;
   std::unique_ptr<ModelCache> engine_;
   Pager pager_;
 };
-
-Model* PagedCacheTest::model_ = nullptr;
-ThreadPool* PagedCacheTest::pool_ = nullptr;
 
 TEST_F(PagedCacheTest, ScrambledPagesEqualSelfManagedCache) { RunScenario(false); }
 

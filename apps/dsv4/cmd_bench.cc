@@ -86,17 +86,22 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Mean over requests of (last token - first token) / (tokens - 1): the decode
-// phase alone, whatever the prefill cost (0 when no request decoded).
-double MeanTpotSeconds(const OfflineReport& report) {
-  double sum = 0;
-  int64_t n = 0;
+// Median over requests of (last token - first token) / (tokens - 1): the
+// decode phase alone, whatever the prefill cost (0 when no request decoded).
+// The median, not the mean: requests are submitted one by one to a running
+// engine, so the first one or two may start decoding before the others'
+// prefill step, and their TPOT then includes that whole step.
+double MedianTpotSeconds(const OfflineReport& report) {
+  std::vector<double> tpot;
   for (const OfflineOutput& o : report.outputs) {
     if (o.tokens.size() < 2) continue;
-    sum += (o.total_seconds - o.first_token_seconds) / static_cast<double>(o.tokens.size() - 1);
-    ++n;
+    tpot.push_back((o.total_seconds - o.first_token_seconds) /
+                   static_cast<double>(o.tokens.size() - 1));
   }
-  return n > 0 ? sum / static_cast<double>(n) : 0;
+  if (tpot.empty()) return 0;
+  std::sort(tpot.begin(), tpot.end());
+  const size_t n = tpot.size();
+  return n % 2 == 1 ? tpot[n / 2] : 0.5 * (tpot[n / 2 - 1] + tpot[n / 2]);
 }
 
 // Decode throughput through the full engine (scheduler, runner, sampler),
@@ -106,7 +111,7 @@ double MeanTpotSeconds(const OfflineReport& report) {
 int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
   std::printf(
       "engine, batch %lld, prompt %lld, %lld new tokens each (run tok/s = new tokens / "
-      "wall time of the whole run, prefill included; decode tok/s = batch / mean TPOT, "
+      "wall time of the whole run, prefill included; decode tok/s = batch / median TPOT, "
       "TPOT = (last token - first token) / (tokens - 1) per request):\n",
       static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
       static_cast<long long>(args.decode_steps));
@@ -143,7 +148,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
       return 1;
     }
     const double run_tps = report->generated_tokens_per_second();
-    const double tpot = MeanTpotSeconds(*report);
+    const double tpot = MedianTpotSeconds(*report);
     const double tps = tpot > 0 ? static_cast<double>(args.batch) / tpot : 0;
     if (k < 0) continue;
     if (k == 0) base_tps = tps;

@@ -341,9 +341,16 @@ TEST(ServerHttp, GracefulStopDrainsThenAborts) {
   });
   while (srv.server().num_in_flight() < 2)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::thread stopper([&] { srv.Stop(std::chrono::milliseconds(300)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(srv.Client().Get("/health")->status, 503);
+  std::thread stopper([&] { srv.Stop(std::chrono::milliseconds(1000)); });
+  // The stopper thread starts the drain when it gets to run (late under a
+  // sanitizer on a loaded machine): poll readiness instead of guessing a delay.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(900);
+  int health = 200;
+  while (health != 503 && std::chrono::steady_clock::now() < deadline) {
+    health = srv.Client().Get("/health")->status;
+    if (health != 503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(health, 503);
   auto refused = srv.Post("/v1/completions", R"({"prompt":"z","max_tokens":1})");
   EXPECT_EQ(refused.first, 503);
   const auto [s1, b1] = short_req.get();

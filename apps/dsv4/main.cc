@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterBench(app, &exit_code);
   dsv4::cli::RegisterConvert(app, &exit_code);
   dsv4::cli::RegisterPrepack(app, &exit_code);
+  dsv4::cli::RegisterTokenize(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

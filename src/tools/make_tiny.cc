@@ -134,6 +134,14 @@ Result<std::string> LocateTokenizer(const std::string& explicit_path) {
   return FindTokenizerJson(explicit_path, env != nullptr ? env : "", dirs);
 }
 
+Status WriteTokenizerFiles(const std::string& out_dir, const CutTokenizerFiles& tokenizer) {
+  const fs::path dir = out_dir;
+  DSV4_RETURN_IF_ERROR(
+      WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
+  return WriteFileAtomic((dir / "tokenizer_config.json").string(),
+                         tokenizer.tokenizer_config_json);
+}
+
 }  // namespace
 
 Status MakeTiny(const MakeTinyOptions& options) {
@@ -142,13 +150,20 @@ Status MakeTiny(const MakeTinyOptions& options) {
   DSV4_ASSIGN_OR_RETURN(std::string config_text, PresetConfigJson(options.preset));
   DSV4_ASSIGN_OR_RETURN(ModelConfig cfg,
                         ParseModelConfig(config_text, "make-tiny preset " + options.preset));
+  if (options.vocab_size != 0 && !options.tokenizer_only) {
+    return InvalidArgument(
+        "--vocab-size only applies to --tokenizer-only (a checkpoint's vocabulary comes from its "
+        "preset)");
+  }
+  const int64_t vocab_size = options.vocab_size != 0 ? options.vocab_size : cfg.vocab_size;
   // Tokenizer first: a missing tokenizer fails before gigabytes are written.
   DSV4_ASSIGN_OR_RETURN(std::string tokenizer_path, LocateTokenizer(options.tokenizer_json));
   DSV4_ASSIGN_OR_RETURN(std::string tokenizer_text, ReadFileToString(tokenizer_path));
   DSV4_ASSIGN_OR_RETURN(CutTokenizerFiles tokenizer,
-                        CutTokenizer(tokenizer_text, tokenizer_path, cfg.vocab_size));
+                        CutTokenizer(tokenizer_text, tokenizer_path, vocab_size));
   tokenizer_text.clear();
   DSV4_RETURN_IF_ERROR(CreateOutDir(options.out_dir));
+  if (options.tokenizer_only) return WriteTokenizerFiles(options.out_dir, tokenizer);
 
   const std::vector<WeightSpec> specs = ExpectedWeights(cfg);
   const std::vector<Shard> shards = AssignShards(specs, cfg);
@@ -166,10 +181,7 @@ Status MakeTiny(const MakeTinyOptions& options) {
   DSV4_RETURN_IF_ERROR(WriteFileAtomic((dir / "config.json").string(), config_text));
   DSV4_RETURN_IF_ERROR(
       WriteFileAtomic((dir / "generation_config.json").string(), GenerationConfigJson()));
-  DSV4_RETURN_IF_ERROR(
-      WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
-  DSV4_RETURN_IF_ERROR(
-      WriteFileAtomic((dir / "tokenizer_config.json").string(), tokenizer.tokenizer_config_json));
+  DSV4_RETURN_IF_ERROR(WriteTokenizerFiles(options.out_dir, tokenizer));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   DSV4_LOG_INFO(

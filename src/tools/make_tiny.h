@@ -22,6 +22,12 @@ struct MakeTinyOptions {
   std::string tokenizer_json;
   int num_threads = 0;  // 0: every CPU this process may use; never changes the bytes
   bool force = false;   // allow a non-empty out_dir (files of the same name are replaced)
+  // Write only tokenizer.json + tokenizer_config.json (no weights, no
+  // config.json): the tokenizer of a model trained elsewhere (train/).
+  bool tokenizer_only = false;
+  // Vocabulary of the cut tokenizer; 0 = the preset's.  Only with
+  // tokenizer_only: a checkpoint's vocabulary is part of its preset.
+  int64_t vocab_size = 0;
 };
 
 // Writes the checkpoint.  Every file is written atomically (temp + rename).

@@ -212,6 +212,47 @@ TEST(MakeTiny, Errors) {
   EXPECT_NE(s.message().find("--force"), std::string::npos);
 }
 
+// --tokenizer-only: just the two tokenizer files, at the requested vocabulary
+// (the shipped dsv4-mini's tokenizer is written this way, train/data/).
+TEST(MakeTiny, TokenizerOnly) {
+  TempDir tmp("make_tiny_tok_only");
+  MakeTinyOptions o;
+  o.tokenizer_json = kNpmTokenizer;
+  o.out_dir = tmp.sub("tok");
+  o.tokenizer_only = true;
+  o.vocab_size = 8192;
+  Status s = MakeTiny(o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(o.out_dir)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"tokenizer.json", "tokenizer_config.json"}));
+  Json tok = Json::parse(ReadAll(o.out_dir + "/tokenizer.json"));
+  std::set<int64_t> ids;
+  for (const auto& [t, id] : tok["model"]["vocab"].items()) ids.insert(id.get<int64_t>());
+  for (const Json& a : tok["added_tokens"]) ids.insert(a["id"].get<int64_t>());
+  EXPECT_EQ(ids.size(), 8192u);  // dense 0..8191 (BOS/EOS/pad are in both tables)
+  EXPECT_EQ(*ids.begin(), 0);
+  EXPECT_EQ(*ids.rbegin(), 8191);
+  // Same bytes as the tokenizer of a checkpoint cut to that size would have:
+  // the default vocabulary is the preset's.
+  o.out_dir = tmp.sub("tok4096");
+  o.vocab_size = 0;
+  ASSERT_TRUE(MakeTiny(o).ok());
+  ASSERT_TRUE(MakeTinyAt(tmp.sub("ckpt"), 1).ok());
+  EXPECT_EQ(ReadAll(tmp.sub("tok4096/tokenizer.json")), ReadAll(tmp.sub("ckpt/tokenizer.json")));
+  // --vocab-size needs --tokenizer-only; too small a vocabulary is rejected.
+  o.tokenizer_only = false;
+  o.vocab_size = 8192;
+  o.out_dir = tmp.sub("bad");
+  s = MakeTiny(o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tokenizer-only"), std::string::npos);
+  o.tokenizer_only = true;
+  o.vocab_size = 100;
+  EXPECT_EQ(MakeTiny(o).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(tmp.sub("bad")));
+}
+
 TEST(MakeTiny, BenchPresetSize) {
   // Size only (never written in tests): at least 1.5 GiB of weights.
   Result<std::string> text = PresetConfigJson("bench");

@@ -10,6 +10,7 @@
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "commands.h"
+#include "default_model.h"
 #include "kernels/dispatch.h"
 #include "membw.h"
 #include "model/model.h"
@@ -162,7 +163,14 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
   return 0;
 }
 
-int RunBench(const BenchArgs& args) {
+int RunBench(BenchArgs& args) {
+  auto location = ResolveModel(args.model);
+  if (!location.ok()) {
+    std::cerr << "dsv4 bench: " << location.status().message() << "\n";
+    return 2;
+  }
+  args.model = location->dir;
+  LogModel(*location);
   ModelOptions model_options;
   model_options.prepacked = args.prepacked;
   auto model_or = Model::Load(args.model, model_options);
@@ -256,7 +264,7 @@ int RunBench(const BenchArgs& args) {
 void RegisterBench(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode throughput vs memory bandwidth");
-  cmd->add_option("--model", args->model, "Checkpoint directory")->required();
+  cmd->add_option("--model", args->model, kModelFlagHelp);
   cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "checkpoint/model_config.h"
 #include "commands.h"
+#include "default_model.h"
 #include "engine_flags.h"
 #include "generate_config.h"
 #include "generate_driver.h"
@@ -178,6 +179,9 @@ int RunGenerateCommand(GenerateArgs& args) {
   }
   s = CheckCombinations(args, config);
   if (!s.ok()) return UsageError(s.message());
+  auto model = ResolveModel(args.engine.options.model_dir);
+  if (!model.ok()) return UsageError(model.status().message());
+  args.engine.options.model_dir = model->dir;
 
   const EngineOptions& options = args.engine.options;
   const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
@@ -204,6 +208,7 @@ int RunGenerateCommand(GenerateArgs& args) {
     }
   }
 
+  LogModel(*model);
   auto engine = CreateLocalEngine(options);
   if (!engine.ok()) {
     std::cerr << "dsv4 generate: " << engine.status().message() << "\n";

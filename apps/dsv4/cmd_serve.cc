@@ -11,6 +11,7 @@
 
 #include "base/logging.h"
 #include "commands.h"
+#include "default_model.h"
 #include "engine_flags.h"
 #include "runner/local_engine.h"
 #include "server/openai_server.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct ServeArgs {
   EngineFlags engine;
+  std::string model_source;  // where the model directory came from (default_model.h)
   server::ServerOptions server;
   std::string test_script_ids;
   double shutdown_timeout_s = 30;
@@ -37,8 +39,8 @@ std::string ModelName(const std::string& dir) {
 void PrintBanner(const ServeArgs& a, int port, bool scripted) {
   const EngineOptions& e = a.engine.options;
   std::cout << "dsv4 serve\n"
-            << "  model:                    " << e.model_dir << " (served as '"
-            << a.server.served_model_name << "')\n"
+            << "  model:                    " << e.model_dir << " (" << a.model_source
+            << ", served as '" << a.server.served_model_name << "')\n"
             << "  parallelism:              dp " << e.dp << ", threads "
             << (e.threads > 0 ? std::to_string(e.threads) : std::string("all")) << "\n"
             << "  max running requests:     " << e.max_num_seqs << " (queue " << e.max_waiting
@@ -72,6 +74,14 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
     return 2;
   }
+  auto model = ResolveModel(a.engine.options.model_dir);
+  if (!model.ok()) {
+    std::cerr << "dsv4 serve: " << model.status().message() << "\n";
+    return 2;
+  }
+  a.engine.options.model_dir = model->dir;
+  a.model_source = model->source;
+  LogModel(*model);
   if (a.server.api_key.empty()) {
     if (const char* env = std::getenv("DSV4_API_KEY")) a.server.api_key = env;
   }

@@ -4,13 +4,14 @@
 #include <cmath>
 #include <iostream>
 
+#include "default_model.h"
 #include "generate_config.h"
 
 namespace dsv4::cli {
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   EngineOptions& o = flags->options;
-  cmd->add_option("--model", o.model_dir, "Checkpoint directory")->required();
+  cmd->add_option("--model", o.model_dir, kModelFlagHelp);
   cmd->add_option("--max-model-len", o.max_model_len, "Prompt + output tokens per request")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 40))
       ->capture_default_str();

@@ -1,0 +1,62 @@
+#include "default_model.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/logging.h"
+
+namespace dsv4::cli {
+
+namespace fs = std::filesystem;
+
+Result<ModelLocation> ResolveModelDir(const std::string& flag, const std::string& env,
+                                      const std::vector<std::string>& search_dirs) {
+  if (!flag.empty()) return ModelLocation{flag, "--model"};
+  std::error_code ec;
+  if (!env.empty()) {
+    if (!fs::is_directory(env, ec)) {
+      return NotFound("$DSV4_MODEL is '{}', which is not a directory", env);
+    }
+    return ModelLocation{env, "$DSV4_MODEL"};
+  }
+  std::string looked;
+  for (const std::string& dir : search_dirs) {
+    if (dir.empty()) continue;
+    fs::path d = fs::absolute(dir, ec);
+    if (ec) continue;
+    looked += (looked.empty() ? "" : ", ") + d.string();
+    for (;;) {
+      const fs::path candidate = d / kDefaultModelSubdir;
+      if (fs::is_regular_file(candidate / "config.json", ec)) {
+        return ModelLocation{candidate.string(), "default"};
+      }
+      if (!d.has_relative_path()) break;  // reached the root
+      d = d.parent_path();
+    }
+  }
+  return NotFound(
+      "no model given and no default model found: looked for {}/config.json in {} and their "
+      "parents; pass --model DIR, set $DSV4_MODEL, or run inside a dsv4 checkout, whose "
+      "{} holds the default model",
+      kDefaultModelSubdir, looked.empty() ? std::string("no directory") : looked,
+      kDefaultModelSubdir);
+}
+
+Result<ModelLocation> ResolveModel(const std::string& flag) {
+  const char* env = std::getenv("DSV4_MODEL");
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(exe.parent_path().string());
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) dirs.push_back(cwd.string());
+  return ResolveModelDir(flag, env != nullptr ? env : "", dirs);
+}
+
+void LogModel(const ModelLocation& model) {
+  DSV4_LOG_INFO("model: {} ({})", model.dir,
+                model.source == "default" ? std::string("the embedded default model")
+                                          : "from " + model.source);
+}
+
+}  // namespace dsv4::cli

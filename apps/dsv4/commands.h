@@ -15,6 +15,7 @@ void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterConvert(CLI::App& app, int* exit_code);
 void RegisterPrepack(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
+void RegisterEval(CLI::App& app, int* exit_code);
 
 // Parses "1,2,3" into ids; false on a malformed list.
 bool ParseIdList(const std::string& text, std::vector<int32_t>* ids);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   dsv4::cli::RegisterGenerate(app, &exit_code);
   dsv4::cli::RegisterServe(app, &exit_code);
   dsv4::cli::RegisterBench(app, &exit_code);
+  dsv4::cli::RegisterEval(app, &exit_code);
   dsv4::cli::RegisterConvert(app, &exit_code);
   dsv4::cli::RegisterPrepack(app, &exit_code);
   dsv4::cli::RegisterTokenize(app, &exit_code);

@@ -4,6 +4,8 @@
 #include <map>
 #include <vector>
 
+#include "text/json_reader.h"
+
 namespace dsv4::text {
 namespace {
 
@@ -268,9 +270,11 @@ Result<std::string> RenderArguments(const Json& call) {
   if (raw == nullptr) return InvalidArgument("chat encoding: tool call without function.arguments");
   // json.loads(arguments); on any failure (including a non-string) the whole
   // value becomes one parameter named "arguments".
+  // ReadJson, not Json::parse: linear in the number of keys (docs/text.md).
   Json args;
-  if (raw->is_string()) args = Json::parse(raw->get<std::string>(), nullptr, false);
-  if (!raw->is_string() || args.is_discarded()) args = Json{{"arguments", *raw}};
+  const bool parsed =
+      raw->is_string() && !ReadJson(raw->get_ref<const std::string&>(), JsonLimits{}, &args);
+  if (!parsed) args = Json{{"arguments", *raw}};
   if (!args.is_object())
     return InvalidArgument("chat encoding: tool call arguments must be a JSON object");
   std::string out;

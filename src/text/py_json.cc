@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace dsv4::text {
 
@@ -78,11 +79,10 @@ void PyJsonQuoteTo(std::string_view s, std::string& out) {
   out += '"';
 }
 
-void PyJsonDumpsTo(const OrderedJson& v, std::string& out) {
+namespace {
+
+void DumpScalar(const OrderedJson& v, std::string& out) {
   switch (v.type()) {
-    case OrderedJson::value_t::null:
-      out += "null";
-      break;
     case OrderedJson::value_t::boolean:
       out += v.get<bool>() ? "true" : "false";
       break;
@@ -98,34 +98,48 @@ void PyJsonDumpsTo(const OrderedJson& v, std::string& out) {
     case OrderedJson::value_t::string:
       PyJsonQuoteTo(v.get_ref<const std::string&>(), out);
       break;
-    case OrderedJson::value_t::array: {
-      out += '[';
-      bool first = true;
-      for (const auto& e : v) {
-        if (!first) out += ", ";
-        first = false;
-        PyJsonDumpsTo(e, out);
-      }
-      out += ']';
-      break;
-    }
-    case OrderedJson::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [k, e] : v.items()) {
-        if (!first) out += ", ";
-        first = false;
-        PyJsonQuoteTo(k, out);
-        out += ": ";
-        PyJsonDumpsTo(e, out);
-      }
-      out += '}';
-      break;
-    }
-    case OrderedJson::value_t::binary:
-    case OrderedJson::value_t::discarded:
+    default:  // null; binary and discarded have no JSON text either
       out += "null";
       break;
+  }
+}
+
+}  // namespace
+
+// Iterative, with an explicit stack of open containers: the value may come
+// from a client and be nested as deep as its text allows (a recursive walk
+// overflowed the stack at ~21,500 levels).
+void PyJsonDumpsTo(const OrderedJson& root, std::string& out) {
+  struct Open {
+    const OrderedJson* container;
+    OrderedJson::const_iterator next;
+  };
+  std::vector<Open> stack;
+  const OrderedJson* value = &root;
+  for (;;) {
+    if (value != nullptr) {
+      if (value->is_array() || value->is_object()) {
+        out += value->is_array() ? '[' : '{';
+        stack.push_back(Open{value, value->cbegin()});
+      } else {
+        DumpScalar(*value, out);
+      }
+      value = nullptr;
+    }
+    if (stack.empty()) break;
+    Open& top = stack.back();
+    if (top.next == top.container->cend()) {
+      out += top.container->is_array() ? ']' : '}';
+      stack.pop_back();
+      continue;
+    }
+    if (top.next != top.container->cbegin()) out += ", ";
+    if (top.container->is_object()) {
+      PyJsonQuoteTo(top.next.key(), out);
+      out += ": ";
+    }
+    value = &*top.next;
+    ++top.next;
   }
 }
 

@@ -92,4 +92,8 @@ bool ConnectionWatch::PeerClosed() {
   return closed_;
 }
 
+void ConnectionWatch::StopReading() {
+  if (fd_ >= 0) shutdown(fd_, SHUT_RD);
+}
+
 }  // namespace dsv4::server

@@ -28,6 +28,10 @@ class ConnectionWatch {
   // never consumes data.
   bool PeerClosed();
   bool found() const { return fd_ >= 0; }
+  // shutdown(SHUT_RD): for a response sent without reading the whole body.
+  // httplib then reads end-of-stream instead of taking the unread body for
+  // the next request, and closes the connection after the response.
+  void StopReading();
 
  private:
   int fd_ = -1;

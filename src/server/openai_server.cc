@@ -3,9 +3,13 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "base/logging.h"
+#include "server/api_key.h"
 #include "server/connection_watch.h"
 #include "server/generation.h"
 #include "server/metrics.h"
@@ -51,6 +55,7 @@ class OpenAiServer::Impl {
         tok_(tokenizer),
         opt_(std::move(options)),
         metrics_(opt_.served_model_name),
+        api_key_(opt_.api_key),
         in_flight_(in_flight) {}
 
   void Setup();
@@ -59,20 +64,31 @@ class OpenAiServer::Impl {
   void Stop(std::chrono::milliseconds drain);
 
  private:
+  using BodyHandler =
+      std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>;
   void SendError(httplib::Response& res, const ApiError& e);
   bool Authorized(const httplib::Request& req) const;
   std::optional<ApiError> Admit() const;
-  void HandleGenerate(const httplib::Request& req, httplib::Response& res, bool chat);
+  struct BodyRead {
+    std::optional<ApiError> error;
+    bool in_sync = true;  // the whole body was consumed: the connection can go on
+  };
+  void RouteWithBody(const std::string& method, const std::string& pattern, BodyHandler handler);
+  BodyRead ReadBody(const httplib::Request& req, httplib::Response& res,
+                    const httplib::ContentReader& reader, bool keep, std::string* body);
+  void HandleGenerate(const httplib::Request& req, const std::string& text,
+                      httplib::Response& res, bool chat);
   void RespondWhole(httplib::Response& res, Generation& gen, const ResponseHeader& h,
                     ConnectionWatch& watch);
   bool StreamStep(StreamState& st, httplib::DataSink& sink);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleTokenize(const std::string& text, httplib::Response& res);
+  void HandleDetokenize(const std::string& text, httplib::Response& res);
 
   AsyncEngine& engine_;
   const text::Tokenizer& tok_;
   ServerOptions opt_;
   ServerMetrics metrics_;
+  ApiKeyCheck api_key_;
   std::atomic<int64_t>& in_flight_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};  // drain timed out: abort what is left
@@ -90,9 +106,9 @@ void OpenAiServer::Impl::SendError(httplib::Response& res, const ApiError& e) {
 }
 
 bool OpenAiServer::Impl::Authorized(const httplib::Request& req) const {
-  if (opt_.api_key.empty()) return true;
+  if (!api_key_.enabled()) return true;
   if (req.path == "/health" || req.path == "/metrics") return true;
-  return req.get_header_value("Authorization") == "Bearer " + opt_.api_key;
+  return api_key_.Matches(req.get_header_value("Authorization"));
 }
 
 std::optional<ApiError> OpenAiServer::Impl::Admit() const {
@@ -114,6 +130,120 @@ std::optional<ApiError> OpenAiServer::Impl::Admit() const {
   return std::nullopt;
 }
 
+namespace {
+
+bool HasBody(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// For a response that leaves part of the body unread: httplib would parse the
+// rest as the next request.  The client may see the connection reset instead
+// of the response (TCP sends RST when unread data is discarded).
+void StopReading(const httplib::Request& req) {
+  ConnectionWatch(req.local_addr, req.local_port, req.remote_addr, req.remote_port).StopReading();
+}
+
+// How far past --max-request-bytes a body is still read (and dropped).
+uint64_t DrainBytes(const ServerOptions& o) {
+  return std::max<uint64_t>(static_cast<uint64_t>(o.max_body_bytes), uint64_t{1} << 20);
+}
+
+ApiError Unauthorized() {
+  ApiError e;
+  e.http_status = 401;
+  e.type = "authentication_error";
+  e.code = "invalid_api_key";
+  e.message = "a valid API key is required (Authorization: Bearer <key>)";
+  return e;
+}
+
+ApiError NoSuchRoute() {
+  ApiError e;
+  e.http_status = 404;
+  e.type = "not_found_error";
+  e.message = "no such route";
+  return e;
+}
+
+}  // namespace
+
+// cpp-httplib 0.11 reads a chunked body whole into req.body whatever
+// set_payload_max_length says (it only checks Content-Length), and decodes
+// Content-Encoding: gzip/deflate/br without a bound.  A content receiver sees
+// every decoded byte, so --max-request-bytes bounds them all.  Bytes past the
+// limit are read and dropped, up to DrainBytes() more, so that an ordinary
+// client that sent a somewhat large body gets its 413 on a connection still in
+// sync; beyond that the rest is left unread and the connection is ended.
+// `keep` = false drops everything (a request that is refused anyway).
+OpenAiServer::Impl::BodyRead OpenAiServer::Impl::ReadBody(const httplib::Request& req,
+                                                          httplib::Response& res,
+                                                          const httplib::ContentReader& reader,
+                                                          bool keep, std::string* body) {
+  const auto limit = static_cast<uint64_t>(opt_.max_body_bytes);
+  const uint64_t most = limit + DrainBytes(opt_);
+  BodyRead r;
+  ApiError too_large;
+  too_large.http_status = 413;
+  too_large.message = fmt::format("request body over {} bytes", opt_.max_body_bytes);
+  if (!req.has_header("Transfer-Encoding") && req.has_header("Content-Length")) {
+    const uint64_t declared =
+        std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+    if (declared > most) {  // refused before reading a byte
+      r.error = too_large;
+      r.in_sync = false;
+      return r;
+    }
+    if (keep && declared <= limit) body->reserve(static_cast<size_t>(declared));
+  }
+  uint64_t seen = 0;
+  const bool ok = reader([&](const char* data, size_t n) {
+    seen += n;
+    if (seen > limit) {
+      std::string().swap(*body);
+    } else if (keep) {
+      body->append(data, n);
+    }
+    return seen <= most;
+  });
+  if (seen > limit) {
+    r.error = too_large;
+  } else if (!ok) {
+    ApiError e;  // httplib's status: 400 bad framing, 415 unknown Content-Encoding
+    e.http_status = res.status >= 400 ? res.status : 400;
+    e.message = fmt::format("could not read the request body (HTTP {})", e.http_status);
+    r.error = e;
+  }
+  r.in_sync = ok;
+  return r;
+}
+
+// Every request with a body (POST, PUT, PATCH, DELETE) goes through here,
+// unknown routes too: the API key is checked after the body is drained.
+void OpenAiServer::Impl::RouteWithBody(const std::string& method, const std::string& pattern,
+                                       BodyHandler handler) {
+  auto route = [this, handler = std::move(handler)](const httplib::Request& req,
+                                                    httplib::Response& res,
+                                                    const httplib::ContentReader& reader) {
+    const bool authorized = Authorized(req);
+    std::string body;
+    const BodyRead read = ReadBody(req, res, reader, /*keep=*/authorized, &body);
+    if (!read.in_sync) StopReading(req);
+    if (!authorized) return SendError(res, Unauthorized());
+    if (read.error) return SendError(res, *read.error);
+    handler(req, body, res);
+  };
+  if (method == "POST") {
+    svr_.Post(pattern, std::move(route));
+  } else if (method == "PUT") {
+    svr_.Put(pattern, std::move(route));
+  } else if (method == "PATCH") {
+    svr_.Patch(pattern, std::move(route));
+  } else {
+    svr_.Delete(pattern, std::move(route));
+  }
+}
+
 void OpenAiServer::Impl::Setup() {
   const int threads = opt_.num_http_threads > 0
                           ? opt_.num_http_threads
@@ -125,17 +255,28 @@ void OpenAiServer::Impl::Setup() {
     httplib::default_socket_options(sock);
     listen_fd_ = sock;
   });
-  svr_.set_payload_max_length(static_cast<size_t>(opt_.max_body_bytes));
+  // ReadBody enforces --max-request-bytes (and reads some more to drop it).
+  svr_.set_payload_max_length(
+      static_cast<size_t>(static_cast<uint64_t>(opt_.max_body_bytes) + DrainBytes(opt_)));
   svr_.set_keep_alive_max_count(1000);
   svr_.set_read_timeout(60);
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string& m = req.method;
+    if (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE") {
+      return httplib::Server::HandlerResponse::Unhandled;  // RouteWithBody
+    }
+    if (m == "PRI") {  // httplib would read its body whole, without a bound
+      if (HasBody(req)) StopReading(req);
+      SendError(res, NoSuchRoute());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (HasBody(req)) {  // httplib would not read it: its bytes would be the next request
+      StopReading(req);
+      SendError(res, BadRequest(fmt::format("a {} request must not have a body", m)));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.http_status = 401;
-    e.type = "authentication_error";
-    e.code = "invalid_api_key";
-    e.message = "a valid API key is required (Authorization: Bearer <key>)";
-    SendError(res, e);
+    SendError(res, Unauthorized());
     return httplib::Server::HandlerResponse::Handled;
   });
   // Errors httplib produces itself (404 route, 413 body, 400 framing) get
@@ -171,18 +312,27 @@ void OpenAiServer::Impl::Setup() {
   svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(engine_.Stats()), "text/plain; version=0.0.4");
   });
-  svr_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleGenerate(req, res, /*chat=*/true);
-  });
-  svr_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleGenerate(req, res, /*chat=*/false);
-  });
-  svr_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleTokenize(req, res);
-  });
-  svr_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleDetokenize(req, res);
-  });
+  RouteWithBody("POST", "/v1/chat/completions",
+                [this](const httplib::Request& req, const std::string& body,
+                       httplib::Response& res) { HandleGenerate(req, body, res, /*chat=*/true); });
+  RouteWithBody("POST", "/v1/completions",
+                [this](const httplib::Request& req, const std::string& body,
+                       httplib::Response& res) { HandleGenerate(req, body, res, /*chat=*/false); });
+  RouteWithBody("POST", "/tokenize",
+                [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+                  HandleTokenize(body, res);
+                });
+  RouteWithBody("POST", "/detokenize",
+                [this](const httplib::Request&, const std::string& body, httplib::Response& res) {
+                  HandleDetokenize(body, res);
+                });
+  // Unknown routes with a body: drained like the others (registered last).
+  for (const char* method : {"POST", "PUT", "PATCH", "DELETE"}) {
+    RouteWithBody(method, ".*",
+                  [this](const httplib::Request&, const std::string&, httplib::Response& res) {
+                    SendError(res, NoSuchRoute());
+                  });
+  }
 }
 
 Status OpenAiServer::Impl::Bind(int* port) {
@@ -216,21 +366,10 @@ void OpenAiServer::Impl::Stop(std::chrono::milliseconds drain) {
   svr_.stop();
 }
 
-namespace {
-
-std::optional<ApiError> ParseBody(const httplib::Request& req, Json* body) {
-  *body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body->is_discarded()) return BadRequest("the request body is not valid JSON");
-  if (!body->is_object()) return BadRequest("the request body must be a JSON object");
-  return std::nullopt;
-}
-
-}  // namespace
-
-void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, httplib::Response& res,
-                                        bool chat) {
+void OpenAiServer::Impl::HandleGenerate(const httplib::Request& req, const std::string& text,
+                                        httplib::Response& res, bool chat) {
   Json body;
-  if (auto e = ParseBody(req, &body)) return SendError(res, *e);
+  if (auto e = ParseRequestBody(text, opt_, &body)) return SendError(res, *e);
   ParsedRequest parsed;
   auto e = chat ? ParseChatRequest(body, tok_, opt_, &parsed)
                 : ParseCompletionRequest(body, tok_, opt_, &parsed);
@@ -375,9 +514,9 @@ bool OpenAiServer::Impl::StreamStep(StreamState& st, httplib::DataSink& sink) {
 
 // {"prompt": string} or {"messages": [...], tools?, chat_template_kwargs?,
 // reasoning_effort?} -> {"count", "max_model_len", "tokens"}.
-void OpenAiServer::Impl::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiServer::Impl::HandleTokenize(const std::string& text, httplib::Response& res) {
   Json body;
-  if (auto e = ParseBody(req, &body)) return SendError(res, *e);
+  if (auto e = ParseRequestBody(text, opt_, &body)) return SendError(res, *e);
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     Json chat = Json::object();
@@ -400,9 +539,9 @@ void OpenAiServer::Impl::HandleTokenize(const httplib::Request& req, httplib::Re
       kJson);
 }
 
-void OpenAiServer::Impl::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+void OpenAiServer::Impl::HandleDetokenize(const std::string& text, httplib::Response& res) {
   Json body;
-  if (auto e = ParseBody(req, &body)) return SendError(res, *e);
+  if (auto e = ParseRequestBody(text, opt_, &body)) return SendError(res, *e);
   const auto it = body.find("tokens");
   if (it == body.end() || !it->is_array()) {
     return SendError(res, BadRequest("'tokens' (a list of token ids) is required", "tokens"));

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <set>
+
+#include "text/json_reader.h"
 
 namespace dsv4::server {
 namespace {
@@ -48,6 +49,14 @@ const std::set<std::string> kChatFields = {"messages",
 const std::set<std::string> kCompletionFields = {"prompt", "echo", "best_of", "suffix"};
 
 std::string TypeName(const Json& v) { return v.type_name(); }
+
+text::JsonLimits JsonLimitsFor(const RequestLimits& limits) {
+  text::JsonLimits j;
+  j.max_depth = static_cast<size_t>(limits.max_json_depth);
+  j.max_object_members = static_cast<size_t>(limits.max_json_object_members);
+  j.max_array_elements = static_cast<size_t>(limits.max_json_array_elements);
+  return j;  // strings: bounded by the body size (--max-request-bytes)
+}
 
 Err WrongType(const std::string& name, const char* want, const Json& v) {
   return BadRequest(fmt::format("'{}' must be {}, got {}", name, want, TypeName(v)), name);
@@ -102,11 +111,16 @@ Err CheckKnownFields(const Json& body, const std::set<std::string>& extra) {
   return std::nullopt;
 }
 
-Err ReadStop(const Json& body, ParsedRequest* out) {
+Err ReadStop(const Json& body, const RequestLimits& limits, ParsedRequest* out) {
   if (const Json* v = Field(body, "stop")) {
     if (v->is_string()) {
       out->stop.push_back(v->get<std::string>());
     } else if (v->is_array()) {
+      if (static_cast<int64_t>(v->size()) > limits.max_stop_strings) {
+        return BadRequest(fmt::format("'stop' holds at most {} strings, got {}",
+                                      limits.max_stop_strings, v->size()),
+                          "stop");
+      }
       for (const Json& s : *v) {
         if (!s.is_string()) return WrongType("stop", "a string or a list of strings", *v);
         out->stop.push_back(s.get<std::string>());
@@ -114,9 +128,21 @@ Err ReadStop(const Json& body, ParsedRequest* out) {
     } else {
       return WrongType("stop", "a string or a list of strings", *v);
     }
+    for (const std::string& s : out->stop) {
+      if (static_cast<int64_t>(s.size()) > limits.max_stop_bytes) {
+        return BadRequest(fmt::format("stop strings are at most {} bytes, got one of {}",
+                                      limits.max_stop_bytes, s.size()),
+                          "stop");
+      }
+    }
   }
   if (const Json* v = Field(body, "stop_token_ids")) {
     if (!v->is_array()) return WrongType("stop_token_ids", "a list of integers", *v);
+    if (static_cast<int64_t>(v->size()) > limits.max_stop_token_ids) {
+      return BadRequest(fmt::format("'stop_token_ids' holds at most {} ids, got {}",
+                                    limits.max_stop_token_ids, v->size()),
+                        "stop_token_ids");
+    }
     for (const Json& id : *v) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         return BadRequest("'stop_token_ids' must hold non-negative token ids", "stop_token_ids");
@@ -202,7 +228,7 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
   if ((e = ReadLogitBias(body, &out->sampling))) return e;
   if (const Json* u = Field(body, "user"); u && !u->is_string())
     return WrongType("user", "a string", *u);
-  return ReadStop(body, out);
+  return ReadStop(body, options.limits, out);
 }
 
 // max_tokens defaults to what is left of the context (chat) or 16 (completions).
@@ -283,12 +309,19 @@ Err ReadThinking(const Json& body, const ServerOptions& options, ParsedRequest* 
   return std::nullopt;
 }
 
-const std::regex& ToolNameRe() {
-  static const std::regex re("^[A-Za-z0-9_-]{1,64}$");
-  return re;
+// ^[A-Za-z0-9_-]{1,64}$ (OpenAI's rule), without std::regex: libstdc++'s
+// matcher recurses per character.
+bool IsToolName(const Json* name) {
+  if (name == nullptr || !name->is_string()) return false;
+  const std::string& s = name->get_ref<const std::string&>();
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
 }
 
-Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
+Err ReadTools(const Json& body, const RequestLimits& limits, ParsedRequest* out,
+              Json* tools_out) {
   const Json* tools = Field(body, "tools");
   const Json* choice = Field(body, "tool_choice");
   bool parallel = true;
@@ -301,6 +334,10 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
     return std::nullopt;
   }
   if (!tools->is_array()) return WrongType("tools", "a list", *tools);
+  if (static_cast<int64_t>(tools->size()) > limits.max_tools) {
+    return BadRequest(fmt::format("at most {} tools, got {}", limits.max_tools, tools->size()),
+                      "tools");
+  }
   std::set<std::string> names;
   *tools_out = Json::array();
   for (const Json& t : *tools) {
@@ -310,8 +347,7 @@ Err ReadTools(const Json& body, ParsedRequest* out, Json* tools_out) {
                         "tools");
     }
     const Json* name = Field(*fn, "name");
-    if (name == nullptr || !name->is_string() ||
-        !std::regex_match(name->get<std::string>(), ToolNameRe())) {
+    if (!IsToolName(name)) {
       return BadRequest("tool function names must match ^[A-Za-z0-9_-]{1,64}$", "tools");
     }
     if (!names.insert(name->get<std::string>()).second) {
@@ -394,11 +430,13 @@ Err FlattenContent(const Json& msg, size_t i, Json* out) {
   return std::nullopt;
 }
 
-Err ConvertToolCalls(const Json& calls, size_t i, std::set<std::string>* ids, Json* out) {
+Err ConvertToolCalls(const Json& calls, size_t i, const RequestLimits& limits,
+                     std::set<std::string>* ids, Json* out) {
   const std::string param = fmt::format("messages[{}].tool_calls", i);
   if (!calls.is_array()) return WrongType(param, "a list", calls);
   *out = Json::array();
-  for (const Json& c : calls) {
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const Json& c = calls[j];
     const Json* fn = c.is_object() ? Field(c, "function") : nullptr;
     if (fn == nullptr || !fn->is_object() || !c.contains("id") || !c["id"].is_string()) {
       return BadRequest(param + ": every call needs a string 'id' and a 'function'", param);
@@ -412,16 +450,26 @@ Err ConvertToolCalls(const Json& calls, size_t i, std::set<std::string>* ids, Js
     }
     const Json* name = Field(*fn, "name");
     const Json* args = Field(*fn, "arguments");
-    if (name == nullptr || !name->is_string() ||
-        !std::regex_match(name->get<std::string>(), ToolNameRe())) {
+    if (!IsToolName(name)) {
       return BadRequest(param + ": function names must match ^[A-Za-z0-9_-]{1,64}$", param);
     }
     if (args == nullptr || !args->is_string()) {
       return BadRequest(param + ": function.arguments must be a JSON string", param);
     }
-    const Json parsed = Json::parse(args->get<std::string>(), nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object()) {
-      return BadRequest(param + ": function.arguments must decode to a JSON object", param);
+    // The arguments are a JSON document of their own, under the same limits
+    // as the body: the encoder walks them (docs/server.md "Input limits").
+    const std::string args_param = fmt::format("{}[{}].function.arguments", param, j);
+    Json parsed;
+    if (auto err = text::ReadJson(args->get_ref<const std::string&>(), JsonLimitsFor(limits),
+                                  &parsed)) {
+      if (err->limit) {
+        return BadRequest(fmt::format("{}: {}{}", args_param, err->message,
+                                      err->path.empty() ? "" : " (at " + err->path + ")"),
+                          args_param);
+      }
+    }
+    if (!parsed.is_object()) {
+      return BadRequest(param + ": function.arguments must decode to a JSON object", args_param);
     }
     out->push_back(Json{{"id", c["id"]},
                         {"type", "function"},
@@ -432,9 +480,15 @@ Err ConvertToolCalls(const Json& calls, size_t i, std::set<std::string>* ids, Js
 
 }  // namespace
 
-std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools, Json* out) {
+std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools, Json* out,
+                                        const RequestLimits& limits) {
   if (!messages.is_array() || messages.empty()) {
     return BadRequest("'messages' must be a non-empty list", "messages");
+  }
+  if (static_cast<int64_t>(messages.size()) > limits.max_messages) {
+    return BadRequest(
+        fmt::format("at most {} messages, got {}", limits.max_messages, messages.size()),
+        "messages");
   }
   *out = Json::array();
   std::set<std::string> call_ids;
@@ -464,7 +518,7 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
       return BadRequest(param + ": only assistant messages carry tool_calls", param);
     if (calls) {
       Json converted;
-      if (Err e = ConvertToolCalls(*calls, i, &call_ids, &converted)) return e;
+      if (Err e = ConvertToolCalls(*calls, i, limits, &call_ids, &converted)) return e;
       if (!converted.empty()) msg["tool_calls"] = std::move(converted);
     }
     if (content.is_null() && !(role == "assistant" && msg.contains("tool_calls"))) {
@@ -504,12 +558,27 @@ std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseRequestBody(std::string_view text, const ServerOptions& options,
+                                         Json* body) {
+  if (auto err = text::ReadJson(text, JsonLimitsFor(options.limits), body)) {
+    if (!err->limit) return BadRequest("the request body is not valid JSON: " + err->message);
+    return BadRequest(err->path.empty() ? err->message : err->path + ": " + err->message,
+                      err->path);
+  }
+  if (!body->is_object()) return BadRequest("the request body must be a JSON object");
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseChatRequest(const Json& body, const text::Tokenizer& tokenizer,
                                          const ServerOptions& options, ParsedRequest* out) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
   out->chat = true;
   if (Err e = CheckKnownFields(body, kChatFields)) return e;
   if (Err e = ReadCommon(body, options, out)) return e;
+  if (out->n > options.limits.max_choices) {
+    return BadRequest(
+        fmt::format("'n' must be at most {} on this server", options.limits.max_choices), "n");
+  }
   int64_t max_tokens = -1;
   if (Err e = ReadInt(body, "max_tokens", 1, INT32_MAX, &max_tokens)) return e;
   if (Err e = ReadInt(body, "max_completion_tokens", 1, INT32_MAX, &max_tokens)) return e;
@@ -531,11 +600,12 @@ std::optional<ApiError> ParseChatRequest(const Json& body, const text::Tokenizer
   text::EncodeOptions enc;
   if (Err e = ReadThinking(body, options, out, &enc)) return e;
   Json tools;
-  if (Err e = ReadTools(body, out, &tools)) return e;
+  if (Err e = ReadTools(body, options.limits, out, &tools)) return e;
   const Json* messages = Field(body, "messages");
   if (messages == nullptr) return BadRequest("'messages' is required", "messages");
   Json encoder_messages;
-  if (Err e = ConvertMessages(*messages, tools.is_null() ? nullptr : &tools, &encoder_messages)) {
+  if (Err e = ConvertMessages(*messages, tools.is_null() ? nullptr : &tools, &encoder_messages,
+                              options.limits)) {
     return e;
   }
   Result<std::string> prompt = text::EncodeMessages(encoder_messages, enc);
@@ -581,6 +651,15 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, const text::Tok
   if (best_of != out->n) return BadRequest("'best_of' must equal 'n'", "best_of");
   const Json* prompt = Field(body, "prompt");
   if (prompt == nullptr) return BadRequest("'prompt' is required", "prompt");
+  // Checked before any prompt is tokenized: every prompt x n is an engine request.
+  const bool batch = prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_number();
+  const int64_t num_prompts = batch ? static_cast<int64_t>(prompt->size()) : 1;
+  if (num_prompts * out->n > options.limits.max_choices) {
+    return BadRequest(fmt::format("{} prompts x n = {} exceeds the {} choices one request may "
+                                  "ask for",
+                                  num_prompts, num_prompts * out->n, options.limits.max_choices),
+                      "prompt");
+  }
   if (prompt->is_string()) {
     out->prompts.push_back(tokenizer.Encode(prompt->get<std::string>()));
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {

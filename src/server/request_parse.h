@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/sampling_params.h"
@@ -39,6 +40,12 @@ struct ParsedRequest {
   bool logprobs = false;
 };
 
+// Request body text -> a JSON object, in linear time and within
+// options.limits (depth, members per object, elements per array); a crossed
+// limit is a 400 whose param is the JSON path where it happened.
+std::optional<ApiError> ParseRequestBody(std::string_view text, const ServerOptions& options,
+                                         Json* body);
+
 // Returns nullopt on success and fills *out.
 std::optional<ApiError> ParseChatRequest(const Json& body, const text::Tokenizer& tokenizer,
                                          const ServerOptions& options, ParsedRequest* out);
@@ -49,6 +56,6 @@ std::optional<ApiError> ParseCompletionRequest(const Json& body, const text::Tok
 // flattened, `reasoning` accepted as `reasoning_content`, tools attached to
 // the first system message.  Validates roles, tool calls and tool results.
 std::optional<ApiError> ConvertMessages(const Json& messages, const Json* tools,
-                                        Json* encoder_messages);
+                                        Json* encoder_messages, const RequestLimits& limits = {});
 
 }  // namespace dsv4::server

@@ -7,6 +7,28 @@
 
 namespace dsv4::server {
 
+// What one request may ask for (docs/server.md "Input limits").  Every bound
+// is checked before the work it would cause; crossing one is a 400 naming the
+// field.  Bytes are bounded by ServerOptions::max_body_bytes.
+struct RequestLimits {
+  // JSON structure, for the body and for tool-call `arguments` strings.  The
+  // depth bounds every recursive walk over the value (nlohmann's copy, dump
+  // and == recurse); 128 is serde_json's default and far above any schema.
+  int64_t max_json_depth = 128;
+  int64_t max_json_object_members = 10000;  // per object (logit_bias, schemas)
+  // Per array: 2^20, so a full 1M-token context fits as token ids.
+  int64_t max_json_array_elements = int64_t{1} << 20;
+  int64_t max_messages = 10000;
+  int64_t max_tools = 1000;
+  // Stop strings are matched against the held-back text after every token
+  // (work ~ count x length^2 per token in the worst case).
+  int64_t max_stop_strings = 16;
+  int64_t max_stop_bytes = 1000;
+  int64_t max_stop_token_ids = 1000;  // scanned per token on the engine thread
+  // prompts x n: each choice is one engine request with its own decoder.
+  int64_t max_choices = 1024;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0 = any free port (tests)
@@ -22,6 +44,7 @@ struct ServerOptions {
   bool default_thinking = false;  // chat mode unless the request asks for thinking
   int retry_after_seconds = 1;
   double keepalive_seconds = 0.5;  // idle SSE streams probe the socket this often
+  RequestLimits limits;
 };
 
 }  // namespace dsv4::server

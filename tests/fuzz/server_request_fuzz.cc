@@ -1,9 +1,12 @@
 // OpenAI request bodies (untrusted HTTP input) -> ParsedRequest.  The first
-// byte picks the endpoint and the context limit; the rest is the JSON body.
-// Parsing must return a request or a 400-style error, never crash, and an
-// accepted request must respect what the engine relies on: at least one
-// non-empty prompt of valid token ids, prompt + max_tokens within the
-// context, n and the sampling values inside their documented ranges.
+// byte picks the endpoint, the context limit and the input limits (the
+// server's defaults or tiny ones); the rest is the body text, parsed as the
+// server does (ParseRequestBody).  Parsing must return a request or a
+// 400-style error, never crash; the bounded parser must agree with nlohmann's
+// (same value, or both reject the text); and an accepted request must respect
+// what the engine relies on: at least one non-empty prompt of valid token
+// ids, prompt + max_tokens within the context, n and the sampling values
+// inside their documented ranges.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -19,11 +22,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t flags = data[0];
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
-  const Json body = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return 0;
   const dsv4::text::Tokenizer& tok = dsv4::text::fuzz::V4Tokenizer();
   dsv4::server::ServerOptions options;
   options.max_model_len = (flags & 2) ? 64 : 4096;
+  if (flags & 4) {  // tiny limits, so that every limit is crossed often
+    dsv4::server::RequestLimits& l = options.limits;
+    l.max_json_depth = 6;
+    l.max_json_object_members = 6;
+    l.max_json_array_elements = 6;
+    l.max_messages = 3;
+    l.max_tools = 2;
+    l.max_stop_strings = 2;
+    l.max_stop_bytes = 4;
+    l.max_stop_token_ids = 2;
+    l.max_choices = 3;
+  }
+  Json body;
+  const auto body_err = dsv4::server::ParseRequestBody(text, options, &body);
+  const Json reference = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body_err) {
+    Require(body_err->http_status == 400 && !body_err->message.empty(), "body error not a 400");
+    const bool syntax = body_err->message.rfind("the request body is not valid JSON", 0) == 0;
+    // (A limit may stop the text before the syntax error nlohmann finds.)
+    Require(!syntax || reference.is_discarded(), "ReadJson rejects what nlohmann accepts");
+    return 0;
+  }
+  Require(!reference.is_discarded() && reference == body, "ReadJson's value differs");
   ParsedRequest r;
   const auto err = (flags & 1) ? ParseCompletionRequest(body, tok, options, &r)
                                : ParseChatRequest(body, tok, options, &r);
@@ -44,6 +68,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Require(r.max_tokens >= 1, "max_tokens < 1 accepted");
   Require(r.n >= 1 && r.n <= 128, "n outside [1, 128]");
+  Require(static_cast<int64_t>(r.prompts.size()) * r.n <= options.limits.max_choices,
+          "more choices than max_choices");
+  Require(static_cast<int64_t>(r.stop.size()) <= options.limits.max_stop_strings &&
+              static_cast<int64_t>(r.stop_token_ids.size()) <= options.limits.max_stop_token_ids,
+          "stop lists over their limits");
   const dsv4::SamplingParams& s = r.sampling;
   Require(s.temperature >= 0 && s.temperature <= 2, "temperature outside [0, 2]");
   Require(s.top_p > 0 && s.top_p <= 1, "top_p outside (0, 1]");

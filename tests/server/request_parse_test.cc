@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,93 @@ TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {
             {"id":"c","type":"function","function":{"name":"f","arguments":"{}"}},
             {"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}])");
   EXPECT_TRUE(ConvertMessages(dup, nullptr, &out).has_value());
+}
+
+
+// Every bound of docs/server.md "Input limits": at the limit accepted, one
+// over it a 400 naming the field.
+std::optional<ApiError> ParseWith(const ServerOptions& o, const std::string& text, bool chat) {
+  Json body;
+  if (auto e = ParseRequestBody(text, o, &body)) return e;
+  ParsedRequest out;
+  return chat ? ParseChatRequest(body, V4Tokenizer(), o, &out)
+              : ParseCompletionRequest(body, V4Tokenizer(), o, &out);
+}
+
+std::string List(int n, const std::string& item) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? "," : "") + item;
+  return s + "]";
+}
+
+void ExpectOk(const std::optional<ApiError>& e) { EXPECT_FALSE(e) << (e ? e->message : ""); }
+
+void ExpectBad(const std::optional<ApiError>& e, const std::string& param) {
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 400);
+  EXPECT_EQ(e->param, param) << e->message;
+}
+
+TEST(RequestParse, InputLimits) {
+  ServerOptions o;
+  RequestLimits& l = o.limits;
+  l.max_json_depth = 6;
+  l.max_json_object_members = 3;
+  l.max_json_array_elements = 5;
+  l.max_messages = 2;
+  l.max_tools = 1;
+  l.max_stop_strings = 2;
+  l.max_stop_bytes = 3;
+  l.max_stop_token_ids = 2;
+  l.max_choices = 4;
+  const std::string user = R"({"role":"user","content":"x"})";
+  const std::string m1 = R"("messages":)" + List(1, user);
+  // JSON structure: depth 6 = body, messages, message, content parts, part... .
+  ExpectOk(ParseWith(o, R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]})",
+                     true));
+  ExpectOk(ParseWith(o, "{" + m1 + R"(,"chat_template_kwargs":{"a":{"b":{"c":{"d":1}}}}})", true));
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"logit_bias":{"1":{"a":{"b":{"c":{"d":{"e":1}}}}}}})", true),
+            "logit_bias.1.a.b.c.d");
+  ExpectOk(ParseWith(o, R"({"prompt":[1,2,3,4,5]})", false));
+  ExpectBad(ParseWith(o, R"({"prompt":[1,2,3,4,5,6]})", false), "prompt");
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"logit_bias":{"1":1,"2":1,"3":1,"4":1}})", true),
+            "logit_bias");
+  // Counts.
+  ExpectOk(ParseWith(o, R"({"messages":)" + List(2, user) + "}", true));
+  ExpectBad(ParseWith(o, R"({"messages":)" + List(3, user) + "}", true), "messages");
+  const std::string tool = R"({"type":"function","function":{"name":"f"}})";
+  ExpectOk(ParseWith(o, "{" + m1 + R"(,"tools":)" + List(1, tool) + "}", true));
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"tools":[)" + tool + "," +
+                             R"({"type":"function","function":{"name":"g"}}]})",
+                      true),
+            "tools");
+  ExpectOk(ParseWith(o, "{" + m1 + R"(,"stop":["abc","d"]})", true));
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"stop":["a","b","c"]})", true), "stop");
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"stop":"abcd"})", true), "stop");
+  ExpectOk(ParseWith(o, "{" + m1 + R"(,"stop_token_ids":[5,6]})", true));
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"stop_token_ids":[5,6,7]})", true), "stop_token_ids");
+  ExpectOk(ParseWith(o, R"({"prompt":["a","b"],"n":2,"max_tokens":1})", false));
+  ExpectBad(ParseWith(o, R"({"prompt":["a","b"],"n":3,"max_tokens":1})", false), "prompt");
+  ExpectBad(ParseWith(o, "{" + m1 + R"(,"n":5})", true), "n");
+  // Tool-call arguments are a JSON document of their own, under the same limits.
+  auto call = [&](const std::string& args) {
+    return R"({"messages":[)" + user +
+           R"(,{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",)"
+           R"("function":{"name":"f","arguments":)" +
+           Json(args).dump() + "}}]}]}";
+  };
+  ExpectOk(ParseWith(o, call(R"({"a":{"b":{"c":{"d":{"e":{}}}}}})"), true));
+  ExpectBad(ParseWith(o, call(R"({"a":{"b":{"c":{"d":{"e":{"f":{}}}}}}})"), true),
+            "messages[1].tool_calls[0].function.arguments");
+  ExpectBad(ParseWith(o, call(R"({"a":1,"b":2,"c":3,"d":4})"), true),
+            "messages[1].tool_calls[0].function.arguments");
+  ExpectBad(ParseWith(o, call("[1]"), true), "messages[1].tool_calls[0].function.arguments");
+  // Syntax errors name the byte; they are not limits.
+  const auto syntax = ParseWith(o, R"({"prompt": x})", false);
+  ASSERT_TRUE(syntax.has_value());
+  EXPECT_EQ(syntax->param, "");
+  EXPECT_NE(syntax->message.find("not valid JSON: byte "), std::string::npos)
+      << syntax->message;
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ OPS = os.path.join(GOLDEN, "ops", "ops.safetensors")
 
 import torch  # noqa: E402
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# One intra-op thread: these shapes are small, and OpenMP threads that spin-wait turn a
+# shared, loaded 2-core machine into a 10x slowdown (measured), while 1 thread is steady.
+torch.set_num_threads(1)
 
 
 def ops_golden() -> dict:

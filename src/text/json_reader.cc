@@ -75,6 +75,12 @@ class BoundedBuilder {
   struct Frame {
     OrderedJson* value;  // the open object or array (a slot in its parent, or *out_)
     std::string key;     // object: the key of the value being read
+    // Object members, moved into *value when the object closes.  Not in the
+    // ordered_map directly: its element, pair<const string, json>, cannot be
+    // moved without a throwing copy of the key, so a growing ordered_map
+    // copies its members, each a recursive deep copy of the value (a deep
+    // member followed by a sibling key overflowed the stack that way).
+    std::vector<std::pair<std::string, OrderedJson>> members;
     // object with >= kIndexFrom members: key -> position
     std::unordered_map<std::string, size_t> index;
     std::string segment;  // how the parent names it (".key" or "[i]"), for paths
@@ -92,11 +98,17 @@ class BoundedBuilder {
     std::string segment = stack_.size() <= kJsonPathSegments ? PendingSegment() : "";
     OrderedJson* slot = Insert(std::move(container));
     if (slot == nullptr) return false;
-    stack_.push_back(Frame{slot, {}, {}, std::move(segment)});
+    stack_.push_back(Frame{slot, {}, {}, {}, std::move(segment)});
     return true;
   }
 
   bool Close() {
+    Frame& f = stack_.back();
+    if (f.value->is_object()) {
+      Object& o = f.value->get_ref<Object&>();
+      o.reserve(f.members.size());  // no reallocation below: nothing is copied
+      for (auto& [k, v] : f.members) o.emplace_back(std::move(k), std::move(v));
+    }
     stack_.pop_back();
     return true;
   }
@@ -119,36 +131,35 @@ class BoundedBuilder {
       a.push_back(std::move(v));
       return &a.back();
     }
-    Object& o = f.value->get_ref<Object&>();
-    if (const size_t pos = Find(f, o); pos != kNotFound) {
+    // Appended without ordered_map's insert, which searches linearly for the
+    // key first (what made OrderedJson::parse quadratic).
+    auto& m = f.members;
+    if (const size_t pos = Find(f); pos != kNotFound) {
       // A duplicate key keeps its first position and takes the last value.
-      OrderedJson& slot = o.begin()[static_cast<std::ptrdiff_t>(pos)].second;
-      slot = std::move(v);
-      return &slot;
+      m[pos].second = std::move(v);
+      return &m[pos].second;
     }
-    if (o.size() >= limits_.max_object_members) {
+    if (m.size() >= limits_.max_object_members) {
       Fail(Path(""),
            fmt::format("JSON object with more than {} members", limits_.max_object_members));
       return nullptr;
     }
-    // The vector's own emplace_back: ordered_map's insert functions search
-    // linearly for the key first, which is what made parsing quadratic.
-    o.emplace_back(std::move(f.key), std::move(v));
-    if (o.size() == kIndexFrom) {
-      for (size_t i = 0; i < o.size(); ++i) f.index.emplace(o.begin()[i].first, i);
-    } else if (o.size() > kIndexFrom) {
-      f.index.emplace(o.back().first, o.size() - 1);
+    m.emplace_back(std::move(f.key), std::move(v));
+    if (m.size() == kIndexFrom) {
+      for (size_t i = 0; i < m.size(); ++i) f.index.emplace(m[i].first, i);
+    } else if (m.size() > kIndexFrom) {
+      f.index.emplace(m.back().first, m.size() - 1);
     }
-    return &o.back().second;
+    return &m.back().second;
   }
 
-  static size_t Find(const Frame& f, const Object& o) {
+  static size_t Find(const Frame& f) {
     if (!f.index.empty()) {
       const auto it = f.index.find(f.key);
       return it == f.index.end() ? kNotFound : it->second;
     }
-    for (size_t i = 0; i < o.size(); ++i) {
-      if (o.begin()[static_cast<std::ptrdiff_t>(i)].first == f.key) return i;
+    for (size_t i = 0; i < f.members.size(); ++i) {
+      if (f.members[i].first == f.key) return i;
     }
     return kNotFound;
   }

@@ -3,13 +3,17 @@
 //
 // Why not OrderedJson::parse: (1) its objects insert each key through
 // ordered_map's linear search, so an object with n members costs O(n^2)
-// (100k keys: 24 s); (2) it accepts any depth, and everything that later walks
-// the value recursively (nlohmann's copy, dump and ==) can then overflow the
-// stack.  ReadJson builds the same value (same key order; a duplicate key keeps
+// (100k keys: 24 s); (2) a growing ordered_map copies its members (its
+// pair<const string, json> cannot be moved without a throwing key copy), each
+// a recursive deep copy, so a deep member followed by a sibling key overflows
+// the stack inside parse itself; (3) it accepts any depth, and everything that
+// later walks the value recursively (nlohmann's copy, dump and ==) can then
+// overflow the stack.  ReadJson builds the same value (same key order; a duplicate key keeps
 // its first position and takes the last value, as nlohmann and Python's dict
-// do) through nlohmann's iterative SAX parser, finds duplicates through a hash
-// index once an object grows past a few members, and stops at the first limit
-// it crosses, before building anything below it.
+// do) through nlohmann's iterative SAX parser, collects each object's members
+// in a plain vector and moves them into the object once, finds duplicates
+// through a hash index once an object grows past a few members, and stops at
+// the first limit it crosses, before building anything below it.
 #pragma once
 
 #include <cstddef>

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "text/chat_encoding.h"
 #include "text/py_json.h"
 
 namespace dsv4::text {
@@ -131,6 +132,43 @@ TEST(JsonReader, DeepNestingParsesDumpsAndFrees) {
   EXPECT_EQ(PyJsonDumps(arrays), Nested(depth, "[", "1", "]"));
   const OrderedJson objects = Read(Nested(depth, R"({"a":)", "null", "}"));
   EXPECT_EQ(PyJsonDumps(objects), Nested(depth, R"({"a": )", "null", "}"));
+}
+
+// A deep member followed by a sibling key: a growing ordered_map copies its
+// members (recursively), which is how OrderedJson::parse itself overflowed.
+TEST(JsonReader, DeepMembersWithSiblingsAreNotCopied) {
+  const size_t depth = 300000;
+  std::string text;
+  for (size_t i = 0; i < depth; ++i) text += R"({"a":)";
+  text += "1";
+  for (size_t i = 0; i < depth; ++i) text += R"(,"b":2})";
+  const OrderedJson j = Read(text);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j["b"], 2);
+  std::string expected;
+  for (size_t i = 0; i < depth; ++i) expected += R"({"a": )";
+  expected += "1";
+  for (size_t i = 0; i < depth; ++i) expected += R"(, "b": 2})";
+  EXPECT_EQ(PyJsonDumps(j), expected);
+}
+
+// The encoder reads a tool call's arguments with ReadJson: any depth works.
+TEST(JsonReader, EncoderTakesDeepToolCallArguments) {
+  const std::string deep = Nested(300000, "[", "", "]");
+  OrderedJson messages = OrderedJson::array();
+  messages.push_back({{"role", "user"}, {"content", "hi"}});
+  messages.push_back(
+      {{"role", "assistant"},
+       {"content", ""},
+       {"tool_calls",
+        OrderedJson::array({{{"type", "function"},
+                             {"function",
+                              {{"name", "f"}, {"arguments", R"({"x": )" + deep + R"(, "y": 1})"}}}}})}});
+  const Result<std::string> prompt = EncodeMessages(messages, EncodeOptions{});
+  ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
+  EXPECT_NE(prompt->find(R"(<｜DSML｜parameter name="x" string="false">)" + deep +
+                         "</｜DSML｜parameter>"),
+            std::string::npos);
 }
 
 TEST(JsonReader, PyJsonDumpsKeepsItsFormat) {

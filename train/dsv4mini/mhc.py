@@ -42,21 +42,23 @@ def hc_pre(x, fn, scale, base, hc: int, iters: int, norm_eps: float, hc_eps: flo
     return nx.bf16(weighted_sum(pre, x)), post, comb
 
 
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [..., m, k] @ b [..., k, n] as one 3-D bmm over the flattened leading dims (a
+    4-D matmul of many small matrices takes a much slower per-matrix path on CPU)."""
+    lead = a.shape[:-2]
+    out = torch.bmm(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+    return out.view(*lead, *out.shape[-2:])
+
+
 def weighted_sum(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """sum_j w[..., j] * x[..., j, :] (element-wise: a batched matmul of 1 x hc by
-    hc x D matrices is slow on CPU)."""
-    acc = w[..., 0, None] * x[..., 0, :]
-    for j in range(1, x.shape[-2]):
-        acc = acc + w[..., j, None] * x[..., j, :]
-    return acc
+    """sum_j w[..., j] * x[..., j, :]."""
+    return _bmm(w.unsqueeze(-2), x).squeeze(-2)
 
 
 def hc_post(f, res, post, comb, nx: Numerics):
     """New stream k = post_k * f + sum_j comb[j, k] * res_j."""
-    mixed = comb[..., 0, :, None] * res[..., 0:1, :]
-    for j in range(1, res.shape[-2]):
-        mixed = mixed + comb[..., j, :, None] * res[..., j:j + 1, :]
-    return nx.bf16(mixed + post.unsqueeze(-1) * f.unsqueeze(-2))
+    mixed = _bmm(comb.transpose(-1, -2), res)
+    return nx.bf16(torch.addcmul(mixed, post.unsqueeze(-1), f.unsqueeze(-2)))
 
 
 def hc_head(x, fn, scale, base, norm_eps: float, hc_eps: float, nx: Numerics):

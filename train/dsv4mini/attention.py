@@ -185,7 +185,9 @@ def ref_index_lists(t: int, window: int, ratio: int, n: int, topk: torch.Tensor 
 def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
     """Differentiable sparse attention.  q [B, T, H, d], kv [B, T, d], ckv [B, n, d] or
     None, comp_mask [B, T, n] bool (entries this query attends), sink [H].  Returns
-    (o [B, T, H, d], compressed logits [B, T, H, n] before comp_mask, or None)."""
+    (o [B, T, H, d], dense) where dense (no gradient, None without compressed entries)
+    is (compressed logits [B, T, H, n] before comp_mask, logsumexp [B, T, H] of the
+    window logits and the sink): what the indexer's training target is built from."""
     b, t, h, d = q.shape
     c = window if t > window else t                # chunk of queries; C >= W or one chunk
     nchunk = -(-t // c)
@@ -196,8 +198,9 @@ def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
     qc = q.reshape(b, nchunk, c * h, d)
     kvp = F.pad(kv, (0, 0, c, 0))                   # a zero chunk before the first
     keys = torch.cat((kvp[:, :tp].view(b, nchunk, c, d), kvp[:, c:].view(b, nchunk, c, d)), 2)
-    logits = [torch.matmul(qc, keys.transpose(-1, -2)) * scale]          # [B, n, C*H, 2C]
-    logits[0] = logits[0] + _window_bias(nchunk, c, h, window)
+    win = torch.matmul(qc, keys.transpose(-1, -2)) * scale + _window_bias(nchunk, c, h, window)
+    sinks = sink.repeat(c).view(1, 1, c * h, 1).expand(b, nchunk, -1, -1)
+    logits = [win]
     comp = None
     if ckv is not None and ckv.shape[1] > 0:
         ck = ckv.unsqueeze(1)
@@ -207,15 +210,17 @@ def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
             mask = F.pad(mask, (0, 0, 0, tp - t))
         mask = mask.view(b, nchunk, c, 1, -1).expand(-1, -1, -1, h, -1).reshape(comp.shape)
         logits.append(comp.masked_fill(~mask, NEG_INF))
-    logits.append(sink.repeat(c).view(1, 1, c * h, 1).expand(b, nchunk, -1, -1))
+    logits.append(sinks)
     p = torch.softmax(torch.cat(logits, dim=-1), dim=-1)
     parts = p.split([2 * c] + ([ck.shape[-2]] if comp is not None else []) + [1], dim=-1)
     o = torch.matmul(parts[0], keys)
-    comp_logits = None
+    dense = None
     if comp is not None:
         o = o + torch.matmul(parts[1], ck)
-        comp_logits = comp.detach().view(b, tp, h, -1)[:, :t]
-    return o.view(b, tp, h, d)[:, :t], comp_logits
+        with torch.no_grad():
+            lse = torch.logsumexp(torch.cat((win, sinks), dim=-1), dim=-1)
+            dense = (comp.view(b, tp, h, -1)[:, :t], lse.view(b, tp, h)[:, :t])
+    return o.view(b, tp, h, d)[:, :t], dense
 
 
 _BIAS_CACHE: dict = {}
@@ -239,23 +244,30 @@ def _window_bias(nchunk: int, c: int, h: int, window: int) -> torch.Tensor:
     return _BIAS_CACHE[key]
 
 
-def indexer_kl(index_score, main_comp_logits, visible) -> torch.Tensor:
+def indexer_target(comp_logits, lse_window_sink, visible) -> torch.Tensor:
+    """The attention distribution the indexer learns to predict, [B, T, n]: per head the
+    probability the main attention gives each visible compressed entry when it attends
+    to all of them (normalized with the window and the sink), summed over heads and
+    L1-normalised over the entries."""
+    vis = visible.view(1, visible.shape[0], 1, -1)
+    comp = comp_logits.masked_fill(~vis, NEG_INF)
+    lse = torch.logaddexp(lse_window_sink, torch.logsumexp(comp, dim=-1))
+    p = torch.exp(comp - lse.unsqueeze(-1)).sum(2)
+    return p / p.sum(-1, keepdim=True).clamp(min=1e-30)
+
+
+def indexer_kl(index_score, target, visible) -> torch.Tensor:
     """KL(target || softmax(index_score)) over the visible compressed entries, averaged
-    over queries that see at least one entry.  target = the main attention's softmax over
-    the same entries per head, summed over heads and L1-normalised (no gradient)."""
-    vis = visible.unsqueeze(0)
+    over the queries that see at least one entry (target carries no gradient)."""
     rows = visible.any(-1)
     if not bool(rows.any()):
         return index_score.sum() * 0.0
-    with torch.no_grad():
-        tgt = torch.softmax(main_comp_logits.masked_fill(~vis.unsqueeze(2), NEG_INF), -1)
-        tgt = torch.nan_to_num(tgt.sum(2), nan=0.0)
-        tgt = tgt / tgt.sum(-1, keepdim=True).clamp(min=1e-30)
-        log_tgt = torch.log(tgt.clamp(min=1e-30))
+    vis = visible.unsqueeze(0)
     logp = torch.log_softmax(index_score.masked_fill(~vis, NEG_INF), -1)
-    keep = vis & (tgt > 0)
-    kl = torch.where(keep, tgt * (log_tgt - torch.where(keep, logp, torch.zeros_like(logp))),
-                     torch.zeros_like(logp)).sum(-1)
+    keep = vis & (target > 0)
+    safe_logp = torch.where(keep, logp, torch.zeros_like(logp))
+    log_t = torch.log(torch.where(keep, target, torch.ones_like(target)))
+    kl = torch.where(keep, target * (log_t - safe_logp), torch.zeros_like(logp)).sum(-1)
     return kl[:, rows].mean()
 
 
@@ -330,10 +342,9 @@ class Attention(nn.Module):
                     sel = torch.zeros(b, t, ckv.shape[1] + 1, dtype=torch.bool)
                     sel.scatter_(2, topk.clamp(min=-1) % (ckv.shape[1] + 1), True)
                     mask = sel[..., :-1] & mask
-            o, comp_logits = attend_train(q, kv, ckv, mask, self.attn_sink, self.window,
-                                          self.scale)
+            o, dense = attend_train(q, kv, ckv, mask, self.attn_sink, self.window, self.scale)
             if score is not None:
-                kl = indexer_kl(score, comp_logits, visible)
+                kl = indexer_kl(score, indexer_target(*dense, visible), visible)
 
         o = apply_rope(o, cos.unsqueeze(1), sin.unsqueeze(1), nx, inverse=True)
         o = o.reshape(b, t, self.groups, -1)

@@ -13,7 +13,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from dsv4mini import ModelConfig, Transformer  # noqa: E402
 from dsv4mini import quant as Q  # noqa: E402
-from dsv4mini.attention import attend_train, sparse_attn_ref  # noqa: E402
+from dsv4mini.attention import (attend_train, indexer_kl, indexer_target,  # noqa: E402
+                                sparse_attn_ref, visible_mask)
 from dsv4mini.checkpoint import load_checkpoint  # noqa: E402
 from dsv4mini.golden import load_golden  # noqa: E402
 
@@ -55,13 +56,18 @@ def brute_attention(q, kv, ckv, mask, sink, window, scale):
 
 class AttentionKernelTest(unittest.TestCase):
     def test_train_and_ref_kernels_match_brute_force(self):
+        for t, w in ((21, 6), (5, 6), (24, 8)):     # partial chunk, T < W, whole chunks
+            with self.subTest(t=t, w=w):
+                self.check_kernels(t, w)
+
+    def check_kernels(self, t, w):
         gen = torch.Generator().manual_seed(3)
-        b, t, h, d, w, n = 2, 21, 3, 16, 6, 5
+        b, h, d = 2, 3, 16
+        n = t // 4
         q = torch.randn(b, t, h, d, generator=gen)
         kv = torch.randn(b, t, d, generator=gen)
         ckv = torch.randn(b, n, d, generator=gen)
-        mask = (torch.rand(b, t, n, generator=gen) < 0.5) & \
-            (torch.arange(n)[None, None] < (torch.arange(t)[None, :, None] + 1) // 4)
+        mask = (torch.rand(b, t, n, generator=gen) < 0.5) & visible_mask(t, n, 4)
         sink = torch.randn(h, generator=gen)
         want = brute_attention(q, kv, ckv, mask, sink, w, 0.25)
         got, _ = attend_train(q, kv, ckv, mask, sink, w, 0.25)
@@ -73,6 +79,34 @@ class AttentionKernelTest(unittest.TestCase):
         comp = torch.where(mask, torch.arange(n) + t, torch.full_like(mask, -1, dtype=torch.long))
         ref = sparse_attn_ref(q, torch.cat((kv, ckv), 1), torch.cat((win, comp), -1), sink, 0.25)
         self.assertLess((ref.double() - want).abs().max().item(), 2e-2)
+
+    def test_indexer_target_and_kl(self):
+        """Target: per head, the dense attention's probability of each visible compressed
+        entry (window and sink in the normalizer), summed over heads, L1-normalised."""
+        gen = torch.Generator().manual_seed(4)
+        b, t, h, d, w = 1, 19, 2, 8, 5
+        n = t // 4
+        q = torch.randn(b, t, h, d, generator=gen)
+        kv = torch.randn(b, t, d, generator=gen)
+        ckv = torch.randn(b, n, d, generator=gen)
+        sink = torch.randn(h, generator=gen)
+        vis = visible_mask(t, n, 4)
+        sel = vis & (torch.arange(n) % 2 == 0)          # attends only some entries
+        _, dense = attend_train(q, kv, ckv, sel.unsqueeze(0), sink, w, 0.3)
+        target = indexer_target(*dense, vis)[0]
+        for i in range(t):
+            if not vis[i].any():
+                continue
+            keys = torch.cat((kv[0, max(0, i - w + 1):i + 1], ckv[0, vis[i]]))
+            p = torch.zeros(int(vis[i].sum()))
+            for hh in range(h):
+                s = torch.cat(((keys @ q[0, i, hh]) * 0.3, sink[hh:hh + 1]))
+                p += torch.softmax(s, 0)[-1 - p.numel():-1]
+            self.assertTrue(torch.allclose(target[i, vis[i]], p / p.sum(), atol=1e-6), i)
+            self.assertEqual(float(target[i, ~vis[i]].abs().sum()), 0.0)
+        score = torch.log(target.clamp(min=1e-30))[None]
+        self.assertLess(indexer_kl(score, target[None], vis).item(), 1e-6)
+        self.assertGreater(indexer_kl(torch.zeros_like(score), target[None], vis).item(), 1e-3)
 
 
 class TrainModeTest(unittest.TestCase):

@@ -7,8 +7,9 @@ namespace {
 
 std::array<uint8_t, 32> Digest(std::string_view a, std::string_view b = {}) {
   Sha256 h;
-  h.Update(a.data(), a.size());
-  h.Update(b.data(), b.size());
+  for (std::string_view part : {a, b}) {
+    if (!part.empty()) h.Update(part.data(), part.size());  // an empty view's data() may be null
+  }
   return h.Finish();
 }
 

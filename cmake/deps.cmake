@@ -7,6 +7,8 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# XXH3 data checksums (base/checksum.h): sidecar and converted shards.
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 include(GoogleTest)
 
 if(DSV4_SANITIZE)

@@ -7,24 +7,20 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <utility>
+
+#include "base/file_util.h"
 
 namespace dsv4 {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("{}: cannot open: {}", path, std::strerror(errno));
+  // Never blocks (a FIFO in place of a shard is refused, not waited on).
+  DSV4_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
     return IoError("{}: cannot stat: {}", path, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return IoError("{}: not a regular file", path);
   }
   const size_t size = static_cast<size_t>(st.st_size);
   const uint8_t* data = nullptr;
@@ -55,13 +51,6 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("{}: read failed", path);
-  return ss.str();
-}
+Result<std::string> ReadFileToString(const std::string& path) { return ReadRegularFile(path); }
 
 }  // namespace dsv4

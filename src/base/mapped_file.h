@@ -14,6 +14,8 @@ namespace dsv4 {
 class MappedFile {
  public:
   // Maps `path` read-only.  An empty file maps to size() == 0, data() == nullptr.
+  // Anything but a regular file (FIFO, device, directory) is an error, found
+  // without blocking (base/file_util.h).
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
   // Maps the first `size` bytes of the open file `fd` MAP_SHARED | PROT_READ:
   // the pages are the page cache's own (no copy-on-write state, shared with
@@ -37,7 +39,8 @@ class MappedFile {
   size_t size_;
 };
 
-// Reads a whole (small) file into a string.
+// Reads a whole (small) regular file into a string (base/file_util.h
+// ReadRegularFile: never blocks on a FIFO, refuses files above 1 GiB).
 Result<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace dsv4

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <system_error>
 
 namespace dsv4 {
 
@@ -13,7 +14,53 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
   }
 }
 
-ThreadPool::~ThreadPool() {
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int num_threads) {
+  if (num_threads < 1 || num_threads > kMaxThreads) {
+    return InvalidArgument("{} threads requested; a pool takes 1 to {}", num_threads, kMaxThreads);
+  }
+  std::unique_ptr<ThreadPool> pool(new ThreadPool(num_threads, NoStart{}));
+  for (int i = 1; i < num_threads; ++i) {
+    try {
+      pool->workers_.emplace_back([p = pool.get(), i] { p->WorkerLoop(i); });
+    } catch (const std::system_error& e) {
+      pool->StopWorkers();
+      return ResourceExhausted("cannot start {} threads: the OS refused thread {} ({})",
+                               num_threads, i + 1, e.what());
+    }
+  }
+  return pool;
+}
+
+ThreadPool::~ThreadPool() { StopWorkers(); }
+
+Status CheckThreadsCanStart(int n) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<std::thread> threads;
+  Status result;
+  for (int i = 0; i < n; ++i) {
+    try {
+      threads.emplace_back([&] {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return release; });
+      });
+    } catch (const std::system_error& e) {
+      result = ResourceExhausted("cannot start {} threads: the OS refused thread {} ({})", n, i + 1,
+                                 e.what());
+      break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (std::thread& t : threads) t.join();
+  return result;
+}
+
+void ThreadPool::StopWorkers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -21,6 +68,7 @@ ThreadPool::~ThreadPool() {
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 int ThreadPool::DefaultThreads() {

@@ -6,20 +6,35 @@
 // results bitwise independent of the thread count (batch invariance).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/status.h"
+
 namespace dsv4 {
+
+// The most compute threads a pool (and every --threads flag) accepts: more
+// than any host's CPUs today, and far below where thread creation fails
+// (std::thread throws and an unhandled throw aborts the process).
+inline constexpr int kMaxThreads = 1024;
 
 class ThreadPool {
  public:
   // num_threads >= 1 counts the calling thread, which always takes part.
+  // Aborts if the OS refuses a thread: code that takes the count from a user
+  // uses Create.
   explicit ThreadPool(int num_threads);
+  // As the constructor, but InvalidArgument outside [1, kMaxThreads] and
+  // ResourceExhausted (one line, the workers started so far joined) when the
+  // OS refuses a thread.
+  static Result<std::unique_ptr<ThreadPool>> Create(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -48,6 +63,9 @@ class ThreadPool {
   static int DefaultThreads();
 
  private:
+  struct NoStart {};
+  ThreadPool(int num_threads, NoStart) : num_threads_(std::max(1, num_threads)) {}
+  void StopWorkers();
   void WorkerLoop(int index);
   void RunShare(int index);
   // Claims and runs chunks of the dynamic job tagged `tag` until none is left.
@@ -72,6 +90,13 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_items_{0};  // items of the current dynamic job finished
 };
+
+// Starts `n` threads that wait for each other, then joins them: a pre-flight
+// check before handing a count to code that aborts when the OS refuses a
+// thread (cpp-httplib's pool).  ResourceExhausted naming the count when it
+// does.  Racy by nature (the limit is shared), but it turns the usual cause,
+// a count above the process or cgroup thread limit, into one clear line.
+Status CheckThreadsCanStart(int n);
 
 // Runs fn over [0, n) on pool if non-null, else inline on the caller.
 inline void ParallelFor(ThreadPool* pool, int64_t n, int64_t min_grain,

@@ -1,11 +1,10 @@
 #include "checkpoint/checkpoint.h"
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "base/mapped_file.h"
 
@@ -17,11 +16,6 @@ using nlohmann::json;
 
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
-
-bool FileExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 // metadata.total_size: HF writes an integer; tolerate an integral float
 // (some exporters emit 1.23e9-style numbers) but nothing else.
@@ -104,10 +98,12 @@ Result<CheckpointIndex> ParseCheckpointIndex(const std::string& json_text,
 }
 
 Result<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  DSV4_RETURN_IF_ERROR(CheckDirectory(dir, "checkpoint directory"));
   const std::string index_path = dir + "/" + kIndexName;
   const std::string single_path = dir + "/" + kSingleName;
-  const bool has_index = FileExists(index_path);
-  const bool has_single = FileExists(single_path);
+  // "Cannot tell" (a symlink loop, no permission) is an error, never "absent".
+  DSV4_ASSIGN_OR_RETURN(const bool has_index, PathExists(index_path));
+  DSV4_ASSIGN_OR_RETURN(const bool has_single, PathExists(single_path));
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
   ckpt->dir_ = dir;
   if (has_index && has_single) {
@@ -134,7 +130,8 @@ Status Checkpoint::OpenShards(const CheckpointIndex& index, const std::string& i
   for (const auto& [tensor, shard] : index.weight_map) {
     if (shard_ids.count(shard) != 0) continue;
     const std::string path = dir_ + "/" + shard;
-    if (!FileExists(path)) {
+    DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
+    if (!exists) {
       return NotFound("{}: shard '{}' (listed for tensor '{}') does not exist", index_path, shard,
                       tensor);
     }

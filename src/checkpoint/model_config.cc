@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/file_util.h"
 #include "base/mapped_file.h"
 
 namespace dsv4 {
@@ -12,6 +13,32 @@ namespace dsv4 {
 namespace {
 
 using nlohmann::json;
+
+// Upper bounds of the fields that size memory or loops (docs/checkpoint.md,
+// "Field ranges").  Each is 8x or more the largest published DeepSeek-V4
+// value (Flash / Pro), so any real config passes, while a typo or a damaged
+// file (index_topk 1e9, hc_sinkhorn_iters 1e9) is refused before anything is
+// allocated or run.  Fields whose size the tensors also carry are checked
+// against the checkpoint too; these bounds matter most for the free ones
+// (index_topk, hc_sinkhorn_iters, sliding_window, max_position_embeddings).
+constexpr int64_t kMaxVocab = int64_t{1} << 24;      // ids are int32; Flash 129,280
+constexpr int64_t kMaxWidth = 65536;                 // hidden 4096/7168, ranks 1024-1536
+constexpr int64_t kMaxLayers = 1024;                 // Flash 43, Pro 61
+constexpr int64_t kMaxHeads = 1024;                  // 64 / 128
+constexpr int64_t kMaxHeadDim = 4096;                // 512 (indexer 128)
+constexpr int64_t kMaxWindow = 65536;                // 128
+constexpr int64_t kMaxPositions = int64_t{1} << 28;  // 1,048,576
+constexpr int64_t kMaxIndexTopk = 16384;             // 512 / 1024
+constexpr int64_t kMaxExperts = 4096;                // 256 / 384
+constexpr int64_t kMaxSharedExperts = 64;            // 1
+constexpr int64_t kMaxHcMult = 16;                   // 4
+constexpr int64_t kMaxSinkhornIters = 1000;          // 20
+constexpr int64_t kMaxMtpLayers = 16;                // 1
+constexpr double kMaxRopeTheta = 1e12;               // 10,000 / 160,000
+constexpr double kMaxRopeParam = 1e4;                // YaRN factor 16, beta 32 / 1
+constexpr double kMaxScale = 1000;                   // routed_scaling_factor 1.5 / 2.5
+constexpr double kMaxSwigluLimit = 1e6;              // 10
+constexpr double kMaxEps = 1;                        // 1e-6
 
 // Typed access to the fields of one JSON object.  Every error names the file
 // and the (dotted) field so a user can fix the config without reading code.
@@ -31,7 +58,10 @@ class FieldReader {
     return &*it;
   }
 
-  Status Int(const std::string& key, bool required, int64_t min, int64_t* out) const {
+  // An integer in [min, max]: below min (or not an integer) gets the type
+  // message, above max says the value and the bound.
+  Status Int(const std::string& key, bool required, int64_t min, int64_t max,
+             int64_t* out) const {
     const json* v = Get(key);
     if (v == nullptr) return required ? Error(key, "is missing") : Status::Ok();
     const char* what = min > 0
@@ -43,18 +73,23 @@ class FieldReader {
     }
     const int64_t x = v->get<int64_t>();
     if (x < min) return Error(key, what);
+    if (x > max) return Error(key, fmt::format("is {}, above the {} this engine accepts", x, max));
     *out = x;
     return Status::Ok();
   }
 
-  // `positive`: must be > 0; otherwise >= 0.
-  Status Real(const std::string& key, bool required, bool positive, double* out) const {
+  // `positive`: must be > 0; otherwise >= 0.  At most `max`.
+  Status Real(const std::string& key, bool required, bool positive, double max,
+              double* out) const {
     const json* v = Get(key);
     if (v == nullptr) return required ? Error(key, "is missing") : Status::Ok();
     const char* what = positive ? "must be a positive number" : "must be a non-negative number";
     if (!v->is_number()) return Error(key, what);
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < 0 || (positive && x == 0)) return Error(key, what);
+    if (x > max) {
+      return Error(key, fmt::format("is {:g}, above the {:g} this engine accepts", x, max));
+    }
     *out = x;
     return Status::Ok();
   }
@@ -128,11 +163,11 @@ Status ParseRopeScaling(const FieldReader& top, RopeScaling* rs) {
   // Newer transformers write "rope_type"; DeepSeek's config writes "type".
   DSV4_RETURN_IF_ERROR(r.Str("rope_type", false, &rs->type));
   DSV4_RETURN_IF_ERROR(r.Str("type", rs->type.empty(), &rs->type));
-  DSV4_RETURN_IF_ERROR(r.Real("factor", true, true, &rs->factor));
-  DSV4_RETURN_IF_ERROR(
-      r.Int("original_max_position_embeddings", true, 1, &rs->original_max_position_embeddings));
-  DSV4_RETURN_IF_ERROR(r.Real("beta_fast", false, true, &rs->beta_fast));
-  DSV4_RETURN_IF_ERROR(r.Real("beta_slow", false, true, &rs->beta_slow));
+  DSV4_RETURN_IF_ERROR(r.Real("factor", true, true, kMaxRopeParam, &rs->factor));
+  DSV4_RETURN_IF_ERROR(r.Int("original_max_position_embeddings", true, 1, kMaxPositions,
+                             &rs->original_max_position_embeddings));
+  DSV4_RETURN_IF_ERROR(r.Real("beta_fast", false, true, kMaxRopeParam, &rs->beta_fast));
+  DSV4_RETURN_IF_ERROR(r.Real("beta_slow", false, true, kMaxRopeParam, &rs->beta_slow));
   return Status::Ok();
 }
 
@@ -159,58 +194,66 @@ Status ParseEos(const FieldReader& r, const json& root, int64_t* out) {
     *out = (*it)[0].get<int64_t>();
     return Status::Ok();
   }
-  return r.Int("eos_token_id", false, 0, out);
+  return r.Int("eos_token_id", false, 0, kMaxVocab, out);
 }
 
 Status ParseFields(const json& root, const std::string& file, ModelConfig* c) {
   FieldReader r(root, file, "");
   DSV4_RETURN_IF_ERROR(r.Str("model_type", true, &c->model_type));
   DSV4_RETURN_IF_ERROR(r.StrList("architectures", false, &c->architectures));
-  DSV4_RETURN_IF_ERROR(r.Int("vocab_size", true, 1, &c->vocab_size));
-  DSV4_RETURN_IF_ERROR(r.Int("hidden_size", true, 1, &c->hidden_size));
-  DSV4_RETURN_IF_ERROR(r.Int("num_hidden_layers", true, 1, &c->num_hidden_layers));
-  DSV4_RETURN_IF_ERROR(r.Int("num_attention_heads", true, 1, &c->num_attention_heads));
-  DSV4_RETURN_IF_ERROR(r.Int("num_key_value_heads", false, 1, &c->num_key_value_heads));
-  DSV4_RETURN_IF_ERROR(r.Int("head_dim", true, 1, &c->head_dim));
-  DSV4_RETURN_IF_ERROR(r.Int("qk_rope_head_dim", true, 1, &c->qk_rope_head_dim));
-  DSV4_RETURN_IF_ERROR(r.Int("q_lora_rank", true, 1, &c->q_lora_rank));
-  DSV4_RETURN_IF_ERROR(r.Int("o_lora_rank", true, 1, &c->o_lora_rank));
-  DSV4_RETURN_IF_ERROR(r.Int("o_groups", true, 1, &c->o_groups));
-  DSV4_RETURN_IF_ERROR(r.Int("sliding_window", true, 1, &c->sliding_window));
+  DSV4_RETURN_IF_ERROR(r.Int("vocab_size", true, 1, kMaxVocab, &c->vocab_size));
+  DSV4_RETURN_IF_ERROR(r.Int("hidden_size", true, 1, kMaxWidth, &c->hidden_size));
+  DSV4_RETURN_IF_ERROR(r.Int("num_hidden_layers", true, 1, kMaxLayers, &c->num_hidden_layers));
+  DSV4_RETURN_IF_ERROR(r.Int("num_attention_heads", true, 1, kMaxHeads, &c->num_attention_heads));
+  DSV4_RETURN_IF_ERROR(r.Int("num_key_value_heads", false, 1, kMaxHeads, &c->num_key_value_heads));
+  DSV4_RETURN_IF_ERROR(r.Int("head_dim", true, 1, kMaxHeadDim, &c->head_dim));
+  DSV4_RETURN_IF_ERROR(r.Int("qk_rope_head_dim", true, 1, kMaxHeadDim, &c->qk_rope_head_dim));
+  DSV4_RETURN_IF_ERROR(r.Int("q_lora_rank", true, 1, kMaxWidth, &c->q_lora_rank));
+  DSV4_RETURN_IF_ERROR(r.Int("o_lora_rank", true, 1, kMaxWidth, &c->o_lora_rank));
+  DSV4_RETURN_IF_ERROR(r.Int("o_groups", true, 1, kMaxHeads, &c->o_groups));
+  DSV4_RETURN_IF_ERROR(r.Int("sliding_window", true, 1, kMaxWindow, &c->sliding_window));
   DSV4_RETURN_IF_ERROR(r.IntList("compress_ratios", true, &c->compress_ratios));
-  DSV4_RETURN_IF_ERROR(r.Real("compress_rope_theta", true, true, &c->compress_rope_theta));
-  DSV4_RETURN_IF_ERROR(r.Real("rope_theta", true, true, &c->rope_theta));
+  DSV4_RETURN_IF_ERROR(
+      r.Real("compress_rope_theta", true, true, kMaxRopeTheta, &c->compress_rope_theta));
+  DSV4_RETURN_IF_ERROR(r.Real("rope_theta", true, true, kMaxRopeTheta, &c->rope_theta));
   DSV4_RETURN_IF_ERROR(ParseRopeScaling(r, &c->rope_scaling));
-  DSV4_RETURN_IF_ERROR(r.Int("max_position_embeddings", true, 1, &c->max_position_embeddings));
-  DSV4_RETURN_IF_ERROR(r.Int("index_n_heads", true, 0, &c->index_n_heads));
-  DSV4_RETURN_IF_ERROR(r.Int("index_head_dim", true, 0, &c->index_head_dim));
-  DSV4_RETURN_IF_ERROR(r.Int("index_topk", true, 0, &c->index_topk));
-  DSV4_RETURN_IF_ERROR(r.Int("n_routed_experts", true, 1, &c->n_routed_experts));
-  DSV4_RETURN_IF_ERROR(r.Int("num_experts_per_tok", true, 1, &c->num_experts_per_tok));
-  DSV4_RETURN_IF_ERROR(r.Int("n_shared_experts", true, 0, &c->n_shared_experts));
-  DSV4_RETURN_IF_ERROR(r.Int("moe_intermediate_size", true, 1, &c->moe_intermediate_size));
-  DSV4_RETURN_IF_ERROR(r.Int("num_hash_layers", true, 0, &c->num_hash_layers));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("max_position_embeddings", true, 1, kMaxPositions, &c->max_position_embeddings));
+  DSV4_RETURN_IF_ERROR(r.Int("index_n_heads", true, 0, kMaxHeads, &c->index_n_heads));
+  DSV4_RETURN_IF_ERROR(r.Int("index_head_dim", true, 0, kMaxHeadDim, &c->index_head_dim));
+  DSV4_RETURN_IF_ERROR(r.Int("index_topk", true, 0, kMaxIndexTopk, &c->index_topk));
+  DSV4_RETURN_IF_ERROR(r.Int("n_routed_experts", true, 1, kMaxExperts, &c->n_routed_experts));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("num_experts_per_tok", true, 1, kMaxExperts, &c->num_experts_per_tok));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("n_shared_experts", true, 0, kMaxSharedExperts, &c->n_shared_experts));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("moe_intermediate_size", true, 1, kMaxWidth, &c->moe_intermediate_size));
+  DSV4_RETURN_IF_ERROR(r.Int("num_hash_layers", true, 0, kMaxLayers, &c->num_hash_layers));
   DSV4_RETURN_IF_ERROR(r.Str("scoring_func", true, &c->scoring_func));
   DSV4_RETURN_IF_ERROR(r.Str("topk_method", false, &c->topk_method));
   DSV4_RETURN_IF_ERROR(r.Bool("norm_topk_prob", false, &c->norm_topk_prob));
-  DSV4_RETURN_IF_ERROR(r.Real("routed_scaling_factor", true, true, &c->routed_scaling_factor));
-  DSV4_RETURN_IF_ERROR(r.Real("swiglu_limit", true, false, &c->swiglu_limit));
-  DSV4_RETURN_IF_ERROR(r.Int("hc_mult", true, 1, &c->hc_mult));
-  DSV4_RETURN_IF_ERROR(r.Int("hc_sinkhorn_iters", true, 1, &c->hc_sinkhorn_iters));
+  DSV4_RETURN_IF_ERROR(r.Real("routed_scaling_factor", true, true, kMaxScale,
+                              &c->routed_scaling_factor));
+  DSV4_RETURN_IF_ERROR(r.Real("swiglu_limit", true, false, kMaxSwigluLimit, &c->swiglu_limit));
+  DSV4_RETURN_IF_ERROR(r.Int("hc_mult", true, 1, kMaxHcMult, &c->hc_mult));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("hc_sinkhorn_iters", true, 1, kMaxSinkhornIters, &c->hc_sinkhorn_iters));
   // The reference defaults both epsilons to 1e-6 when absent (model.md §1.2).
-  DSV4_RETURN_IF_ERROR(r.Real("hc_eps", false, true, &c->hc_eps));
-  DSV4_RETURN_IF_ERROR(r.Real("rms_norm_eps", false, true, &c->rms_norm_eps));
+  DSV4_RETURN_IF_ERROR(r.Real("hc_eps", false, true, kMaxEps, &c->hc_eps));
+  DSV4_RETURN_IF_ERROR(r.Real("rms_norm_eps", false, true, kMaxEps, &c->rms_norm_eps));
   DSV4_RETURN_IF_ERROR(r.Str("hidden_act", false, &c->hidden_act));
-  DSV4_RETURN_IF_ERROR(r.Int("num_nextn_predict_layers", false, 0, &c->num_nextn_predict_layers));
+  DSV4_RETURN_IF_ERROR(r.Int("num_nextn_predict_layers", false, 0, kMaxMtpLayers,
+                             &c->num_nextn_predict_layers));
   DSV4_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", false, &c->tie_word_embeddings));
-  DSV4_RETURN_IF_ERROR(r.Int("bos_token_id", false, 0, &c->bos_token_id));
+  DSV4_RETURN_IF_ERROR(r.Int("bos_token_id", false, 0, kMaxVocab, &c->bos_token_id));
   DSV4_RETURN_IF_ERROR(ParseEos(r, root, &c->eos_token_id));
   DSV4_RETURN_IF_ERROR(r.Str("torch_dtype", false, &c->torch_dtype));
   DSV4_RETURN_IF_ERROR(r.Str("expert_dtype", false, &c->expert_dtype));
   DSV4_RETURN_IF_ERROR(ParseQuantization(r, &c->quantization));
   DSV4_RETURN_IF_ERROR(r.Bool("attention_bias", false, &c->attention_bias));
-  DSV4_RETURN_IF_ERROR(r.Real("attention_dropout", false, false, &c->attention_dropout));
-  DSV4_RETURN_IF_ERROR(r.Real("initializer_range", false, false, &c->initializer_range));
+  DSV4_RETURN_IF_ERROR(r.Real("attention_dropout", false, false, 1.0, &c->attention_dropout));
+  DSV4_RETURN_IF_ERROR(r.Real("initializer_range", false, false, 1.0, &c->initializer_range));
   DSV4_RETURN_IF_ERROR(r.Bool("use_cache", false, &c->use_cache));
   DSV4_RETURN_IF_ERROR(r.Str("transformers_version", false, &c->transformers_version));
   return Status::Ok();
@@ -253,6 +296,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text, const std::st
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir) {
+  DSV4_RETURN_IF_ERROR(CheckDirectory(dir, "model directory"));
   const std::string path = dir + "/config.json";
   DSV4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   return ParseModelConfig(text, path);

@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 
+#include "checkpoint/model_config.h"
 #include "checkpoint/safetensors_writer.h"
 #include "checkpoint_test_util.h"
 
@@ -132,6 +135,38 @@ TEST(Checkpoint, MissingShard) {
   std::filesystem::remove(dir.File(kShard3));
   EXPECT_THAT(OpenError(dir.path()),
               HasSubstr(dir.File(kIndex) + ": shard '" + kShard3 + "' (listed for tensor 'mtp.0."));
+}
+
+// A FIFO in place of a shard, the index or config.json is refused at once
+// (opening one for reading would block until a writer came), and a symlink
+// loop is named instead of read as "absent".
+TEST(Checkpoint, FifoAndSymlinkLoopAreErrorsNotHangs) {
+  for (const char* victim : {kShard2, kIndex, "config.json"}) {
+    SCOPED_TRACE(victim);
+    TempDir dir;
+    testing::CopyTinyA(dir.path());
+    std::filesystem::remove(dir.File(victim));
+    ASSERT_EQ(::mkfifo(dir.File(victim).c_str(), 0644), 0);
+    const Status s = std::string(victim) == "config.json"
+                         ? LoadModelConfig(dir.path()).status()
+                         : Checkpoint::Open(dir.path()).status();
+    EXPECT_EQ(s.message(), dir.File(victim) + ": is a FIFO, expected a regular file");
+  }
+  TempDir dir;
+  testing::CopyTinyA(dir.path());
+  std::filesystem::remove(dir.File(kShard1));
+  std::filesystem::create_symlink(dir.File("loop"), dir.File(kShard1));
+  std::filesystem::create_symlink(dir.File(kShard1), dir.File("loop"));
+  EXPECT_THAT(OpenError(dir.path()), HasSubstr(dir.File(kShard1) + ": Too many levels of symbolic "
+                                               "links (a symlink loop?)"));
+  TempDir loops;
+  std::filesystem::create_symlink(loops.File("b"), loops.File("a"));
+  std::filesystem::create_symlink(loops.File("a"), loops.File("b"));
+  EXPECT_THAT(OpenError(loops.File("a")),
+              HasSubstr("checkpoint directory " + loops.File("a") + ": Too many levels"));
+  EXPECT_THAT(LoadModelConfig(loops.File("a")).status().message(),
+              HasSubstr("model directory " + loops.File("a") + ": Too many levels"));
+  EXPECT_THAT(OpenError(dir.File("config.json")), HasSubstr("is not a directory"));
 }
 
 TEST(Checkpoint, IndexNamesTensorTheShardLacks) {

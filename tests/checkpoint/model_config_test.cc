@@ -100,8 +100,12 @@ TEST(ModelConfig, LoadsTinyA) {
 
 TEST(ModelConfig, FileErrors) {
   auto missing = LoadModelConfig("/nonexistent/dir");
-  EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
-  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/dir/config.json"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("model directory /nonexistent/dir does not exist"));
+  testing::TempDir dir;
+  EXPECT_THAT(LoadModelConfig(dir.path()).status().message(),
+              HasSubstr(dir.File("config.json") + ": no such file"));
   EXPECT_EQ(ParseModelConfig("{", "config.json").status().message(), "config.json: not valid JSON");
   EXPECT_THAT(ParseModelConfig("[1]", "config.json").status().message(),
               HasSubstr("top-level JSON value is not an object"));
@@ -143,6 +147,85 @@ TEST(ModelConfig, TypeErrors) {
             "config.json: field 'use_cache' must be true or false");
   EXPECT_EQ(ErrorAfter([](json& j) { j["vocab_size"] = 18446744073709551615ull; }),
             "config.json: field 'vocab_size' must be a positive integer");
+}
+
+// Every field that sizes memory or a loop has an upper bound (docs/checkpoint.md
+// "Field ranges"): above it, one line naming the field, the value and the
+// bound, before anything is allocated.
+TEST(ModelConfig, RangeErrors) {
+  struct Case {
+    const char* field;
+    double bound;
+  };
+  const Case cases[] = {{"vocab_size", 16777216},
+                        {"hidden_size", 65536},
+                        {"num_hidden_layers", 1024},
+                        {"num_attention_heads", 1024},
+                        {"num_key_value_heads", 1024},
+                        {"head_dim", 4096},
+                        {"qk_rope_head_dim", 4096},
+                        {"q_lora_rank", 65536},
+                        {"o_lora_rank", 65536},
+                        {"o_groups", 1024},
+                        {"sliding_window", 65536},
+                        {"max_position_embeddings", 268435456},
+                        {"index_n_heads", 1024},
+                        {"index_head_dim", 4096},
+                        {"index_topk", 16384},
+                        {"n_routed_experts", 4096},
+                        {"num_experts_per_tok", 4096},
+                        {"n_shared_experts", 64},
+                        {"moe_intermediate_size", 65536},
+                        {"num_hash_layers", 1024},
+                        {"hc_mult", 16},
+                        {"hc_sinkhorn_iters", 1000},
+                        {"num_nextn_predict_layers", 16},
+                        {"bos_token_id", 16777216},
+                        {"eos_token_id", 16777216}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    const auto above = static_cast<int64_t>(c.bound) + 1;
+    EXPECT_EQ(ErrorAfter([&](json& j) { j[c.field] = above; }),
+              fmt::format("config.json: field '{}' is {}, above the {} this engine accepts",
+                          c.field, above, static_cast<int64_t>(c.bound)));
+  }
+  const Case reals[] = {{"rope_theta", 1e12},          {"compress_rope_theta", 1e12},
+                        {"routed_scaling_factor", 1000}, {"swiglu_limit", 1e6},
+                        {"hc_eps", 1},                   {"rms_norm_eps", 1},
+                        {"attention_dropout", 1},        {"initializer_range", 1}};
+  for (const Case& c : reals) {
+    SCOPED_TRACE(c.field);
+    EXPECT_THAT(ErrorAfter([&](json& j) { j[c.field] = c.bound * 2; }),
+                HasSubstr(fmt::format("field '{}' is", c.field)));
+    EXPECT_THAT(ErrorAfter([&](json& j) { j[c.field] = c.bound * 2; }),
+                HasSubstr("this engine accepts"));
+  }
+  for (const char* f : {"factor", "beta_fast", "beta_slow"}) {
+    SCOPED_TRACE(f);
+    EXPECT_THAT(ErrorAfter([&](json& j) { j["rope_scaling"][f] = 1e5; }),
+                HasSubstr(fmt::format("field 'rope_scaling.{}' is 100000, above the 10000", f)));
+  }
+  EXPECT_THAT(ErrorAfter([](json& j) {
+                j["rope_scaling"]["original_max_position_embeddings"] = int64_t{1} << 29;
+              }),
+              HasSubstr("'rope_scaling.original_max_position_embeddings' is 536870912"));
+  // The two runaway examples: 5.9 GB of top-k buffers, a billion Sinkhorn
+  // iterations per token and layer.
+  EXPECT_THAT(ErrorAfter([](json& j) { j["index_topk"] = 1000000000; }),
+              HasSubstr("field 'index_topk' is 1000000000, above the 16384"));
+  EXPECT_THAT(ErrorAfter([](json& j) { j["hc_sinkhorn_iters"] = 1000000000; }),
+              HasSubstr("field 'hc_sinkhorn_iters' is 1000000000, above the 1000"));
+  // The bounds themselves are accepted where no other rule ties the field.
+  for (const Case& c : {Case{"index_topk", 16384}, Case{"hc_sinkhorn_iters", 1000},
+                        Case{"sliding_window", 65536}, Case{"n_shared_experts", 64},
+                        Case{"max_position_embeddings", 268435456}}) {
+    SCOPED_TRACE(c.field);
+    EXPECT_EQ(ErrorAfter([&](json& j) { j[c.field] = static_cast<int64_t>(c.bound); }), "");
+  }
+  for (const Case& c : reals) {
+    SCOPED_TRACE(c.field);
+    EXPECT_EQ(ErrorAfter([&](json& j) { j[c.field] = c.bound; }), "");
+  }
 }
 
 TEST(ModelConfig, ConsistencyErrors) {

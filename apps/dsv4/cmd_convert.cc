@@ -21,6 +21,7 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
                 "Validate the source and print the plan; write nothing");
   cmd->add_option("--threads", opts->num_threads,
                   "Shards converted in parallel (0 = one per CPU, at most 8)")
+      ->check(ThreadsRange())
       ->capture_default_str();
   cmd->add_flag("--resume", opts->resume,
                 "Continue an interrupted conversion (finished shards are validated and kept)");

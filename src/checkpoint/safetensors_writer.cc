@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "base/checksum.h"
 #include "checkpoint/checkpoint.h"
 
 namespace dsv4 {
@@ -47,8 +48,15 @@ Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
   return Status::Ok();
 }
 
+// A stale temp file of a killed run is removed first and the new one created
+// exclusively, so whatever was left at that name (a FIFO, a symlink) is never
+// opened.  Read-write: Finish() reads the data back for its checksum.
 Result<int> OpenTemp(const std::string& temp_path) {
-  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (::unlink(temp_path.c_str()) != 0 && errno != ENOENT) {
+    return IoError("{}: cannot remove the stale temp file: {}", temp_path, std::strerror(errno));
+  }
+  const int fd =
+      ::open(temp_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return IoError("{}: cannot create: {}", temp_path, std::strerror(errno));
   return fd;
 }
@@ -224,7 +232,25 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   for (size_t i = 0; i < w->tensors_.size(); ++i) w->by_name_.emplace(w->tensors_[i].name, i);
   std::vector<uint64_t> offsets =
       alignment != 0 ? InOrder(w->sizes_) : LayOut(w->tensors_, w->sizes_);
-  const std::string header = BuildHeader(w->tensors_, w->sizes_, offsets, metadata, alignment);
+  std::map<std::string, std::string> meta = metadata;
+  const std::string& key = options.checksum_metadata_key;
+  w->want_checksum_ = options.data_checksum;
+  if (!key.empty()) {
+    if (!options.data_checksum || meta.count(key) != 0 || json(key).dump() != "\"" + key + "\"") {
+      return InvalidArgument("{}: checksum metadata key '{}' is unusable", path, key);
+    }
+    meta[key] = ChecksumHex(0);  // placeholder of the final length
+  }
+  const std::string header = BuildHeader(w->tensors_, w->sizes_, offsets, meta, alignment);
+  if (!key.empty()) {
+    // Where the placeholder's digits are: the pattern "key":"000..." can
+    // only be that entry (a quote inside any other string is escaped).
+    const std::string pattern = "\"" + key + "\":\"" + ChecksumHex(0) + "\"";
+    const size_t at = header.find(pattern);
+    if (at == std::string::npos) return Internal("{}: checksum placeholder not found", path);
+    w->checksum_offset_ = 8 + at + key.size() + 4;
+  }
+  w->data_start_ = 8 + header.size();
   for (uint64_t& o : offsets) o += 8 + header.size();
   w->offsets_ = std::move(offsets);
   w->written_.assign(w->tensors_.size(), 0);
@@ -283,7 +309,7 @@ Status SafetensorsWriter::Write(std::string_view name, const void* data, size_t 
   return Status::Ok();
 }
 
-Status SafetensorsWriter::Finish() {
+Status SafetensorsWriter::Finish(const std::function<Status()>& before_publish) {
   if (failed_ || finished_) {
     return FailedPrecondition("{}: writer is {}", path_, failed_ ? "failed" : "finished");
   }
@@ -293,6 +319,16 @@ Status SafetensorsWriter::Finish() {
                                      path_, tensors_[i].name, written_[i], sizes_[i]));
     }
   }
+  if (want_checksum_) {
+    DSV4_ASSIGN_OR_RETURN(checksum_,
+                          ChecksumOfFile(fd_, data_start_, data_bytes_, temp_path_));
+    if (checksum_offset_ != 0) {
+      const std::string hex = ChecksumHex(checksum_);
+      DSV4_RETURN_IF_ERROR(
+          Fail(PwriteAll(fd_, hex.data(), hex.size(), checksum_offset_, temp_path_)));
+    }
+  }
+  if (before_publish) DSV4_RETURN_IF_ERROR(Fail(before_publish()));
   const int fd = fd_;
   fd_ = -1;  // Publish closes it
   DSV4_RETURN_IF_ERROR(Fail(Publish(fd, temp_path_, path_)));

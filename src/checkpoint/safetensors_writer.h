@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,14 @@ struct SafetensorsWriterOptions {
   // Permission bits of the published file; -1 keeps open()'s 0644 & ~umask
   // (a unique temp file gets 0600 from mkstemps, so set it then).
   int mode = -1;
+  // Finish() computes the checksum (base/checksum.h) of the data region by
+  // reading the temp file back before publishing it; data_checksum() returns
+  // it.  Corruption after this point is what a later verification detects.
+  bool data_checksum = false;
+  // With data_checksum: also store the checksum (16 hex digits) in the
+  // header's __metadata__ under this key.  Create() reserves the value and
+  // Finish() overwrites it in place, so the header's length never changes.
+  std::string checksum_metadata_key;
 };
 
 // Usage: Create() with every tensor's name, dtype and shape (this fixes the
@@ -69,9 +78,14 @@ class SafetensorsWriter {
   // Finish() refuses to publish the file.
   Status Write(std::string_view name, const void* data, size_t nbytes);
 
-  // Fails unless every tensor is complete.  fsync, rename to the final path, fsync
-  // the directory.
-  Status Finish();
+  // Fails unless every tensor is complete.  Computes the data checksum when
+  // asked, runs `before_publish` (if set; an error there publishes nothing),
+  // then fsync, rename to the final path, fsync the directory.
+  Status Finish(const std::function<Status()>& before_publish = {});
+
+  // The data region's checksum: valid once Finish() has computed it (from
+  // inside before_publish on), when options.data_checksum was set.
+  uint64_t data_checksum() const { return checksum_; }
 
   // Bytes of tensor data (sum over tensors, padding included), i.e. what an
   // index's total_size counts.
@@ -93,6 +107,10 @@ class SafetensorsWriter {
   std::vector<uint64_t> written_;  // bytes written per tensor
   std::vector<bool> done_;         // complete (distinguishes zero-byte tensors)
   uint64_t data_bytes_ = 0;
+  uint64_t data_start_ = 0;        // file offset of the data region
+  bool want_checksum_ = false;
+  uint64_t checksum_offset_ = 0;   // file offset of the reserved metadata value; 0 = none
+  uint64_t checksum_ = 0;
   bool failed_ = false;
   bool finished_ = false;
 };

@@ -3,16 +3,21 @@
 #include "tools/convert.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "base/checksum.h"
+#include "base/file_util.h"
 #include "base/mapped_file.h"
 #include "base/sha256.h"
 #include "checkpoint/safetensors_writer.h"
@@ -46,10 +51,108 @@ Result<FileStat> StatFile(const std::string& path) {
                   int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
 }
 
-// The marker: what the output was converted from.  Per source shard it keeps
-// size, mtime and the SHA-256 of the whole file (hashed for free while the
-// shard is converted); a resume re-hashes a shard only if its size or mtime
-// changed (docs/convert.md, "Fingerprints").
+// A marker record of one shard: the source shard's size, mtime and SHA-256
+// (hashed for free while it is converted) and the output shard's data
+// checksum (base/checksum.h, computed before the output is published).
+struct ShardRecord {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  std::string sha256;
+  std::optional<uint64_t> output_checksum;  // absent in markers of older versions
+};
+
+OrderedJson RecordJson(const ShardRecord& r) {
+  OrderedJson j = {{"size", r.size}, {"mtime_ns", r.mtime_ns}, {"sha256", r.sha256}};
+  if (r.output_checksum) j["output_data_xxh3"] = ChecksumHex(*r.output_checksum);
+  return j;
+}
+
+bool IsSha256Hex(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// The marker as written by SaveLocked, every field type-checked: a marker is
+// a file a user can edit or damage, and nlohmann's get<>() on a wrong type
+// throws (an uncaught exception aborts the process).
+struct MarkerData {
+  std::string config_sha256, index_sha256;
+  std::map<std::string, ShardRecord> records;
+};
+
+Result<MarkerData> ParseMarker(const std::string& text, const std::string& path,
+                               const Plan& plan) {
+  const OrderedJson j = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return InvalidArgument("{}: not a JSON object (a damaged conversion marker)", path);
+  }
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return InvalidArgument("{}: field '{}' {} (a damaged conversion marker; convert into a fresh "
+                           "directory)",
+                           path, field, what);
+  };
+  auto str = [&](const char* key, bool required, std::string* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return required ? bad(key, "is missing") : Status::Ok();
+    if (!it->is_string()) return bad(key, "must be a string");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  };
+  std::string format, ignored;
+  DSV4_RETURN_IF_ERROR(str("format", true, &format));
+  if (format != kConvertMarkerFormat) {
+    return InvalidArgument("{}: not a marker of format \"{}\"", path, kConvertMarkerFormat);
+  }
+  MarkerData m;
+  DSV4_RETURN_IF_ERROR(str("input_dir", false, &ignored));
+  DSV4_RETURN_IF_ERROR(str("scale_naming", false, &ignored));
+  DSV4_RETURN_IF_ERROR(str("source_config_sha256", true, &m.config_sha256));
+  DSV4_RETURN_IF_ERROR(str("source_index_sha256", true, &m.index_sha256));
+  if (auto it = j.find("complete"); it != j.end() && !it->is_boolean()) {
+    return bad("complete", "must be true or false");
+  }
+  auto shards = j.find("source_shards");
+  if (shards == j.end()) return bad("source_shards", "is missing");
+  if (!shards->is_object()) return bad("source_shards", "must be an object");
+  std::set<std::string> planned;
+  for (const ShardPlan& sp : plan.shards) planned.insert(sp.file);
+  for (const auto& [file, rec] : shards->items()) {
+    const std::string field = "source_shards." + file;
+    // Only the source's own shards: a record never names a path to read.
+    if (planned.count(file) == 0) return bad(field, "names a shard the source does not have");
+    if (!rec.is_object()) return bad(field, "must be an object");
+    ShardRecord r;
+    auto size = rec.find("size");
+    auto mtime = rec.find("mtime_ns");
+    auto sha = rec.find("sha256");
+    if (size == rec.end() || !size->is_number_unsigned()) {
+      return bad(field + ".size", "must be a non-negative integer");
+    }
+    if (mtime == rec.end() || !mtime->is_number_integer() ||
+        (mtime->is_number_unsigned() && mtime->get<uint64_t>() > INT64_MAX)) {
+      return bad(field + ".mtime_ns", "must be an integer");
+    }
+    if (sha == rec.end() || !sha->is_string() || !IsSha256Hex(sha->get<std::string>())) {
+      return bad(field + ".sha256", "must be 64 lowercase hex digits");
+    }
+    r.size = size->get<uint64_t>();
+    r.mtime_ns = mtime->get<int64_t>();
+    r.sha256 = sha->get<std::string>();
+    if (auto out = rec.find("output_data_xxh3"); out != rec.end()) {
+      uint64_t v = 0;
+      if (!out->is_string() || !ParseChecksumHex(out->get<std::string>(), &v)) {
+        return bad(field + ".output_data_xxh3", "must be 16 lowercase hex digits");
+      }
+      r.output_checksum = v;
+    }
+    m.records.emplace(file, std::move(r));
+  }
+  return m;
+}
+
+// The marker: what the output was converted from, and what each output
+// shard held when it was written.  A resume re-hashes a source shard only if
+// its size or mtime changed, and verifies every kept output shard's data
+// checksum (docs/convert.md, "Fingerprints").
 class Marker {
  public:
   Marker(std::string path, const Source& src) : path_(std::move(path)) {
@@ -69,43 +172,44 @@ class Marker {
     return SaveLocked();
   }
   void SetComplete() { j_["complete"] = true; }
-  bool HasShard(const std::string& file) const {
+  std::optional<ShardRecord> Find(const std::string& file) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return records_.count(file) != 0;
+    auto it = records_.find(file);
+    if (it == records_.end()) return std::nullopt;
+    return it->second;
   }
   Status RecordShard(const std::string& file, const std::string& source_path,
-                     const std::string& sha256) {
+                     const std::string& sha256, uint64_t output_checksum) {
     DSV4_ASSIGN_OR_RETURN(const FileStat st, StatFile(source_path));
     std::lock_guard<std::mutex> lock(mu_);
-    records_[file] = {{"size", st.size}, {"mtime_ns", st.mtime_ns}, {"sha256", sha256}};
+    records_[file] = {st.size, st.mtime_ns, sha256, output_checksum};
     return SaveLocked();
   }
   // Loads an existing marker and checks it against the current source.
-  Status LoadAndCheck(const Source& src, int64_t* num_hashed);
+  Status LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_hashed);
 
  private:
-  Status CheckShard(const Source& src, const std::string& file, const OrderedJson& rec,
+  Status CheckShard(const Source& src, const std::string& file, const ShardRecord& rec,
                     int64_t* num_hashed) const;
   Status SaveLocked() const {
     OrderedJson j = j_;
-    for (const auto& [file, rec] : records_) j["source_shards"][file] = rec;
+    for (const auto& [file, rec] : records_) j["source_shards"][file] = RecordJson(rec);
     return WriteFileAtomic(path_, j.dump(2) + "\n");
   }
   std::string path_;
   OrderedJson j_;
-  std::map<std::string, OrderedJson> records_;  // source shard -> fingerprint
+  std::map<std::string, ShardRecord> records_;  // shard file -> fingerprints
   mutable std::mutex mu_;
 };
 
-Status Marker::LoadAndCheck(const Source& src, int64_t* num_hashed) {
+Status Marker::LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_hashed) {
   DSV4_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path_));
-  const OrderedJson old = OrderedJson::parse(text, nullptr, false);
-  if (old.is_discarded() || !old.is_object() || old.value("format", "") != kConvertMarkerFormat) {
-    return InvalidArgument("{}: not a marker of format \"{}\"", path_, kConvertMarkerFormat);
-  }
+  DSV4_ASSIGN_OR_RETURN(MarkerData old, ParseMarker(text, path_, plan));
   // input_dir is informational: the source may have moved.
-  for (const char* key : {"source_config_sha256", "source_index_sha256"}) {
-    if (old.value(key, "") != j_[key]) {
+  const std::pair<const char*, const std::string*> hashes[] = {
+      {"source_config_sha256", &old.config_sha256}, {"source_index_sha256", &old.index_sha256}};
+  for (const auto& [key, value] : hashes) {
+    if (*value != j_[key].get<std::string>()) {
       return FailedPrecondition(
           "{}: {} differs: the source {} changed since this conversion "
           "started; convert into a fresh directory",
@@ -114,40 +218,34 @@ Status Marker::LoadAndCheck(const Source& src, int64_t* num_hashed) {
                                                      : "model.safetensors.index.json");
     }
   }
-  if (!old.contains("source_shards") || !old["source_shards"].is_object()) {
-    return InvalidArgument("{}: 'source_shards' is missing", path_);
-  }
-  for (const auto& [file, rec] : old["source_shards"].items()) {
+  for (const auto& [file, rec] : old.records) {
     DSV4_RETURN_IF_ERROR(CheckShard(src, file, rec, num_hashed));
     records_[file] = rec;
   }
   return Status::Ok();
 }
 
-Status Marker::CheckShard(const Source& src, const std::string& file, const OrderedJson& rec,
+Status Marker::CheckShard(const Source& src, const std::string& file, const ShardRecord& rec,
                           int64_t* num_hashed) const {
   const std::string path = (fs::path(src.dir) / file).string();
-  if (!rec.is_object() || !rec.contains("sha256") || !rec.contains("size") ||
-      !rec.contains("mtime_ns")) {
-    return InvalidArgument("{}: malformed record for source shard '{}'", path_, file);
-  }
   DSV4_ASSIGN_OR_RETURN(const FileStat st, StatFile(path));
-  if (st.size == rec["size"].get<uint64_t>() && st.mtime_ns == rec["mtime_ns"].get<int64_t>()) {
+  if (st.size == rec.size && st.mtime_ns == rec.mtime_ns) {
     return Status::Ok();  // unchanged file: no re-hash
   }
   ++*num_hashed;
   DSV4_ASSIGN_OR_RETURN(const std::string sha, convert_internal::HashFile(path));
-  if (sha != rec["sha256"].get<std::string>()) {
+  if (sha != rec.sha256) {
     return FailedPrecondition(
         "{}: source shard changed since it was converted (sha256 {}, "
         "marker {}); convert into a fresh directory",
-        path, sha, rec["sha256"].get<std::string>());
+        path, sha, rec.sha256);
   }
   return Status::Ok();
 }
 
-// A finished output shard must hold exactly the planned tensors.
-Status CheckExistingShard(const std::string& path, const ShardPlan& shard) {
+// A finished output shard must hold exactly the planned tensors.  Returns
+// the checksum of its data region (base/checksum.h).
+Result<uint64_t> CheckExistingShard(const std::string& path, const ShardPlan& shard) {
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(path));
   if (f->header().entries.size() != shard.outputs.size()) {
     return FailedPrecondition(
@@ -164,7 +262,12 @@ Status CheckExistingShard(const std::string& path, const ShardPlan& shard) {
           path, t.name, DTypeName(t.dtype), ShapeToString(t.shape));
     }
   }
-  return Status::Ok();
+  // pread, not the mapping: the bytes never count toward this process's RSS.
+  DSV4_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
+  const uint64_t start = f->header().data_start;
+  Result<uint64_t> sum = ChecksumOfFile(fd, start, f->file_size() - start, path);
+  ::close(fd);
+  return sum;
 }
 
 bool IsAuxiliary(const fs::path& p) {
@@ -178,14 +281,21 @@ bool IsAuxiliary(const fs::path& p) {
 }
 
 Status CopyAuxiliaryFiles(const std::string& in_dir, const std::string& out_dir) {
+  // error_code overloads throughout: a symlink loop or a vanished entry is a
+  // message, never an uncaught filesystem_error.
   std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(in_dir)) {
-    if (e.is_regular_file() && IsAuxiliary(e.path())) files.push_back(e.path());
+  std::error_code ec;
+  fs::directory_iterator it(in_dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_regular_file(type_ec) && IsAuxiliary(it->path())) files.push_back(it->path());
   }
+  if (ec) return IoError("{}: cannot list: {}", in_dir, ec.message());
   std::sort(files.begin(), files.end());
   for (const fs::path& p : files) {
     const fs::path dst = fs::path(out_dir) / p.filename();
-    if (fs::exists(dst)) continue;
+    DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(dst.string()));
+    if (exists) continue;
     DSV4_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(p.string()));
     DSV4_RETURN_IF_ERROR(WriteFileAtomic(dst.string(), text));
   }
@@ -197,15 +307,17 @@ Status CheckDirs(const ConvertOptions& o, bool* out_exists) {
   if (o.input_dir.empty() || o.output_dir.empty()) {
     return InvalidArgument("--input-dir and --output-dir are required");
   }
-  if (fs::exists(o.output_dir, ec) && fs::equivalent(o.input_dir, o.output_dir, ec)) {
+  DSV4_RETURN_IF_ERROR(CheckDirectory(o.input_dir, "--input-dir"));
+  // A symlink loop (or no permission) is an error here, not "absent".
+  DSV4_ASSIGN_OR_RETURN(*out_exists, PathExists(o.output_dir));
+  if (*out_exists) DSV4_RETURN_IF_ERROR(CheckDirectory(o.output_dir, "--output-dir"));
+  if (SameFile(o.input_dir, o.output_dir)) {
     return InvalidArgument("--output-dir must differ from --input-dir ({})", o.input_dir);
   }
-  if (fs::weakly_canonical(o.input_dir, ec) == fs::weakly_canonical(o.output_dir, ec)) {
+  const fs::path in = fs::weakly_canonical(o.input_dir, ec);
+  const fs::path out = fs::weakly_canonical(o.output_dir, ec);
+  if (!ec && in == out) {
     return InvalidArgument("--output-dir must differ from --input-dir ({})", o.input_dir);
-  }
-  *out_exists = fs::exists(o.output_dir, ec);
-  if (*out_exists && !fs::is_directory(o.output_dir, ec)) {
-    return InvalidArgument("{}: output exists and is not a directory", o.output_dir);
   }
   return Status::Ok();
 }
@@ -230,21 +342,38 @@ Status ProcessShard(const ConvertOptions& o, const Source& src, const Plan& plan
     std::lock_guard<std::mutex> lock(log_mu);
     Log(o, line);
   };
-  std::string sha;
-  if (fs::exists(out_path)) {
-    DSV4_RETURN_IF_ERROR(CheckExistingShard(out_path, shard));
-    log(tag + "resume: " + shard.file);
-    ++counters.resumed;
-    if (marker.HasShard(shard.file)) return Status::Ok();
-    // Killed between the rename and the marker update: fingerprint now.
+  DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(out_path));
+  if (!exists) {
+    log(tag + "convert: " + shard.file);
+    // The record (source SHA-256, output checksum) is saved before the
+    // shard's rename: a published shard always has one to be checked against.
+    DSV4_RETURN_IF_ERROR(convert_internal::ConvertShard(
+        src, shard, o.output_dir, [&](const std::string& sha, uint64_t output_checksum) {
+          return marker.RecordShard(shard.file, src_path, sha, output_checksum);
+        }));
+    ++counters.converted;
+    return Status::Ok();
+  }
+  DSV4_ASSIGN_OR_RETURN(const uint64_t checksum, CheckExistingShard(out_path, shard));
+  const std::optional<ShardRecord> rec = marker.Find(shard.file);
+  if (rec && rec->output_checksum && *rec->output_checksum != checksum) {
+    return FailedPrecondition(
+        "{}: output shard changed after it was written (data checksum {}, marker {}); delete it "
+        "and run --resume again to convert it anew",
+        out_path, ChecksumHex(checksum), ChecksumHex(*rec->output_checksum));
+  }
+  log(tag + "resume: " + shard.file);
+  ++counters.resumed;
+  if (rec && rec->output_checksum) return Status::Ok();
+  // A marker of an older version (no output checksum) or, before that, one
+  // killed between the rename and the marker update: record what is there.
+  std::string sha = rec ? rec->sha256 : std::string();
+  if (!rec) {
     ++counters.hashed;
     DSV4_ASSIGN_OR_RETURN(sha, convert_internal::HashFile(src_path));
-  } else {
-    log(tag + "convert: " + shard.file);
-    DSV4_ASSIGN_OR_RETURN(sha, convert_internal::ConvertShard(src, shard, o.output_dir));
-    ++counters.converted;
   }
-  return marker.RecordShard(shard.file, src_path, sha);
+  log(tag + "recorded the output checksum of " + shard.file + " (the marker had none)");
+  return marker.RecordShard(shard.file, src_path, sha, checksum);
 }
 
 // Shards are independent (each output shard depends only on source bytes),
@@ -269,7 +398,13 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
     }
   };
   std::vector<std::thread> threads;
-  for (size_t t = 1; t < num_threads; ++t) threads.emplace_back(worker);
+  for (size_t t = 1; t < num_threads; ++t) {
+    try {
+      threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // fewer threads, same output: shards are claimed, not assigned
+    }
+  }
   worker();
   for (std::thread& t : threads) t.join();
   sum->shards_converted = counters.converted;
@@ -303,7 +438,9 @@ Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
   }
   const std::string marker_path = (fs::path(o.output_dir) / kConvertMarkerName).string();
   Marker marker(marker_path, src);
-  const bool non_empty = out_exists && !fs::is_empty(o.output_dir);
+  std::error_code ec;
+  const bool non_empty = out_exists && !fs::is_empty(o.output_dir, ec);
+  if (ec) return IoError("{}: cannot list: {}", o.output_dir, ec.message());
   if (non_empty && !o.resume) {
     return FailedPrecondition(
         "{}: output directory exists and is not empty; pass --resume to "
@@ -311,15 +448,15 @@ Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
         o.output_dir);
   }
   if (non_empty) {
-    if (!fs::exists(marker_path)) {
+    DSV4_ASSIGN_OR_RETURN(const bool has_marker, PathExists(marker_path));
+    if (!has_marker) {
       return FailedPrecondition(
           "{}: no conversion marker {}; --resume continues only a "
           "conversion started by dsv4 convert",
           o.output_dir, kConvertMarkerName);
     }
-    DSV4_RETURN_IF_ERROR(marker.LoadAndCheck(src, &sum.source_shards_hashed));
+    DSV4_RETURN_IF_ERROR(marker.LoadAndCheck(src, plan, &sum.source_shards_hashed));
   } else {
-    std::error_code ec;
     fs::create_directories(o.output_dir, ec);
     if (ec) return IoError("{}: cannot create: {}", o.output_dir, ec.message());
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -75,10 +76,14 @@ Result<Plan> BuildPlan(const Source& src);
 std::string OutputConfigText(const Source& src);
 
 // Streams one shard: reads the source shard sequentially (pread, bounded
-// buffers), converts, writes <out_dir>/<file> atomically.  Returns the
-// SHA-256 of the whole source shard file (computed on the way).
-Result<std::string> ConvertShard(const Source& src, const ShardPlan& shard,
-                                 const std::string& out_dir);
+// buffers), converts, writes <out_dir>/<file> atomically.  Before the
+// output is renamed into place, `before_publish` receives the SHA-256 of the
+// whole source shard file (computed on the way) and the output's data
+// checksum (base/checksum.h); an error from it publishes nothing.
+using ShardDigestsFn =
+    std::function<Status(const std::string& source_sha256, uint64_t output_checksum)>;
+Status ConvertShard(const Source& src, const ShardPlan& shard, const std::string& out_dir,
+                    const ShardDigestsFn& before_publish);
 // SHA-256 of a whole file, read in 8 MiB chunks.
 Result<std::string> HashFile(const std::string& path);
 

@@ -4,6 +4,7 @@
 #include <set>
 #include <utility>
 
+#include "base/file_util.h"
 #include "base/mapped_file.h"
 #include "checkpoint/weight_spec.h"
 #include "tools/convert_internal.h"
@@ -53,8 +54,11 @@ Status OpenShards(Source* src, const std::string& index_path) {
     SourceShard s;
     s.file = file;
     s.path = (fs::path(src->dir) / file).string();
-    if (!fs::is_regular_file(s.path)) {
-      return NotFound("{}: shard '{}' is listed but does not exist", index_path, file);
+    if (Status st = CheckRegularFile(s.path); !st.ok()) {
+      if (st.code() == StatusCode::kNotFound) {
+        return NotFound("{}: shard '{}' is listed but does not exist", index_path, file);
+      }
+      return st.WithPrefix(fmt::format("{}: shard '{}'", index_path, file));
     }
     DSV4_ASSIGN_OR_RETURN(s.st, SafetensorsFile::Open(s.path));
     src->shards.push_back(std::move(s));
@@ -132,9 +136,12 @@ Result<Source> LoadSource(const std::string& dir) {
   }
   DSV4_RETURN_IF_ERROR(CheckIdentity(src.config_json, config_path));
   DSV4_ASSIGN_OR_RETURN(src.cfg, ParseModelConfig(src.config_text, config_path));
-  if (!fs::is_regular_file(index_path)) {
-    return NotFound("{}: missing (the converter needs a sharded checkpoint with an index)",
-                    index_path);
+  if (Status st = CheckRegularFile(index_path); !st.ok()) {
+    if (st.code() == StatusCode::kNotFound) {
+      return NotFound("{}: missing (the converter needs a sharded checkpoint with an index)",
+                      index_path);
+    }
+    return st;
   }
   DSV4_ASSIGN_OR_RETURN(src.index_text, ReadFileToString(index_path));
   DSV4_ASSIGN_OR_RETURN(src.index, ParseCheckpointIndex(src.index_text, index_path));

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/file_util.h"
 #include "base/sha256.h"
 #include "tensor/numeric.h"
 #include "tools/convert_internal.h"
@@ -80,11 +81,8 @@ class SequentialReader {
   Sha256 hash_;
 };
 
-Result<int> OpenRead(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("{}: cannot open: {}", path, std::strerror(errno));
-  return fd;
-}
+// Never blocks: a FIFO in place of a shard is an error (base/file_util.h).
+Result<int> OpenRead(const std::string& path) { return OpenRegularFile(path); }
 
 // The whole source scale tensor (small: 1/16384 of an FP8 weight, 1/16 of an
 // MXFP4 one), from whatever shard holds it.
@@ -156,8 +154,8 @@ Status CopyTensor(const TensorJob& job, uint64_t size, SequentialReader& in, Saf
 
 }  // namespace
 
-Result<std::string> ConvertShard(const Source& src, const ShardPlan& shard,
-                                 const std::string& out_dir) {
+Status ConvertShard(const Source& src, const ShardPlan& shard, const std::string& out_dir,
+                    const ShardDigestsFn& before_publish) {
   const size_t index =
       static_cast<size_t>(std::find_if(src.shards.begin(), src.shards.end(),
                                        [&](const SourceShard& s) { return s.file == shard.file; }) -
@@ -166,9 +164,11 @@ Result<std::string> ConvertShard(const Source& src, const ShardPlan& shard,
   DSV4_ASSIGN_OR_RETURN(const int raw, OpenRead(s.path));
   Fd fd(raw);
   SequentialReader in(fd.get(), s.path);
-  DSV4_ASSIGN_OR_RETURN(
-      std::unique_ptr<SafetensorsWriter> out,
-      SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs, {{"format", "pt"}}));
+  SafetensorsWriterOptions wo;
+  wo.data_checksum = true;  // recorded in the marker, verified by --resume
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> out,
+                        SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs,
+                                                  {{"format", "pt"}}, wo));
   Buffers buf;
   std::vector<uint8_t> scratch(kChunkBytes);
   const uint64_t data_start = s.st->header().data_start;
@@ -188,8 +188,8 @@ Result<std::string> ConvertShard(const Source& src, const ShardPlan& shard,
     }
   }
   DSV4_RETURN_IF_ERROR(in.SkipTo(s.st->file_size(), scratch));  // trailing bytes, if any
-  DSV4_RETURN_IF_ERROR(out->Finish());
-  return in.FinishHex();
+  const std::string sha = in.FinishHex();
+  return out->Finish([&] { return before_publish(sha, out->data_checksum()); });
 }
 
 Result<std::string> HashFile(const std::string& path) {

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -500,6 +502,122 @@ TEST(Convert, ResumeRejectsAForeignShard) {
   EXPECT_NE(ErrorOf(kTinyA, out, true).find("refusing to overwrite it"), std::string::npos);
 }
 
+// A marker is a file a user can edit or damage: every field of the wrong
+// type (nlohmann's get<>() would throw, and an uncaught throw aborts) and
+// every record naming a file outside the source's shards is one line.
+TEST(Convert, ResumeRejectsAWrongTypedMarker) {
+  TempDir tmp("convert-marker-types");
+  const std::string out = tmp.sub("out");
+  ASSERT_TRUE(Convert(kTinyA, out).ok());
+  const std::string marker_path = out + "/" + kConvertMarkerName;
+  const std::string good = ReadAll(marker_path);
+  const std::vector<std::pair<std::function<void(Json&)>, std::string>> cases = {
+      {[](Json& j) { j["format"] = 1; }, "field 'format' must be a string"},
+      {[](Json& j) { j.erase("format"); }, "field 'format' is missing"},
+      {[](Json& j) { j["source_config_sha256"] = nullptr; },
+       "field 'source_config_sha256' must be a string"},
+      {[](Json& j) { j["input_dir"] = 7; }, "field 'input_dir' must be a string"},
+      {[](Json& j) { j["complete"] = "yes"; }, "field 'complete' must be true or false"},
+      {[](Json& j) { j["source_shards"] = "all"; }, "field 'source_shards' must be an object"},
+      {[](Json& j) { j["source_shards"][kShard1] = 3; },
+       std::string("field 'source_shards.") + kShard1 + "' must be an object"},
+      {[](Json& j) { j["source_shards"][kShard1]["size"] = "12"; },
+       ".size' must be a non-negative integer"},
+      {[](Json& j) { j["source_shards"][kShard1]["size"] = -1; },
+       ".size' must be a non-negative integer"},
+      {[](Json& j) { j["source_shards"][kShard1]["mtime_ns"] = 1.5; },
+       ".mtime_ns' must be an integer"},
+      {[](Json& j) { j["source_shards"][kShard1]["sha256"] = 5; },
+       ".sha256' must be 64 lowercase hex digits"},
+      {[](Json& j) { j["source_shards"][kShard1]["output_data_xxh3"] = 7; },
+       ".output_data_xxh3' must be 16 lowercase hex digits"},
+      {[](Json& j) { j["source_shards"]["../../etc/passwd"] = j["source_shards"][kShard1]; },
+       "names a shard the source does not have"},
+      {[](Json& j) { j = Json::array(); }, "not a JSON object"},
+  };
+  for (const auto& [edit, want] : cases) {
+    SCOPED_TRACE(want);
+    Json j = Json::parse(good);
+    edit(j);
+    WriteAll(marker_path, j.dump(2));
+    const std::string err = ErrorOf(kTinyA, out, true);
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos);
+  }
+  WriteAll(marker_path, good);
+  EXPECT_EQ(ErrorOf(kTinyA, out, true), "<ok>");
+}
+
+// Output shards carry a data checksum in the marker, recorded before the
+// shard is published: a kept shard altered afterwards is refused, never
+// kept as is; deleting it lets --resume convert it anew.
+TEST(Convert, ResumeRefusesAnOutputShardAlteredAfterItWasWritten) {
+  TempDir tmp("convert-altered");
+  const std::string out = tmp.sub("out");
+  ASSERT_TRUE(Convert(kTinyA, out).ok());
+  const Json marker = Json::parse(ReadAll(out + "/" + kConvertMarkerName));
+  for (const auto& [file, rec] : marker["source_shards"].items()) {
+    EXPECT_EQ(rec["output_data_xxh3"].get<std::string>().size(), 16u) << file;
+  }
+  const std::string original = ReadAll(out + "/" + kShard2);
+  std::string bytes = original;
+  bytes[bytes.size() - 3] ^= 0x40;  // same size, same header: a tensor byte
+  WriteAll(out + "/" + kShard2, bytes);
+  const std::string err = ErrorOf(kTinyA, out, true);
+  EXPECT_NE(err.find(out + "/" + kShard2 + ": output shard changed after it was written"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(ReadAll(out + "/" + kShard2), bytes);  // refused, not overwritten
+  fs::remove(out + "/" + kShard2);
+  Result<ConvertSummary> r = Convert(kTinyA, out, true);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shards_converted, 1);
+  EXPECT_EQ(r->shards_resumed, 2);
+  EXPECT_TRUE(ReadAll(out + "/" + kShard2) == original);
+}
+
+// A marker written before output checksums existed: the kept shards' are
+// recorded (once) on resume, then checked like any other.
+TEST(Convert, ResumeRecordsOutputChecksumsMissingFromAnOlderMarker) {
+  TempDir tmp("convert-old-marker");
+  const std::string out = tmp.sub("out");
+  ASSERT_TRUE(Convert(kTinyA, out).ok());
+  const std::string marker_path = out + "/" + kConvertMarkerName;
+  const std::string good = ReadAll(marker_path);
+  Json j = Json::parse(good);
+  for (auto& [file, rec] : j["source_shards"].items()) rec.erase("output_data_xxh3");
+  WriteAll(marker_path, j.dump(2) + "\n");
+  std::vector<std::string> lines;
+  Result<ConvertSummary> r = Convert(kTinyA, out, true, false, &lines);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) {
+                            return l.find("recorded the output checksum") != std::string::npos;
+                          }),
+            3);
+  EXPECT_EQ(ReadAll(marker_path), good);
+}
+
+TEST(Convert, FifoAndSymlinkLoopsAreErrors) {
+  TempDir tmp("convert-fifo");
+  const std::string src = tmp.sub("src");
+  CopySource(src);
+  fs::remove(src + "/" + kShard2);
+  ASSERT_EQ(::mkfifo((src + "/" + kShard2).c_str(), 0644), 0);
+  EXPECT_NE(ErrorOf(src, tmp.sub("o")).find("is a FIFO, expected a regular file"),
+            std::string::npos)
+      << ErrorOf(src, tmp.sub("o"));
+  fs::create_symlink(tmp.sub("lb"), tmp.sub("la"));
+  fs::create_symlink(tmp.sub("la"), tmp.sub("lb"));
+  EXPECT_NE(ErrorOf(tmp.sub("la"), tmp.sub("o")).find("--input-dir " + tmp.sub("la") +
+                                                      ": Too many levels of symbolic links"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(kTinyA, tmp.sub("la")).find("Too many levels of symbolic links"),
+            std::string::npos)
+      << ErrorOf(kTinyA, tmp.sub("la"));
+  EXPECT_FALSE(fs::exists(tmp.sub("o")));
+}
+
 // Runs `dsv4 args...`; returns its pid (stdout/stderr to log).
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   std::vector<char*> argv;
@@ -521,6 +639,31 @@ int WaitExit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The CLI's side of the same rules: one line and exit status 1 for a damaged
+// marker (not SIGABRT), 2 for a thread count out of range.
+TEST(ConvertProcess, BadMarkerAndThreadsAreOneLine) {
+  ASSERT_TRUE(fs::exists(kDsv4)) << "build the dsv4 target first";
+  TempDir tmp("convert-cli-errors");
+  const std::string out = tmp.sub("out");
+  ASSERT_TRUE(Convert(kTinyA, out).ok());
+  Json j = Json::parse(ReadAll(out + "/" + kConvertMarkerName));
+  j["source_shards"][kShard1]["size"] = "big";
+  WriteAll(out + "/" + kConvertMarkerName, j.dump());
+  EXPECT_EQ(WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", out, "--resume"},
+                           tmp.sub("marker.log"))),
+            1);
+  const std::string log = ReadAll(tmp.sub("marker.log"));
+  EXPECT_EQ(log.rfind("error: ", 0), 0u) << log;
+  EXPECT_NE(log.find(".size' must be a non-negative integer"), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_EQ(WaitExit(Spawn({"convert", "--input-dir", kTinyA, "--output-dir", tmp.sub("t"),
+                            "--threads", "1000000"},
+                           tmp.sub("threads.log"))),
+            2);
+  EXPECT_EQ(ReadAll(tmp.sub("threads.log")),
+            "dsv4: --threads: Value 1000000 not in range 0 to 1024\n");
 }
 
 TEST(ConvertProcess, KilledMidShardThenResumedIsByteIdentical) {

@@ -13,8 +13,11 @@
 #include <set>
 #include <utility>
 
+#include "base/checksum.h"
+#include "base/file_util.h"
 #include "base/mapped_file.h"
 #include "base/sha256.h"
+#include "base/thread_pool.h"
 
 namespace dsv4 {
 namespace {
@@ -245,6 +248,10 @@ std::string StaleReason(const std::map<std::string, std::string>& meta,
     return fmt::format("built for {} ranks, engine runs {}", get("ranks"), now.ranks);
   }
   if (get("fingerprint") != now.Fingerprint()) return DescribeChange(meta, now);
+  if (meta.count(kPrepackedChecksumKey) == 0) {
+    return "no data checksum (written by an older dsv4 prepack); rebuild it with "
+           "`dsv4 prepack --force`";
+  }
   return "";
 }
 
@@ -452,6 +459,20 @@ const char* PrepackedOutcomeName(PrepackedOutcome outcome) {
   return "?";
 }
 
+bool IsPrepackedSidecarFile(const std::string& path) {
+  Result<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return false;
+  ScopedFd fd(*opened);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return false;
+  Result<json> header = ReadHeaderJson(fd.get(), static_cast<uint64_t>(st.st_size));
+  if (!header.ok()) return false;
+  auto m = header->find("__metadata__");
+  if (m == header->end() || !m->is_object()) return false;
+  auto f = m->find("format");
+  return f != m->end() && f->is_string() && f->get<std::string>() == kPrepackedFormat;
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> ResidencyWindows(uint64_t file_size,
                                                             uint64_t page_size) {
   std::vector<std::pair<uint64_t, uint64_t>> w;
@@ -474,15 +495,17 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
   using O = PrepackedOutcome;
   // One descriptor throughout: the sidecar is published by rename, and
   // reopening by name could check one inode and map another.
-  ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) return Decide(O::kMissing, path, "no such file");
-    return Decide(O::kUnreadable, path, fmt::format("cannot open: {}", std::strerror(errno)));
+  // Never blocks: a FIFO or device at the path is unreadable, not waited on.
+  Result<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kNotFound) {
+      return Decide(O::kMissing, path, "no such file");
+    }
+    return Decide(O::kUnreadable, path, opened.status().message());
   }
+  ScopedFd fd(*opened);
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Decide(O::kUnreadable, path, "not a regular file");
-  }
+  if (::fstat(fd.get(), &st) != 0) return Decide(O::kUnreadable, path, "cannot stat");
   const auto size = static_cast<uint64_t>(st.st_size);
   Result<std::unique_ptr<MappedFile>> mapped = MappedFile::MapShared(fd.get(), size, path);
   if (!mapped.ok()) return Decide(O::kUnreadable, path, mapped.status().message());
@@ -528,6 +551,28 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
         "prepacked sidecar matches the checkpoint's fingerprint but is corrupt ({}); delete it "
         "or rebuild it with `dsv4 prepack --force`",
         s.message());
+  }
+  // The data region against the checksum recorded at write time: corruption
+  // after `dsv4 prepack` (a stray write, a damaged copy) is an error, never
+  // weights used as is.  The file is hot (checked above), so this reads
+  // memory on every CPU; docs/prepack.md has the cost.
+  uint64_t recorded = 0;
+  if (!ParseChecksumHex(meta[kPrepackedChecksumKey], &recorded)) {
+    return DataLoss(
+        "prepacked sidecar {}: metadata '{}' is not 16 hex digits; delete it or rebuild it with "
+        "`dsv4 prepack --force`",
+        path, kPrepackedChecksumKey);
+  }
+  const SafetensorsFile& f = **file;
+  const uint64_t start = f.header().data_start;
+  const uint64_t actual =
+      ChecksumOf(f.mapped_data() + start, f.file_size() - start,
+                 options.verify_threads > 0 ? options.verify_threads : ThreadPool::DefaultThreads());
+  if (actual != recorded) {
+    return DataLoss(
+        "prepacked sidecar {}: data changed after it was written (checksum {}, recorded {}); "
+        "delete it or rebuild it with `dsv4 prepack --force`",
+        path, ChecksumHex(actual), ChecksumHex(recorded));
   }
   PrepackedDecision d = Decide(O::kUsed, path, "");
   d.residency = *residency;

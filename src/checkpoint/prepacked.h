@@ -35,6 +35,11 @@ inline constexpr char kPrepackedIsaFamily[] = "cpu-rowmajor";
 // AVX-512 vector).
 inline constexpr uint64_t kPrepackedAlignment = 64;
 
+// The __metadata__ key holding the checksum (base/checksum.h) of the
+// sidecar's data region, computed by `dsv4 prepack` after writing and
+// verified at every load.
+inline constexpr char kPrepackedChecksumKey[] = "data_xxh3";
+
 // "dsv4-stacked-r{ranks}.safetensors".
 std::string PrepackedFileName(int64_t ranks);
 
@@ -109,6 +114,8 @@ struct PrepackedOpenOptions {
   int64_t ranks = 1;
   // Resident fraction of the sampled pages required to use the sidecar.
   double min_residency = 0.95;
+  // Threads hashing the data region for the checksum check (0 = every CPU).
+  int verify_threads = 0;
 };
 
 struct PrepackedDecision {
@@ -126,10 +133,17 @@ struct PrepackedDecision {
 // changed; tensor names != plan -> kMismatch.  After that the sidecar is
 // trusted to be ours, so any defect (malformed or truncated data region, a
 // dtype, shape or alignment other than the plan's) is a DataLoss error naming
-// the file and tensor, never a silent fallback.
+// the file and tensor, never a silent fallback; so is a data region whose
+// checksum differs from the one recorded at write time.  A sidecar without a
+// recorded checksum (written before checksums existed) is kStale.
 Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoint& ckpt,
                                         const ModelConfig& cfg,
                                         const PrepackedOpenOptions& options);
+
+// Whether `path` is a regular file whose safetensors header declares
+// format dsv4-stacked (its data region is not read): what `dsv4 prepack
+// --force` may replace.
+bool IsPrepackedSidecarFile(const std::string& path);
 
 // The windows [offset, offset + length) that residency sampling inspects in a
 // file of `file_size` bytes: all of it up to 256 MiB, else 64 evenly spaced

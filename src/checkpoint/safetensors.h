@@ -56,6 +56,8 @@ class SafetensorsFile {
   const TensorView* Find(std::string_view name) const;
   std::vector<std::string> Names() const;
   uint64_t file_size() const { return file_->size(); }
+  // The whole mapped file (file_size() bytes; null when empty).
+  const uint8_t* mapped_data() const { return file_->data(); }
 
  private:
   SafetensorsFile() = default;

@@ -49,6 +49,7 @@ Status Model::AttachPrepacked(const ModelOptions& options) {
   PrepackedOpenOptions open;
   open.ranks = options.ranks;
   open.min_residency = options.prepacked_min_residency;
+  open.verify_threads = options.prepacked_verify_threads;
   DSV4_ASSIGN_OR_RETURN(PrepackedDecision d, OpenPrepacked(path, *ckpt_, cfg_, open));
   prepacked_ = {d.outcome, d.path, d.reason, d.residency};
   const char* fallback = "; repacking from the checkpoint";

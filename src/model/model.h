@@ -43,6 +43,8 @@ struct ModelOptions {
   int64_t ranks = 1;  // expert-parallel ranks of the engine (one process today)
   // Sampled page-cache residency a sidecar needs (below: "cold", fall back).
   double prepacked_min_residency = 0.95;
+  // Threads verifying the sidecar's data checksum at load (0 = every CPU).
+  int prepacked_verify_threads = 0;
 };
 
 // What Load decided about the sidecar.

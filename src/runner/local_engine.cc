@@ -11,6 +11,7 @@ namespace dsv4 {
 Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
   ModelOptions model_options;
   model_options.prepacked = options.prepacked;
+  model_options.prepacked_verify_threads = options.threads;
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                         Model::Load(options.model_dir, model_options));
   // Mapped weights sit in the page cache, which MemAvailable counts as
@@ -34,7 +35,7 @@ Result<std::unique_ptr<LocalEngine>> LocalEngine::Create(const Model& model,
                                                          int64_t budget_bytes,
                                                          std::unique_ptr<DraftProposer> proposer) {
   const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
-  auto pool = std::make_unique<ThreadPool>(threads);
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> pool, ThreadPool::Create(threads));
   DSV4_ASSIGN_OR_RETURN(EngineParts parts,
                         BuildEngine(model, pool.get(), options, budget_bytes, std::move(proposer)));
   std::unique_ptr<LocalEngine> engine(

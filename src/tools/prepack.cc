@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "base/file_util.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/prepacked.h"
@@ -18,6 +20,8 @@
 
 namespace dsv4::tools {
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr size_t kChunkBytes = 32u << 20;  // copy granularity (bounds the RSS)
 
@@ -83,6 +87,39 @@ Status WriteTensor(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWri
   return Status::Ok();
 }
 
+// The files the checkpoint is read from: what the output must never be.
+std::vector<std::string> InputFiles(const Checkpoint& ckpt, const std::string& dir) {
+  std::vector<std::string> files = {dir + "/config.json", dir + "/model.safetensors.index.json"};
+  for (const auto& shard : ckpt.shards()) files.push_back(shard->path());
+  return files;
+}
+
+// --output must not name an input (by path or by inode: a hard link, a
+// symlink, "dir/./shard"), and --force replaces only an earlier sidecar,
+// never another file (a checkpoint shard, tokenizer.json).
+Status CheckOutput(const std::string& path, const Checkpoint& ckpt, const PrepackOptions& o) {
+  std::error_code ec;
+  const fs::path canon_out = fs::weakly_canonical(path, ec);
+  for (const std::string& in : InputFiles(ckpt, o.model_dir)) {
+    std::error_code in_ec;
+    const fs::path canon_in = fs::weakly_canonical(in, in_ec);
+    if (SameFile(path, in) || (!ec && !in_ec && canon_out == canon_in)) {
+      return InvalidArgument(
+          "--output {} is the checkpoint's own file {}; refusing to overwrite an input", path, in);
+    }
+  }
+  DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
+  if (!exists) return Status::Ok();
+  if (!o.force) return InvalidArgument("{} already exists (pass --force to replace it)", path);
+  if (!IsPrepackedSidecarFile(path)) {
+    return InvalidArgument(
+        "{} exists and is not a prepacked sidecar (no '{}' format in its header); --force "
+        "replaces only a sidecar, remove this file yourself if it is a damaged one",
+        path, kPrepackedFormat);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<PrepackSummary> Prepack(const PrepackOptions& options) {
@@ -92,10 +129,8 @@ Result<PrepackSummary> Prepack(const PrepackOptions& options) {
   const std::string path = options.output.empty()
                                ? options.model_dir + "/" + PrepackedFileName(options.ranks)
                                : options.output;
+  DSV4_RETURN_IF_ERROR(CheckOutput(path, *ckpt, options));
   struct stat st;
-  if (!options.force && ::stat(path.c_str(), &st) == 0) {
-    return InvalidArgument("{} already exists (pass --force to replace it)", path);
-  }
   // Fingerprint first: what the sidecar claims to derive from is what was
   // there when packing started (and is checked again before publishing).
   DSV4_ASSIGN_OR_RETURN(PrepackedSource source, DescribePrepackedSource(*ckpt, options.ranks));
@@ -106,6 +141,8 @@ Result<PrepackSummary> Prepack(const PrepackOptions& options) {
   SafetensorsWriterOptions wo;
   wo.alignment = kPrepackedAlignment;
   wo.unique_temp = true;
+  wo.data_checksum = true;  // verified by every load (docs/prepack.md)
+  wo.checksum_metadata_key = kPrepackedChecksumKey;
   if (::stat(ckpt->shards().front()->path().c_str(), &st) == 0) wo.mode = st.st_mode & 0666;
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
                         SafetensorsWriter::Create(path, infos, PrepackedMetadata(source), wo));

@@ -14,10 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/checksum.h"
 #include "base/thread_pool.h"
 #include "checkpoint/prepacked.h"
 #include "checkpoint/safetensors.h"
@@ -239,6 +242,121 @@ TEST_F(PrepackTest, TruncatedSidecarIsAnError) {
   EXPECT_NE(m.status().message().find("corrupt"), std::string::npos) << m.status().message();
 }
 
+// The data checksum recorded by prepack equals the one of the bytes on disk,
+// and a byte changed after prepack (same size, same header, same mtime as
+// far as the fingerprint knows) is an error at load, never used as is.
+TEST_F(PrepackTest, DataChangedAfterPrepackIsAnError) {
+  {
+    auto f = SafetensorsFile::Open(sidecar_);
+    ASSERT_TRUE(f.ok());
+    uint64_t recorded = 0;
+    ASSERT_TRUE(ParseChecksumHex((*f)->metadata().at(kPrepackedChecksumKey), &recorded));
+    const uint64_t start = (*f)->header().data_start;
+    EXPECT_EQ(ChecksumOf((*f)->mapped_data() + start, (*f)->file_size() - start, 1), recorded);
+  }
+  uint64_t offset = 0;
+  {
+    auto f = SafetensorsFile::Open(sidecar_);
+    ASSERT_TRUE(f.ok());
+    const SafetensorsEntry* w13 = nullptr;
+    for (const auto& e : (*f)->header().entries) {
+      if (e.name == "layers.2.ffn.experts.w13.weight") w13 = &e;
+    }
+    ASSERT_NE(w13, nullptr);
+    offset = (*f)->header().data_start + (w13->begin + w13->end) / 2;
+  }
+  const auto mtime = fs::last_write_time(sidecar_);
+  {
+    std::fstream f(sidecar_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(offset));
+    const char c = static_cast<char>(f.get());
+    f.seekp(static_cast<std::streamoff>(offset));
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  fs::last_write_time(sidecar_, mtime);
+  auto m = Model::Load(*dir_, Policy("auto"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(m.status().message().find(sidecar_ + ": data changed after it was written"),
+            std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("dsv4 prepack --force"), std::string::npos);
+  EXPECT_EQ(m.status().message().find('\n'), std::string::npos);
+}
+
+// A sidecar of an earlier prepack has no checksum: stale (rebuild it), the
+// checkpoint path is used meanwhile.
+TEST_F(PrepackTest, SidecarWithoutChecksumIsStale) {
+  std::string bytes;
+  {
+    std::ifstream in(sidecar_, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("\"data_xxh3\":");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 11, "\"data_xxhx\"");  // same length: the layout stays valid
+  {
+    std::ofstream out(sidecar_, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  auto m = LoadOrDie(*dir_, Policy("auto"));
+  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kStale);
+  EXPECT_NE(m->prepacked().reason.find("no data checksum"), std::string::npos)
+      << m->prepacked().reason;
+  ExpectBitwiseEqual(Logits(*m, pool_), *reference_);
+}
+
+TEST_F(PrepackTest, FifoSidecarIsUnreadableNotAHang) {
+  fs::remove(sidecar_);
+  ASSERT_EQ(::mkfifo(sidecar_.c_str(), 0644), 0);
+  auto m = LoadOrDie(*dir_, Policy("auto"));
+  fs::remove(sidecar_);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kUnreadable);
+  EXPECT_NE(m->prepacked().reason.find("is a FIFO"), std::string::npos) << m->prepacked().reason;
+}
+
+// --output naming an input (directly, through "./", a symlink or a hard
+// link) is refused even with --force, and --force replaces only a sidecar.
+TEST_F(PrepackTest, RefusesToOverwriteTheCheckpointsOwnFiles) {
+  const std::string shard = *dir_ + "/model-00001-of-00003.safetensors";
+  std::string before;
+  {
+    std::ifstream in(shard, std::ios::binary);
+    before.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string elsewhere = *dir_ + "-links";
+  fs::create_directories(elsewhere);
+  fs::create_symlink(shard, elsewhere + "/soft.safetensors");
+  fs::create_hard_link(shard, elsewhere + "/hard.safetensors");
+  for (const std::string& out :
+       {shard, *dir_ + "/./model-00001-of-00003.safetensors", *dir_ + "/config.json",
+        *dir_ + "/model.safetensors.index.json", elsewhere + "/soft.safetensors",
+        elsewhere + "/hard.safetensors"}) {
+    SCOPED_TRACE(out);
+    auto r = Pack(*dir_, 1, out, /*force=*/true);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("is the checkpoint's own file"), std::string::npos)
+        << r.status().message();
+  }
+  std::ofstream(*dir_ + "/tokenizer.json") << "{}";
+  auto tok = Pack(*dir_, 1, *dir_ + "/tokenizer.json", /*force=*/true);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("is not a prepacked sidecar"), std::string::npos)
+      << tok.status().message();
+  fs::remove(*dir_ + "/tokenizer.json");
+  std::string after;
+  {
+    std::ifstream in(shard, std::ios::binary);
+    after.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_TRUE(before == after);
+  fs::remove_all(elsewhere);
+  // Replacing the sidecar itself stays allowed.
+  EXPECT_TRUE(Pack(*dir_, 1, sidecar_, /*force=*/true).ok());
+}
+
 TEST_F(PrepackTest, UnreadableHeaderFallsBack) {
   {
     std::fstream f(sidecar_, std::ios::in | std::ios::out | std::ios::binary);
@@ -256,9 +374,9 @@ TEST_F(PrepackTest, ForeignTensorSetFallsBack) {
   ASSERT_TRUE(src.ok());
   const float x[4] = {1, 2, 3, 4};
   fs::remove(sidecar_);
-  ASSERT_TRUE(WriteSafetensorsFile(sidecar_, {{"something.else", DType::kF32, {4}, x}},
-                                   PrepackedMetadata(*src))
-                  .ok());
+  std::map<std::string, std::string> meta = PrepackedMetadata(*src);
+  meta[kPrepackedChecksumKey] = "0000000000000000";  // names are checked before the data
+  ASSERT_TRUE(WriteSafetensorsFile(sidecar_, {{"something.else", DType::kF32, {4}, x}}, meta).ok());
   auto m = LoadOrDie(*dir_, Policy("auto"));
   EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kMismatch);
   EXPECT_NE(m->prepacked().reason.find("1 unexpected (e.g. something.else)"), std::string::npos)

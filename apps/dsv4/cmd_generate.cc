@@ -3,11 +3,11 @@
 // batching, chunked prefill and MTP speculation run exactly as in `serve`.
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/file_util.h"
 #include "checkpoint/model_config.h"
 #include "commands.h"
 #include "default_model.h"
@@ -186,7 +186,10 @@ int RunGenerateCommand(GenerateArgs& args) {
   const EngineOptions& options = args.engine.options;
   const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
   std::unique_ptr<text::Tokenizer> tokenizer;
-  if (std::filesystem::exists(tokenizer_path)) {
+  // "Cannot tell" (a symlink loop, no permission) is an error, not "absent".
+  auto has_tokenizer = PathExists(tokenizer_path);
+  if (!has_tokenizer.ok()) return UsageError(has_tokenizer.status().message());
+  if (*has_tokenizer) {
     auto loaded = text::Tokenizer::Load(tokenizer_path);
     if (!loaded.ok()) return UsageError(loaded.status().message());
     tokenizer = std::move(*loaded);
@@ -226,10 +229,15 @@ int RunGenerateCommand(GenerateArgs& args) {
   if (!results.ok()) return UsageError(results.status().message());
   if (config.stream) std::cout << "\n";
   PrintResults(*results, job, stats, options.num_speculative_tokens);
-  for (const PromptResult& r : *results) {
-    if (!r.error.ok()) return 1;
+  // A failed request (e.g. non-finite logits from a corrupt checkpoint) is
+  // a failed run: one line per such prompt on stderr, naming the step.
+  int rc = 0;
+  for (size_t i = 0; i < results->size(); ++i) {
+    if ((*results)[i].error.ok()) continue;
+    std::cerr << "dsv4 generate: prompt " << i + 1 << ": " << (*results)[i].error.message() << "\n";
+    rc = 1;
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace

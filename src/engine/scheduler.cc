@@ -339,6 +339,7 @@ Scheduler::Seq* Scheduler::FindLive(const ScheduledRequest& entry) {
 }
 
 Status Scheduler::CheckResult(const ScheduledRequest& e, const RequestResult& r) const {
+  if (!r.error.ok()) return r.error;
   if (r.generation != e.generation) {
     return Internal("request {}: result for generation {} but the plan has {}", e.id, r.generation,
                     e.generation);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/status.h"
 #include "cache/cache_manager.h"
 #include "engine/request.h"
 
@@ -83,6 +84,9 @@ struct RequestResult {
   // accepted drafts plus one target token (1 .. num_draft + 1 tokens).
   std::vector<int32_t> tokens;
   int32_t num_accepted_drafts = 0;  // == tokens.size() - 1 when tokens is non-empty
+  // Non-OK: this request's step failed (e.g. its logits were not finite);
+  // it finishes with kError and this status, the plan's other requests go on.
+  Status error;
 };
 
 struct StepResult {

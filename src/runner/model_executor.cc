@@ -1,6 +1,8 @@
 #include "runner/model_executor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "base/logging.h"
@@ -16,6 +18,23 @@ uint64_t RequestSeed(RequestId id) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// Index of the first NaN or +-Inf among x[0, n), or -1.  The exponent test
+// on the bits vectorises (no branch per element); the search for the index
+// runs only when something is wrong.
+int64_t FirstNonFinite(const float* x, int64_t n) {
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    any |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+  }
+  if (any == 0) return -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return i;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -235,6 +254,19 @@ Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
 void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sampler,
                                 Sampled* out) const {
   const ScheduledRequest& e = *b.entry;
+  // A corrupt-but-well-formed checkpoint (a NaN norm weight) yields NaN
+  // logits, which every sampler would silently turn into token 0: fail the
+  // request instead (docs/engine.md).  One pass over the entry's rows, a few
+  // microseconds per 100k-entry row.
+  const int64_t rows = 1 + static_cast<int64_t>(b.drafts.size());
+  if (const int64_t bad = FirstNonFinite(logits, rows * vocab_); bad >= 0) {
+    out->error = DataLoss(
+        "step {}: the logits of request {} at position {} are not finite (logit {} of row {} is "
+        "{}): the model's weights or activations hold NaN/Inf (a corrupt checkpoint?)",
+        step_id_, e.id, e.start_pos + e.num_real_tokens() - 1, bad % vocab_, bad / vocab_,
+        logits[bad]);
+    return;
+  }
   const SlotState& st = slots_[static_cast<size_t>(b.slot)];
   const int64_t end = e.start_pos + e.num_real_tokens();
   std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &out->logprobs : nullptr;
@@ -254,6 +286,18 @@ void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sa
 }
 
 RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate* u) {
+  if (!sampled.error.ok()) {
+    // Nothing committed (the scheduler ends the request); the proposer sees
+    // an uncommitted entry, as for a prefill chunk without logits.
+    RequestResult r = Commit(b, Sampled{}, u, /*needs_logits=*/false);
+    r.error = std::move(sampled.error);
+    return r;
+  }
+  return Commit(b, std::move(sampled), u, b.entry->needs_logits);
+}
+
+RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate* u,
+                                    bool needs_logits) {
   const ScheduledRequest& e = *b.entry;
   SlotState& st = slots_[static_cast<size_t>(b.slot)];
   RequestResult r;
@@ -268,7 +312,7 @@ RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate
   u->num_true_rows = n;
   u->committed = false;
   u->history = st.tokens;
-  if (!e.needs_logits) return r;
+  if (!needs_logits) return r;
 
   RequestStepInfo& info = last_step_[e.id];
   info.logprobs = std::move(sampled.logprobs);
@@ -314,6 +358,7 @@ std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<B
 }
 
 Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
+  step_id_ = plan.step_id;
   last_step_.clear();
   for (const ReleasedSlot& r : plan.released) Release(r);
   std::vector<Bound> bound;

@@ -138,16 +138,20 @@ class ModelExecutor : public Executor {
     std::vector<int32_t> tokens;  // accepted drafts + one target token
     int32_t num_accepted = 0;
     std::vector<TokenLogprob> logprobs;  // one per token when requested
+    Status error;  // non-finite logits: nothing sampled, the request fails
   };
   void SampleEntry(const Bound& b, const float* logits, Sampler& sampler, Sampled* out) const;
   std::vector<Sampled> SampleAll(const std::vector<Bound>& bound);
+  // A failed sample (sampled.error) commits nothing and carries the error.
   RequestResult Commit(const Bound& b, Sampled sampled, DraftUpdate* update);
+  RequestResult Commit(const Bound& b, Sampled sampled, DraftUpdate* update, bool needs_logits);
 
   const Model& model_;
   ThreadPool* pool_;
   ModelExecutorOptions options_;
   int32_t k_;
   int64_t vocab_;
+  uint64_t step_id_ = 0;  // of the plan Run is executing (error messages)
   std::unique_ptr<ModelCache> cache_;
   std::unique_ptr<DraftProposer> proposer_;  // null when K = 0
   // One per pool thread (each holds [vocab] scratch): entries sample in

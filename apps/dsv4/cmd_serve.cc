@@ -29,13 +29,6 @@ struct ServeArgs {
   double shutdown_timeout_s = 30;
 };
 
-std::string ModelName(const std::string& dir) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  const size_t slash = d.rfind('/');
-  return slash == std::string::npos ? d : d.substr(slash + 1);
-}
-
 void PrintBanner(const ServeArgs& a, int port, bool scripted) {
   const EngineOptions& e = a.engine.options;
   std::cout << "dsv4 serve\n"

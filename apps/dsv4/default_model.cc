@@ -53,6 +53,13 @@ Result<ModelLocation> ResolveModel(const std::string& flag) {
   return ResolveModelDir(flag, env != nullptr ? env : "", dirs);
 }
 
+std::string ModelName(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
 void LogModel(const ModelLocation& model) {
   DSV4_LOG_INFO("model: {} ({})", model.dir,
                 model.source == "default" ? std::string("the embedded default model")

@@ -39,6 +39,10 @@ Result<ModelLocation> ResolveModelDir(const std::string& flag, const std::string
 // working directory}.
 Result<ModelLocation> ResolveModel(const std::string& flag);
 
+// The model name `serve` answers to by default (and `generate` checks a
+// --chat-request's "model" against): the directory's last component.
+std::string ModelName(const std::string& dir);
+
 // The startup log line naming the model and where the choice came from.
 void LogModel(const ModelLocation& model);
 

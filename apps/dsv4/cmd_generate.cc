@@ -8,14 +8,15 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "chat_prompt.h"
 #include "checkpoint/model_config.h"
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
 #include "generate_config.h"
 #include "generate_driver.h"
+#include "generate_output.h"
 #include "runner/local_engine.h"
-#include "text/chat_encoding.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::cli {
@@ -41,14 +42,14 @@ bool ParseIdList(const std::string& text, std::vector<int32_t>* ids) {
 
 namespace {
 
-constexpr size_t kPrintedTokens = 64;
-
 struct GenerateArgs {
   EngineFlags engine;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;
+  std::vector<std::string> chat_requests;
   std::string generate_config;
   bool chat = false;
+  bool thinking = false;
 };
 
 // A usage error: one line on stderr, exit status 2.
@@ -57,115 +58,75 @@ int UsageError(const std::string& message) {
   return 2;
 }
 
-std::string JsonString(const std::string& s) {
-  return nlohmann::json(s).dump(-1, ' ', /*ensure_ascii=*/false,
-                                nlohmann::json::error_handler_t::replace);
+// How chat prompts are parsed: as `dsv4 serve` would with this model and
+// --max-model-len, and --thinking as its --default-thinking.
+server::ServerOptions ChatParseOptions(const GenerateArgs& args, const GenerateConfig& config) {
+  server::ServerOptions options;
+  options.served_model_name = ModelName(args.engine.options.model_dir);
+  options.max_model_len = args.engine.options.max_model_len;
+  options.default_thinking = args.thinking || config.thinking;
+  return options;
 }
 
-// Chat mode: the prompt as one user message, thinking off unless the
-// generate config turns it on (docs/sampling.md §5).
-Result<std::string> ChatPrompt(const std::string& prompt, const GenerateConfig& config) {
-  text::OrderedJson messages = text::OrderedJson::array();
-  messages.push_back({{"role", "user"}, {"content", prompt}});
-  text::EncodeOptions options;
-  options.thinking_mode =
-      config.thinking ? text::ThinkingMode::kThinking : text::ThinkingMode::kChat;
-  if (config.reasoning_effort) {
-    DSV4_ASSIGN_OR_RETURN(text::MappedEffort effort,
-                          text::MapOpenAiReasoningEffort(*config.reasoning_effort));
-    if (effort.force_chat) options.thinking_mode = text::ThinkingMode::kChat;
-    options.reasoning_effort = effort.effort;
-  }
-  return text::EncodeMessages(messages, options);
-}
-
-// Token prompts: --prompt texts first (in order), then --prompt-ids lists.
-Result<std::vector<std::vector<int32_t>>> BuildPrompts(const GenerateArgs& args,
-                                                       const GenerateConfig& config,
-                                                       const text::Tokenizer* tokenizer) {
-  std::vector<std::vector<int32_t>> prompts;
+// Prompts: --prompt texts first (in order), then --prompt-ids lists, then
+// --chat-request files.
+Result<std::vector<GeneratePrompt>> BuildPrompts(const GenerateArgs& args,
+                                                 const GenerateConfig& config,
+                                                 const text::Tokenizer* tokenizer) {
+  const server::ServerOptions chat_options = ChatParseOptions(args, config);
+  std::vector<GeneratePrompt> prompts;
   for (size_t i = 0; i < args.prompts.size(); ++i) {
-    std::string prompt_text = args.prompts[i];
+    GeneratePrompt p;
     if (args.chat) {
-      auto encoded = ChatPrompt(prompt_text, config);
-      if (!encoded.ok()) return encoded.status().WithPrefix("--chat");
-      prompt_text = *encoded;
+      auto parsed = ChatTextRequest(args.prompts[i], config, *tokenizer, chat_options);
+      if (!parsed.ok()) return parsed.status().WithPrefix(fmt::format("--chat prompt {}", i + 1));
+      p.ids = parsed->prompts.at(0);
+      p.chat = std::move(*parsed);
+      p.label = "chat";
+    } else {
+      p.ids = tokenizer->Encode(args.prompts[i]);
+      if (p.ids.empty()) return InvalidArgument("--prompt {} encodes to no tokens", i + 1);
     }
-    prompts.push_back(tokenizer->Encode(prompt_text));
-    if (prompts.back().empty()) return InvalidArgument("--prompt {} encodes to no tokens", i + 1);
+    prompts.push_back(std::move(p));
   }
   for (const std::string& list : args.prompt_ids) {
-    std::vector<int32_t> ids;
-    if (!ParseIdList(list, &ids)) {
+    GeneratePrompt p;
+    if (!ParseIdList(list, &p.ids)) {
       return InvalidArgument("--prompt-ids must be a comma-separated list of token ids, got \"{}\"",
                              list);
     }
-    prompts.push_back(std::move(ids));
+    prompts.push_back(std::move(p));
+  }
+  for (const std::string& path : args.chat_requests) {
+    DSV4_ASSIGN_OR_RETURN(server::ParsedRequest parsed,
+                          LoadChatRequest(path, config, *tokenizer, chat_options));
+    GeneratePrompt p;
+    p.ids = parsed.prompts.at(0);
+    p.chat = std::move(parsed);
+    p.label = path;
+    prompts.push_back(std::move(p));
   }
   return prompts;
 }
 
 Status CheckCombinations(const GenerateArgs& args, const GenerateConfig& config) {
-  const size_t num_prompts = args.prompts.size() + args.prompt_ids.size();
-  if (num_prompts == 0) return InvalidArgument("give at least one --prompt or --prompt-ids");
+  const size_t num_prompts =
+      args.prompts.size() + args.prompt_ids.size() + args.chat_requests.size();
+  if (num_prompts == 0) {
+    return InvalidArgument("give at least one --prompt, --prompt-ids or --chat-request");
+  }
   if (config.stream && num_prompts != 1) {
     return InvalidArgument("\"stream\": true needs exactly one prompt, got {}", num_prompts);
   }
   if (args.chat && !args.prompt_ids.empty()) {
     return InvalidArgument("--chat applies to --prompt text, not to --prompt-ids");
   }
-  if (!args.chat && (config.thinking || config.reasoning_effort)) {
-    return InvalidArgument("\"thinking\" and \"reasoning_effort\" need --chat");
+  const bool any_chat = (args.chat && !args.prompts.empty()) || !args.chat_requests.empty();
+  if (!any_chat && (args.thinking || config.thinking || config.reasoning_effort)) {
+    return InvalidArgument(
+        "--thinking, \"thinking\" and \"reasoning_effort\" need --chat or --chat-request");
   }
   return Status::Ok();
-}
-
-void PrintTokenIds(const std::vector<int32_t>& tokens) {
-  std::cout << "token_ids: [";
-  for (size_t i = 0; i < tokens.size() && i < kPrintedTokens; ++i) {
-    std::cout << (i ? ", " : "") << tokens[i];
-  }
-  std::cout << "]";
-  if (tokens.size() > kPrintedTokens) std::cout << "... (" << tokens.size() << " tokens)";
-  std::cout << "\n";
-}
-
-void PrintLogprobs(const std::vector<TokenLogprob>& logprobs) {
-  nlohmann::json list = nlohmann::json::array();
-  for (size_t i = 0; i < logprobs.size() && i < kPrintedTokens; ++i) {
-    nlohmann::json top = nlohmann::json::array();
-    for (const auto& [id, lp] : logprobs[i].top) top.push_back({id, lp});
-    list.push_back({{"token", logprobs[i].token}, {"logprob", logprobs[i].logprob}, {"top", top}});
-  }
-  std::cout << "logprobs: " << list.dump() << (logprobs.size() > kPrintedTokens ? "..." : "")
-            << "\n";
-}
-
-void PrintResults(const std::vector<PromptResult>& results, const GenerateJob& job,
-                  const GenerateStats& stats, int32_t num_speculative_tokens) {
-  for (size_t i = 0; i < results.size(); ++i) {
-    const PromptResult& r = results[i];
-    std::cout << "-- prompt " << i + 1 << "/" << results.size() << " --\n";
-    if (job.tokenizer != nullptr) std::cout << "text: " << JsonString(r.text) << "\n";
-    PrintTokenIds(r.tokens);
-    if (job.config.sampling.logprobs >= 0) PrintLogprobs(r.logprobs);
-    std::cout << "finish_reason: " << r.finish;
-    if (!r.error.ok()) std::cout << " (" << r.error.message() << ")";
-    std::cout << "\n";
-  }
-  const double rate = stats.seconds > 0 ? static_cast<double>(stats.num_tokens) / stats.seconds : 0;
-  std::cout << fmt::format("[generate] {} tokens in {:.2f}s ({:.1f} tok/s)\n", stats.num_tokens,
-                           stats.seconds, rate);
-  if (num_speculative_tokens > 0) {
-    const double steps = static_cast<double>(std::max<int64_t>(stats.num_verify_steps, 1));
-    const double drafts = static_cast<double>(std::max<int64_t>(stats.num_draft_tokens, 1));
-    std::cout << fmt::format(
-        "[generate] mtp K={}: {} drafts ({} draft tokens), {} accepted ({:.1f}%), "
-        "mean accepted length {:.2f}\n",
-        num_speculative_tokens, stats.num_verify_steps, stats.num_draft_tokens,
-        stats.num_accepted_tokens, 100.0 * static_cast<double>(stats.num_accepted_tokens) / drafts,
-        1.0 + static_cast<double>(stats.num_accepted_tokens) / steps);
-  }
 }
 
 int RunGenerateCommand(GenerateArgs& args) {
@@ -193,17 +154,19 @@ int RunGenerateCommand(GenerateArgs& args) {
     auto loaded = text::Tokenizer::Load(tokenizer_path);
     if (!loaded.ok()) return UsageError(loaded.status().message());
     tokenizer = std::move(*loaded);
-  } else if (!args.prompts.empty() || !config.stop.empty()) {
+  } else if (!args.prompts.empty() || !args.chat_requests.empty() || !config.stop.empty()) {
     return UsageError("no tokenizer.json in " + options.model_dir +
-                      ": --prompt and \"stop\" need one (use --prompt-ids)");
+                      ": --prompt, --chat-request and \"stop\" need one (use --prompt-ids)");
   }
   auto prompts = BuildPrompts(args, config, tokenizer.get());
   if (!prompts.ok()) return UsageError(prompts.status().message());
   auto model_config = LoadModelConfig(options.model_dir);
   if (!model_config.ok()) return UsageError(model_config.status().message());
-  // The engine refuses these too, but only after loading the weights.
+  // The engine refuses these too, but only after loading the weights (chat
+  // prompts were checked by the server's parser, with their own max_tokens).
   for (size_t i = 0; i < prompts->size(); ++i) {
-    const auto len = static_cast<int64_t>((*prompts)[i].size());
+    if ((*prompts)[i].chat) continue;
+    const auto len = static_cast<int64_t>((*prompts)[i].ids.size());
     if (len + config.max_new_tokens > options.max_model_len) {
       return UsageError(
           fmt::format("prompt {} ({} tokens) + max_new_tokens ({}) exceeds --max-model-len {}",
@@ -228,7 +191,7 @@ int RunGenerateCommand(GenerateArgs& args) {
   (*engine)->Shutdown();
   if (!results.ok()) return UsageError(results.status().message());
   if (config.stream) std::cout << "\n";
-  PrintResults(*results, job, stats, options.num_speculative_tokens);
+  PrintResults(std::cout, *results, job, stats, options.num_speculative_tokens);
   // A failed request (e.g. non-finite logits from a corrupt checkpoint) is
   // a failed run: one line per such prompt on stderr, naming the step.
   int rc = 0;
@@ -252,7 +215,13 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_option("--generate-config", args->generate_config,
                   R"(Sampling and stopping as JSON, e.g. {"max_new_tokens":32,"temperature":0.7})");
   cmd->add_flag("--chat", args->chat,
-                "Apply the chat encoding to each --prompt as one user message (thinking off)");
+                "Apply the chat encoding to each --prompt as one user message and print the "
+                "output parsed as the server does (reasoning, content, tool calls)");
+  cmd->add_flag("--thinking", args->thinking,
+                "Thinking mode for chat prompts that do not choose (serve's --default-thinking)");
+  cmd->add_option("--chat-request", args->chat_requests,
+                  "A chat-completions request body (JSON file: messages, tools, thinking, "
+                  "sampling), parsed as `dsv4 serve` parses it (repeatable)");
   cmd->callback([args, exit_code] { *exit_code = RunGenerateCommand(*args); });
 }
 

@@ -34,9 +34,14 @@ struct Channel {
   }
 };
 
+// What a streamed chat prompt printed last.
+enum class Section { kNone, kReasoning, kContent, kToolCall };
+
 struct Tracker {
   PromptResult result;
-  std::optional<OutputText> text;
+  std::optional<OutputText> text;                  // plain prompts
+  std::unique_ptr<server::ChoiceDecoder> decoder;  // chat prompts
+  Section section = Section::kNone;
   RequestId id = 0;
   bool done = false;        // no further token counts (finished or stop string)
   bool final_seen = false;  // the engine's last output arrived
@@ -61,6 +66,47 @@ std::string FinishName(const GenerationOutput& out, const PromptResult& r, const
   return "none";
 }
 
+// A chat prompt's deltas, each section under a header (the reasoning, the
+// content and every tool call in the order the decoder releases them).
+void StreamChat(const server::ChoiceDelta& d, Tracker& t, std::ostream& os) {
+  auto open = [&](Section section, const std::string& header) {
+    if (t.section == section && section != Section::kToolCall) return;
+    if (t.section != Section::kNone) os << "\n";
+    os << header;
+    t.section = section;
+  };
+  if (!d.reasoning_content.empty()) {
+    open(Section::kReasoning, "reasoning: ");
+    os << d.reasoning_content;
+  }
+  if (!d.content.empty()) {
+    open(Section::kContent, "content: ");
+    os << d.content;
+  }
+  for (const server::ToolCallChunk& c : d.tool_calls) {
+    if (!c.name.empty()) open(Section::kToolCall, "tool_call: " + c.name + " ");
+    os << c.arguments;
+  }
+  os << std::flush;
+}
+
+// Chat prompts: every token goes to the server's decoder, which owns stop
+// strings, the finish reason and when to abort (a stop string, malformed
+// model output).
+void HandleChat(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput& out,
+                Tracker& t) {
+  t.result.tokens.insert(t.result.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+  t.result.logprobs.insert(t.result.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  const server::ChoiceDelta d = t.decoder->Push(out);
+  if (job.stream != nullptr) StreamChat(d, t, *job.stream);
+  if (!t.decoder->finished()) return;
+  t.done = true;
+  if (t.decoder->needs_abort()) engine.Abort(t.id);  // its final (kAbort) output still follows
+  const std::string& finish = t.decoder->finish_reason();
+  t.result.finish = finish == "abort" ? "aborted" : finish;
+  t.result.error = t.decoder->error();
+}
+
 void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput& out, Tracker& t,
             GenerateStats* stats) {
   if (out.finish != FinishReason::kNone) t.final_seen = true;
@@ -70,6 +116,7 @@ void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput&
     stats->num_draft_tokens += out.num_draft_tokens;
     stats->num_accepted_tokens += out.num_accepted_tokens;
   }
+  if (t.decoder) return HandleChat(engine, job, out, t);
   for (size_t k = 0; k < out.new_tokens.size(); ++k) {
     t.result.tokens.push_back(out.new_tokens[k]);
     if (k < out.logprobs.size()) t.result.logprobs.push_back(out.logprobs[k]);
@@ -100,12 +147,31 @@ Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const Generat
   Status submit_error;
   size_t num_submitted = 0;
   for (size_t i = 0; i < job.prompts.size(); ++i) {
-    if (job.tokenizer != nullptr) trackers[i].text.emplace(*job.tokenizer, job.config.stop);
+    const GeneratePrompt& prompt = job.prompts[i];
+    if (prompt.chat && job.tokenizer == nullptr) {
+      return InvalidArgument("prompt {}: a chat prompt needs a tokenizer", i + 1);
+    }
+  }
+  for (size_t i = 0; i < job.prompts.size(); ++i) {
+    const GeneratePrompt& prompt = job.prompts[i];
     GenerationRequest request;
-    request.prompt = job.prompts[i];
-    request.max_tokens = job.config.max_new_tokens;
-    request.stop_token_ids = job.config.stop_token_ids;
-    request.sampling = job.config.sampling;
+    request.prompt = prompt.ids;
+    if (prompt.chat) {
+      auto decoder = server::ChoiceDecoder::Create(*prompt.chat, *job.tokenizer);
+      if (!decoder.ok()) {
+        submit_error = decoder.status().WithPrefix("prompt " + std::to_string(i + 1));
+        break;
+      }
+      trackers[i].decoder = std::move(*decoder);
+      request.max_tokens = prompt.chat->max_tokens;
+      request.stop_token_ids = prompt.chat->stop_token_ids;
+      request.sampling = prompt.chat->sampling;
+    } else {
+      if (job.tokenizer != nullptr) trackers[i].text.emplace(*job.tokenizer, job.config.stop);
+      request.max_tokens = job.config.max_new_tokens;
+      request.stop_token_ids = job.config.stop_token_ids;
+      request.sampling = job.config.sampling;
+    }
     // The callback owns a reference to the channel: it stays valid however
     // late the engine thread runs it.
     auto id = engine.Submit(std::move(request),
@@ -133,6 +199,12 @@ Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const Generat
   std::vector<PromptResult> results;
   for (Tracker& t : trackers) {
     if (t.text) t.result.text = t.text->text();
+    if (t.decoder) {
+      t.result.text = job.tokenizer->Decode(t.result.tokens, /*skip_special=*/false);
+      t.result.reasoning_content = t.decoder->reasoning_content();
+      t.result.content = t.decoder->content();
+      t.result.tool_calls = t.decoder->tool_calls();
+    }
     stats->num_tokens += static_cast<int64_t>(t.result.tokens.size());
     results.push_back(std::move(t.result));
   }

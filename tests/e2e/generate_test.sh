@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end `dsv4 generate`: make-tiny into a temp dir, then text prompts
 # through the engine with and without MTP (K = 2), stop strings, --chat,
-# --prompt-ids, seeded sampling and bad-flag handling.
+# --chat-request, --prompt-ids, seeded sampling and bad-flag handling.
 # Usage: generate_test.sh DSV4_BINARY TOKENIZER_JSON
 set -euo pipefail
 dsv4=$1
@@ -60,10 +60,38 @@ else
   echo "note: no 3-character ASCII run in the greedy text; stop-string check skipped"
 fi
 
-# --chat (thinking off) and --prompt-ids in one run.
+# --chat (thinking off): printed as the server parses it, no reasoning.
 "$dsv4" generate "${engine[@]}" --chat --prompt "Hi" --generate-config '{"max_new_tokens":4}' \
   > "$tmp/chat.out" 2>&1 || { cat "$tmp/chat.out" >&2; fail "--chat run"; }
-expect_count "$tmp/chat.out" '^-- prompt 1/1 --$' 1
+expect_count "$tmp/chat.out" '^-- prompt 1/1 \(chat\) --$' 1
+expect_count "$tmp/chat.out" '^content: ".*"$' 1
+expect_count "$tmp/chat.out" '^reasoning: ' 0
+expect_count "$tmp/chat.out" '^text: ' 0
+
+# --chat-request (a body with a tool and thinking on, its own max_tokens)
+# next to a --chat --thinking prompt, with MTP: the server's parser and
+# output decoder, the sections printed, the acceptance line kept.
+cat > "$tmp/weather.json" <<'JSON'
+{"messages": [{"role": "system", "content": "You are a helpful assistant."},
+              {"role": "user", "content": "What is the weather in Paris?"}],
+ "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+ "chat_template_kwargs": {"thinking": true}, "max_tokens": 12}
+JSON
+"$dsv4" generate "${engine[@]}" "${mtp[@]}" --chat --thinking --prompt "Hi" \
+  --chat-request "$tmp/weather.json" --generate-config '{"max_new_tokens":6}' \
+  > "$tmp/req.out" 2> "$tmp/req.err" || { cat "$tmp/req.err" >&2; fail "--chat-request run"; }
+expect_count "$tmp/req.out" '^-- prompt 1/2 \(chat\) --$' 1
+expect_count "$tmp/req.out" '^-- prompt 2/2 \(.*/weather\.json\) --$' 1
+expect_count "$tmp/req.out" '^reasoning: ".*"$' 2
+expect_count "$tmp/req.out" '^content: ".*"$' 2
+expect_count "$tmp/req.out" '^tool_calls: [0-9]+$' 1
+expect_count "$tmp/req.out" '^finish_reason: (stop|length|tool_calls)$' 2
+expect_count "$tmp/req.out" '^token_ids: \[[0-9]+(, [0-9]+){5}\]$' 1  # max_new_tokens 6
+expect_count "$tmp/req.out" '^token_ids: \[[0-9]+(, [0-9]+){11}\]$' 1  # the file's max_tokens 12
+expect_count "$tmp/req.out" '^\[generate\] mtp K=2: ' 1
+
+# --prompt-ids.
 "$dsv4" generate "${engine[@]}" --prompt-ids 1,2,3 --prompt-ids 7 \
   --generate-config '{"max_new_tokens":4}' > "$tmp/ids.out" 2>&1 \
   || { cat "$tmp/ids.out" >&2; fail "--prompt-ids run"; }
@@ -111,4 +139,12 @@ expect_usage_error 'exactly one prompt' "${prompts[@]}" --generate-config '{"str
 expect_usage_error 'at least one --prompt' --generate-config '{}'
 expect_usage_error 'exceeds --max-model-len 64' --prompt x --max-model-len 64 \
   --generate-config '{"max_new_tokens":64}'
+echo '{"messages": [' > "$tmp/bad.json"
+expect_usage_error "^dsv4 generate: --chat-request $tmp/bad.json: the request body is not valid JSON" \
+  --chat-request "$tmp/bad.json"
+expect_usage_error "^dsv4 generate: --chat-request $tmp/none.json: cannot open" \
+  --chat-request "$tmp/none.json"
+echo '{"messages": [{"role": "user", "content": "x"}], "stream": true}' > "$tmp/stream.json"
+expect_usage_error 'stream.json: "stream": true is not supported' --chat-request "$tmp/stream.json"
+expect_usage_error 'need --chat or --chat-request' --prompt x --thinking
 echo "PASS"

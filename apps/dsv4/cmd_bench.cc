@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "commands.h"
 #include "default_model.h"
+#include "engine/memory_budget.h"
 #include "kernels/dispatch.h"
 #include "membw.h"
 #include "model/model.h"
@@ -180,7 +181,27 @@ int RunBench(BenchArgs& args) {
   }
   const Model& model = **model_or;
   const ModelConfig& cfg = model.config();
-  ThreadPool pool(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
+  // Sizes the flags' ranges cannot know: positions past the model's (the
+  // rope tables and caches are not defined there) and triad arrays that do
+  // not fit in memory (an allocation failure would abort).
+  if (args.prompt_len + args.decode_steps > cfg.max_position_embeddings) {
+    std::cerr << "dsv4 bench: --prompt-len + --decode-steps = "
+              << args.prompt_len + args.decode_steps << " exceeds the model's "
+              << cfg.max_position_embeddings << " positions\n";
+    return 2;
+  }
+  if (auto mem = ReadMemInfo(); mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
+    std::cerr << "dsv4 bench: --triad-mib " << args.triad_mib << " needs 3 x " << args.triad_mib
+              << " MiB, more than the " << (mem->available_bytes >> 20)
+              << " MiB of available memory\n";
+    return 2;
+  }
+  auto pool_or = ThreadPool::Create(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
+  if (!pool_or.ok()) {
+    std::cerr << "dsv4 bench: " << pool_or.status().message() << "\n";
+    return 1;
+  }
+  ThreadPool& pool = **pool_or;
   std::printf("model %s: %lld layers, hidden %lld, vocab %lld; isa %s (%s); %d threads\n",
               args.model.c_str(), static_cast<long long>(cfg.num_hidden_layers),
               static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size),
@@ -274,7 +295,8 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch", args->batch, "Sequences decoded together")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)");
+  cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)")
+      ->check(ThreadsRange());
   cmd->add_option("--prepacked", args->prepacked,
                   "Prepacked sidecar: auto, off or a path (docs/prepack.md)")
       ->capture_default_str();

@@ -216,7 +216,12 @@ int RunEval(EvalArgs& a) {
     std::cerr << "dsv4 eval: " << model.status().message() << "\n";
     return 1;
   }
-  ThreadPool pool(a.threads > 0 ? a.threads : ThreadPool::DefaultThreads());
+  auto pool_or = ThreadPool::Create(a.threads > 0 ? a.threads : ThreadPool::DefaultThreads());
+  if (!pool_or.ok()) {
+    std::cerr << "dsv4 eval: " << pool_or.status().message() << "\n";
+    return 1;
+  }
+  ThreadPool& pool = **pool_or;
   ProgressLine progress;
   options.on_progress = [&progress](const eval::Progress& p) { progress.Update(p); };
   auto report = eval::EvaluatePerplexity(**model, tokens, options, &pool);
@@ -255,7 +260,7 @@ void RegisterEval(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Compute threads (0 = every CPU)")
-      ->check(CLI::Range(0, 1 << 16))
+      ->check(ThreadsRange())
       ->capture_default_str();
   cmd->add_flag("--no-mtp", args->no_mtp, "Skip the MTP head (faster)");
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the human-readable lines");

@@ -18,7 +18,8 @@ struct TokenizeArgs {
 
 int RunTokenize(const TokenizeArgs& a) {
   std::string path = a.tokenizer;
-  if (std::filesystem::is_directory(path)) path += "/tokenizer.json";
+  std::error_code ec;  // a symlink loop reads as "not a directory"; Load names it
+  if (std::filesystem::is_directory(path, ec)) path += "/tokenizer.json";
   Result<std::unique_ptr<text::Tokenizer>> tok = text::Tokenizer::Load(path);
   if (!tok.ok()) {
     std::cerr << "dsv4 tokenize: " << tok.status().message() << "\n";

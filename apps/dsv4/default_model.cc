@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "base/file_util.h"
 #include "base/logging.h"
 
 namespace dsv4::cli {
@@ -50,7 +51,11 @@ Result<ModelLocation> ResolveModel(const std::string& flag) {
   if (!ec) dirs.push_back(exe.parent_path().string());
   const fs::path cwd = fs::current_path(ec);
   if (!ec) dirs.push_back(cwd.string());
-  return ResolveModelDir(flag, env != nullptr ? env : "", dirs);
+  DSV4_ASSIGN_OR_RETURN(ModelLocation m, ResolveModelDir(flag, env != nullptr ? env : "", dirs));
+  // One line before anything is loaded: a missing directory, a file, a
+  // symlink loop (stat, never a throwing std::filesystem call).
+  if (m.source == "--model") DSV4_RETURN_IF_ERROR(CheckDirectory(m.dir, "--model"));
+  return m;
 }
 
 std::string ModelName(const std::string& dir) {

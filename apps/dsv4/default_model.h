@@ -36,7 +36,8 @@ Result<ModelLocation> ResolveModelDir(const std::string& flag, const std::string
                                       const std::vector<std::string>& search_dirs);
 
 // ResolveModelDir with $DSV4_MODEL and {the executable's directory, the
-// working directory}.
+// working directory}; a --model that is not a directory (missing, a file, a
+// symlink loop) is an error here.
 Result<ModelLocation> ResolveModel(const std::string& flag);
 
 // The model name `serve` answers to by default (and `generate` checks a

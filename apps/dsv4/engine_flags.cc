@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "base/thread_pool.h"
 #include "default_model.h"
 #include "generate_config.h"
 
@@ -38,7 +39,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--threads", o.threads, "Compute threads (0 = every CPU)")
-      ->check(CLI::Range(0, 1 << 16))
+      ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_option("--prepacked", o.prepacked,
                   "Prepacked sidecar: auto (<model>/dsv4-stacked-r1.safetensors when hot and "

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 
+#include "base/file_util.h"
 #include "server/request_parse.h"
 #include "server/server_options.h"
 
@@ -91,6 +92,12 @@ Status EncodeTrainingLine(std::string_view line, const text::Tokenizer& tokenize
 
 Result<TokenizeStats> TokenizeJsonl(const std::string& input, const std::string& output,
                                     const text::Tokenizer& tokenizer) {
+  // A FIFO or device as --input is refused, never waited on; --output must
+  // not replace the input (it is renamed over its path at the end).
+  if (Status s = CheckRegularFile(input); !s.ok()) return s.WithPrefix("--input");
+  if (SameFile(input, output) || SameFile(input, output + ".json")) {
+    return InvalidArgument("--output {} would replace --input {}", output, input);
+  }
   std::ifstream in(input, std::ios::binary);
   if (!in) return NotFound("cannot open {}", input);
   const std::string tmp = output + ".tmp";

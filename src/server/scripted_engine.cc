@@ -4,10 +4,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/file_util.h"
+
 namespace dsv4::server {
 
 Result<std::vector<std::vector<int32_t>>> LoadTokenScripts(const std::string& path,
                                                            const text::Tokenizer& tokenizer) {
+  if (Status s = CheckRegularFile(path); !s.ok()) return s.WithPrefix("token script");
   std::ifstream in(path);
   if (!in) return IoError("cannot open token script {}", path);
   std::vector<std::vector<int32_t>> scripts;

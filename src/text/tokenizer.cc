@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/file_util.h"
 #include "text/bpe.h"
 #include "text/byte_level.h"
 #include "text/pre_tokenizer.h"
@@ -17,13 +18,11 @@ using nlohmann::json;
 
 constexpr uint8_t kKnown = 1, kSpecial = 2, kAdded = 4;
 
+// Never blocks on a FIFO; names a symlink loop (base/file_util.h).
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return NotFound("tokenizer: cannot open {}", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (!f.good() && !f.eof()) return IoError("tokenizer: cannot read {}", path);
-  return ss.str();
+  Result<std::string> text = ReadRegularFile(path);
+  if (!text.ok()) return text.status().WithPrefix("tokenizer");
+  return text;
 }
 
 Result<json> ParseJson(std::string_view text, const char* what) {

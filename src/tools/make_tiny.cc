@@ -167,7 +167,10 @@ Status MakeTiny(const MakeTinyOptions& options) {
 
   const std::vector<WeightSpec> specs = ExpectedWeights(cfg);
   const std::vector<Shard> shards = AssignShards(specs, cfg);
-  ThreadPool pool(options.num_threads > 0 ? options.num_threads : ThreadPool::DefaultThreads());
+  DSV4_ASSIGN_OR_RETURN(
+      std::unique_ptr<ThreadPool> pool_owner,
+      ThreadPool::Create(options.num_threads > 0 ? options.num_threads : ThreadPool::DefaultThreads()));
+  ThreadPool& pool = *pool_owner;
   std::map<std::string, std::string> weight_map;
   uint64_t total_bytes = 0;
   for (const Shard& shard : shards) {

@@ -136,6 +136,25 @@ void BM_GemmBf16(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 
+// The LM head of the tiny preset (vocab 4096 x hidden 256, BF16 weight used
+// as FP32, FP32 logits): cache resident, so compute bound.
+void BM_HeadF32(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const int64_t m = state.range(1), n = 4096, k = 256;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> w(n * k), x(m * k);
+  std::vector<float> y(m * n);
+  for (auto& v : w) v = F32ToBf16(normal(rng));
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  auto pool = MakePool(state.range(2));
+  for (auto _ : state) {
+    GemmBf16F32(x.data(), m, k, w.data(), n, y.data(), pool.get());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n * k * 2);
+}
+
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
 // row, indexer-query FP4 QAT (64 heads x 128) and KV FP8 QAT (512 dims).
 void BM_Quant(benchmark::State& state) {
@@ -169,6 +188,13 @@ void GemvArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// Speculative verification at batch 1: M = 1 (plain decode) against
+// M = 2..4 (the tail row plus 1..3 drafts), one thread, CPU time.
+void VerifyArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 2, 3, 4}) b->Args({2, m, 1});
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
+}
+
 void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int64_t m : {16, 128}) {
     for (int64_t isa = 1; isa <= 2; ++isa) b->Args({isa, m, 1});
@@ -181,6 +207,11 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);
+BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
+BENCHMARK(BM_HeadF32)->Name("BM_HeadF32/Verify_tiny_head")->Apply(VerifyArgs);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

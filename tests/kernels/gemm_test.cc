@@ -436,9 +436,10 @@ TEST(GemmDifferential, DenseGemmsMatchReference) {
 // ---------------------------------------------------------------------------
 // Batch invariance: on every ISA, row r of an M-row call is bitwise equal to
 // the M = 1 call on that row alone, for 1, 2 and 3 threads.  N is large
-// enough that the thread pool really splits the panels; M = 13 mixes row
-// pairs and a single tail row, M = 65 crosses a 64-row tile and ends with a
-// one-row tile (the GEMV code path inside a batch).
+// enough that the thread pool really splits the panels; M = 2..4 take the
+// few-row path (a verify step's tail and drafts), M = 13 mixes row pairs and
+// a single tail row, M = 65 crosses a 64-row tile and ends with a one-row
+// tile (the GEMV code path inside a batch), M = 67 with a three-row tile.
 
 template <typename T, typename Call>
 void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& what) {
@@ -461,7 +462,7 @@ void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& wha
 TEST(GemmBatchInvariance, AllKernels) {
   std::mt19937 rng(17);
   const int64_t n = 1100;
-  for (int64_t m : {13, 65}) {
+  for (int64_t m : {2, 3, 4, 13, 65, 67}) {
     const int64_t k = 512;
     const QuantizedActivation a = RandomActivation(m, k, &rng);
     Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
@@ -584,29 +585,37 @@ TEST(GemmBatchInvariance, OrderSensitiveData) {
     EXPECT_GT(CompareBf16(got.data(), want.data(), m * n).num_differ, m * n / 4);
   }
   const Fp8Weight w8{c.w_codes.data(), c.w_scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
-      },
-      "Fp8Gemm cancelling");
   const Fp4Weight w4{c.w_packed.data(), c.w4_scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
-      },
-      "Fp4Gemm cancelling");
+  // The first 2..4 rows take the few-row path, all 13 the tiled one.
+  for (const int64_t rows_m : {int64_t{2}, int64_t{3}, int64_t{4}, m}) {
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y,
+                  pool);
+        },
+        "Fp8Gemm cancelling m" + std::to_string(rows_m));
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y,
+                  pool);
+        },
+        "Fp4Gemm cancelling m" + std::to_string(rows_m));
+  }
   // The same pattern in BF16 for the dense kernels.
   std::vector<bf16> x(m * k), wb(n * k);
   for (int64_t i = 0; i < m * k; ++i) x[i] = F32ToBf16(E4M3ToF32(c.x_codes[i]));
   for (int64_t i = 0; i < n * k; ++i) wb[i] = F32ToBf16(E4M3ToF32(c.w_codes[i]));
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
-      },
-      "GemmBf16 cancelling");
+  // Row subsets: the one-row calls take the column-by-column GEMV.
+  for (const int64_t rows_m : {int64_t{2}, int64_t{3}, int64_t{4}, m}) {
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
+        },
+        "GemmBf16 cancelling m" + std::to_string(rows_m));
+  }
 }
 
 // Narrow outputs of long batches (the mHC mixes: N = 24) are split over row

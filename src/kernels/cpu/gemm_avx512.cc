@@ -230,6 +230,32 @@ template <typename Decode>
   return AddBlock(acc, lanes, scale);
 }
 
+// A few rows (M = 2..4: a speculative verify step's tail row and drafts)
+// against one panel block: each column's weights are decoded once into
+// registers and fed to every row, with the per-row chain of TileBlock and
+// GemvBlock (so the same bits), without TileBlock's round trip of the whole
+// decoded block through memory.  x: row 0's block (row stride k); x_scales:
+// row 0's block scale (row stride num_kb).
+template <int M, typename Decode>
+[[gnu::always_inline]] inline void SmallBlock(const Decode& decode, int64_t n0, int64_t kb,
+                                              int64_t nc, const float* x, int64_t k,
+                                              const float* x_scales, int64_t num_kb, float sw,
+                                              __m512* acc) {
+  __m512 lanes[M][kP], xs[M][kVecs];
+  for (int r = 0; r < M; ++r) {
+    for (int64_t c = nc; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
+    LoadBlock(x + r * k, xs[r]);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    __m512 wv[kVecs];
+    decode(n0 + c, kb, wv);
+#pragma GCC unroll 4
+    for (int r = 0; r < M; ++r) lanes[r][c] = Chain8(wv, xs[r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) acc[r] = AddBlock(acc[r], lanes[r], x_scales[r * num_kb] * sw);
+}
+
 // Block-scaled GEMM over the tile t.  decode(col, kb, w[8]) yields a block's
 // weights; panel_scale(n0, kb) the per-panel weight scale (1 when the scale
 // is folded into the decoded weights).  acc += parts · (sa · panel_scale).
@@ -251,6 +277,12 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
         const float* sb = x_scales + m0 * num_kb + kb;
         if (mt == 1) {
           acc[0] = GemvBlock(decode, n0, kb, nc, xb, sb[0] * sw, acc[0]);
+        } else if (mt == 2) {
+          SmallBlock<2>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
+        } else if (mt == 3) {
+          SmallBlock<3>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
+        } else if (mt == 4) {
+          SmallBlock<4>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
         } else {
           for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
           TileBlock(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
@@ -338,6 +370,69 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   }
 }
 
+// Dense GEMV (one row): column by column instead of chunk by chunk, each
+// column's weights decoded into registers and fed straight to the lane
+// chain, which runs over the whole K in the same order as DenseTileChunk (so
+// the same bits), and a panel's weights are read as one contiguous stream.
+// Two columns at a time give the out-of-order core two independent FMA
+// chains.  (For 2-4 rows the tiled path, which keeps 16 columns' chains in
+// flight, measured faster.)
+template <typename Decode>
+void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
+  const float* x = a.x + t.row_begin * a.ldx;
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * kP;
+    const int64_t nc = Min(kP, a.n - n0);
+    alignas(64) __m512 lanes[kP];
+    for (int64_t c = nc; c < kP; ++c) lanes[c] = _mm512_setzero_ps();
+    int64_t c = 0;
+    for (; c + 2 <= nc; c += 2) {
+      __m512 la = _mm512_setzero_ps(), lb = _mm512_setzero_ps();
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        __m512 wa[kVecs], wb[kVecs];
+        decode(n0 + c, k0, count, wa);
+        decode(n0 + c + 1, k0, count, wb);
+        const int64_t nv = (count + 15) / 16;
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < nv; ++v) {
+          const __m512 xv = _mm512_loadu_ps(x + k0 + 16 * v);
+          la = _mm512_fmadd_ps(wa[v], xv, la);
+          lb = _mm512_fmadd_ps(wb[v], xv, lb);
+        }
+      }
+      lanes[c] = la;
+      lanes[c + 1] = lb;
+    }
+    if (c < nc) {
+      __m512 la = _mm512_setzero_ps();
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        __m512 wa[kVecs];
+        decode(n0 + c, k0, count, wa);
+        const int64_t nv = (count + 15) / 16;
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < nv; ++v) {
+          la = _mm512_fmadd_ps(wa[v], _mm512_loadu_ps(x + k0 + 16 * v), la);
+        }
+      }
+      lanes[c] = la;
+    }
+    const __m512 out = UnpermuteColumns(Reduce16(lanes));
+    if (a.y_bf16 != nullptr) {
+      StoreBf16(a.y_bf16 + t.row_begin * a.ldy + n0, out, nc);
+    } else {
+      _mm512_mask_storeu_ps(a.y_f32 + t.row_begin * a.ldy + n0, TailMask(nc), out);
+    }
+  }
+}
+
+template <typename Decode>
+void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
+  if (t.row_end - t.row_begin == 1) return DenseGemv(a, decode, t);
+  DensePanels(a, decode, t);
+}
+
 // Decoder of a BF16 or FP32 weight for DensePanels.
 template <typename W>
 auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
@@ -391,7 +486,7 @@ void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t) {
     // code·scale, which the caller guarantees is exact: the BF16 weight.
     const Fp8Weight& w = *a.w_fp8;
     const int64_t ld_scale = w.in / 128;
-    DensePanels(
+    DenseDispatch(
         a,
         [&](int64_t col, int64_t k0, int64_t, __m512* out) {
           const uint8_t* p = w.codes + col * w.in + k0;
@@ -404,9 +499,9 @@ void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t) {
         },
         t);
   } else if (a.w_bf16 != nullptr) {
-    DensePanels(a, DenseDecoder(a, a.w_bf16), t);
+    DenseDispatch(a, DenseDecoder(a, a.w_bf16), t);
   } else {
-    DensePanels(a, DenseDecoder(a, a.w_f32), t);
+    DenseDispatch(a, DenseDecoder(a, a.w_f32), t);
   }
 }
 

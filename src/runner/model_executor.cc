@@ -89,7 +89,7 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   if (k > 0) {
     ex->proposer_ = proposer != nullptr
                         ? std::move(proposer)
-                        : std::make_unique<MtpProposer>(model, *ex->cache_, pool, k);
+                        : std::make_unique<MtpProposer>(model, *ex->cache_, pool, k, &ex->ws_);
   }
   return ex;
 }

@@ -7,14 +7,16 @@
 
 namespace dsv4 {
 
-MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k)
+MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k,
+                         Workspace* ws)
     : model_(model),
       cache_(cache),
       pool_(pool),
       k_(k),
       width_(model.stream_width()),
       vocab_(model.config().vocab_size),
-      slots_(static_cast<size_t>(cache.num_slots())) {
+      slots_(static_cast<size_t>(cache.num_slots())),
+      ws_(ws != nullptr ? *ws : own_ws_) {
   const int num_scratch = pool != nullptr ? pool->num_threads() : 1;
   for (int t = 0; t < num_scratch; ++t) {
     scratch_.push_back(std::make_unique<DraftScratch>(model.config().vocab_size));

@@ -33,9 +33,13 @@ namespace dsv4 {
 class MtpProposer : public DraftProposer {
  public:
   // REQUIRES: model.has_mtp(), cache.has_mtp(), its MTP ring holds at least
-  // window + k - 1 rows, k >= 1.  model, cache and pool outlive the proposer;
-  // the caller resets the cache slot before AllocateState.
-  MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k);
+  // window + k - 1 rows, k >= 1.  model, cache, pool and ws outlive the
+  // proposer; the caller resets the cache slot before AllocateState.  `ws`
+  // is the caller's forward workspace (the executor's: its main forward and
+  // the MTP forwards never overlap, and one set of scratch buffers stays
+  // warmer in the caches than two); null = the proposer's own.
+  MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k,
+              Workspace* ws = nullptr);
 
   int32_t max_drafts() const override { return k_; }
   void AllocateState(int64_t slot, RequestId id, const DraftSampling& sampling) override;
@@ -84,7 +88,8 @@ class MtpProposer : public DraftProposer {
   int64_t width_;  // hc * D
   int64_t vocab_;
   std::vector<SlotState> slots_;  // [cache.num_slots()]
-  Workspace ws_;
+  Workspace own_ws_;
+  Workspace& ws_;  // own_ws_ or the caller's
   std::vector<std::unique_ptr<DraftScratch>> scratch_;  // one per pool thread
 };
 

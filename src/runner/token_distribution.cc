@@ -280,6 +280,24 @@ int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
 int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
                      const SamplingParams& params, const SamplerState& state,
                      const TokenHistory& history) {
+  // A greedy draft with nothing that moves a logit (the usual MTP request):
+  // the argmax of the raw logits, which is what Compute then argmax() gives
+  // (non-finite and -inf logits excluded, lowest id on ties), without
+  // Compute's vocabulary-sized FP64 copy.
+  const bool moves_logits = !params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
+                            params.frequency_penalty != 0 || params.presence_penalty != 0;
+  if (params.greedy() && !moves_logits) {
+    int32_t argmax = 0;
+    float best = -std::numeric_limits<float>::infinity();
+    for (int64_t v = 0; v < dist.vocab(); ++v) {
+      const float x = draft_logits[v];
+      if (IsUsable(x) && x > best) {
+        best = x;
+        argmax = static_cast<int32_t>(v);
+      }
+    }
+    return argmax;
+  }
   dist.Compute(draft_logits, params, history);
   const int32_t argmax = std::max(dist.argmax(), 0);
   if (params.greedy() || dist.probs().empty()) return argmax;

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -412,6 +414,38 @@ TEST(SpecVerifyTest, TheChiSquareTestCatchesABrokenVerifier) {
   int dof = 0;
   const double chi2 = ChiSquare(run.first, first, n, &dof);
   EXPECT_GT(chi2, 10 * Critical(dof));
+}
+
+// Greedy drafts without penalties or biases skip the distribution (an argmax
+// over the raw logits); with them they go through it.  Either way the draft
+// is Compute's argmax: NaN, +inf and -inf never win, the lowest id wins ties,
+// and a row without a finite logit gives token 0.
+TEST(SpecVerifyTest, GreedyCoupledDraftIsTheDistributionsArgmax) {
+  const int64_t vocab = 97;
+  std::mt19937 rng(41);
+  std::uniform_int_distribution<int> kind(0, 9), value(-4, 4);
+  TokenDistribution dist(vocab), reference(vocab);
+  const std::vector<int32_t> prompt = {3, 5, 5};
+  const std::vector<int32_t> output = {7, 3};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<float> row(vocab);
+    for (float& x : row) {
+      const int k = kind(rng);
+      // Few distinct values: ties are common.
+      x = k == 0 ? std::nanf("") : k == 1 ? inf : k == 2 ? -inf : static_cast<float>(value(rng));
+    }
+    if (trial % 50 == 0) std::fill(row.begin(), row.end(), trial % 100 == 0 ? -inf : std::nanf(""));
+    for (int variant = 0; variant < 3; ++variant) {
+      SamplingParams p;  // greedy
+      if (variant == 1) p.repetition_penalty = 1.3f;
+      if (variant == 2) p.logit_bias = {{11, 2.5f}};
+      reference.Compute(row.data(), p, {prompt, output});
+      const int32_t want = std::max(reference.argmax(), 0);
+      EXPECT_EQ(CoupledDraft(dist, row.data(), p, SamplerState{1}, {prompt, output}), want)
+          << "trial " << trial << " variant " << variant;
+    }
+  }
 }
 
 }  // namespace

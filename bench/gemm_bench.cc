@@ -137,8 +137,9 @@ void BM_GemmBf16(benchmark::State& state) {
 }
 
 // The LM head of the tiny preset (vocab 4096 x hidden 256, BF16 weight used
-// as FP32, FP32 logits): cache resident, so compute bound.
-void BM_HeadF32(benchmark::State& state) {
+// as FP32, FP32 logits): cache resident, so compute bound.  `approx`: the
+// draft head's kernel.
+void BM_HeadF32(benchmark::State& state, bool approx) {
   if (!SelectIsa(state)) return;
   const int64_t m = state.range(1), n = 4096, k = 256;
   std::mt19937 rng(6);
@@ -149,7 +150,11 @@ void BM_HeadF32(benchmark::State& state) {
   for (auto& v : x) v = F32ToBf16(normal(rng));
   auto pool = MakePool(state.range(2));
   for (auto _ : state) {
-    GemmBf16F32(x.data(), m, k, w.data(), n, y.data(), pool.get());
+    if (approx) {
+      GemmBf16F32Approx(x.data(), m, k, w.data(), n, y.data(), pool.get());
+    } else {
+      GemmBf16F32(x.data(), m, k, w.data(), n, y.data(), pool.get());
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * n * k * 2);
@@ -211,7 +216,9 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
-BENCHMARK(BM_HeadF32)->Name("BM_HeadF32/Verify_tiny_head")->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, false)->Apply(VerifyArgs);
+// The MTP draft head (GemmBf16F32Approx: AVX512-BF16 dot products).
+BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, true)->Apply(VerifyArgs);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

@@ -7,7 +7,7 @@
 //   exec1  ModelExecutor::Run with K = 1   (verify 2 rows + MTP draft)
 //   fwd1   Model::Forward, 1 row per sequence, its logits
 //   fwd2   Model::Forward, 2 rows per sequence, both rows' logits
-//   mtp1   Model::ForwardMtp, 1 row per sequence, its logits
+//   mtp1   Model::ForwardMtp, 1 row per sequence, its (draft) logits
 // each on its own cache, so machine drift hits all of them alike; the report
 // gives each one's median step time and the ratios.  exec1 - (fwd2 + mtp1)
 // is what the executor adds around the two forwards (sampling, bookkeeping,
@@ -239,6 +239,7 @@ class ForwardLoop {
     ForwardOutputs out;
     out.logits = logits_.data();
     out.streams = streams_.data();
+    out.approx_logits = mtp_;  // as the proposer drafts
     const Clock t0 = Clock::Now();
     if (mtp_) {
       Check(model_.ForwardMtp(batch, h_.data(), *cache_, out, ws_, pool_, mtp_trace));

@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 
+#include "base/cpu_features.h"
 #include "base/logging.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
@@ -206,6 +207,16 @@ void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, 
   const Isa isa = ActiveIsa();
   if (isa == Isa::kScalar) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
   DenseGemm(isa, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
+}
+
+void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
+                       ThreadPool* pool) {
+  static const bool has_bf16_dot = CpuFeatures::Detect().avx512bf16;
+  if (ActiveIsa() != Isa::kAvx512 || !has_bf16_dot) return GemmBf16F32(x, m, k, w, n, y, pool);
+  if (m <= 0 || n <= 0) return;
+  const cpu::Bf16DotArgs args{x, m, k, w, n, y};
+  ForEachTile(pool, m, n, cpu::kPanelAvx512, cpu::kPanelAvx512 * k * 2,
+              [&](const cpu::Tile& t) { cpu::Bf16DotPanelsAvx512(args, t); });
 }
 
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,

@@ -62,6 +62,17 @@ void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool);
 
+// y[M, N] ~ x[M, K] . w[N, K]^T in FP32, computed with BF16 dot-product
+// instructions where the CPU has them (AVX512-BF16 `vdpbf16ps`: two BF16
+// products added per lane per step with their own rounding, denormals
+// flushed), about 3-4x fewer instructions than GemmBf16F32; elsewhere it is
+// GemmBf16F32 itself.  Its bits differ from GemmBf16F32's (within the usual
+// summation-order bound), so it serves values whose exact bits never reach an
+// output: MTP draft logits (docs/engine.md §8.3).  Still deterministic: on a
+// given CPU a row's result does not depend on M or the thread count.
+void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
+                       ThreadPool* pool);
+
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 with FP32 weights (mHC mixes).
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
                   ThreadPool* pool);

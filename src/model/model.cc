@@ -307,12 +307,19 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   kernels::RmsNorm(y, r, d, hw.norm, static_cast<float>(cfg_.rms_norm_eps), y);
   if (out.hidden != nullptr) std::memcpy(out.hidden, y, Sz(r * d) * sizeof(bf16));
   if (out.logits != nullptr) {
-    kernels::GemmBf16F32(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+    if (out.approx_logits) {
+      kernels::GemmBf16F32Approx(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+    } else {
+      kernels::GemmBf16F32(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+    }
   }
 }
 
 Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,
                       Workspace& ws, ThreadPool* pool, ModelTrace* trace) const {
+  if (out.approx_logits) {
+    return InvalidArgument("approximate logits are for MTP drafts only, not the main model");
+  }
   DSV4_RETURN_IF_ERROR(PrepareBatch(batch, cache, 0, num_layers()));
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();

@@ -79,6 +79,12 @@ struct ForwardOutputs {
   bf16* hidden = nullptr;   // [logit_rows.size(), D] the head input: norm(hc_head(streams))
   bf16* streams = nullptr;  // [num_tokens, hc, D]: main model: after the last block, before
                             // hc_head (the MTP input h); MTP: after the MTP block
+  // ForwardMtp only: logits from the head computed with BF16 dot products
+  // (kernels::GemmBf16F32Approx, ~1.6x faster on CPUs with AVX512-BF16;
+  // rounding differs from the reference head).  For draft tokens, which the
+  // main model verifies, so their bits never reach an output.  Forward
+  // refuses it (its logits are the target).
+  bool approx_logits = false;
 };
 
 // Optional debug output of Forward.

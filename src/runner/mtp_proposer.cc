@@ -99,6 +99,7 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
   ForwardOutputs out;
   out.logits = logits.data();
   out.streams = out_streams.data();
+  out.approx_logits = true;  // drafts are verified: their logits' last bits never matter
   DSV4_RETURN_IF_ERROR(model_.ForwardMtp(mb, h.data(), cache_, out, ws_, pool_));
   // [proposing.size(), hc, D]: the MTP block's output at each proposer's last row
   std::vector<bf16> last(proposing.size() * static_cast<size_t>(width_));
@@ -165,6 +166,7 @@ Status MtpProposer::Chain(const std::vector<int64_t>& slots,
     ForwardOutputs out;
     out.logits = logits.data();
     out.streams = out_streams.data();
+    out.approx_logits = true;
     DSV4_RETURN_IF_ERROR(model_.ForwardMtp(cb, last_streams.data(), cache_, out, ws_, pool_));
     AppendDrafts(slots, history, logits.data());
     std::swap(last_streams, out_streams);

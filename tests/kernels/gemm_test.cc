@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
@@ -692,6 +693,52 @@ TEST(GemmBf16Fp8, ExactnessCheck) {
   for (uint8_t nan_code : {0x7f, 0xff}) {
     codes[200 * 128 + 5] = nan_code;
     EXPECT_FALSE(Fp8IsExactBf16(w)) << int{nan_code};
+  }
+}
+
+// The approximate head kernel (MTP draft logits): within the summation-order
+// bound of the exact FP32 result, batch and thread-count invariant, and
+// GemmBf16F32 itself wherever the CPU or the ISA level lacks AVX512-BF16.
+TEST(GemmBf16F32Approx, CloseToExactBatchInvariantExactWithoutBf16Dots) {
+  std::mt19937 rng(29);
+  const bool dots = BestSupportedIsa() == Isa::kAvx512 && CpuFeatures::Detect().avx512bf16;
+  for (int64_t k : {256, 300, 64, 20}) {
+    for (int64_t n : {1, 17, 1100}) {
+      const DenseWeights w = RandomDense(n * k, &rng);
+      for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<bf16> x = RandomBf16(m * k, &rng);
+        std::vector<double> abs_sum(m * n, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            for (int64_t i = 0; i < k; ++i) {
+              abs_sum[r * n + c] += std::fabs(static_cast<double>(Bf16ToF32(x[r * k + i])) *
+                                              w.Bf16At(c * k + i));
+            }
+          }
+        }
+        const std::string what = "m" + std::to_string(m) + " n" + std::to_string(n) + " k" +
+                                 std::to_string(k);
+        std::vector<float> want(m * n), exact(m * n), got(m * n);
+        ref::GemmBf16F32(x.data(), m, k, w.Bf16(), n, want.data(), nullptr);
+        for (Isa isa : AllIsas()) {
+          IsaScope scope(isa);
+          GemmBf16F32(x.data(), m, k, w.Bf16(), n, exact.data(), nullptr);
+          GemmBf16F32Approx(x.data(), m, k, w.Bf16(), n, got.data(), nullptr);
+          if (isa == Isa::kAvx512 && dots) {
+            ExpectF32WithinBound(got.data(), want.data(), abs_sum, k, "approx " + what);
+          } else {
+            ASSERT_EQ(std::memcmp(got.data(), exact.data(), got.size() * sizeof(float)), 0)
+                << IsaName(isa) << " " << what;
+          }
+        }
+        ExpectRowsInvariant<float>(
+            m, n,
+            [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+              GemmBf16F32Approx(x.data() + r0 * k, rows, k, w.Bf16(), n, y, pool);
+            },
+            "approx " + what);
+      }
+    }
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -159,6 +161,55 @@ TEST_F(ModelTest, MtpNeedsItsInputs) {
   auto no_mtp = Model::Load(testing::TestDataPath("golden/tiny-a"), ModelOptions{false});
   ASSERT_TRUE(no_mtp.ok());
   EXPECT_FALSE((*no_mtp)->has_mtp());
+}
+
+// Draft logits (approx_logits): the MTP head with BF16 dot products.  Only
+// the logits change, within a small relative error of the exact head (so the
+// argmax agrees on these rows); the MTP streams are bitwise the same; the
+// main forward refuses the flag.
+TEST_F(ModelTest, ApproxLogitsAreForMtpDraftsOnly) {
+  const int64_t vocab = model_->config().vocab_size;
+  const int64_t n = 24;
+  auto main_cache = model_->NewCache(1);
+  ForwardBatch b;
+  b.Add(0, 0, Ids(n + 1));
+  std::vector<bf16> h(static_cast<size_t>((n + 1) * model_->stream_width()));
+  ForwardOutputs main_out;
+  main_out.streams = h.data();
+  ASSERT_TRUE(model_->Forward(b, *main_cache, main_out, ws_, nullptr).ok());
+  std::vector<float> logits[2];
+  std::vector<bf16> streams[2];
+  for (int approx = 0; approx < 2; ++approx) {
+    auto cache = model_->NewCache(1);
+    ForwardBatch mb;
+    const std::vector<int32_t> ids = Ids(n + 1);
+    mb.Add(0, 0, std::vector<int32_t>(ids.begin() + 1, ids.end()));
+    for (int64_t r = 0; r < n; ++r) mb.logit_rows.push_back(r);
+    logits[approx].resize(static_cast<size_t>(n * vocab));
+    streams[approx].resize(static_cast<size_t>(n * model_->stream_width()));
+    ForwardOutputs out{logits[approx].data(), nullptr, streams[approx].data(), approx == 1};
+    ASSERT_TRUE(model_->ForwardMtp(mb, h.data(), *cache, out, ws_, nullptr).ok());
+  }
+  EXPECT_EQ(std::memcmp(streams[0].data(), streams[1].data(), streams[0].size() * sizeof(bf16)), 0);
+  for (int64_t r = 0; r < n; ++r) {
+    const float* exact = logits[0].data() + r * vocab;
+    const float* approx = logits[1].data() + r * vocab;
+    float scale = 0;
+    for (int64_t v = 0; v < vocab; ++v) scale = std::max(scale, std::fabs(exact[v]));
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_NEAR(approx[v], exact[v], 1e-3f * scale) << "row " << r << " token " << v;
+    }
+    EXPECT_EQ(std::max_element(approx, approx + vocab) - approx,
+              std::max_element(exact, exact + vocab) - exact)
+        << "row " << r;
+  }
+  ForwardBatch step;
+  step.Add(0, n + 1, {7});
+  step.logit_rows = {0};
+  std::vector<float> one(static_cast<size_t>(vocab));
+  ForwardOutputs refused{one.data(), nullptr, nullptr, true};
+  EXPECT_EQ(model_->Forward(step, *main_cache, refused, ws_, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -353,7 +353,8 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
       mb.logit_rows = {p - 1};
       std::vector<float> logits(static_cast<size_t>(vocab));
       std::vector<bf16> s(static_cast<size_t>(p * m.stream_width()));
-      ForwardOutputs mo{logits.data(), nullptr, s.data()};
+      // approx_logits: the proposer's draft head (GemmBf16F32Approx).
+      ForwardOutputs mo{logits.data(), nullptr, s.data(), /*approx_logits=*/true};
       ASSERT_TRUE(m.ForwardMtp(mb, h.data(), *mtp, mo, ws, TestPool()).ok());
       std::vector<bf16> last(s.end() - m.stream_width(), s.end());
       const auto num_prompt = static_cast<std::ptrdiff_t>(r.prompt.size());
@@ -372,7 +373,7 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
         cb.Add(0, p + static_cast<int64_t>(j), {want});
         cb.logit_rows = {0};
         std::vector<bf16> next(last.size());
-        ForwardOutputs co{logits.data(), nullptr, next.data()};
+        ForwardOutputs co{logits.data(), nullptr, next.data(), /*approx_logits=*/true};
         ASSERT_TRUE(m.ForwardMtp(cb, last.data(), *mtp, co, ws, TestPool()).ok());
         last = next;
       }

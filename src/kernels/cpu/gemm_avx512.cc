@@ -443,7 +443,82 @@ auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
   };
 }
 
+// Rows [0, mr) (mr <= 4) of x against one column of w with vdpbf16ps: each
+// step adds 32 BF16 products (two per lane) to one of two accumulators
+// (alternating 32-element steps, summed at the end), so a row's chain is
+// fixed whatever M.  The K tail is zero padded by masked loads.
+template <int kRows>
+[[gnu::always_inline]] inline void DotColumn(const Bf16DotArgs& a, const bf16* x, const bf16* wc,
+                                             __m512* out) {
+  __m512 even[kRows], odd[kRows];
+  for (int r = 0; r < kRows; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+  int64_t k0 = 0;
+  for (; k0 + 64 <= a.k; k0 += 64) {
+    const __m512bh w0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wc + k0));
+    const __m512bh w1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wc + k0 + 32));
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const bf16* xr = x + r * a.k + k0;
+      even[r] = _mm512_dpbf16_ps(even[r], w0,
+                                 reinterpret_cast<__m512bh>(_mm512_loadu_si512(xr)));
+      odd[r] = _mm512_dpbf16_ps(odd[r], w1,
+                                reinterpret_cast<__m512bh>(_mm512_loadu_si512(xr + 32)));
+    }
+  }
+  for (int half = 0; k0 < a.k; k0 += 32, ++half) {
+    const __mmask32 mask =
+        a.k - k0 >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (a.k - k0)) - 1);
+    const __m512bh w = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, wc + k0));
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh xv =
+          reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, x + r * a.k + k0));
+      if (half == 0) {
+        even[r] = _mm512_dpbf16_ps(even[r], w, xv);
+      } else {
+        odd[r] = _mm512_dpbf16_ps(odd[r], w, xv);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) out[r] = _mm512_add_ps(even[r], odd[r]);
+}
+
+// Rows [r0, r0 + kRows) of one panel.
+template <int kRows>
+void DotPanelRows(const Bf16DotArgs& a, int64_t r0, int64_t n0, int64_t nc) {
+  alignas(64) __m512 lanes[kRows][kP];
+  for (int r = 0; r < kRows; ++r) {
+    for (int64_t c = nc; c < kP; ++c) lanes[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    // Column by column a panel is one contiguous stream, which the hardware
+    // prefetchers follow without help.
+    const bf16* wc = a.w + (n0 + c) * a.k;
+    __m512 col[kRows];
+    DotColumn<kRows>(a, a.x + r0 * a.k, wc, col);
+    for (int r = 0; r < kRows; ++r) lanes[r][c] = col[r];
+  }
+  for (int r = 0; r < kRows; ++r) {
+    _mm512_mask_storeu_ps(a.y + (r0 + r) * a.n + n0, TailMask(nc),
+                          UnpermuteColumns(Reduce16(lanes[r])));
+  }
+}
+
 }  // namespace
+
+void Bf16DotPanelsAvx512(const Bf16DotArgs& a, const Tile& t) {
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * kP;
+    const int64_t nc = Min(kP, a.n - n0);
+    int64_t r = t.row_begin;
+    for (; r + 4 <= t.row_end; r += 4) DotPanelRows<4>(a, r, n0, nc);
+    switch (t.row_end - r) {
+      case 3: DotPanelRows<3>(a, r, n0, nc); break;
+      case 2: DotPanelRows<2>(a, r, n0, nc); break;
+      case 1: DotPanelRows<1>(a, r, n0, nc); break;
+      default: break;
+    }
+  }
+}
 
 void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) {
   const Fp8Weight& w = a.w;

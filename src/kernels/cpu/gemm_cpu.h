@@ -72,11 +72,23 @@ struct DenseGemmArgs {
   int64_t ldy = 0;
 };
 
+// BF16 x BF16 -> FP32 with AVX512-BF16 dot products (GemmBf16F32Approx).
+struct Bf16DotArgs {
+  const bf16* x = nullptr;  // [m, k]
+  int64_t m = 0;
+  int64_t k = 0;
+  const bf16* w = nullptr;  // [n, k]
+  int64_t n = 0;
+  float* y = nullptr;  // [m, n]
+};
+
 void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t);
 void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, const Tile& t);
 void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t);
 void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, const Tile& t);
 void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t);
+// REQUIRES: the CPU has AVX512-BF16.
+void Bf16DotPanelsAvx512(const Bf16DotArgs& a, const Tile& t);
 void DenseGemmPanelsAvx2(const DenseGemmArgs& a, const Tile& t);
 
 }  // namespace dsv4::kernels::cpu

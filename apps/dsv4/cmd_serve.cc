@@ -1,8 +1,10 @@
 // serve: the OpenAI-compatible HTTP server (docs/server.md) over the local
 // engine.  Takes every engine flag of `dsv4 generate` plus the server's own.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +12,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/thread_pool.h"
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
@@ -20,6 +23,16 @@
 
 namespace dsv4::cli {
 namespace {
+
+// HTTP worker threads at most: cpp-httplib starts them all up front and
+// aborts the process if the OS refuses one, so the count is bounded here and
+// checked before the banner (a request in flight holds a thread; beyond the
+// pool, connections wait in its queue).
+constexpr int kMaxHttpThreads = 4096;
+
+// glibc malloc arenas of the server process (docs/server.md "Memory over
+// time" has the measurements behind the choice).
+constexpr int kServeMallocArenas = 2;
 
 struct ServeArgs {
   EngineFlags engine;
@@ -54,6 +67,12 @@ void PrintBanner(const ServeArgs& a, int port, bool scripted) {
 }
 
 int RunServe(ServeArgs& a) {
+  // Bound glibc's malloc arenas before any thread starts (docs/server.md
+  // "Memory over time"): with the default (8 per core) every HTTP thread
+  // that builds a large response can end up with an arena of its own, each
+  // keeping its high-water mark, so RSS ratchets up under load.  An explicit
+  // MALLOC_ARENA_MAX in the environment wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) ::mallopt(M_ARENA_MAX, kServeMallocArenas);
   // Signals go to the sigwait below, never to a random worker thread: block
   // them before any thread starts (threads inherit the mask).
   sigset_t stop_signals;
@@ -105,6 +124,14 @@ int RunServe(ServeArgs& a) {
                                                         a.server.eos_token_id);
     serving = scripted.get();
   }
+  if (a.server.num_http_threads == 0) {
+    a.server.num_http_threads = static_cast<int>(
+        std::min<int64_t>(a.server.max_concurrent_requests + 8, kMaxHttpThreads));
+  }
+  if (Status s = CheckThreadsCanStart(a.server.num_http_threads); !s.ok()) {
+    std::cerr << "dsv4 serve: --http-threads: " << s.message() << "\n";
+    return 1;
+  }
   server::OpenAiServer http(*serving, **tok, a.server);
   if (Status s = http.Bind(); !s.ok()) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
@@ -152,11 +179,14 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--http-threads", s.num_http_threads,
-                  "HTTP worker threads (0 = max-concurrent-requests + 8; a stream holds one)");
+                  "HTTP worker threads (0 = max-concurrent-requests + 8, at most 4096; a stream "
+                  "holds one)")
+      ->check(CLI::Range(0, kMaxHttpThreads));
   cmd->add_flag("--default-thinking", s.default_thinking,
                 "Thinking mode unless a request turns it off (default: chat mode)");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s,
                   "Seconds requests in flight may take to finish after SIGINT/SIGTERM")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->add_option("--test-script-ids", args->test_script_ids,
                   "TEST ONLY: replay token ids from FILE instead of the sampled ones "

@@ -59,6 +59,10 @@ def parse_args(argv):
     p.add_argument("--qat-from", type=float, default=0.8,
                    help="fraction of the steps after which FP8/FP4 fake quantisation is on "
                         "(1 = never)")
+    p.add_argument("--matmul", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="operands of the large matrix products: bf16 (FP32 accumulation; "
+                        "mixed precision) or fp32; auto = bf16 where the CPU has AVX512-BF16 "
+                        "or AMX, else fp32 (docs/training.md)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--eval-every", type=int, default=250)
@@ -214,6 +218,9 @@ def main(argv):
 
     torch.manual_seed(args.seed)
     model = Transformer(cfg, numerics="train", seed=args.seed)
+    matmul = runtime.resolve_matmul(args.matmul)
+    model.set_bf16_matmul(matmul == "bf16")
+    print(f"matmul operands: {matmul}", flush=True)
     opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr,
                             betas=(0.9, 0.95), eps=1e-8)
     state_path = os.path.join(args.run, "ckpt.pt")

@@ -128,10 +128,10 @@ def indexer_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, nx: Numeri
     """q [B, T, H, d], keys k [B, N, d], head weights w [B, T, H] -> [B, T, N]:
     sum_h relu(q_h . k) * w_h (ref: BF16 dot, BF16 term, BF16 sum)."""
     b, t, h, d = q.shape
-    dots = nx.bf16(torch.matmul(q.reshape(b, t * h, d), k.transpose(1, 2))).view(b, t, h, -1)
+    dots = nx.bf16(nx.matmul(q.reshape(b, t * h, d), k.transpose(1, 2))).view(b, t, h, -1)
     if nx.ref:
         return nx.bf16(nx.bf16(F.relu(dots) * w.unsqueeze(-1)).sum(2))
-    return torch.matmul(w.unsqueeze(-2), F.relu(dots)).squeeze(-2)
+    return nx.matmul(w.unsqueeze(-2), F.relu(dots)).squeeze(-2)
 
 
 def sparse_attn_ref(q, kv_all, idx, sink, scale: float) -> torch.Tensor:
@@ -182,12 +182,13 @@ def ref_index_lists(t: int, window: int, ratio: int, n: int, topk: torch.Tensor 
     return torch.cat((win, comp), dim=-1)
 
 
-def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
+def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float, mm=torch.matmul):
     """Differentiable sparse attention.  q [B, T, H, d], kv [B, T, d], ckv [B, n, d] or
     None, comp_mask [B, T, n] bool (entries this query attends), sink [H].  Returns
     (o [B, T, H, d], dense) where dense (no gradient, None without compressed entries)
     is (compressed logits [B, T, H, n] before comp_mask, logsumexp [B, T, H] of the
-    window logits and the sink): what the indexer's training target is built from."""
+    window logits and the sink): what the indexer's training target is built from.
+    mm computes the four matrix products (Numerics.matmul: FP32 or BF16 operands)."""
     b, t, h, d = q.shape
     c = window if t > window else t                # chunk of queries; C >= W or one chunk
     nchunk = -(-t // c)
@@ -198,13 +199,13 @@ def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
     qc = q.reshape(b, nchunk, c * h, d)
     kvp = F.pad(kv, (0, 0, c, 0))                   # a zero chunk before the first
     keys = torch.cat((kvp[:, :tp].view(b, nchunk, c, d), kvp[:, c:].view(b, nchunk, c, d)), 2)
-    win = torch.matmul(qc, keys.transpose(-1, -2)) * scale + _window_bias(nchunk, c, h, window)
+    win = mm(qc, keys.transpose(-1, -2)) * scale + _window_bias(nchunk, c, h, window)
     sinks = sink.repeat(c).view(1, 1, c * h, 1).expand(b, nchunk, -1, -1)
     logits = [win]
     comp = None
     if ckv is not None and ckv.shape[1] > 0:
         ck = ckv.unsqueeze(1)
-        comp = torch.matmul(qc, ck.transpose(-1, -2)) * scale             # [B, n, C*H, N]
+        comp = mm(qc, ck.transpose(-1, -2)) * scale             # [B, n, C*H, N]
         mask = comp_mask
         if tp != t:
             mask = F.pad(mask, (0, 0, 0, tp - t))
@@ -213,10 +214,10 @@ def attend_train(q, kv, ckv, comp_mask, sink, window: int, scale: float):
     logits.append(sinks)
     p = torch.softmax(torch.cat(logits, dim=-1), dim=-1)
     parts = p.split([2 * c] + ([ck.shape[-2]] if comp is not None else []) + [1], dim=-1)
-    o = torch.matmul(parts[0], keys)
+    o = mm(parts[0], keys)
     dense = None
     if comp is not None:
-        o = o + torch.matmul(parts[1], ck)
+        o = o + mm(parts[1], ck)
         with torch.no_grad():
             lse = torch.logsumexp(torch.cat((win, sinks), dim=-1), dim=-1)
             dense = (comp.view(b, tp, h, -1)[:, :t], lse.view(b, tp, h)[:, :t])
@@ -342,12 +343,16 @@ class Attention(nn.Module):
                     sel = torch.zeros(b, t, ckv.shape[1] + 1, dtype=torch.bool)
                     sel.scatter_(2, topk.clamp(min=-1) % (ckv.shape[1] + 1), True)
                     mask = sel[..., :-1] & mask
-            o, dense = attend_train(q, kv, ckv, mask, self.attn_sink, self.window, self.scale)
+            o, dense = attend_train(q, kv, ckv, mask, self.attn_sink, self.window, self.scale,
+                                    nx.matmul)
             if score is not None:
                 kl = indexer_kl(score, indexer_target(*dense, visible), visible)
 
         o = apply_rope(o, cos.unsqueeze(1), sin.unsqueeze(1), nx, inverse=True)
         o = o.reshape(b, t, self.groups, -1)
         wo_a = nx.fp8_weight(self.wo_a).view(self.groups, self.o_rank, -1)
-        z = nx.bf16(torch.einsum("btgi,goi->btgo", o, wo_a))
+        if nx.bf16_matmul:
+            z = torch.einsum("btgi,goi->btgo", o.bfloat16(), wo_a.bfloat16()).float()
+        else:
+            z = nx.bf16(torch.einsum("btgi,goi->btgo", o, wo_a))
         return self.wo_b(z.flatten(2)), kl

@@ -42,7 +42,7 @@ class Fp8Linear(nn.Module):
         self.weight = tag(nn.Parameter(torch.empty(out_dim, in_dim)), "fp8")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.nx.bf16(F.linear(self.nx.act(x), self.nx.fp8_weight(self.weight)))
+        return self.nx.bf16(self.nx.linear(self.nx.act(x), self.nx.fp8_weight(self.weight)))
 
 
 class Bf16Linear(nn.Module):
@@ -54,7 +54,7 @@ class Bf16Linear(nn.Module):
         self.weight = tag(nn.Parameter(torch.empty(out_dim, in_dim)), "bf16")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.nx.bf16(F.linear(x, self.nx.bf16_weight(self.weight)))
+        return self.nx.bf16(self.nx.linear(x, self.nx.bf16_weight(self.weight)))
 
 
 class F32Linear(nn.Module):

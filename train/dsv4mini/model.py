@@ -104,14 +104,18 @@ class Transformer(nn.Module):
             self.init_weights(seed)
 
     # ---- numerics ------------------------------------------------------------------
-    def set_numerics(self, numerics: str, qat: bool = False) -> None:
+    def set_numerics(self, numerics: str, qat: bool = False, bf16_matmul: bool = False) -> None:
         """Switches every module at once (they share one Numerics object)."""
-        new = Numerics(numerics, qat)
-        self.nx.mode, self.nx.qat = new.mode, new.qat
+        new = Numerics(numerics, qat, bf16_matmul)
+        self.nx.mode, self.nx.qat, self.nx.bf16_matmul = new.mode, new.qat, new.bf16_matmul
 
     def set_qat(self, qat: bool) -> None:
         """Turns fake quantization on or off (numerics='train' only)."""
-        self.set_numerics(self.nx.mode, bool(qat))
+        self.set_numerics(self.nx.mode, bool(qat), self.nx.bf16_matmul)
+
+    def set_bf16_matmul(self, on: bool) -> None:
+        """Mixed-precision matrix products (numerics='train' only; see numerics.py)."""
+        self.set_numerics(self.nx.mode, self.nx.qat, bool(on))
 
     def biased_gate_layers(self) -> list[int]:
         """Layer ids (the MTP block = num_hidden_layers + i) of the bias-routed gates, in
@@ -187,7 +191,7 @@ class Transformer(nn.Module):
     def head_logits(self, streams, fn, scale, base, norm: RMSNorm) -> torch.Tensor:
         c = self.cfg
         y = norm(hc_head(streams, fn, scale, base, c.rms_norm_eps, c.hc_eps, self.nx))
-        return F.linear(y, self.nx.bf16_weight(self.head.weight))
+        return self.nx.linear(y, self.nx.bf16_weight(self.head.weight))
 
     def mtp_logits(self, h: torch.Tensor, next_tokens: torch.Tensor, trace: dict | None = None,
                    depth: int = 0):

@@ -90,9 +90,9 @@ class RoutedExperts(nn.Module):
         for e, cnt in enumerate(counts):
             if cnt == 0:
                 continue
-            gate, up = nx.bf16(F.linear(xs[e], w13[e])).split(inter, dim=-1)
+            gate, up = nx.bf16(nx.linear(xs[e], w13[e])).split(inter, dim=-1)
             h = nx.bf16(swiglu(gate, up, self.limit) * ws[e])
-            outs.append(nx.bf16(F.linear(nx.act(h), w2[e])))
+            outs.append(nx.bf16(nx.linear(nx.act(h), w2[e])))
         y = torch.cat(outs) if outs else xq.new_zeros(0, xq.shape[1])
         return torch.zeros_like(xq).index_add(0, tok, y)
 

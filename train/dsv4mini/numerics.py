@@ -6,6 +6,12 @@ per-head query RMS).  One model, three behaviours:
 
   ref    reproduces the reference's arithmetic (golden checks, export validation);
   train  plain FP32, differentiable, no rounding points (fast training);
+  train + bf16 matmuls
+         the same, with the large matrix products (projections, experts, head, attention
+         scores and values) computed from BF16 copies of their operands with FP32
+         accumulation and an FP32 result: mixed-precision training.  On CPUs with
+         AVX512-BF16 this is ~10x the FP32 GEMM rate (docs/training.md); master weights,
+         optimiser state, norms, softmax, routing scores and mHC stay FP32.
   train + qat
          FP32 with fake quantization and a straight-through estimator at the points
          where the exported checkpoint or the inference engine quantizes (FP8 weights in
@@ -17,6 +23,7 @@ per-head query RMS).  One model, three behaviours:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from . import quant as Q
 
@@ -24,20 +31,37 @@ MODES = ("ref", "train")
 
 
 class Numerics:
-    def __init__(self, mode: str = "train", qat: bool = False):
+    def __init__(self, mode: str = "train", qat: bool = False, bf16_matmul: bool = False):
         if mode not in MODES:
             raise ValueError(f"numerics must be one of {MODES}, got {mode!r}")
         if mode == "ref" and qat:
             raise ValueError("qat applies to numerics='train' (ref already quantizes)")
+        if mode == "ref" and bf16_matmul:
+            raise ValueError("bf16_matmul applies to numerics='train' (ref follows the "
+                             "reference's arithmetic)")
         self.mode = mode
         self.qat = qat
+        self.bf16_matmul = bf16_matmul
 
     @property
     def ref(self) -> bool:
         return self.mode == "ref"
 
     def __repr__(self):
-        return f"Numerics({self.mode!r}, qat={self.qat})"
+        return f"Numerics({self.mode!r}, qat={self.qat}, bf16_matmul={self.bf16_matmul})"
+
+    # Matrix products -----------------------------------------------------------------
+    def linear(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """x @ w.T, from BF16 operands when bf16_matmul is on (FP32 result)."""
+        if self.bf16_matmul:
+            return F.linear(x.bfloat16(), w.bfloat16()).float()
+        return F.linear(x, w)
+
+    def matmul(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """a @ b, from BF16 operands when bf16_matmul is on (FP32 result)."""
+        if self.bf16_matmul:
+            return torch.matmul(a.bfloat16(), b.bfloat16()).float()
+        return torch.matmul(a, b)
 
     # Activation stores -------------------------------------------------------------
     def bf16(self, x: torch.Tensor) -> torch.Tensor:

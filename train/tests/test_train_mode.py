@@ -213,6 +213,40 @@ class TrainModeTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             m.set_numerics("ref", qat=True)
 
+    def test_bf16_matmuls_are_mixed_precision_of_the_same_network(self):
+        """The fast training matmuls (BF16 operands, FP32 accumulation) change the loss by
+        BF16 rounding only, give every gradient nearly the FP32 direction, and keep the
+        master weights FP32; ref numerics refuse them."""
+        m = Transformer(self.cfg, numerics="train", seed=9)
+        grads, losses = {}, {}
+        for on in (False, True):
+            m.set_bf16_matmul(on)
+            m.zero_grad(set_to_none=True)
+            out = m(self.tokens)
+            lm, mtp = lm_losses(out, self.tokens)
+            loss = lm + 0.3 * mtp + 0.1 * out["indexer_loss"]
+            loss.backward()
+            losses[on] = loss.item()
+            grads[on] = {n: p.grad.clone() for n, p in m.named_parameters()}
+        self.assertTrue(m.nx.bf16_matmul)
+        self.assertNotEqual(losses[True], losses[False])   # the switch does something
+        self.assertLess(abs(losses[True] - losses[False]), 0.01 * losses[False], losses)
+        flat = {on: torch.cat([g.flatten() for g in grads[on].values()]) for on in grads}
+        self.assertGreater(F.cosine_similarity(flat[False], flat[True], dim=0).item(), 0.999)
+        for n, g in grads[False].items():
+            h = grads[True][n]
+            self.assertEqual(h.dtype, torch.float32)
+            if g.numel() < 64:      # a few scalars (mHC scales): BF16 noise can dominate
+                continue
+            with self.subTest(param=n):
+                cos = F.cosine_similarity(g.flatten(), h.flatten(), dim=0).item()
+                self.assertGreater(cos, 0.98)
+        self.assertTrue(all(p.dtype == torch.float32 for p in m.parameters()))
+        m.set_qat(True)
+        self.assertTrue(m.nx.bf16_matmul)          # QAT keeps the matmul setting
+        with self.assertRaises(ValueError):
+            m.set_numerics("ref", bf16_matmul=True)
+
     def test_update_gate_bias(self):
         m = Transformer(self.cfg, numerics="train", seed=8)
         m.update_gate_bias([torch.tensor([10, 0, 5, 5]), torch.tensor([1, 1, 1, 1])], 0.01)

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -55,15 +57,23 @@ uint64_t ChunkedChecksum::Finish() {
   return Combine(digests_);
 }
 
-uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads) {
-  const size_t num_chunks = static_cast<size_t>((n + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
-  std::vector<uint64_t> digests(num_chunks);
+namespace {
+
+// Runs chunk(i) for i in [0, num_chunks) on up to `threads` threads (the
+// caller included); chunks are claimed, so a thread the OS refuses only
+// means fewer threads.  Stops claiming after the first error.
+Status ForEachChunk(size_t num_chunks, int threads, const std::function<Status(size_t)>& chunk) {
   std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status first;
   auto work = [&] {
-    for (size_t i = next++; i < num_chunks; i = next++) {
-      const size_t begin = i * kChecksumChunkBytes;
-      const size_t len = std::min<size_t>(kChecksumChunkBytes, n - begin);
-      digests[i] = XXH3_64bits(data + begin, len);
+    for (size_t i = next++; i < num_chunks && !failed; i = next++) {
+      Status s = chunk(i);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed.exchange(true)) first = s;
+      }
     }
   };
   std::vector<std::thread> helpers;
@@ -72,29 +82,59 @@ uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads) {
     try {
       helpers.emplace_back(work);
     } catch (const std::system_error&) {
-      break;  // fewer helpers: same result (chunks are claimed, not assigned)
+      break;
     }
   }
   work();
   for (std::thread& t : helpers) t.join();
+  return first;
+}
+
+size_t NumChunks(uint64_t n) {
+  return static_cast<size_t>((n + kChecksumChunkBytes - 1) / kChecksumChunkBytes);
+}
+
+}  // namespace
+
+uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads) {
+  std::vector<uint64_t> digests(NumChunks(n));
+  const Status s = ForEachChunk(digests.size(), threads, [&](size_t i) {
+    const size_t begin = i * kChecksumChunkBytes;
+    digests[i] = XXH3_64bits(data + begin, std::min<size_t>(kChecksumChunkBytes, n - begin));
+    return Status::Ok();
+  });
+  (void)s;  // the chunk function cannot fail
   return Combine(digests);
 }
 
-Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length,
-                                const std::string& path) {
-  ChunkedChecksum sum;
-  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(length, 8ull << 20)));
-  while (length > 0) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(length, buf.size()));
-    const ssize_t r = ::pread(fd, buf.data(), want, static_cast<off_t>(offset));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return IoError("{}: read failed: {}", path, DescribeErrno(errno));
-    if (r == 0) return DataLoss("{}: file ends {} bytes early", path, length);
-    sum.Update(buf.data(), static_cast<size_t>(r));
-    offset += static_cast<uint64_t>(r);
-    length -= static_cast<uint64_t>(r);
-  }
-  return sum.Finish();
+Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length, const std::string& path,
+                                int threads) {
+  std::vector<uint64_t> digests(NumChunks(length));
+  DSV4_RETURN_IF_ERROR(ForEachChunk(digests.size(), threads, [&](size_t i) -> Status {
+    const uint64_t begin = i * kChecksumChunkBytes;
+    uint64_t left = std::min<uint64_t>(kChecksumChunkBytes, length - begin);
+    uint64_t at = offset + begin;
+    std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(left, 8ull << 20)));
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    while (left > 0) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      const ssize_t r = ::pread(fd, buf.data(), want, static_cast<off_t>(at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        XXH3_freeState(st);
+        if (r < 0) return IoError("{}: read failed: {}", path, DescribeErrno(errno));
+        return DataLoss("{}: file ends {} bytes early", path, length - (at - offset));
+      }
+      XXH3_64bits_update(st, buf.data(), static_cast<size_t>(r));
+      at += static_cast<uint64_t>(r);
+      left -= static_cast<uint64_t>(r);
+    }
+    digests[i] = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return Status::Ok();
+  }));
+  return Combine(digests);
 }
 
 std::string ChecksumHex(uint64_t checksum) {

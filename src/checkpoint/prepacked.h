@@ -123,6 +123,7 @@ struct PrepackedDecision {
   std::string path;
   std::string reason;                     // one line; empty for kUsed
   double residency = -1;                  // sampled resident fraction; -1 if not sampled
+  double verify_seconds = 0;              // kUsed: time spent checking the data checksum
   std::unique_ptr<SafetensorsFile> file;  // kUsed only: MAP_SHARED mapping
 };
 

@@ -55,8 +55,10 @@ Status Model::AttachPrepacked(const ModelOptions& options) {
   const char* fallback = "; repacking from the checkpoint";
   switch (d.outcome) {
     case PrepackedOutcome::kUsed:
-      DSV4_LOG_INFO("Using prepacked sidecar {} (sampled page-cache residency {:.1f}%)", path,
-                    100 * d.residency);
+      DSV4_LOG_INFO(
+          "Using prepacked sidecar {} (sampled page-cache residency {:.1f}%, data checksum "
+          "verified in {:.3f} s)",
+          path, 100 * d.residency, d.verify_seconds);
       ckpt_->SetOverlay(std::move(d.file));
       break;
     case PrepackedOutcome::kMissing:

@@ -124,7 +124,13 @@ TEST(Checksum, StreamingParallelAndFileFormsAgree) {
   Result<uint64_t> from_file = ChecksumOfFile(fd, 6, data.size(), path);
   ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
   EXPECT_EQ(*from_file, one);
+  // Chunks hashed on several threads (claimed, not assigned): the same value.
+  Result<uint64_t> threaded = ChecksumOfFile(fd, 6, data.size(), path, 3);
+  ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
+  EXPECT_EQ(*threaded, one);
   EXPECT_EQ(ChecksumOfFile(fd, 6, data.size() + 1, path).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(ChecksumOfFile(fd, 6, data.size() + 1, path, 3).status().code(),
+            StatusCode::kDataLoss);
   ::close(fd);
   fs::remove(path);
   // One flipped bit anywhere changes it.

@@ -200,6 +200,12 @@ void VerifyArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
 }
 
+// The head: verify sizes plus a batch-16 decode step.
+void HeadArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 2, 3, 4, 16}) b->Args({2, m, 1});
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
+}
+
 void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int64_t m : {16, 128}) {
     for (int64_t isa = 1; isa <= 2; ++isa) b->Args({isa, m, 1});
@@ -216,9 +222,9 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
-BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, false)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, false)->Apply(HeadArgs);
 // The MTP draft head (GemmBf16F32Approx: AVX512-BF16 dot products).
-BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, true)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, true)->Apply(HeadArgs);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

@@ -45,6 +45,10 @@ struct Args {
   int64_t rounds = 8;
   int threads = 0;
   std::string only;  // run only this part (profiling); empty = all
+  // Interleave the parts step by step (a bandwidth-bound model on a busy
+  // machine) instead of `steps` steps of one part at a time (keeps each
+  // part's caches warm, like a real decode loop).
+  bool interleave = false;
 };
 
 // Wall time and the process's CPU time (all threads, spinning included):
@@ -347,9 +351,11 @@ int Main(int argc, char** argv) {
       args.threads = std::atoi(next().c_str());
     } else if (a == "--only") {
       args.only = next();
+    } else if (a == "--interleave") {
+      args.interleave = true;
     } else {
       Die("usage: mtp_step_bench --model DIR [--batch B] [--prompt-len N] [--steps S] "
-          "[--rounds R] [--threads T] [--only exec0|exec1|fwd1|fwd2|mtp1]");
+          "[--rounds R] [--threads T] [--only exec0|exec1|fwd1|fwd2|mtp1] [--interleave]");
     }
   }
   if (args.model.empty() || args.batch < 1 || args.prompt_len < 2 || args.steps < 1 ||
@@ -392,23 +398,32 @@ int Main(int argc, char** argv) {
     if (round > 0) {
       exec0.Restart(), exec1.Restart(), fwd1.Restart(), fwd2.Restart(), mtp1.Restart();
     }
+    auto run = [&](int p) {
+      Clock dt;
+      switch (p) {
+        case 0: dt = exec0.Step(); break;
+        case 1: dt = exec1.Step(); break;
+        case 2: dt = fwd1.Step(); break;
+        case 3: dt = fwd2.Step(); break;
+        default: dt = mtp1.Step(); break;
+      }
+      t[static_cast<size_t>(p)].push_back(dt.wall);
+      cpu[static_cast<size_t>(p)].push_back(dt.cpu);
+    };
+    if (args.interleave) {
+      // One step of every part in turn (rotating order): load bursts on a
+      // shared machine hit all parts alike.
+      for (int64_t s = 0; s < args.steps; ++s) {
+        for (int part = 0; part < 5; ++part) run(static_cast<int>((part + s + round) % 5));
+      }
+      continue;
+    }
     for (int part = 0; part < 5; ++part) {
       // Alternate the order so no part always follows the same one.
       const int p = round % 2 == 0 ? part : 4 - part;
       if (!args.only.empty() && args.only != names[p]) continue;
       perf.Set(true);
-      for (int64_t s = 0; s < args.steps; ++s) {
-        Clock dt;
-        switch (p) {
-          case 0: dt = exec0.Step(); break;
-          case 1: dt = exec1.Step(); break;
-          case 2: dt = fwd1.Step(); break;
-          case 3: dt = fwd2.Step(); break;
-          default: dt = mtp1.Step(); break;
-        }
-        t[static_cast<size_t>(p)].push_back(dt.wall);
-        cpu[static_cast<size_t>(p)].push_back(dt.cpu);
-      }
+      for (int64_t s = 0; s < args.steps; ++s) run(p);
       perf.Set(false);
     }
   }

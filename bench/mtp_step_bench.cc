@@ -143,8 +143,8 @@ class ExecutorLoop {
     return dt;
   }
 
-  int64_t accepted() const { return ex_->spec_stats().num_accepted_tokens; }
-  int64_t drafts() const { return ex_->spec_stats().num_draft_tokens; }
+  int64_t accepted() const { return spec_.num_accepted_tokens; }
+  int64_t drafts() const { return spec_.num_draft_tokens; }
 
  private:
   StepResult Run(const StepPlan& plan) {
@@ -161,6 +161,7 @@ class ExecutorLoop {
       const RequestResult& rr = r.requests[b];
       pos_[b] = e.start_pos + e.num_real_tokens() + rr.num_accepted_drafts;
       tail_[b] = rr.tokens.back();
+      if (e.needs_logits) spec_.Add(e.num_draft, rr.num_accepted_drafts);
     }
   }
 
@@ -172,6 +173,7 @@ class ExecutorLoop {
   uint64_t step_id_ = 0;
   std::vector<int64_t> pos_;
   std::vector<int32_t> tail_;
+  SpecStats spec_;  // from the step results
 };
 
 // Bare model calls on their own cache: `rows` rows per sequence per step

@@ -15,31 +15,13 @@
 
 namespace dsv4 {
 
-// One output token's log-probabilities (when SamplingParams::logprobs >= 0).
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;  // of the sampled token: log-softmax of the raw logits (vLLM's default)
-  std::vector<std::pair<int32_t, float>> top;  // top-N (token, logprob), descending
-};
-
-struct GenerationRequest {
-  std::vector<int32_t> prompt;  // non-empty
-  int64_t max_tokens = 16;
-  std::vector<int32_t> stop_token_ids;  // in addition to EOS (unless sampling.ignore_eos)
-  SamplingParams sampling;
-};
+// What a caller submits: the engine's Request (Submit assigns the id and
+// adds EOS to stop_token_ids unless sampling.ignore_eos; max_draft_tokens -1
+// = the engine's K).
+using GenerationRequest = Request;
 
 // Delivered in order per request; the last one has finish != kNone.
-struct GenerationOutput {
-  RequestId id = 0;
-  std::vector<int32_t> new_tokens;
-  std::vector<TokenLogprob> logprobs;  // aligned with new_tokens when requested
-  FinishReason finish = FinishReason::kNone;
-  Status error;
-  // Speculation counters of this step for this request.
-  int32_t num_draft_tokens = 0;
-  int32_t num_accepted_tokens = 0;
-};
+using GenerationOutput = RequestOutput;
 
 struct EngineStats {
   int64_t num_running = 0;

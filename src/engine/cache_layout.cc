@@ -121,8 +121,6 @@ std::string DescribeSlotComparison(const SlotComparison& c) {
 }
 
 Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
-  if (o.num_partitions <= 0)
-    return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
   DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
                         BuildDsv4CacheGroups(o.shapes, o.storage, o.block_size, o.state_pages));
   if (o.slot_ring_bytes > 0) {
@@ -130,6 +128,12 @@ Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
       if (g.is_ring()) g.page_bytes = 0;
     }
   }
+  return CreateCache(std::move(groups), o);
+}
+
+Result<CacheSetup> CreateCache(std::vector<CacheGroupSpec> groups, const CachePlanOptions& o) {
+  if (o.num_partitions <= 0)
+    return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
   CapacityOptions capacity;
   capacity.budget_bytes = o.budget_bytes / o.num_partitions;
   capacity.max_model_len = o.max_model_len;

@@ -81,11 +81,8 @@ Result<SlotComparison> CompareBytesPerSlot(const Dsv4CacheShapes& shapes,
                                            int64_t prefill_tile = 128);
 std::string DescribeSlotComparison(const SlotComparison& c);
 
-struct CacheSetupOptions {
-  Dsv4CacheShapes shapes;
-  CacheStorage storage;
-  int32_t block_size = 128;  // --block-size
-  StatePageTokens state_pages;
+// How to size the pools of given groups.
+struct CachePlanOptions {
   int64_t budget_bytes = 0;    // all partitions together (ResolveKvBudget)
   int32_t num_partitions = 1;  // --dp
   int64_t max_model_len = 0;
@@ -99,14 +96,28 @@ struct CacheSetupOptions {
   int64_t slot_ring_bytes = 0;
 };
 
+// CreateDsv4Cache's input: groups priced from shapes and a row format (what-if
+// planning and scheduler tests; the engine prices from the model's own
+// declaration, Model::DeclareCache, and calls CreateCache).
+struct CacheSetupOptions : CachePlanOptions {
+  Dsv4CacheShapes shapes;
+  CacheStorage storage;
+  int32_t block_size = 128;  // --block-size
+  StatePageTokens state_pages;
+};
+
 struct CacheSetup {
   CacheManager cache;
   CapacityPlan plan;
   std::string description;  // the startup log line
 };
 
-// Prices the groups, plans the pools for budget / dp bytes per partition,
-// creates the cache manager and logs the capacity.
+// Plans the pools of `groups` (their page_bytes set) for budget / dp bytes per
+// partition, creates the cache manager and logs the capacity.
+Result<CacheSetup> CreateCache(std::vector<CacheGroupSpec> groups, const CachePlanOptions& options);
+
+// Prices the DeepSeek-V4 groups from options.shapes and options.storage (ring
+// groups at 0 bytes when options.slot_ring_bytes > 0), then CreateCache.
 Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& options);
 
 }  // namespace dsv4

@@ -11,6 +11,12 @@
 
 namespace dsv4 {
 
+// One step as it crossed the step contract.
+struct StepRecord {
+  StepPlan plan;
+  StepResult result;  // empty when the executor failed
+};
+
 class EngineCore {
  public:
   // `executor` must outlive the engine.
@@ -22,7 +28,8 @@ class EngineCore {
   // One step; returns every output produced since the previous call (new
   // tokens, finishes, aborts, failures).  An executor error fails only the
   // step's requests; an error is returned only for a broken step contract.
-  Result<std::vector<RequestOutput>> Step();
+  // `record` (optional: tracing, tests) receives the step's plan and result.
+  Result<std::vector<RequestOutput>> Step(StepRecord* record = nullptr);
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
   const Scheduler& scheduler() const { return *scheduler_; }

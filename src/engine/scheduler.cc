@@ -6,6 +6,16 @@
 #include "base/logging.h"
 
 namespace dsv4 {
+namespace {
+
+RequestOutput ErrorOutput(Status error) {
+  RequestOutput out;
+  out.finish = FinishReason::kError;
+  out.error = std::move(error);
+  return out;
+}
+
+}  // namespace
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
@@ -116,7 +126,9 @@ Status Scheduler::AddRequest(Request request) {
 Status Scheduler::Abort(RequestId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFound("request {} is not live", id);
-  Finish(it->second, FinishReason::kAbort, {}, Status::Ok());
+  RequestOutput out;
+  out.finish = FinishReason::kAbort;
+  Finish(it->second, std::move(out));
   return Status::Ok();
 }
 
@@ -358,6 +370,14 @@ Status Scheduler::CheckResult(const ScheduledRequest& e, const RequestResult& r)
   for (int32_t t : r.tokens) {
     if (t < 0) return Internal("request {}: negative token id {}", e.id, t);
   }
+  // Executors that do not report drafts or logprobs leave them empty.
+  if (!r.drafts.empty() && static_cast<int32_t>(r.drafts.size()) != e.num_draft) {
+    return Internal("request {}: {} drafts reported for {} draft rows", e.id, r.drafts.size(),
+                    e.num_draft);
+  }
+  if (!r.logprobs.empty() && static_cast<int64_t>(r.logprobs.size()) != n) {
+    return Internal("request {}: {} logprobs for {} tokens", e.id, r.logprobs.size(), n);
+  }
   return Status::Ok();
 }
 
@@ -366,7 +386,10 @@ void Scheduler::ApplyResult(Seq& seq, const ScheduledRequest& e, const RequestRe
   if (e.needs_logits) seq.has_draft_state = true;
   stats_.num_accepted_drafts += r.num_accepted_drafts;
   const auto& stops = seq.request.stop_token_ids;
-  std::vector<int32_t> appended;
+  RequestOutput out;
+  out.num_draft_tokens = e.needs_logits ? e.num_draft : 0;
+  out.num_accepted_tokens = r.num_accepted_drafts;
+  std::vector<int32_t>& appended = out.new_tokens;
   FinishReason finish = FinishReason::kNone;
   for (int32_t t : r.tokens) {
     seq.tokens.push_back(t);
@@ -381,13 +404,20 @@ void Scheduler::ApplyResult(Seq& seq, const ScheduledRequest& e, const RequestRe
     }
     if (finish != FinishReason::kNone) break;
   }
+  // Tokens cut by a stop token or the length limit lose their logprobs.
+  if (!r.logprobs.empty()) {
+    out.logprobs.assign(r.logprobs.begin(), r.logprobs.begin() + static_cast<std::ptrdiff_t>(
+                                                                     appended.size()));
+  }
   if (finish != FinishReason::kNone) {
-    Finish(seq, finish, std::move(appended), Status::Ok());
+    out.finish = finish;
+    Finish(seq, std::move(out));
     return;
   }
   cache_.Commit(seq.request.id, seq.num_computed);
   if (!appended.empty()) {
-    outputs_.push_back({seq.request.id, std::move(appended), FinishReason::kNone, Status::Ok()});
+    out.id = seq.request.id;
+    outputs_.push_back(std::move(out));
   }
 }
 
@@ -409,7 +439,7 @@ Status Scheduler::Commit(const StepPlan& plan, const StepResult& result) {
     Status ok = it == by_id.end() ? Internal("request {}: no result in step {}", e.id, plan.step_id)
                                   : CheckResult(e, *it->second);
     if (!ok.ok()) {
-      Finish(*seq, FinishReason::kError, {}, ok);
+      Finish(*seq, ErrorOutput(ok));
       continue;
     }
     ApplyResult(*seq, e, *it->second);
@@ -421,7 +451,7 @@ void Scheduler::FailStep(const StepPlan& plan, const Status& error) {
   in_flight_ = false;
   for (const ScheduledRequest& e : plan.requests) {
     Seq* seq = FindLive(e);
-    if (seq != nullptr) Finish(*seq, FinishReason::kError, {}, error.WithPrefix("step failed"));
+    if (seq != nullptr) Finish(*seq, ErrorOutput(error.WithPrefix("step failed")));
   }
 }
 
@@ -438,11 +468,11 @@ void Scheduler::ReleaseResources(Seq& seq) {
   seq.slot = {};
 }
 
-void Scheduler::Finish(Seq& seq, FinishReason reason, std::vector<int32_t> new_tokens,
-                       Status error) {
+void Scheduler::Finish(Seq& seq, RequestOutput out) {
   const RequestId id = seq.request.id;
+  out.id = id;
   ReleaseResources(seq);
-  outputs_.push_back({id, std::move(new_tokens), reason, std::move(error)});
+  outputs_.push_back(std::move(out));
   seqs_.erase(id);
 }
 

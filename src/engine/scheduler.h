@@ -147,7 +147,8 @@ class Scheduler {
   void Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* plan);
   void ApplyResult(Seq& seq, const ScheduledRequest& entry, const RequestResult& result);
   Status CheckResult(const ScheduledRequest& entry, const RequestResult& result) const;
-  void Finish(Seq& seq, FinishReason reason, std::vector<int32_t> new_tokens, Status error);
+  // Ends seq with `out` (its id is set here) and frees its pages and slot.
+  void Finish(Seq& seq, RequestOutput out);
   void ReleaseResources(Seq& seq);
   Seq* FindLive(const ScheduledRequest& entry);
 

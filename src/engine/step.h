@@ -84,6 +84,11 @@ struct RequestResult {
   // accepted drafts plus one target token (1 .. num_draft + 1 tokens).
   std::vector<int32_t> tokens;
   int32_t num_accepted_drafts = 0;  // == tokens.size() - 1 when tokens is non-empty
+  // The draft tokens the step verified (the plan's num_draft of them when
+  // tokens is non-empty; the first num_accepted_drafts equal tokens).
+  std::vector<int32_t> drafts;
+  // One per token in `tokens` when the request asked for logprobs, else none.
+  std::vector<TokenLogprob> logprobs;
   // Non-OK: this request's step failed (e.g. its logits were not finite);
   // it finishes with kError and this status, the plan's other requests go on.
   Status error;

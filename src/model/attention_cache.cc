@@ -276,37 +276,64 @@ size_t AttentionCache::FixedBytesFor(const AttentionCacheGeometry& g) {
          2 * Sz(AttnStateElems(g) + IndexStateElems(g)) * sizeof(float);
 }
 
-PagedRows* AttentionCache::history(HistoryGroup group) {
+namespace {
+
+// Row width of pooled `group` in a layer of `g`, 0 when the layer has no such
+// list.
+int64_t HistoryWidth(const AttentionCacheGeometry& g, Dsv4Group group) {
   switch (group) {
-    case kHistC4:
-      return g_.compress_ratio == 4 ? &compressed_ : nullptr;
-    case kHistC128:
-      return g_.compress_ratio > 4 ? &compressed_ : nullptr;
-    case kHistIdx:
-      return g_.compress_ratio == 4 ? &index_keys_ : nullptr;
+    case kGroupCmpC4:
+      return g.compress_ratio == 4 ? g.head_dim : 0;
+    case kGroupCmpC128:
+      return g.compress_ratio > 4 ? g.head_dim : 0;
+    case kGroupIdx:
+      return g.compress_ratio == 4 ? g.index_head_dim : 0;
     default:
-      return nullptr;
+      return 0;
   }
 }
 
-const PagedRows* AttentionCache::history(HistoryGroup group) const {
+const char* PagesName(Dsv4Group group) {
+  switch (group) {
+    case kGroupCmpC4:
+      return "cmp_c4 pages";
+    case kGroupCmpC128:
+      return "cmp_c128 pages";
+    default:
+      return "idx pages";
+  }
+}
+
+}  // namespace
+
+PagedRows* AttentionCache::history(Dsv4Group group) {
+  if (HistoryWidth(g_, group) == 0) return nullptr;
+  return group == kGroupIdx ? &index_keys_ : &compressed_;
+}
+
+const PagedRows* AttentionCache::history(Dsv4Group group) const {
   return const_cast<AttentionCache*>(this)->history(group);
 }
 
+size_t AttentionCache::PoolPageBytes(const AttentionCacheGeometry& g, Dsv4Group group) {
+  const int64_t width = HistoryWidth(g, group);
+  if (width == 0 || g.page_tokens <= 0) return 0;
+  return PagedRows::PageBytesFor(width, g.page_tokens / g.compress_ratio);
+}
+
 Status AttentionCache::CheckPages(const SequenceSlice& s) const {
-  static constexpr const char* kNames[kNumHistoryGroups] = {"cmp_c4 pages", "cmp_c128 pages",
-                                                            "idx pages"};
-  for (int g = 0; g < kNumHistoryGroups; ++g) {
-    const auto group = static_cast<HistoryGroup>(g);
+  for (Dsv4Group group : kPooledGroups) {
     const PagedRows* rows = history(group);
-    const bool given = !s.pages.tables[Sz(g)].empty() || !s.pages.fresh[Sz(g)].empty();
+    const std::span<const int32_t> table = s.pages.tables[Sz(group)];
+    const std::span<const int32_t> fresh = s.pages.fresh[Sz(group)];
+    const bool given = !table.empty() || !fresh.empty();
     if (rows == nullptr || (!external_pages() && !given)) continue;
     const int64_t ratio = g_.compress_ratio;
-    DSV4_RETURN_IF_ERROR(rows->CheckTable(s.cache_slot, s.pages.tables[Sz(g)], s.start_pos / ratio,
-                                          (s.start_pos + s.num_tokens) / ratio, kNames[g]));
-    for (int32_t page : s.pages.fresh[Sz(g)]) {
+    DSV4_RETURN_IF_ERROR(rows->CheckTable(s.cache_slot, table, s.start_pos / ratio,
+                                          (s.start_pos + s.num_tokens) / ratio, PagesName(group)));
+    for (int32_t page : fresh) {
       if (page < 0 || page >= rows->num_pages()) {
-        return InvalidArgument("{}: fresh page {} outside [0, {})", kNames[g], page,
+        return InvalidArgument("{}: fresh page {} outside [0, {})", PagesName(group), page,
                                rows->num_pages());
       }
     }
@@ -316,14 +343,15 @@ Status AttentionCache::CheckPages(const SequenceSlice& s) const {
 
 void AttentionCache::ApplyPages(const SequenceSlice& s) {
   if (!external_pages()) return;
-  for (int g = 0; g < kNumHistoryGroups; ++g) {
-    PagedRows* rows = history(static_cast<HistoryGroup>(g));
+  for (Dsv4Group group : kPooledGroups) {
+    const auto g = Sz(group);
+    PagedRows* rows = history(group);
     if (rows == nullptr) continue;
     // A previous owner's rows are in a fresh page; the model writes every row
     // before reading it, so this is hygiene, not what correctness rests on
     // (a page-addressed kernel reading whole pages would need it).
-    for (int32_t page : s.pages.fresh[Sz(g)]) rows->ClearPage(page);
-    rows->SetTable(s.cache_slot, s.pages.tables[Sz(g)]);
+    for (int32_t page : s.pages.fresh[g]) rows->ClearPage(page);
+    rows->SetTable(s.cache_slot, s.pages.tables[g]);
   }
 }
 

@@ -123,7 +123,10 @@ class PagedRows {
 
   // Pages in the pool (self-managed: allocated so far).
   int64_t num_pages() const { return num_pages_; }
-  size_t page_bytes() const { return static_cast<size_t>(width_ * rows_per_page_) * sizeof(bf16); }
+  size_t page_bytes() const { return PageBytesFor(width_, rows_per_page_); }
+  static size_t PageBytesFor(int64_t width, int64_t rows_per_page) {
+    return static_cast<size_t>(width * rows_per_page) * sizeof(bf16);
+  }
   // Bytes reserved for the pool (external: all of it, resident or not).
   size_t pool_bytes() const { return static_cast<size_t>(num_pages_) * page_bytes(); }
   // [rows_per_page, width] of one pool page (tests inspect pool contents).
@@ -194,10 +197,15 @@ class AttentionCache {
 
   // ---- Pages of the growing lists. ----
   bool external_pages() const { return g_.page_tokens > 0; }
-  // The list of `group` in this layer, or null when the layer has none
-  // (window-only layers; kHistIdx on ratio-128 layers).
-  PagedRows* history(HistoryGroup group);
-  const PagedRows* history(HistoryGroup group) const;
+  // The list of pooled `group` (kPooledGroups) in this layer, or null when the
+  // layer has none (window-only layers; kGroupIdx on ratio-128 layers; any
+  // group that is not pooled).
+  PagedRows* history(Dsv4Group group);
+  const PagedRows* history(Dsv4Group group) const;
+  // Bytes of one external pool page of `group` in a layer of `geometry`
+  // (page_tokens > 0), 0 when such a layer has no list of the group.  The
+  // pools are sized by it and Model::DeclareCache prices pages with it.
+  static size_t PoolPageBytes(const AttentionCacheGeometry& geometry, Dsv4Group group);
   // Whether slice s's pages fit this layer (external caches: s.pages covers
   // every row kept after the rewind to s.start_pos and every row the call
   // appends, ids in range, kept rows' pages unchanged; self-managed caches:

@@ -9,23 +9,30 @@
 #include <span>
 #include <vector>
 
+#include "cache/cache_spec.h"
+
 namespace dsv4 {
 
-// The model's full-history row lists, one per cache group the scheduler pages
-// (docs/engine.md §2): compressed KV rows of ratio-4 layers (`cmp_c4`), of the
-// other compressed layers (`cmp_c128`), and indexer keys (`idx`).
-enum HistoryGroup : int { kHistC4 = 0, kHistC128 = 1, kHistIdx = 2, kNumHistoryGroups = 3 };
+// The cache groups whose rows the model stores in page pools addressed by
+// the scheduler's block tables: the full-history lists (compressed KV rows of
+// ratio-4 layers `cmp_c4`, of the other compressed layers `cmp_c128`, and
+// indexer keys `idx`).  The other groups (the window ring and the compressor
+// states) are per-slot storage in the model and admission bookkeeping in the
+// scheduler (docs/engine.md "Cache groups").  Group ids are the cache's own
+// (Dsv4Group): one numbering from the scheduler to the kernels.
+inline constexpr std::array<Dsv4Group, 3> kPooledGroups = {kGroupCmpC4, kGroupCmpC128, kGroupIdx};
 
 // One slice's pages in the fixed pools of a cache with external pages
 // (Model::NewCache with CachePools; empty for a self-managed cache).  Per
-// group: tables[g][i] is the pool page of the slice's logical page i (pages
-// cover CachePools::page_tokens source positions from position 0); fresh[g]
-// lists pages newly given to the sequence, which the forward zeroes in every
-// layer's pool before it writes anything.  The spans point into caller memory
-// that must stay valid for the call.
+// pooled group g: tables[g][i] is the pool page of the slice's logical page i
+// (pages cover CachePools::page_tokens source positions from position 0);
+// fresh[g] lists pages newly given to the sequence, which the forward zeroes
+// in every layer's pool before it writes anything.  Entries of the other
+// groups are ignored.  The spans point into caller memory that must stay
+// valid for the call.
 struct SlicePages {
-  std::array<std::span<const int32_t>, kNumHistoryGroups> tables;
-  std::array<std::span<const int32_t>, kNumHistoryGroups> fresh;
+  std::array<std::span<const int32_t>, kNumDsv4Groups> tables;
+  std::array<std::span<const int32_t>, kNumDsv4Groups> fresh;
 };
 
 struct SequenceSlice {

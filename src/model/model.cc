@@ -16,6 +16,26 @@ namespace {
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 
+// Whether the compressed rows of every layer can live in pages of
+// page_tokens source positions (whole rows per page).
+Status CheckPageTokens(const std::vector<AttentionCacheGeometry>& geometries, int64_t num_layers,
+                       int64_t page_tokens) {
+  for (size_t l = 0; l < geometries.size(); ++l) {
+    const int64_t ratio = geometries[l].compress_ratio;
+    if (ratio == 0) continue;
+    if (static_cast<int64_t>(l) == num_layers) {
+      return InvalidArgument("the MTP block has compress ratio {}: no cache group pages its rows",
+                             ratio);
+    }
+    if (page_tokens <= 0 || page_tokens % ratio != 0) {
+      return InvalidArgument(
+          "cache page of {} tokens is not a positive multiple of layer {}'s compress ratio {}",
+          page_tokens, l, ratio);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Model::~Model() = default;
@@ -170,27 +190,14 @@ Result<std::unique_ptr<ModelCache>> Model::NewCache(int64_t num_slots, const Cac
       return InvalidArgument("a cache pool of {} pages does not fit 32-bit page ids", pages);
     }
   }
-  for (size_t l = 0; l < geometries.size(); ++l) {
-    AttentionCacheGeometry& g = geometries[l];
-    if (g.compress_ratio == 0) continue;
-    if (static_cast<int64_t>(l) == num_layers()) {
-      return InvalidArgument("the MTP block has compress ratio {}: no cache group pages its rows",
-                             g.compress_ratio);
-    }
-    if (pools.page_tokens <= 0 || pools.page_tokens % g.compress_ratio != 0) {
-      return InvalidArgument(
-          "cache page of {} tokens is not a positive multiple of layer {}'s "
-          "compress ratio {}",
-          pools.page_tokens, l, g.compress_ratio);
-    }
-  }
+  DSV4_RETURN_IF_ERROR(CheckPageTokens(geometries, num_layers(), pools.page_tokens));
   std::vector<std::unique_ptr<AttentionCache>> layers;
   std::unique_ptr<AttentionCache> mtp;
   for (size_t l = 0; l < geometries.size(); ++l) {
     AttentionCacheGeometry& g = geometries[l];
     g.page_tokens = pools.page_tokens;
-    g.compressed_pages = pools.num_pages[g.compress_ratio == 4 ? kHistC4 : kHistC128];
-    g.index_pages = pools.num_pages[kHistIdx];
+    g.compressed_pages = pools.num_pages[g.compress_ratio == 4 ? kGroupCmpC4 : kGroupCmpC128];
+    g.index_pages = pools.num_pages[kGroupIdx];
     std::unique_ptr<AttentionCache> c;
     try {
       c = std::make_unique<AttentionCache>(g, num_slots);
@@ -205,6 +212,37 @@ Result<std::unique_ptr<ModelCache>> Model::NewCache(int64_t num_slots, const Cac
     }
   }
   return std::make_unique<ModelCache>(std::move(layers), std::move(mtp), num_slots);
+}
+
+Result<CacheDeclaration> Model::DeclareCache(const CacheOptions& options,
+                                             int64_t page_tokens) const {
+  std::vector<AttentionCacheGeometry> geometries = CacheGeometries(options);
+  if (page_tokens <= 0 || page_tokens > std::numeric_limits<int32_t>::max()) {
+    return InvalidArgument("--block-size {} is out of range", page_tokens);
+  }
+  Dsv4CacheGeometry shape;
+  shape.block_size = static_cast<int32_t>(page_tokens);
+  shape.window = static_cast<int32_t>(cfg_.sliding_window);
+  shape.csa_ratio = 4;
+  for (const AttentionCacheGeometry& g : geometries) {
+    if (g.compress_ratio > 4) shape.hca_ratio = static_cast<int32_t>(g.compress_ratio);
+  }
+  // The MTP block's window shares the ori pages, one row behind.
+  shape.mtp_in_ori = static_cast<int64_t>(geometries.size()) > num_layers();
+  CacheDeclaration d;
+  DSV4_ASSIGN_OR_RETURN(d.groups, MakeDsv4CacheGroups(shape));  // names --block-size
+  DSV4_RETURN_IF_ERROR(CheckPageTokens(geometries, num_layers(), page_tokens));
+  for (AttentionCacheGeometry& g : geometries) g.page_tokens = page_tokens;
+  for (Dsv4Group group : kPooledGroups) {
+    int64_t bytes = 0;
+    for (const AttentionCacheGeometry& g : geometries) {
+      bytes += static_cast<int64_t>(AttentionCache::PoolPageBytes(g, group));
+    }
+    d.groups[Sz(group)].page_bytes = bytes;
+  }
+  d.slot_bytes = static_cast<int64_t>(CacheFixedBytesPerSlot(options));
+  d.page_tokens = page_tokens;
+  return d;
 }
 
 size_t Model::CacheFixedBytesPerSlot(const CacheOptions& options) const {

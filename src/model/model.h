@@ -64,13 +64,26 @@ struct CacheOptions {
   bool include_mtp = true;  // a cache for the MTP block (when the model has one)
 };
 
-// External page pools for the full-history row lists (the engine's cmp_c4,
-// cmp_c128 and idx groups, docs/engine.md §4): every layer of a group gets a
-// fixed pool of num_pages[group] pages of page_tokens source positions, and
-// the caller addresses rows through per-slice page tables (SlicePages).
+// External page pools for the full-history row lists (kPooledGroups): every
+// layer of a group gets a fixed pool of num_pages[group] pages of page_tokens
+// source positions, and the caller addresses rows through per-slice page
+// tables (SlicePages).  Entries of the other groups are ignored.
 struct CachePools {
-  int64_t page_tokens = 0;                             // --block-size
-  std::array<int64_t, kNumHistoryGroups> num_pages{};  // per group, all DP partitions
+  int64_t page_tokens = 0;                          // --block-size
+  std::array<int64_t, kNumDsv4Groups> num_pages{};  // per group, all DP partitions
+};
+
+// The cache as this model stores it, for the engine's planner, scheduler and
+// executor (Model::DeclareCache): the seven groups with their geometry, and
+// their bytes computed by the same functions that size the storage, so the
+// plan prices exactly what NewCache allocates.  Pooled groups: bytes of one
+// page summed over every layer that has the group.  Ring groups (window KV,
+// compressor states) live in per-slot storage: page_bytes 0 (their pages are
+// admission bookkeeping) and their bytes are in slot_bytes.
+struct CacheDeclaration {
+  std::vector<CacheGroupSpec> groups;  // indexed by Dsv4Group
+  int64_t slot_bytes = 0;              // per-slot storage of every layer (and the MTP block)
+  int64_t page_tokens = 0;
 };
 
 // Caller-owned outputs of one forward; every pointer is optional.
@@ -127,6 +140,11 @@ class Model {
   // Bytes NewCache(options) allocates per slot independent of context: rings
   // and compressor states of every layer (and the MTP block when included).
   size_t CacheFixedBytesPerSlot(const CacheOptions& options) const;
+  // The cache NewCache(options, pools with page_tokens) builds, as the
+  // engine's cache groups.  InvalidArgument for a page size the model cannot
+  // page (not a positive multiple of every compress ratio) or an MTP block
+  // with compressed rows.
+  Result<CacheDeclaration> DeclareCache(const CacheOptions& options, int64_t page_tokens) const;
 
   // Main model on any mix of sequences (ForwardBatch).  Writes the requested
   // outputs; extends each slice's cache slot.  Errors (InvalidArgument /

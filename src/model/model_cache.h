@@ -58,12 +58,12 @@ class ModelCache {
 
   // Whether the growing lists live in external page pools.
   bool external_pages() const;
-  // Bytes of one page of `group` summed over every layer that has the group
-  // (what the engine's capacity plan must price as the group's page_bytes).
-  size_t PageBytes(HistoryGroup group) const;
-  // Pool pages of `group` (external: fixed; self-managed: allocated so far,
-  // per layer).  0 when no layer has the group.
-  int64_t NumPoolPages(HistoryGroup group) const;
+  // Bytes of one page of pooled `group` summed over every layer that has the
+  // group (Model::DeclareCache computes the same from the geometries).
+  size_t PageBytes(Dsv4Group group) const;
+  // Pool pages of pooled `group` (external: fixed; self-managed: allocated so
+  // far, per layer).  0 when no layer has the group.
+  int64_t NumPoolPages(Dsv4Group group) const;
   // Bytes allocated: per-slot state of every slot plus every page pool
   // (external pools count in full, resident or not).
   size_t AllocatedBytes() const;

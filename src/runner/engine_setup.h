@@ -1,6 +1,6 @@
-// Assembling an engine core from a loaded model: cache shapes from the model
-// config, pools sized from a byte budget (CreateDsv4Cache), the scheduler,
-// and the ModelExecutor.  Shared by the engine thread (local_engine.h), the
+// Assembling an engine core from a loaded model: the cache the model declares
+// (Model::DeclareCache), pools sized from a byte budget (CreateCache), the
+// scheduler, and the ModelExecutor.  Shared by the engine thread (local_engine.h), the
 // offline runner (offline.h) and tests.
 #pragma once
 
@@ -20,10 +20,6 @@
 #include "runner/model_executor.h"
 
 namespace dsv4 {
-
-// The cache geometry of `cfg` (main layers by compress ratio, one MTP layer
-// when K > 0).
-Dsv4CacheShapes CacheShapesFor(const ModelConfig& cfg, int32_t num_speculative_tokens);
 
 // The scheduler flags of `options`.  The CPU forward has no prefill tile
 // (any number of rows per call), so chunks are not padded: tile 1.

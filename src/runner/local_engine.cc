@@ -89,14 +89,10 @@ Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback 
                            prompt_len, request.max_tokens, options_.max_model_len);
   }
   DSV4_RETURN_IF_ERROR(validator_.Validate(request.sampling));
-  Request r;
-  r.prompt = std::move(request.prompt);
-  r.max_tokens = request.max_tokens;
-  r.stop_token_ids = std::move(request.stop_token_ids);
-  if (!request.sampling.ignore_eos) {
+  Request r = std::move(request);  // GenerationRequest is the engine's Request
+  if (!r.sampling.ignore_eos) {
     r.stop_token_ids.push_back(static_cast<int32_t>(model_.config().eos_token_id));
   }
-  r.sampling = request.sampling;
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return Status(StatusCode::kUnavailable, "the engine is shut down");
   const auto queued = static_cast<int64_t>(submitted_.size()) + num_queued_in_core_;
@@ -167,7 +163,7 @@ void LocalEngine::Loop() {
         s.on_output(out);
         continue;
       }
-      callbacks_.emplace(id, std::move(s.on_output));
+      live_.emplace(id, Live{std::move(s.on_output), {}});
     }
     // Unknown or finished ids are ignored (NotFound).
     for (RequestId id : aborts) (void)parts_.core->Abort(id);
@@ -187,7 +183,7 @@ void LocalEngine::Loop() {
 
 void LocalEngine::AbortAll() {
   std::vector<RequestId> live;
-  for (const auto& [id, cb] : callbacks_) live.push_back(id);
+  for (const auto& [id, request] : live_) live.push_back(id);
   for (RequestId id : live) (void)parts_.core->Abort(id);
   // One more step delivers the kAbort outputs and releases the runner slots.
   Result<std::vector<RequestOutput>> outputs = parts_.core->Step();
@@ -196,27 +192,24 @@ void LocalEngine::AbortAll() {
 }
 
 void LocalEngine::Deliver(const std::vector<RequestOutput>& outputs) {
-  const auto& info = parts_.executor->last_step();
   int64_t generated = 0;
   for (const RequestOutput& o : outputs) {
-    auto cb = callbacks_.find(o.id);
-    if (cb == callbacks_.end()) continue;
-    GenerationOutput g;
-    g.id = o.id;
-    g.new_tokens = o.new_tokens;
-    g.finish = o.finish;
-    g.error = o.error;
-    auto it = info.find(o.id);
-    if (it != info.end()) {
-      g.num_draft_tokens = it->second.num_draft;
-      g.num_accepted_tokens = it->second.num_accepted;
-      // Tokens cut by a stop token or the length limit lose their logprobs.
-      const size_t n = std::min(it->second.logprobs.size(), g.new_tokens.size());
-      g.logprobs.assign(it->second.logprobs.begin(), it->second.logprobs.begin() + n);
+    auto it = live_.find(o.id);
+    if (it == live_.end()) continue;
+    Live& request = it->second;
+    request.spec.Add(o);
+    spec_.Add(o);
+    generated += static_cast<int64_t>(o.new_tokens.size());
+    request.on_output(o);
+    if (o.finish == FinishReason::kNone) continue;
+    const SpecStats& s = request.spec;
+    if (s.num_draft_tokens > 0) {  // the reference's per-request acceptance line
+      DSV4_LOG_DEBUG("MTP acceptance for request {}: accepted={} proposed={} rate={:.2f}%", o.id,
+                     s.num_accepted_tokens, s.num_draft_tokens,
+                     100.0 * static_cast<double>(s.num_accepted_tokens) /
+                         static_cast<double>(s.num_draft_tokens));
     }
-    generated += static_cast<int64_t>(g.new_tokens.size());
-    cb->second(g);
-    if (o.finish != FinishReason::kNone) callbacks_.erase(cb);
+    live_.erase(it);
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.generation_tokens_total += generated;
@@ -239,7 +232,7 @@ void LocalEngine::UpdateStats() {
   }
   if (per_slot_rings) used += sched.num_running() * parts_.plan.ring_bytes_per_request;
   const int64_t total = parts_.plan.total_bytes * cache.num_partitions();
-  const SpecStats& spec = parts_.executor->spec_stats();
+  const SpecStats& spec = spec_;
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_running = sched.num_running();
   stats_.num_waiting = sched.num_waiting();

@@ -76,9 +76,17 @@ class LocalEngine : public AsyncEngine {
   // callers never touch the engine thread's.  Validate is const and pure.
   const Sampler validator_;
 
-  // Engine thread only (no lock): the core and its executor, the callbacks.
+  // A live request as the engine thread tracks it.
+  struct Live {
+    OutputCallback on_output;
+    SpecStats spec;  // its speculation counters (logged when it ends)
+  };
+
+  // Engine thread only (no lock): the core and its executor, the live
+  // requests, the global speculation counters.
   EngineParts parts_;
-  std::unordered_map<RequestId, OutputCallback> callbacks_;
+  std::unordered_map<RequestId, Live> live_;
+  SpecStats spec_;
 
   // State below is protected by mu_.
   mutable std::mutex mu_;

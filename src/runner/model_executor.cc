@@ -39,23 +39,6 @@ int64_t FirstNonFinite(const float* x, int64_t n) {
 
 }  // namespace
 
-void SpecStats::Add(int32_t num_draft, int32_t num_accepted) {
-  if (num_draft <= 0) return;
-  ++num_verify_steps;
-  num_draft_tokens += num_draft;
-  num_accepted_tokens += num_accepted;
-  if (accepted_per_pos.size() < static_cast<size_t>(num_draft)) {
-    accepted_per_pos.resize(static_cast<size_t>(num_draft), 0);
-  }
-  for (int32_t i = 0; i < num_accepted; ++i) ++accepted_per_pos[static_cast<size_t>(i)];
-}
-
-double SpecStats::MeanAcceptedLength() const {
-  if (num_verify_steps == 0) return 0;
-  return static_cast<double>(num_accepted_tokens + num_verify_steps) /
-         static_cast<double>(num_verify_steps);
-}
-
 Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
     const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
     std::unique_ptr<DraftProposer> proposer) {
@@ -74,7 +57,7 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   if (options.page_tokens > 0) {
     CachePools pools;
     pools.page_tokens = options.page_tokens;
-    for (int g = 0; g < kNumHistoryGroups; ++g) {
+    for (Dsv4Group g : kPooledGroups) {
       const int64_t per = options.pages_per_partition[static_cast<size_t>(g)];
       if (per < 0 || per * options.num_partitions > std::numeric_limits<int32_t>::max()) {
         return InvalidArgument("{} pages per partition do not fit 32-bit page ids", per);
@@ -122,12 +105,6 @@ ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
   }
 }
 
-SpecStats ModelExecutor::SlotSpecStats(int32_t partition, int32_t slot) const {
-  const int64_t idx = static_cast<int64_t>(partition) * options_.slots_per_partition + slot;
-  if (idx < 0 || idx >= cache_->num_slots() || !slots_[static_cast<size_t>(idx)].live) return {};
-  return slots_[static_cast<size_t>(idx)].spec;
-}
-
 int64_t ModelExecutor::num_live_slots() const {
   int64_t n = 0;
   for (const SlotState& st : slots_) n += st.live ? 1 : 0;
@@ -144,12 +121,6 @@ void ModelExecutor::Release(const ReleasedSlot& r) {
   }
   SlotState& st = slots_[static_cast<size_t>(idx)];
   if (!st.live || st.generation != r.generation || st.id != r.id) return;
-  if (st.spec.num_draft_tokens > 0) {  // serving.md §6.6's per-request line
-    DSV4_LOG_DEBUG("MTP acceptance for request {}: accepted={} proposed={} rate={:.2f}%", st.id,
-                   st.spec.num_accepted_tokens, st.spec.num_draft_tokens,
-                   100.0 * static_cast<double>(st.spec.num_accepted_tokens) /
-                       static_cast<double>(st.spec.num_draft_tokens));
-  }
   st.live = false;
   st.tokens.clear();
   st.tokens.shrink_to_fit();
@@ -215,35 +186,33 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
 
 // The entry's pages of the full-history groups as pool page ids.
 Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
-  static constexpr int kGroupOf[kNumHistoryGroups] = {kGroupCmpC4, kGroupCmpC128, kGroupIdx};
   if (static_cast<int>(e.block_tables.size()) != kNumDsv4Groups ||
       static_cast<int>(e.fresh_pages.size()) != kNumDsv4Groups) {
     return InvalidArgument("plan entry has {} block tables and {} fresh lists, need {}",
                            e.block_tables.size(), e.fresh_pages.size(), int{kNumDsv4Groups});
   }
-  for (int h = 0; h < kNumHistoryGroups; ++h) {
-    const auto hs = static_cast<size_t>(h);
-    const int64_t per = options_.pages_per_partition[hs];
+  for (Dsv4Group group : kPooledGroups) {
+    const auto gs = static_cast<size_t>(group);
+    const int64_t per = options_.pages_per_partition[gs];
     const int64_t base = per * e.partition;
-    const auto gs = static_cast<size_t>(kGroupOf[h]);
     const BlockTable& table = e.block_tables[gs];
     if (table.first_page != 0 && !table.pages.empty()) {
-      return InvalidArgument("full-history table of group {} starts at page {}", kGroupOf[h],
+      return InvalidArgument("full-history table of group {} starts at page {}", int{group},
                              table.first_page);
     }
     auto translate = [&](const std::vector<int32_t>& local, std::vector<int32_t>* out) -> Status {
       out->clear();
       for (int32_t p : local) {
         if (p < 0 || p >= per) {
-          return InvalidArgument("group {}: page {} outside the partition's [0, {})", kGroupOf[h],
+          return InvalidArgument("group {}: page {} outside the partition's [0, {})", int{group},
                                  p, per);
         }
         out->push_back(static_cast<int32_t>(base + p));
       }
       return Status::Ok();
     };
-    DSV4_RETURN_IF_ERROR(translate(table.pages, &b->tables[hs]));
-    DSV4_RETURN_IF_ERROR(translate(e.fresh_pages[gs], &b->fresh[hs]));
+    DSV4_RETURN_IF_ERROR(translate(table.pages, &b->tables[gs]));
+    DSV4_RETURN_IF_ERROR(translate(e.fresh_pages[gs], &b->fresh[gs]));
   }
   return Status::Ok();
 }
@@ -314,8 +283,8 @@ RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate
   u->history = st.tokens;
   if (!needs_logits) return r;
 
-  RequestStepInfo& info = last_step_[e.id];
-  info.logprobs = std::move(sampled.logprobs);
+  r.logprobs = std::move(sampled.logprobs);
+  r.drafts = b.drafts;
   r.tokens = std::move(sampled.tokens);
   r.num_accepted_drafts = sampled.num_accepted;
   const int32_t a = r.num_accepted_drafts;
@@ -324,12 +293,6 @@ RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate
   u->committed = true;
   st.tokens.insert(st.tokens.end(), r.tokens.begin(), r.tokens.end());
   u->history = st.tokens;  // after the insert (which may reallocate); AfterVerify reads it
-  st.spec.Add(e.num_draft, a);
-  spec_stats_.Add(e.num_draft, a);
-  info.start_pos = s;
-  info.drafts = b.drafts;
-  info.num_draft = e.num_draft;
-  info.num_accepted = a;
   return r;
 }
 
@@ -359,7 +322,6 @@ std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<B
 
 Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   step_id_ = plan.step_id;
-  last_step_.clear();
   for (const ReleasedSlot& r : plan.released) Release(r);
   std::vector<Bound> bound;
   ForwardBatch batch;
@@ -385,7 +347,7 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   }
   // The spans point into `bound`, which no longer moves.
   for (size_t i = 0; i < bound.size(); ++i) {
-    for (size_t g = 0; g < kNumHistoryGroups; ++g) {
+    for (size_t g = 0; g < kNumDsv4Groups; ++g) {
       batch.seqs[i].pages.tables[g] = bound[i].tables[g];
       batch.seqs[i].pages.fresh[g] = bound[i].fresh[g];
     }

@@ -24,7 +24,6 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -42,32 +41,11 @@ struct ModelExecutorOptions {
   int32_t num_partitions = 1;          // --dp
   int32_t slots_per_partition = 1;     // the scheduler's slots per partition
   int32_t num_speculative_tokens = 0;  // K; > 0 needs the model's MTP layer (or a proposer)
-  // Pages of the full-history groups: 0 = self-managed cache; else the
-  // scheduler's block size, with pages_per_partition[g] pages of group g
-  // (cmp_c4, cmp_c128, idx) in every partition.
+  // Pages of the pooled groups: 0 = self-managed cache; else the scheduler's
+  // block size, with pages_per_partition[g] pages of group g in every
+  // partition (the capacity plan's num_pages; only kPooledGroups are read).
   int64_t page_tokens = 0;
-  std::array<int64_t, kNumHistoryGroups> pages_per_partition{};
-};
-
-// Speculation counters (serving.md §6.6), per request and global.
-struct SpecStats {
-  int64_t num_verify_steps = 0;  // steps that carried drafts
-  int64_t num_draft_tokens = 0;
-  int64_t num_accepted_tokens = 0;
-  std::vector<int64_t> accepted_per_pos;  // [K]: drafts accepted at draft index i
-
-  void Add(int32_t num_draft, int32_t num_accepted);
-  // Tokens committed per verify step (accepted + 1); 0 without verify steps.
-  double MeanAcceptedLength() const;
-};
-
-// What one request got in the last Run beyond its tokens.
-struct RequestStepInfo {
-  int64_t start_pos = 0;        // of the step's rows
-  std::vector<int32_t> drafts;  // the draft tokens verified (debugging, tests)
-  int32_t num_draft = 0;
-  int32_t num_accepted = 0;
-  std::vector<TokenLogprob> logprobs;  // one per committed token when requested
+  std::array<int64_t, kNumDsv4Groups> pages_per_partition{};
 };
 
 class ModelExecutor : public Executor {
@@ -91,11 +69,6 @@ class ModelExecutor : public Executor {
   Status ValidateSampling(const SamplingParams& params) const {
     return samplers_.front()->Validate(params);
   }
-  // Per-request details of the last Run, by request id.
-  const std::unordered_map<RequestId, RequestStepInfo>& last_step() const { return last_step_; }
-  const SpecStats& spec_stats() const { return spec_stats_; }
-  // Counters of the request now in (partition, slot); empty when none.
-  SpecStats SlotSpecStats(int32_t partition, int32_t slot) const;
   int64_t num_cache_slots() const { return cache_->num_slots(); }
   // The model cache (bytes, pools and tables for setup checks and tests).
   const ModelCache& cache() const { return *cache_; }
@@ -113,7 +86,6 @@ class ModelExecutor : public Executor {
     SamplerState rng;
     int64_t num_prompt = 0;
     std::vector<int32_t> tokens;  // every token known so far: inputs seen, then sampled
-    SpecStats spec;
   };
   // One plan entry bound to its cache slot.
   struct Bound {
@@ -123,9 +95,9 @@ class ModelExecutor : public Executor {
     int64_t first_logit = 0;  // index into the logits rows when entry->needs_logits
     std::vector<int32_t> drafts;
     // External pages: pool page ids of the entry's block tables and fresh
-    // pages, per history group (SlicePages points into them).
-    std::array<std::vector<int32_t>, kNumHistoryGroups> tables;
-    std::array<std::vector<int32_t>, kNumHistoryGroups> fresh;
+    // pages, per pooled group (SlicePages points into them).
+    std::array<std::vector<int32_t>, kNumDsv4Groups> tables;
+    std::array<std::vector<int32_t>, kNumDsv4Groups> fresh;
   };
 
   ModelExecutor(const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
@@ -161,8 +133,6 @@ class ModelExecutor : public Executor {
   Workspace ws_;
   std::vector<float> logits_;  // [logit rows, vocab]
   std::vector<bf16> streams_;  // [rows, hc, D] when proposing
-  std::unordered_map<RequestId, RequestStepInfo> last_step_;
-  SpecStats spec_stats_;
 };
 
 }  // namespace dsv4

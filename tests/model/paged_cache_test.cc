@@ -5,6 +5,7 @@
 // an error that leaves the cache as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -36,7 +37,7 @@ size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 class Pager {
  public:
   Pager() {
-    for (int g = 0; g < kNumHistoryGroups; ++g) {
+    for (int g : kPooledGroups) {
       std::vector<int32_t> order(Sz(kPoolPages));
       for (int64_t i = 0; i < kPoolPages; ++i) order[Sz(i)] = static_cast<int32_t>(i);
       std::mt19937 rng(static_cast<uint32_t>(17 + g));
@@ -52,7 +53,7 @@ class Pager {
     auto& fresh = fresh_[slot];
     const auto keep = Sz((start + kPageTokens - 1) / kPageTokens);
     const auto need = Sz((end + kPageTokens - 1) / kPageTokens);
-    for (int g = 0; g < kNumHistoryGroups; ++g) {
+    for (int g : kPooledGroups) {
       std::vector<int32_t>& t = tables[Sz(g)];
       while (t.size() > keep) {
         free_[Sz(g)].insert(free_[Sz(g)].begin(), t.back());
@@ -71,21 +72,21 @@ class Pager {
   // Points every slice's SlicePages at this pager's tables.
   void Attach(ForwardBatch* b) const {
     for (SequenceSlice& s : b->seqs) {
-      for (int g = 0; g < kNumHistoryGroups; ++g) {
+      for (int g : kPooledGroups) {
         s.pages.tables[Sz(g)] = tables_.at(s.cache_slot)[Sz(g)];
         s.pages.fresh[Sz(g)] = fresh_.at(s.cache_slot)[Sz(g)];
       }
     }
   }
 
-  const std::vector<int32_t>& table(int64_t slot, HistoryGroup g) const {
+  const std::vector<int32_t>& table(int64_t slot, Dsv4Group g) const {
     return tables_.at(slot)[Sz(g)];
   }
 
  private:
-  std::array<std::vector<int32_t>, kNumHistoryGroups> free_;
-  std::map<int64_t, std::array<std::vector<int32_t>, kNumHistoryGroups>> tables_;
-  std::map<int64_t, std::array<std::vector<int32_t>, kNumHistoryGroups>> fresh_;
+  std::array<std::vector<int32_t>, kNumDsv4Groups> free_;
+  std::map<int64_t, std::array<std::vector<int32_t>, kNumDsv4Groups>> tables_;
+  std::map<int64_t, std::array<std::vector<int32_t>, kNumDsv4Groups>> fresh_;
 };
 
 struct Slice {
@@ -104,7 +105,7 @@ class PagedCacheTest : public testing::TinyModelTest {
                                                  int64_t num_pages = kPoolPages) {
     CachePools pools;
     pools.page_tokens = kPageTokens;
-    pools.num_pages = {num_pages, num_pages, num_pages};
+    pools.num_pages.fill(num_pages);
     auto c = model_->NewCache(num_slots, Options(), pools);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
@@ -170,8 +171,8 @@ class PagedCacheTest : public testing::TinyModelTest {
     // Same rows, and each lies where its table says.
     int64_t num_checked = 0;
     for (int64_t l = 0; l < model_->num_layers(); ++l) {
-      for (int g = 0; g < kNumHistoryGroups; ++g) {
-        const auto group = static_cast<HistoryGroup>(g);
+      for (int g : kPooledGroups) {
+        const auto group = static_cast<Dsv4Group>(g);
         const PagedRows* e = engine_->layer(l).history(group);
         const PagedRows* r = ref->layer(l).history(group);
         ASSERT_EQ(e == nullptr, r == nullptr);
@@ -219,12 +220,12 @@ TEST_F(PagedCacheTest, FreshPagesAreZeroedInEveryLayer) {
   ASSERT_TRUE(Run(b, *cache, &logits).ok());
   int64_t num_layers_checked = 0;
   for (int64_t l = 0; l < model_->num_layers(); ++l) {
-    for (int g = 0; g < kNumHistoryGroups; ++g) {
-      const auto group = static_cast<HistoryGroup>(g);
+    for (int g : kPooledGroups) {
+      const auto group = static_cast<Dsv4Group>(g);
       const PagedRows* rows = cache->layer(l).history(group);
       if (rows == nullptr) continue;
       ++num_layers_checked;
-      const int64_t written = g == kHistC128 ? 0 : 2;
+      const int64_t written = g == kGroupCmpC128 ? 0 : 2;
       ASSERT_EQ(rows->size(0), written);
       const int32_t page = pager.table(0, group)[0];
       for (int64_t r = 0; r < rows->rows_per_page(); ++r) {
@@ -258,8 +259,8 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   pager.Attach(&first);
   std::vector<float> logits;
   ASSERT_TRUE(Run(first, *cache, &logits).ok());
-  const PagedRows& c4 = *cache->layer(2).history(kHistC4);
-  const int32_t page0 = pager.table(0, kHistC4)[0];
+  const PagedRows& c4 = *cache->layer(2).history(kGroupCmpC4);
+  const int32_t page0 = pager.table(0, kGroupCmpC4)[0];
   const std::vector<bf16> before(c4.PageData(page0), c4.PageData(page0) + 2 * c4.width());
 
   auto expect_refused = [&](ForwardBatch b, StatusCode code, const char* what) {
@@ -274,11 +275,11 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   // page 0 as "fresh" (it must not be zeroed by a refused call).
   const std::vector<int32_t> short_table = {page0};
   ForwardBatch b = Batch({{0, 10, 140}}, ids);
-  for (int g = 0; g < kNumHistoryGroups; ++g) {
-    b.seqs[0].pages.tables[Sz(g)] = pager.table(0, static_cast<HistoryGroup>(g));
+  for (int g : kPooledGroups) {
+    b.seqs[0].pages.tables[Sz(g)] = pager.table(0, static_cast<Dsv4Group>(g));
     b.seqs[0].pages.fresh[Sz(g)] = b.seqs[0].pages.tables[Sz(g)];
   }
-  b.seqs[0].pages.tables[kHistC4] = short_table;
+  b.seqs[0].pages.tables[kGroupCmpC4] = short_table;
   expect_refused(b, StatusCode::kFailedPrecondition, "table too short");
 
   pager.Step(0, 10, 140);
@@ -286,16 +287,16 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   pager.Attach(&ok);
   const std::vector<int32_t> out_of_range = {page0, static_cast<int32_t>(kPoolPages)};
   b = ok;
-  b.seqs[0].pages.tables[kHistIdx] = out_of_range;
+  b.seqs[0].pages.tables[kGroupIdx] = out_of_range;
   expect_refused(b, StatusCode::kInvalidArgument, "page id out of range");
-  std::vector<int32_t> moved = pager.table(0, kHistC4);
+  std::vector<int32_t> moved = pager.table(0, kGroupCmpC4);
   moved[0] = moved[1];
   b = ok;
-  b.seqs[0].pages.tables[kHistC4] = moved;
+  b.seqs[0].pages.tables[kGroupCmpC4] = moved;
   expect_refused(b, StatusCode::kFailedPrecondition, "page of kept rows moved");
   const std::vector<int32_t> bad_fresh = {-1};
   b = ok;
-  b.seqs[0].pages.fresh[kHistC128] = bad_fresh;
+  b.seqs[0].pages.fresh[kGroupCmpC128] = bad_fresh;
   expect_refused(b, StatusCode::kInvalidArgument, "fresh page out of range");
   b = ok;
   b.seqs[0].pages = SlicePages();
@@ -306,7 +307,7 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   // A self-managed cache refuses page tables; pools need whole ratio blocks.
   auto self = model_->NewCache(1, Options());
   ForwardBatch with_pages = Batch({{0, 0, 10}}, ids);
-  with_pages.seqs[0].pages.tables[kHistC4] = short_table;
+  with_pages.seqs[0].pages.tables[kGroupCmpC4] = short_table;
   EXPECT_EQ(Run(with_pages, *self, &logits).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(self->NumCachedTokens(0), 0);
   CachePools odd;
@@ -317,6 +318,56 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
 // Per-slot ring and compressor-state bytes of Flash with K = 1 (docs/engine.md
 // §2, docs/model.md): 2 SWA + 21 CSA + 20 HCA layers and the MTP window,
 // head_dim 512, index_head_dim 128, window 128, rings of 129 rows.
+// The model declares the cache NewCache builds: the plan prices each pooled
+// group's page at exactly the bytes the pools allocate, ring groups live in
+// per-slot storage (page_bytes 0, slot_bytes), and a page size the model
+// cannot page is an error naming the flag.
+TEST_F(PagedCacheTest, DeclaredCacheIsWhatNewCacheAllocates) {
+  for (int64_t page_tokens : {int64_t{128}, int64_t{256}}) {
+    for (bool mtp : {false, true}) {
+      CacheOptions o = Options();
+      o.include_mtp = mtp;
+      Result<CacheDeclaration> d = model_->DeclareCache(o, page_tokens);
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      ASSERT_EQ(d->groups.size(), size_t{kNumDsv4Groups});
+      EXPECT_EQ(d->page_tokens, page_tokens);
+      CachePools pools;
+      pools.page_tokens = page_tokens;
+      pools.num_pages.fill(3);
+      Result<std::unique_ptr<ModelCache>> cache = model_->NewCache(2, o, pools);
+      ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+      int64_t pool_bytes = 0;
+      for (int g = 0; g < kNumDsv4Groups; ++g) {
+        const CacheGroupSpec& spec = d->groups[Sz(g)];
+        EXPECT_TRUE(ValidateGroupSpec(spec).ok()) << spec.name;
+        EXPECT_EQ(spec.tokens_per_page, spec.is_ring() ? spec.tokens_per_page : page_tokens);
+        const bool pooled = std::find(kPooledGroups.begin(), kPooledGroups.end(), g) !=
+                            kPooledGroups.end();
+        EXPECT_EQ(pooled, !spec.is_ring()) << spec.name;
+        if (!pooled) {
+          EXPECT_EQ(spec.page_bytes, 0) << spec.name;
+          continue;
+        }
+        EXPECT_GT(spec.page_bytes, 0) << spec.name;
+        EXPECT_EQ(spec.page_bytes,
+                  static_cast<int64_t>((*cache)->PageBytes(static_cast<Dsv4Group>(g))))
+            << spec.name << " page_tokens=" << page_tokens;
+        pool_bytes += 3 * spec.page_bytes;
+      }
+      EXPECT_EQ(d->slot_bytes, static_cast<int64_t>((*cache)->FixedBytesPerSlot()));
+      EXPECT_EQ(static_cast<int64_t>((*cache)->AllocatedBytes()), 2 * d->slot_bytes + pool_bytes);
+      // The MTP block's window rides in ori one row behind: one more row of lookback.
+      EXPECT_EQ(d->groups[kGroupOri].lookback,
+                model_->config().sliding_window - 1 + (mtp && model_->has_mtp() ? 1 : 0));
+    }
+  }
+  Result<CacheDeclaration> bad = model_->DeclareCache(Options(), 100);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--block-size 100"), std::string::npos)
+      << bad.status().ToString();
+  EXPECT_FALSE(model_->DeclareCache(Options(), 0).ok());
+}
+
 TEST(PagedCacheBytesTest, FlashPerSlotRings) {
   AttentionCacheGeometry g;
   g.head_dim = 512;

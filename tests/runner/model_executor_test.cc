@@ -238,9 +238,9 @@ TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
       EXPECT_TRUE(cache.external_pages());
       EXPECT_EQ(cache.num_slots(), dp * plan.num_ring_requests);
       EXPECT_EQ(static_cast<int64_t>(cache.FixedBytesPerSlot()), plan.ring_bytes_per_request);
-      EXPECT_EQ(cache.NumPoolPages(kHistC4), dp * plan.num_pages[kGroupCmpC4]);
-      EXPECT_EQ(cache.NumPoolPages(kHistC128), dp * plan.num_pages[kGroupCmpC128]);
-      EXPECT_EQ(cache.NumPoolPages(kHistIdx), dp * plan.num_pages[kGroupIdx]);
+      EXPECT_EQ(cache.NumPoolPages(kGroupCmpC4), dp * plan.num_pages[kGroupCmpC4]);
+      EXPECT_EQ(cache.NumPoolPages(kGroupCmpC128), dp * plan.num_pages[kGroupCmpC128]);
+      EXPECT_EQ(cache.NumPoolPages(kGroupIdx), dp * plan.num_pages[kGroupIdx]);
       EXPECT_EQ(static_cast<int64_t>(cache.AllocatedBytes()), dp * plan.total_bytes)
           << "K=" << k << " dp=" << dp;
       EXPECT_NE(parts->description.find("per-slot rings"), std::string::npos);
@@ -270,18 +270,20 @@ TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
   std::map<RequestId, std::set<int32_t>> pages;  // cmp_c4 pages each request used
   const ModelCache& cache = parts->executor->cache();
   while (parts->core->HasUnfinished()) {
-    auto out = parts->core->Step();
+    StepRecord step;
+    auto out = parts->core->Step(&step);
     ASSERT_TRUE(out.ok());
     for (const auto& o2 : *out) {
       got[o2.id].tokens.insert(got[o2.id].tokens.end(), o2.new_tokens.begin(), o2.new_tokens.end());
       got[o2.id].reason = o2.finish;
     }
-    for (const auto& [id, info] : parts->executor->last_step()) {
+    for (const RequestResult& r : step.result.requests) {
+      const RequestId id = r.id;
       const CacheManager& cm = parts->core->scheduler().cache();
       if (!cm.Holds(id)) continue;  // finished in this step
       const std::vector<int32_t>& sched = cm.Tables(id)[kGroupCmpC4].pages;
       for (int64_t l : {2, 4}) {  // the CSA layers
-        const PagedRows& rows = *cache.layer(l).history(kHistC4);
+        const PagedRows& rows = *cache.layer(l).history(kGroupCmpC4);
         for (int64_t i = 0; i < rows.size(0); ++i) {
           ASSERT_LT(static_cast<size_t>(i / rows.rows_per_page()), sched.size());
           ASSERT_EQ(rows.PageOfRow(0, i), sched[static_cast<size_t>(i / rows.rows_per_page())]);
@@ -323,13 +325,24 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
   std::map<RequestId, std::vector<int32_t>> outputs;
   for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
   while (parts->core->HasUnfinished()) {
-    auto out = parts->core->Step();
+    StepRecord step;
+    auto out = parts->core->Step(&step);
     ASSERT_TRUE(out.ok());
     for (const auto& o : *out) {
       outputs[o.id].insert(outputs[o.id].end(), o.new_tokens.begin(), o.new_tokens.end());
     }
-    for (const auto& [id, info] : parts->executor->last_step()) {
-      if (!info.drafts.empty()) seen[id].push_back({info.start_pos, info.drafts});
+    // Every step's verified drafts travel in its result, next to the plan's rows.
+    ASSERT_EQ(step.result.requests.size(), step.plan.requests.size());
+    for (size_t i = 0; i < step.result.requests.size(); ++i) {
+      const RequestResult& r = step.result.requests[i];
+      const ScheduledRequest& e = step.plan.requests[i];
+      ASSERT_EQ(r.id, e.id);
+      if (r.drafts.empty()) continue;
+      EXPECT_EQ(static_cast<int32_t>(r.drafts.size()), e.num_draft);
+      for (int32_t a = 0; a < r.num_accepted_drafts; ++a) {
+        EXPECT_EQ(r.drafts[static_cast<size_t>(a)], r.tokens[static_cast<size_t>(a)]);
+      }
+      seen[r.id].push_back({e.start_pos, r.drafts});
     }
   }
   Workspace ws;

@@ -78,6 +78,7 @@ std::map<RequestId, Finished> RunToCompletion(const EngineOptions& options,
       f.tokens.insert(f.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
       f.reason = o.finish;
       EXPECT_TRUE(o.error.ok()) << "request " << o.id << ": " << o.error.ToString();
+      if (stats != nullptr) stats->spec.Add(o);
     }
     const Status inv = core.scheduler().CheckInvariants();
     EXPECT_TRUE(inv.ok()) << inv.ToString();
@@ -89,7 +90,6 @@ std::map<RequestId, Finished> RunToCompletion(const EngineOptions& options,
   if (stats != nullptr) {
     stats->num_steps = step;
     stats->num_preemptions = core.scheduler().stats().num_preemptions;
-    stats->spec = parts->executor->spec_stats();
   }
   return done;
 }

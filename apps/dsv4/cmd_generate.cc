@@ -1,4 +1,4 @@
-// generate: offline generation through the serving engine (serving.md §9.4).
+// generate: offline generation through the serving engine (docs/sampling.md §5).
 // Every prompt is submitted at once to a local AsyncEngine, so continuous
 // batching, chunked prefill and MTP speculation run exactly as in `serve`.
 #include <fmt/format.h>

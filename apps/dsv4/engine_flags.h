@@ -1,5 +1,5 @@
-// The engine flags `dsv4 generate` shares with `dsv4 serve` (serving.md
-// §9.1): model, capacity, parallelism, memory and speculation.
+// The engine flags `dsv4 generate` shares with `dsv4 serve` (docs/server.md
+// "Command line"): model, capacity, parallelism, memory and speculation.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// `--generate-config` and `--speculative-config` JSON (serving.md §9.3, §9.4):
+// `--generate-config` and `--speculative-config` JSON (docs/sampling.md §5):
 // strict types, unknown fields rejected, every error one line naming the
 // field.  Shared by `dsv4 generate` (per-run settings) and, later, `dsv4
 // serve` (server-wide defaults).

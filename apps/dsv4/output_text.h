@@ -1,5 +1,5 @@
 // One request's output text on the caller's side of the engine: streaming
-// detokenization and stop strings (serving.md §17 item 6).  A stop string is
+// detokenization and stop strings (docs/sampling.md §5, "Stop strings").  A stop string is
 // looked for after every committed token, also inside one multi-token MTP
 // step; on a match the text is cut where the stop string begins (the stop
 // text itself is removed, as in OpenAI's API) and no later token counts.

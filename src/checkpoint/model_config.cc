@@ -239,7 +239,7 @@ Status ParseFields(const json& root, const std::string& file, ModelConfig* c) {
   DSV4_RETURN_IF_ERROR(r.Int("hc_mult", true, 1, kMaxHcMult, &c->hc_mult));
   DSV4_RETURN_IF_ERROR(
       r.Int("hc_sinkhorn_iters", true, 1, kMaxSinkhornIters, &c->hc_sinkhorn_iters));
-  // The reference defaults both epsilons to 1e-6 when absent (model.md §1.2).
+  // The reference (ModelArgs, inference/model.py) defaults both epsilons to 1e-6.
   DSV4_RETURN_IF_ERROR(r.Real("hc_eps", false, true, kMaxEps, &c->hc_eps));
   DSV4_RETURN_IF_ERROR(r.Real("rms_norm_eps", false, true, kMaxEps, &c->rms_norm_eps));
   DSV4_RETURN_IF_ERROR(r.Str("hidden_act", false, &c->hidden_act));
@@ -265,7 +265,7 @@ Status ValidateQuantization(const QuantizationConfig& q, const std::string& file
   auto bad = [&](const std::string& field, const std::string& what) {
     return InvalidArgument("{}: field 'quantization_config.{}' {}", file, field, what);
   };
-  if (q.is_w8a8()) return Status::Ok();  // layout fixed by serving.md §13.4; weight spec checks it
+  if (q.is_w8a8()) return Status::Ok();  // layout fixed by docs/convert.md; weight spec checks it
   if (!q.is_native_fp8()) {
     return bad("quant_method",
                "must be \"fp8\" or \"compressed-tensors\", got \"" + q.quant_method + "\"");
@@ -335,7 +335,7 @@ Status ValidateModelConfig(const ModelConfig& c, const std::string& file) {
                fmt::format("must be divisible by o_groups ({})", c.o_groups));
   }
   // Every FP8/FP4 GEMM quantizes its activation in 1x128 blocks along K
-  // (model.md §4.3), so each such K must be a whole number of blocks.
+  // (docs/model.md "Number formats"), so each such K must be a whole number of blocks.
   const std::pair<const char*, int64_t> gemm_inputs[] = {
       {"hidden_size", c.hidden_size},
       {"q_lora_rank", c.q_lora_rank},

@@ -1,4 +1,4 @@
-// DeepSeek-V4 configuration from a Hugging Face config.json (model.md §1).
+// DeepSeek-V4 configuration from a Hugging Face config.json (docs/checkpoint.md "config.json").
 #pragma once
 
 #include <cstdint>

@@ -12,7 +12,7 @@ constexpr int64_t kFp4BlockK = 32;  // MXFP4: one E8M0 scale per 1x32 input bloc
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// What the W8A8 converter does with a native FP8 linear (serving.md §13.3).
+// What the W8A8 converter does with a native FP8 linear (docs/convert.md).
 enum class W8a8Role { kInt8, kBf16 };
 
 class SpecBuilder {
@@ -96,7 +96,7 @@ void SpecBuilder::Globals() {
 }
 
 // Compressor of a ratio-r layer: with r == 4 consecutive blocks overlap, so
-// the projections (and ape) carry two `dim`-wide halves (model.md §3.5).
+// the projections (and ape) carry two `dim`-wide halves (docs/model.md "KV compressor").
 void SpecBuilder::Compressor(const std::string& p, int64_t ratio, int64_t dim) {
   const int64_t width = (ratio == 4 ? 2 : 1) * dim;
   Bf16(p + "wkv.weight", {width, cfg_.hidden_size});

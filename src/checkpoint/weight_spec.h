@@ -1,5 +1,5 @@
 // The tensors a DeepSeek-V4 checkpoint must hold, derived from its config
-// (model.md §2.3-§2.5, golden/README.md §3), and the check of a checkpoint
+// (docs/checkpoint.md "Expected tensors (`weight_spec.h`)"), and the check of a checkpoint
 // against that list.  The same list drives `dsv4 make-tiny`, so a tiny
 // checkpoint and the loader can never disagree about names, dtypes or shapes.
 #pragma once
@@ -46,7 +46,7 @@ const char* WeightKindName(WeightSpec::Kind kind);
 // Every tensor the checkpoint must contain, in a stable order: globals, then
 // layers 0..L-1, then the MTP blocks.  The format follows
 // cfg.quantization.quant_method: "fp8" gives the native FP8 + MXFP4 layout,
-// "compressed-tensors" the W8A8 layout of serving.md §13.3.
+// "compressed-tensors" the W8A8 layout of docs/convert.md.
 // REQUIRES: ValidateModelConfig(cfg) is OK.
 std::vector<WeightSpec> ExpectedWeights(const ModelConfig& cfg);
 

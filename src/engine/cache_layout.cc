@@ -9,7 +9,8 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The reference's in-flight margin (2 x 128 tokens, serving.md §4.1).
+// The reference's in-flight margin (2 x 128 tokens, docs/engine.md "Bytes per
+// slot, Flash").
 constexpr int64_t kReferenceRingMargin = 256;
 
 }  // namespace

@@ -67,7 +67,8 @@ Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& 
 // Bytes one max-length request costs, per group, ours against the reference's
 // fixed slot (its ring depths: ori ceil((window - 1 + 256) / block) + 1,
 // hca_state ceil((hca_ratio + 256) / 8), csa states ceil((csa_ratio + 256) / 4),
-// full-history groups ceil(max_model_len / block); serving.md §4).
+// full-history groups ceil(max_model_len / block); docs/engine.md "Bytes per
+// slot, Flash").
 struct SlotComparison {
   std::vector<std::string> group_names;
   std::vector<int64_t> ours;       // [num_groups] bytes

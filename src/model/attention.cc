@@ -40,7 +40,7 @@ Status CheckGeometry(const ModelConfig& cfg, int64_t layer_id, const std::string
   return Status::Ok();
 }
 
-// RoPE profile of a layer (model.md §3.3): ratio 0 -> rope_theta without
+// RoPE profile of a layer (docs/model.md "RoPE and YaRN"): ratio 0 -> rope_theta without
 // YaRN; ratio 4/128 -> compress_rope_theta with YaRN.
 std::vector<float> LayerFrequencies(const ModelConfig& cfg, int64_t ratio) {
   kernels::YarnParams yarn;

@@ -1,6 +1,7 @@
-// The DeepSeek-V4 attention sub-layer (model.md §3.4-§3.6, §3.8): sliding
-// window (ratio 0), CSA (ratio 4: compressor + lightning indexer top-k) and HCA
-// (ratio 128: all compressed rows), with the reference's rounding points.
+// The DeepSeek-V4 attention sub-layer (docs/model.md "Attention paths" through
+// "Operation order in one attention sub-layer"): sliding window (ratio 0), CSA
+// (ratio 4: compressor + lightning indexer top-k) and HCA (ratio 128: all
+// compressed rows), with the reference's rounding points.
 //
 // One general path serves every call shape: each sequence slice of a
 // ForwardBatch continues its sequence from slice.start_pos with num_tokens >= 1

@@ -1,5 +1,5 @@
-// Per-sequence state of one DeepSeek-V4 attention layer (model.md §5), for a
-// fixed number of sequence slots.
+// Per-sequence state of one DeepSeek-V4 attention layer (docs/model.md
+// "Per-sequence state (`AttentionCache`)"), for a fixed number of sequence slots.
 //
 // Per slot it holds
 //   * the raw-KV window ring: ring_capacity rows of head_dim BF16, position p
@@ -179,7 +179,8 @@ class AttentionCache {
   int64_t num_slots() const { return num_slots_; }
 
   // Fresh sequence: no cached tokens, no compressed rows or indexer keys,
-  // compressor states kv = 0 / score = -inf (model.md §9 item 3).
+  // compressor states kv = 0 / score = -inf (docs/model.md "Decisions where the
+  // reference is silent", item 3).
   void Reset(int64_t slot);
   // Positions 0 .. NumCachedTokens(slot)-1 have been processed.
   int64_t NumCachedTokens(int64_t slot) const { return num_cached_[static_cast<size_t>(slot)]; }

@@ -1,6 +1,6 @@
-// Attention::Forward: the general path (model.md §3.8 order) for any mix of
-// sequence slices.  The index layout it builds is documented in docs/model.md
-// "Attention index layout".
+// Attention::Forward: the general path (docs/model.md "Operation order in one
+// attention sub-layer") for any mix of sequence slices.  The index layout it
+// builds is documented in docs/model.md "Attention index layout".
 #include <algorithm>
 #include <cstring>
 
@@ -53,7 +53,7 @@ void QueryPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& bat
                      w.freqs.data(), false);
 }
 
-// kv = FP8-QAT(RoPE(kv_norm(wkv(x)))) [T, d] (model.md §3.4 raw KV path).
+// kv = FP8-QAT(RoPE(kv_norm(wkv(x)))) [T, d] (docs/model.md "Attention paths", raw KV).
 void KvPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& batch, bf16* kv,
             Workspace& ws, ThreadPool* pool) {
   const int64_t t = batch.num_tokens();
@@ -160,7 +160,7 @@ void WriteRing(const AttentionWeights& w, const ForwardBatch& batch, const bf16*
   }
 }
 
-// out = wo_b(wo_a_grouped(inverse-RoPE(o))) (model.md §3.4 output path).
+// out = wo_b(wo_a_grouped(inverse-RoPE(o))) (docs/model.md "Attention paths", output).
 void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, bf16* out,
                 Workspace& ws, ThreadPool* pool) {
   const int64_t t = batch.num_tokens();

@@ -11,7 +11,7 @@
 namespace dsv4 {
 
 struct AttentionWeights {
-  // Dimensions (model.md §1.1 names).
+  // Dimensions (the names of docs/model.md "Reference semantics").
   int64_t dim = 0;       // D
   int64_t n_heads = 0;   // H
   int64_t head_dim = 0;  // d

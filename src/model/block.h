@@ -1,4 +1,4 @@
-// One DeepSeek-V4 block (model.md §3.2): mHC around the attention sub-layer
+// One DeepSeek-V4 block (docs/model.md "Block and mHC"): mHC around the attention sub-layer
 // and around the MoE sub-layer, on 4 BF16 residual streams.
 //
 //   a, post, C = hc_pre(x, hc_attn);  x = hc_post(Attn(RMSNorm(a, attn_norm)), x, post, C)

@@ -1,5 +1,5 @@
 // The KV compressor of CSA/HCA layers and of the lightning indexer
-// (model.md §3.5, golden/ops §14).
+// (docs/model.md "KV compressor"; op goldens: tests/data/golden/ops/README.md §14).
 //
 // Per token: FP32 projections kv = x.wkv^T, score = x.wgate^T + ape[p mod ratio]
 // (coff*d wide, coff = 2 for the overlapping ratio 4, else 1).  A sequence's

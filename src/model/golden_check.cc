@@ -16,7 +16,7 @@ namespace {
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 
-// Thresholds of golden/README.md §7.
+// Thresholds of docs/model.md "Golden tolerances".
 constexpr double kIsolatedRelRms = 2e-2;
 constexpr double kIsolatedMedianRelRms = 5e-3;
 constexpr double kIsolatedBigDiff = 0.05;
@@ -125,7 +125,7 @@ struct LogitStats {
   }
   // The confident-row rule allows one miss: with few such rows 95 % is
   // stricter than the reference's own FP64-vs-FP32 noise (5/6 on prefill37,
-  // golden/README.md §7).
+  // docs/model.md "Golden tolerances").
   bool margin_pass() const {
     return margin_agree >= kMarginAgreement * margin_rows || margin_rows - margin_agree <= 1;
   }
@@ -156,7 +156,7 @@ int64_t IndexOf(const std::vector<int64_t>& v, int64_t x) {
   return it == v.end() ? -1 : it - v.begin();
 }
 
-// Runs the checks of golden/README.md §7 on one model and golden file.
+// Runs the checks of docs/model.md "check-golden" on one model and golden file.
 class Checker {
  public:
   Checker(const Model& model, const GoldenFile& golden, ThreadPool* pool, GoldenCheckReport* report)

@@ -1,5 +1,5 @@
 // `dsv4 check-golden`: the model against the reference's golden outputs
-// (golden/README.md §7).  Isolated-block tests feed stored input streams to one
+// (docs/model.md "check-golden").  Isolated-block tests feed stored input streams to one
 // block and compare its output streams (the discriminating test); end-to-end
 // tests compare logits (gross errors only).  Layer kinds and the layers to test
 // come from the config and the golden file, nothing is specific to tiny-a.

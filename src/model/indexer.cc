@@ -76,7 +76,7 @@ Result<std::unique_ptr<Indexer>> Indexer::Load(const Checkpoint& ckpt, const Mod
   return ix;
 }
 
-// qI = FP4-QAT(Hadamard(RoPE(wq_b(qr)))) per head (model.md §3.6 step 1).
+// qI = FP4-QAT(Hadamard(RoPE(wq_b(qr)))) per head (docs/model.md "Lightning indexer" step 1).
 void Indexer::Queries(const bf16* qr, const ForwardBatch& batch, bf16* q, Workspace& ws,
                       ThreadPool* pool) const {
   const int64_t t = batch.num_tokens();
@@ -113,7 +113,7 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
 }
 
 // Scores one slice's rows against its keys in row tiles and takes each row's
-// top-k over its visible prefix (model.md §3.6 steps 4-5).
+// top-k over its visible prefix (docs/model.md "Lightning indexer" steps 4-5).
 void Indexer::Select(const SequenceSlice& s, const bf16* q, const bf16* w,
                      const AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                      ThreadPool* pool) const {

@@ -1,5 +1,6 @@
-// The lightning indexer of CSA layers (model.md §3.6, golden/ops §15): picks,
-// per query, up to index_topk compressed entries among those visible to it.
+// The lightning indexer of CSA layers (docs/model.md "Lightning indexer"; op
+// goldens: tests/data/golden/ops/README.md §15): picks, per query, up to
+// index_topk compressed entries among those visible to it.
 #pragma once
 
 #include <cstdint>

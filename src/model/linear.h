@@ -1,4 +1,4 @@
-// Loaded linear layers, one class per weight kind of model.md §4.4.
+// Loaded linear layers, one class per weight kind of docs/model.md "Linear layer kinds".
 //
 // Each class checks the checkpoint tensor's dtype and shape at load (errors
 // name the tensor), keeps a zero-copy view into the memory-mapped checkpoint
@@ -92,7 +92,7 @@ class Bf16Linear {
   Buffer owned_;
 };
 
-// W8A8 weight (model.md §4.6): "<name>.weight" I8 [out, in] with one FP32
+// W8A8 weight (docs/convert.md): "<name>.weight" I8 [out, in] with one FP32
 // scale per output channel, read from "<name>.scale" [out] (what dsv4 convert
 // and the reference converter write) or else "<name>.weight_scale" [out] or
 // [out, 1] (the compressed-tensors convention).  Forward = per-token INT8

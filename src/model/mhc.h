@@ -1,5 +1,5 @@
 // Manifold-constrained hyper-connections around each sub-layer and before the
-// head (model.md §3.2): thin wrappers that chain the kernels/mhc.h steps with
+// head (docs/model.md "Block and mHC"): thin wrappers that chain the kernels/mhc.h steps with
 // workspace scratch.  Everything is per token: row t of every output depends
 // only on row t of the input (batch invariance).
 #pragma once

@@ -1,6 +1,7 @@
 // The DeepSeek-V4 model: embedding, 4 mHC residual streams, the main blocks,
-// hc_head + RMSNorm + FP32 LM head on requested rows (model.md §3.1, §3.9),
-// and the MTP block (§6.1).  See docs/model.md "Forward pass API".
+// hc_head + RMSNorm + FP32 LM head on requested rows (docs/model.md "Top level
+// and final head"), and the MTP block ("MTP block and alignment").  See
+// docs/model.md "Forward pass API".
 //
 // Everything outside attention is per token, and attention's outputs for a
 // sequence depend only on that sequence's positions and cache, so a row's
@@ -153,11 +154,12 @@ class Model {
   Status Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,
                  Workspace& ws, ThreadPool* pool, ModelTrace* trace = nullptr) const;
 
-  // The MTP block (model.md §6.1).  Row r of batch is (token_{q+1} at position
-  // q) and h [num_tokens, hc, D] holds the main model's pre-head streams of
-  // position q (ForwardOutputs::streams).  Uses and extends the MTP cache
-  // (window ring only).  Logits use the MTP's own hc_head/norm and the shared
-  // head.  REQUIRES has_mtp() (else FailedPrecondition).
+  // The MTP block (docs/model.md "MTP block and alignment").  Row r of batch
+  // is (token_{q+1} at position q) and h [num_tokens, hc, D] holds the main
+  // model's pre-head streams of position q (ForwardOutputs::streams).  Uses
+  // and extends the MTP cache (window ring only).  Logits use the MTP's own
+  // hc_head/norm and the shared head.  REQUIRES has_mtp() (else
+  // FailedPrecondition).
   Status ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& cache,
                     const ForwardOutputs& out, Workspace& ws, ThreadPool* pool,
                     BlockTrace* trace = nullptr) const;

@@ -14,7 +14,7 @@
 namespace dsv4 {
 namespace {
 
-constexpr int64_t kActBlock = 128;  // FP8 activation block along K (model.md §4.3)
+constexpr int64_t kActBlock = 128;  // activation block along K (docs/model.md "Number formats")
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 

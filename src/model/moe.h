@@ -1,4 +1,4 @@
-// Mixture of experts (model.md §3.7): sqrt-softplus router with hash routing
+// Mixture of experts (docs/model.md "MoE"): sqrt-softplus router with hash routing
 // (tid2eid) on the first num_hash_layers layers and bias-corrected top-k after,
 // MXFP4 routed experts, an FP8 shared expert, clamped SwiGLU, and the
 // reference's combine: FP32 sum of the routed outputs in ascending expert id,
@@ -43,7 +43,7 @@ struct RouterWeights {
   int64_t vocab = 0;                 // rows of tid2eid
 };
 
-// Native checkpoints fill w1..w3; W8A8 checkpoints (model.md §4.6) fill
+// Native checkpoints fill w1..w3; W8A8 checkpoints (docs/convert.md) fill
 // q1..q3 instead (INT8 per channel, per-token INT8 activations).  Bound from
 // the prepacked sidecar (docs/prepack.md), w1 and w3 come fused as w13 / q13
 // (gate rows then up rows) and w1/w3 (q1/q3) stay empty: one gate-up GEMM per

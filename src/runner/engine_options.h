@@ -1,6 +1,6 @@
 // Everything needed to start a local engine on one process: the model
 // directory and the engine flags shared by `dsv4 generate` and `dsv4 serve`
-// (flag-compatible with the reference, serving.md §9.1).
+// (flag-compatible with the reference, docs/server.md "Command line").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Drafts from the model's MTP layer (model.md §6, serving.md §6).
+// Drafts from the model's MTP layer (docs/model.md "MTP block and alignment",
+// docs/engine.md §8.3).
 //
 // The MTP row at position q consumes (h_q, token_{q+1}) and predicts
 // token_{q+2}.  Per slot the proposer keeps the MTP window true up to the

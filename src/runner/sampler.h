@@ -75,7 +75,7 @@ class Sampler {
   // draft_probs [drafts.size(), vocab]: the proposer's distribution for each
   // draft, or nullptr for deterministic (argmax) drafts, i.e. point masses.
   // Greedy params: accept while drafts[j] == the row's greedy choice, then
-  // commit that choice (the linear-chain rule, serving.md §6.2), so greedy
+  // commit that choice (the linear-chain rule, docs/sampling.md §4), so greedy
   // output equals greedy output without speculation.  Sampled params:
   // rejection sampling (accept drafts[j] with probability min(1, p/q); on
   // rejection draw from norm(max(0, p - q)); after all accepted draw the

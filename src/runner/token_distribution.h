@@ -88,7 +88,7 @@ class TokenDistribution {
 // the draft at output index history.output.size() from that very q with the
 // request's RngPurpose::kDraft stream.  Greedy params: the argmax, q a point
 // mass on it.  Drafting from q (not its argmax) is what lifts acceptance for
-// sampled requests (serving.md peers: 10% -> 49% at T = 1).
+// sampled requests (vLLM PR #41044, V4-Flash at T = 1: 10% -> 49% accepted).
 int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
                     const SamplingParams& params, const SamplerState& state,
                     const TokenHistory& history, float* q);

@@ -1,4 +1,4 @@
-// Scalar number formats of DeepSeek-V4 checkpoints (model.md §4.1-4.3).
+// Scalar number formats of DeepSeek-V4 checkpoints (docs/model.md "Number formats").
 // Decoding is exact; BF16 encoding rounds to nearest, ties to even.  The
 // quantizing encoders (FP8/FP4 with round-to-nearest-even and saturation)
 // live in kernels/quant.h because they are part of the numerics contract.
@@ -10,7 +10,7 @@
 namespace dsv4 {
 
 // bfloat16 storage.  Arithmetic is never done in bf16: upcast, compute in
-// FP32, round once (model.md §4.5).
+// FP32, round once (docs/model.md "Rounding points").
 struct bf16 {
   uint16_t bits = 0;
 };

@@ -124,7 +124,7 @@ Result<std::string> StrOrEmpty(const Json* v, const char* what) {
   return PyStr(v, what);
 }
 
-// ---- Pipeline steps (encoding.md §3.1) ----
+// ---- Pipeline steps (docs/text.md "Encoding steps") ----
 
 Result<std::vector<Json>> MergeToolMessages(const std::vector<Json>& messages) {
   std::vector<Json> merged;
@@ -231,7 +231,7 @@ std::vector<Json> DropThinkingMessages(const std::vector<Json>& messages) {
   return out;
 }
 
-// ---- Rendering (encoding.md §3.2-3.4) ----
+// ---- Rendering (docs/text.md "Rendering and transitions", "Tools block and DSML tool calls") ----
 
 Result<std::string> RenderTools(const Json& tools) {
   if (!tools.is_array()) return InvalidArgument("chat encoding: tools must be an array");

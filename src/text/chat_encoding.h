@@ -1,5 +1,5 @@
 // DeepSeek-V4-Flash prompt encoding: a C++ port of the semantics of the
-// official encoding/encoding_dsv4.py `encode_messages` (encoding.md §3),
+// official encoding/encoding_dsv4.py `encode_messages` (docs/text.md "The V4 chat format"),
 // byte-exact on the official fixtures.
 //
 // Messages are OpenAI-style JSON objects: role (system | user | developer |

@@ -1,6 +1,7 @@
 // The official reference parser, parse_message_from_completion_text
-// (encoding.md §5.1), on text.  Strict by design: it exists to pin down the
-// reference's results so the streaming OutputParser can be checked against it.
+// (docs/text.md "The official strict parser"), on text.  Strict by design: it
+// exists to pin down the reference's results so the streaming OutputParser can
+// be checked against it.
 #include <algorithm>
 #include <optional>
 

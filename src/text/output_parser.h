@@ -149,8 +149,9 @@ class OutputParser {
 };
 
 // The official reference parser `parse_message_from_completion_text` (strict:
-// for well-formed text only, encoding.md §5.1), on decoded text including the
-// final EOS.  Used to cross-check the streaming parser.
+// for well-formed text only; docs/text.md "The official strict parser"), on
+// decoded text including the final EOS.  Used to cross-check the streaming
+// parser.
 Result<ParsedOutput> ParseCompletionText(std::string_view text, ThinkingMode mode);
 
 }  // namespace dsv4::text

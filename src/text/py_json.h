@@ -1,5 +1,5 @@
 // JSON text exactly as Python's json.dumps(value, ensure_ascii=False) writes
-// it (encoding.md §3.5): separators ", " and ": ", key order as received,
+// it (docs/text.md "Chat encoding"): separators ", " and ": ", key order as received,
 // non-ASCII raw, only '"', '\\' and C0 controls escaped, floats in repr form.
 #pragma once
 

@@ -7,7 +7,7 @@
 // ByteLevel step, or a lone Split); model BPE without dropout, unk token,
 // byte fallback, subword prefix or word suffix; decoder ByteLevel (or null).
 // Post-processors only affect offsets here and are ignored: like the
-// reference, Encode adds no BOS (encoding.md §7).
+// reference, Encode adds no BOS (docs/text.md "Tokenizer").
 //
 // Invalid UTF-8 policy (docs/text.md): Encode is total and lossless — invalid
 // bytes never match an added token or a split regex and are encoded byte by

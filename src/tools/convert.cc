@@ -1,5 +1,5 @@
 // `dsv4 convert` orchestration: output directory rules, the marker and
-// --resume (serving.md §13.5, docs/convert.md).
+// --resume (docs/convert.md "Dry run, atomicity, resume", "Marker and fingerprints").
 #include "tools/convert.h"
 
 #include <sys/stat.h>
@@ -152,7 +152,7 @@ Result<MarkerData> ParseMarker(const std::string& text, const std::string& path,
 // The marker: what the output was converted from, and what each output
 // shard held when it was written.  A resume re-hashes a source shard only if
 // its size or mtime changed, and verifies every kept output shard's data
-// checksum (docs/convert.md, "Fingerprints").
+// checksum (docs/convert.md, "Marker and fingerprints").
 class Marker {
  public:
   Marker(std::string path, const Source& src) : path_(std::move(path)) {

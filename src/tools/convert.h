@@ -1,10 +1,10 @@
 // `dsv4 convert`: native DeepSeek-V4 (FP8 + MXFP4) checkpoint -> W8A8
 // (compressed-tensors, INT8 per output channel), with the reference
-// converter's selection and numerics (serving.md §13) and docs/convert.md's
-// improvements: streaming tensor by tensor (peak memory of a few MB, not a
-// shard), every file atomic (config.json and the index included), and a
-// marker whose source fingerprints are checked on --resume without
-// re-hashing unchanged source shards.
+// converter's selection and numerics (docs/convert.md "What is converted (same
+// rules as the reference)") and our improvements: streaming tensor by tensor
+// (peak memory of a few MB, not a shard), every file atomic (config.json and
+// the index included), and a marker whose source fingerprints are checked on
+// --resume without re-hashing unchanged source shards.
 #pragma once
 
 #include <cstdint>

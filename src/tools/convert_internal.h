@@ -72,7 +72,8 @@ struct Plan {
 Result<Source> LoadSource(const std::string& dir);
 Result<Plan> BuildPlan(const Source& src);
 // config.json of the output: the source's, with quantization_config replaced
-// by the compressed-tensors block and its ignore list (serving.md §13.4).
+// by the compressed-tensors block and its ignore list (docs/convert.md "What is
+// converted (same rules as the reference)").
 std::string OutputConfigText(const Source& src);
 
 // Streams one shard: reads the source shard sequentially (pread, bounded

@@ -1,5 +1,6 @@
-// The W8A8 converter's numerics (serving.md §13.3, model.md §4.6), row-wise so
-// the converter can stream a tensor through a small buffer.
+// The W8A8 converter's numerics (docs/convert.md "What is converted (same rules
+// as the reference)"), row-wise so the converter can stream a tensor through a
+// small buffer.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +29,7 @@ void DequantFp4Rows(const uint8_t* packed, const uint8_t* scales, int64_t in, in
 float QuantizeRowInt8(const float* w, int64_t in, int8_t* q);
 
 // Whether the converter stores weight module `module` (e.g. "layers.2.attn.
-// indexer.wq_b", no ".weight") as INT8 (serving.md §13.3); `compress_ratios`
+// indexer.wq_b", no ".weight") as INT8 (the docs/convert.md selection); `compress_ratios`
 // holds the main layers then the MTP layers, `num_layers` main layers.
 bool IsInt8Module(std::string_view module, const std::vector<int64_t>& compress_ratios,
                   int64_t num_layers);

@@ -1,5 +1,6 @@
-// Source loading and validation (serving.md §13.2), the conversion plan
-// (§13.3) and the output config (§13.4).
+// Source loading and validation (docs/convert.md "Source validation"), the
+// conversion plan and the output config (docs/convert.md "What is converted
+// (same rules as the reference)").
 #include <filesystem>
 #include <set>
 #include <utility>

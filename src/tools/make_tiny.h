@@ -1,8 +1,9 @@
 // `dsv4 make-tiny`: writes a random-weight DeepSeek-V4 checkpoint directory in
-// the real on-disk format (golden/README.md §3: same names, dtypes, FP8/MXFP4
-// packing and E8M0 scale layouts, 3 shards + model.safetensors.index.json,
-// config.json with every Flash field) plus a tokenizer cut down to the
-// preset's vocabulary (tokenizer_cut.h).  See docs/tools.md.
+// the real on-disk format (docs/checkpoint.md "Expected tensors
+// (`weight_spec.h`)": same names, dtypes, FP8/MXFP4 packing and E8M0 scale
+// layouts; 3 shards + model.safetensors.index.json, config.json with every
+// Flash field) plus a tokenizer cut down to the preset's vocabulary
+// (tokenizer_cut.h).  See docs/tools.md.
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,8 @@ namespace {
 
 using Json = nlohmann::json;  // std::map: keys dump in alphabetical order, as HF writes them
 
-// The fields shared by every preset: the Flash values (model.md §1.1) for
-// everything that is not a size.
+// The fields shared by every preset: the Flash values (docs/checkpoint.md
+// "DeepSeek-V4-Flash values") for everything that is not a size.
 Json FlashCommon() {
   Json c = Json::object();
   c["architectures"] = {"DeepseekV4ForCausalLM"};

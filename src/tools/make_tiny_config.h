@@ -1,5 +1,5 @@
 // The model presets of `dsv4 make-tiny` as Hugging Face config.json text,
-// with every field of the real DeepSeek-V4-Flash config.json (model.md §1.1).
+// with every field of the real DeepSeek-V4-Flash config.json (docs/checkpoint.md "config.json").
 //
 //   tiny   golden tiny-a's shapes (hidden 256, 6 layers covering all three
 //          attention kinds + 1 MTP, window 16, 8 experts) with a 4096-entry

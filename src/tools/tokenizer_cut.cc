@@ -26,13 +26,13 @@ struct ChatToken {
   bool special;
 };
 
-// Every added token the V4 chat format and its parsers use (encoding.md §2),
+// Every added token the V4 chat format and its parsers use (docs/text.md "Special tokens"),
 // with the ids of the full V4 table.  BOS/EOS/pad double as base-vocabulary
 // entries 0..2.  The V3-era FIM and tool tokens 128800-128814 are kept because
 // V4 keeps them at the same ids (text containing them must still tokenize as
 // one id); the unconfirmed V4.1 spellings (128815-128846 except the confirmed
 // ones) are left out exactly as in the V4-equivalent test tokenizer of
-// data/tokenizer/README.md.
+// tests/data/tokenizer/README.md.
 constexpr ChatToken kChatTokens[] = {
     {"<｜begin▁of▁sentence｜>", 0, true},
     {"<｜end▁of▁sentence｜>", 1, true},
@@ -170,7 +170,8 @@ Json AddedTokenConfig(const char* content) {
   return t;
 }
 
-// The fields of the official V4 tokenizer_config.json (encoding.md §7.1).
+// The fields of the official V4 tokenizer_config.json (docs/text.md "Tokenizer";
+// a copy: tests/data/tokenizer/v4_tokenizer_config.json).
 std::string TokenizerConfigJson() {
   Json c = Json::object();
   c["add_bos_token"] = false;

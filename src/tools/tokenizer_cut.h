@@ -1,5 +1,5 @@
 // Cuts the DeepSeek byte-level BPE tokenizer down to a small vocabulary for
-// tiny checkpoints (encoding.md §7): a prefix of the base vocabulary, the
+// tiny checkpoints (docs/text.md "Tokenizer"): a prefix of the base vocabulary, the
 // merges that stay inside it, and every added token the V4 chat format uses,
 // renumbered to the ids right after the kept base vocabulary.
 //

@@ -43,6 +43,8 @@ def parse_args(argv):
     p.add_argument("--data", required=True, help="output folder of train/data/build.py")
     p.add_argument("--run", required=True, help="run folder (checkpoint, loss curve)")
     p.add_argument("--export", default="", help="write the final model here (HF format)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="let --export replace an existing model directory (atomically)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=8)
@@ -313,7 +315,11 @@ def export(model, cfg, raw_cfg, args):
     gen = {"bos_token_id": cfg.bos_token_id, "eos_token_id": cfg.eos_token_id,
            "do_sample": True, "temperature": 0.7, "top_p": 0.95}
     extra["generation_config.json"] = (json.dumps(gen, indent=2) + "\n").encode()
-    ckpt_io.export_checkpoint(model, cfg, args.export, extra)
+    try:
+        ckpt_io.export_checkpoint(model, cfg, args.export, extra, overwrite=args.overwrite)
+    except FileExistsError as e:
+        fail(f"{e}; the trained state is kept in {args.run}: rerun with --export-only "
+             "--overwrite to replace it")
     print(f"exported {args.export}", flush=True)
 
 

@@ -23,7 +23,17 @@ namespace {
 // wake-up costs more than it saves.
 constexpr int64_t kMinBytesPerTask = 64 * 1024;
 
-int64_t PanelWidth(Isa isa) { return isa == Isa::kAvx512 ? cpu::kPanelAvx512 : cpu::kPanelAvx2; }
+// The one place that picks a GEMM instruction set: the active ISA's kernel
+// table, or null for the scalar reference.  A new ISA is a new table here
+// (docs/kernels.md "Writing a kernel once").
+const cpu::GemmKernels* SimdKernels() {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return &cpu::kGemmKernelsAvx512;
+    case Isa::kAvx2: return &cpu::kGemmKernelsAvx2;
+    case Isa::kScalar: break;
+  }
+  return nullptr;
+}
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -88,8 +98,8 @@ void ForEachRow(ThreadPool* pool, int64_t m, int64_t k, const Fn& fn) {
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
              ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
   // ×2^8 compensates the kernels' FP16 route for the weights (gemm_cpu.h).
@@ -99,24 +109,18 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
     for (int64_t i = r * w.in; i < (r + 1) * w.in; ++i) x[i] = kTable[x_codes[i]];
   });
   const cpu::Fp8GemmArgs args{x.get(), x_scales, m, w, y};
-  const int64_t width = PanelWidth(isa);
-  ForEachTile(pool, m, w.out, width, width * w.in, [&](const cpu::Tile& t) {
-    if (isa == Isa::kAvx512) {
-      cpu::Fp8GemmPanelsAvx512(args, t);
-    } else {
-      cpu::Fp8GemmPanelsAvx2(args, t);
-    }
-  });
+  ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
+              [&](const cpu::Tile& t) { simd->fp8(args, t); });
 }
 
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
   static const std::array<float, 256> kTable = E4M3Table(1.0f);
-  const int64_t width = PanelWidth(isa);
+  const int64_t width = simd->panel;
   // Groups of 2·lanes (= 2·panel width) elements: even elements, then odd.
   const int64_t group = 2 * width;
   const int64_t half = width;
@@ -127,22 +131,17 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
     }
   });
   const cpu::Fp4GemmArgs args{x.get(), x_scales, m, w, y};
-  ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) {
-    if (isa == Isa::kAvx512) {
-      cpu::Fp4GemmPanelsAvx512(args, t);
-    } else {
-      cpu::Fp4GemmPanelsAvx2(args, t);
-    }
-  });
+  ForEachTile(pool, m, w.out, width, width * w.in / 2,
+              [&](const cpu::Tile& t) { simd->fp4(args, t); });
 }
 
 namespace {
 
 // Shared driver of the three dense GEMMs: x rows (stride ldx) to FP32 with
 // zero padding to a multiple of 128, then panels.
-void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w_bf16,
-               const float* w_f32, const Fp8Weight* w_fp8, int64_t n, bf16* y_bf16, float* y_f32,
-               int64_t ldy, ThreadPool* pool) {
+void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t m, int64_t k,
+               const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8, int64_t n,
+               bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
   auto xf = Floats(m * ldxf);                  // [m, ldxf]
@@ -162,24 +161,19 @@ void DenseGemm(Isa isa, const bf16* x, int64_t ldx, int64_t m, int64_t k, const 
   args.y_bf16 = y_bf16;
   args.y_f32 = y_f32;
   args.ldy = ldy;
-  const int64_t width = PanelWidth(isa);
-  const int64_t bytes_per_panel = width * k * (w_f32 != nullptr ? 4 : w_fp8 != nullptr ? 1 : 2);
-  ForEachTile(pool, m, n, width, bytes_per_panel, [&](const cpu::Tile& t) {
-    if (isa == Isa::kAvx512) {
-      cpu::DenseGemmPanelsAvx512(args, t);
-    } else {
-      cpu::DenseGemmPanelsAvx2(args, t);
-    }
-  });
+  const int64_t bytes_per_weight = w_f32 != nullptr ? 4 : w_fp8 != nullptr ? 1 : 2;
+  const int64_t bytes_per_panel = simd.panel * k * bytes_per_weight;
+  ForEachTile(pool, m, n, simd.panel, bytes_per_panel,
+              [&](const cpu::Tile& t) { simd.dense(args, t); });
 }
 
 }  // namespace
 
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
               int64_t ldy, ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
-  DenseGemm(isa, x, ldx, m, k, w, nullptr, nullptr, n, y, nullptr, ldy, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
+  DenseGemm(*simd, x, ldx, m, k, w, nullptr, nullptr, n, y, nullptr, ldy, pool);
 }
 
 bool Fp8IsExactBf16(const Fp8Weight& w) {
@@ -196,34 +190,39 @@ bool Fp8IsExactBf16(const Fp8Weight& w) {
 
 void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
                  ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::GemmBf16Fp8(x, ldx, m, w, y, ldy, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::GemmBf16Fp8(x, ldx, m, w, y, ldy, pool);
   DSV4_CHECK(w.in % 128 == 0);
-  DenseGemm(isa, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
+  DenseGemm(*simd, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
 }
 
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
-  DenseGemm(isa, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
+  DenseGemm(*simd, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
 }
 
 void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                        ThreadPool* pool) {
+  // The only table with BF16 dot products is AVX-512's, which needs the
+  // AVX512-BF16 CPU feature besides the ISA level.
   static const bool has_bf16_dot = CpuFeatures::Detect().avx512bf16;
-  if (ActiveIsa() != Isa::kAvx512 || !has_bf16_dot) return GemmBf16F32(x, m, k, w, n, y, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr || simd->bf16_dot == nullptr || !has_bf16_dot) {
+    return GemmBf16F32(x, m, k, w, n, y, pool);
+  }
   if (m <= 0 || n <= 0) return;
   const cpu::Bf16DotArgs args{x, m, k, w, n, y};
-  ForEachTile(pool, m, n, cpu::kPanelAvx512, cpu::kPanelAvx512 * k * 2,
-              [&](const cpu::Tile& t) { cpu::Bf16DotPanelsAvx512(args, t); });
+  ForEachTile(pool, m, n, simd->panel, simd->panel * k * 2,
+              [&](const cpu::Tile& t) { simd->bf16_dot(args, t); });
 }
 
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,
                   ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) return ref::GemmBf16xF32(x, m, k, w, n, y, pool);
-  DenseGemm(isa, x, k, m, k, nullptr, w, nullptr, n, nullptr, y, n, pool);
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return ref::GemmBf16xF32(x, m, k, w, n, y, pool);
+  DenseGemm(*simd, x, k, m, k, nullptr, w, nullptr, n, nullptr, y, n, pool);
 }
 
 }  // namespace dsv4::kernels

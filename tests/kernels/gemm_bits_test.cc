@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "gemm_bits_golden.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
-#include "gemm_bits_golden.h"
 #include "ops_test_util.h"
 
 namespace dsv4::kernels {
@@ -215,7 +215,7 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
           got[static_cast<int>(isa)] = RunKernel(kernel, in, m);
         }
         if (print) {
-          std::printf("    {\"%s\", \"%s\", %lld, 0x%016llxull, 0x%016llxull, 0x%016llxull},\n",
+          std::printf("    {\"%s\", \"%s\", %lld, {0x%016llxull, 0x%016llxull, 0x%016llxull}},\n",
                       kernel, data, static_cast<long long>(m),
                       static_cast<unsigned long long>(got[0]),
                       static_cast<unsigned long long>(got[1]),

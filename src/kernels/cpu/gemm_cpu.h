@@ -2,17 +2,19 @@
 //
 // The driver in gemm.cc prepares the activations once per call (decoded to
 // FP32, see the Args structs) and splits the output columns into panels of
-// kPanelAvx512 / kPanelAvx2 columns (and, for long batches, blocks of
-// kRowBlock rows) over the thread pool; each call below computes rows
+// GemmKernels::panel columns (and, for long batches, blocks of kRowBlock
+// rows) over the thread pool; each kernel call computes rows
 // [row_begin, row_end) of the panels [panel_begin, panel_end).  Which panel a
 // column belongs to never depends on M or on the thread count, and every
 // output element goes through one fixed sequence of FP32 operations, so the
 // results are batch invariant per ISA (docs/kernels.md).
 //
-// AVX-512 translation units are compiled with AVX-512 flags: they must not
-// define inline functions or templates with external linkage (the linker could
-// pick their AVX-512 copy for AVX2-only callers), hence only plain functions
-// and structs cross this header.
+// Each kernel family is written once (cpu/gemm_*-inl.h) and instantiated per
+// ISA in that ISA's translation unit (gemm_avx2.cc, gemm_avx512.cc), which
+// exports only a table of function pointers.  The AVX-512 unit is compiled
+// with AVX-512 flags: it must not define inline functions or templates with
+// external linkage (the linker could pick their AVX-512 copy for AVX2-only
+// callers), hence only plain data and structs cross this header.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +24,6 @@
 
 namespace dsv4::kernels::cpu {
 
-inline constexpr int64_t kPanelAvx512 = 16;
-inline constexpr int64_t kPanelAvx2 = 8;
 // Rows per parallel task when a batch is split over rows too.
 inline constexpr int64_t kRowBlock = 64;
 
@@ -82,13 +82,20 @@ struct Bf16DotArgs {
   float* y = nullptr;  // [m, n]
 };
 
-void Fp8GemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t);
-void Fp8GemmPanelsAvx2(const Fp8GemmArgs& a, const Tile& t);
-void Fp4GemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t);
-void Fp4GemmPanelsAvx2(const Fp4GemmArgs& a, const Tile& t);
-void DenseGemmPanelsAvx512(const DenseGemmArgs& a, const Tile& t);
-// REQUIRES: the CPU has AVX512-BF16.
-void Bf16DotPanelsAvx512(const Bf16DotArgs& a, const Tile& t);
-void DenseGemmPanelsAvx2(const DenseGemmArgs& a, const Tile& t);
+// One ISA's kernels; each computes the part t of the output.
+struct GemmKernels {
+  int64_t panel = 0;  // output columns per panel (the ISA's FP32 lanes)
+  void (*fp8)(const Fp8GemmArgs& a, const Tile& t) = nullptr;
+  void (*fp4)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
+  void (*dense)(const DenseGemmArgs& a, const Tile& t) = nullptr;
+  // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.
+  // REQUIRES: the CPU feature behind it (AVX-512: AVX512-BF16).
+  void (*bf16_dot)(const Bf16DotArgs& a, const Tile& t) = nullptr;
+};
+
+// Defined (constant-initialised) in gemm_avx2.cc / gemm_avx512.cc; use only
+// when ActiveIsa() is that ISA.
+extern const GemmKernels kGemmKernelsAvx2;
+extern const GemmKernels kGemmKernelsAvx512;
 
 }  // namespace dsv4::kernels::cpu

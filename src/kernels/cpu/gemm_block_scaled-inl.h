@@ -1,0 +1,184 @@
+// Block-scaled GEMMs (FP8 128x128-block weights, MXFP4 expert weights),
+// written once for every vector width V (see gemm_simd_common-inl.h).
+//
+// One panel = V::kLanes output columns.  For each 128-wide K block, column
+// c's products with a row accumulate in the lanes (lane l takes k = l,
+// l + kLanes, ... in order), the panel's lane vectors are summed by one fixed
+// tree (V::ReducePanel), and the block's partial sums are scaled and added to
+// the row's accumulator.  Every path below (GEMV, few rows, paired or single
+// tile rows) runs that same chain per row, so results are batch invariant.
+#pragma once
+
+#include "kernels/cpu/gemm_simd_common-inl.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// Rows [0, mt) of a tile against one decoded panel block.  x points at the
+// block in row 0 (row stride k); x_scales at row 0's block scale (row stride
+// num_kb).  With V::kPairRows two rows share each weight load; the per-row
+// arithmetic is that of the one-row tail, so pairing never changes a result.
+template <class V>
+void TileBlock(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const float* x, int64_t k,
+               const float* x_scales, int64_t num_kb, float sw, int64_t mt, typename V::F* acc) {
+  constexpr int64_t kP = V::kLanes;
+  typename V::F lanes[kP];
+#pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = V::Zero();
+  int64_t r = 0;
+  if constexpr (V::kPairRows) {
+    typename V::F lanes2[kP];
+#pragma GCC unroll 16
+    for (int c = 0; c < kP; ++c) lanes2[c] = V::Zero();
+    for (; r + 2 <= mt; r += 2) {
+      const XBlock<V> xa(x + r * k), xb(x + (r + 1) * k);
+      for (int64_t c = 0; c < nc; ++c) {
+        lanes[c] = Chain<V>(wdec[c], xa);
+        lanes2[c] = Chain<V>(wdec[c], xb);
+      }
+      acc[r] = AddBlock<V>(acc[r], lanes, x_scales[r * num_kb] * sw);
+      acc[r + 1] = AddBlock<V>(acc[r + 1], lanes2, x_scales[(r + 1) * num_kb] * sw);
+    }
+  }
+  for (; r < mt; ++r) {
+    const XBlock<V> xa(x + r * k);
+    for (int64_t c = 0; c < nc; ++c) lanes[c] = Chain<V>(wdec[c], xa);
+    acc[r] = AddBlock<V>(acc[r], lanes, x_scales[r * num_kb] * sw);
+  }
+}
+
+// One row (decode GEMV) against one panel block: the weights go from memory
+// to registers to FMAs, with the same per-column chain as TileBlock.
+template <class V, typename Decode>
+[[gnu::always_inline]] inline typename V::F GemvBlock(const Decode& decode, int64_t n0, int64_t kb,
+                                                      int64_t nc, const float* x, float scale,
+                                                      typename V::F acc) {
+  constexpr int64_t kP = V::kLanes;
+  typename V::F lanes[kP];
+#pragma GCC unroll 16
+  for (int c = 0; c < kP; ++c) lanes[c] = V::Zero();
+  const XBlock<V> xa(x);
+  for (int64_t c = 0; c < nc; ++c) {
+    typename V::F wv[kVecs<V>];
+    decode(n0 + c, kb, wv);
+    lanes[c] = Chain<V>(wv, xa);
+  }
+  return AddBlock<V>(acc, lanes, scale);
+}
+
+// A few rows (M = 2..4: a speculative verify step's tail row and drafts)
+// against one panel block: each column's weights are decoded once into
+// registers and fed to every row, with the per-row chain of TileBlock and
+// GemvBlock (so the same bits), without TileBlock's round trip of the whole
+// decoded block through memory.  Needs M activation blocks in registers:
+// only ISAs with V::kFewRowPaths use it.  x: row 0's block (row stride k);
+// x_scales: row 0's block scale (row stride num_kb).
+template <class V, int M, typename Decode>
+[[gnu::always_inline]] inline void SmallBlock(const Decode& decode, int64_t n0, int64_t kb,
+                                              int64_t nc, const float* x, int64_t k,
+                                              const float* x_scales, int64_t num_kb, float sw,
+                                              typename V::F* acc) {
+  constexpr int64_t kP = V::kLanes;
+  typename V::F lanes[M][kP], xs[M][kVecs<V>];
+  for (int r = 0; r < M; ++r) {
+    for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
+#pragma GCC unroll 16
+    for (int i = 0; i < kVecs<V>; ++i) xs[r][i] = V::Load(x + r * k + V::kLanes * i);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    typename V::F wv[kVecs<V>];
+    decode(n0 + c, kb, wv);
+#pragma GCC unroll 4
+    for (int r = 0; r < M; ++r) lanes[r][c] = Chain<V>(wv, xs[r]);
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) acc[r] = AddBlock<V>(acc[r], lanes[r], x_scales[r * num_kb] * sw);
+}
+
+// Block-scaled GEMM over the tile t.  decode(col, kb, w[kVecs]) yields a
+// block's weights; panel_scale(n0, kb) the per-panel weight scale (1 when the
+// scale is folded into the decoded weights).  acc += parts · (sa · panel_scale).
+template <class V, typename Decode, typename PanelScale>
+void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
+                       const Tile& t, Decode decode, PanelScale panel_scale) {
+  constexpr int64_t kP = V::kLanes;
+  const int64_t num_kb = k / 128;
+  alignas(sizeof(typename V::F)) typename V::F wdec[kP][kVecs<V>];  // the panel's block, decoded
+  alignas(sizeof(typename V::F)) typename V::F acc[kMTile];  // per row, columns as ReducePanel
+  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
+    const int64_t mt = Min(kMTile, t.row_end - m0);
+    for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+      const int64_t n0 = p * kP;
+      const int64_t nc = Min(kP, n - n0);
+      for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
+      for (int64_t kb = 0; kb < num_kb; ++kb) {
+        const float sw = panel_scale(n0, kb);
+        const float* xb = x + m0 * k + kb * 128;
+        const float* sb = x_scales + m0 * num_kb + kb;
+        if (mt == 1) {
+          acc[0] = GemvBlock<V>(decode, n0, kb, nc, xb, sb[0] * sw, acc[0]);
+          continue;
+        }
+        if constexpr (V::kFewRowPaths) {
+          if (mt <= 4) {
+            if (mt == 2) SmallBlock<V, 2>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
+            if (mt == 3) SmallBlock<V, 3>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
+            if (mt == 4) SmallBlock<V, 4>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
+            continue;
+          }
+        }
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+        TileBlock<V>(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
+      }
+      for (int64_t r = 0; r < mt; ++r) {
+        V::StoreBf16(y + (m0 + r) * n + n0, V::UnpermuteColumns(acc[r]), nc);
+      }
+    }
+  }
+}
+
+// FP8: the codes decode to value·2^-8 (the activations carry the 2^8), one
+// E8M0 scale per 128x128 block multiplies the panel's block sums.
+template <class V>
+void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
+  constexpr int64_t kP = V::kLanes;
+  const Fp8Weight& w = a.w;
+  const int64_t ld_scale = (w.in + 127) / 128;
+  BlockScaledPanels<V>(
+      a.x, a.x_scales, w.in, w.out, a.y, t,
+      [&](int64_t col, int64_t kb, typename V::F* out) {
+        const uint8_t* p = w.codes + col * w.in + kb * 128;
+        if (col + kP < w.out) Prefetch(p + kP * w.in, 128);
+        V::DecodeFp8Block(p, out);
+      },
+      [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
+}
+
+// MXFP4: the 32-element block scales are folded into the decoded weights
+// (exact: powers of two), so a 128-block needs one reduction and one ·sa.
+template <class V>
+void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
+  constexpr int64_t kP = V::kLanes;
+  const Fp4Weight& w = a.w;
+  BlockScaledPanels<V>(
+      a.x, a.x_scales, w.in, w.out, a.y, t,
+      [&](int64_t col, int64_t kb, typename V::F* out) {
+        const uint8_t* packed = w.packed + col * (w.in / 2) + kb * 64;
+        const uint8_t* scales = w.scales + col * (w.in / 32) + kb * 4;
+        if (col + kP < w.out) {
+          Prefetch(packed + kP * (w.in / 2), 64);
+          // A column's scales are in/32 contiguous bytes: fetch the next
+          // panel's 64 of them once per 16 blocks, not 4 bytes per block.
+          if (kb % 16 == 0) {
+            const char* s_next = reinterpret_cast<const char*>(scales + kP * (w.in / 32));
+            _mm_prefetch(s_next, _MM_HINT_T0);
+            _mm_prefetch(s_next + 63, _MM_HINT_T0);
+          }
+        }
+        V::DecodeFp4Block(packed, scales, out);
+      },
+      [](int64_t, int64_t) { return 1.0f; });
+}
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

@@ -1,0 +1,205 @@
+// Dense GEMMs (BF16 or FP32 weights, or FP8 weights whose values are exact
+// BF16), written once for every vector width V (gemm_simd_common-inl.h).
+// Lanes run over the whole K (chunks of 128 in order, a zero-padded tail),
+// and each output is reduced once by the panel tree at the end.  The tiled
+// path and the one-row DenseGemv run the same per-element chain.
+#pragma once
+
+#include "kernels/cpu/gemm_simd_common-inl.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// Up to 128 weights of one row -> ceil(count / kLanes) vectors, zero padded.
+// The unrolled loop keeps every index constant, so `out` can live in
+// registers (DenseGemv feeds it straight to the FMAs); a loop bound of
+// count / kLanes plus a tail vector at a variable index put it on the stack
+// (AVX-512 BF16 GEMV 1.2x slower).
+template <class V, typename W>
+[[gnu::always_inline]] inline void LoadDenseChunk(const W* w, int64_t count, typename V::F* out) {
+  constexpr int64_t kL = V::kLanes;
+#pragma GCC unroll 16
+  for (int v = 0; v < kVecs<V>; ++v) {
+    if (kL * v >= count) break;
+    if constexpr (sizeof(W) == 2) {
+      out[v] = V::LoadBf16Upto(w + kL * v, count - kL * v);
+    } else {
+      out[v] = V::LoadUpto(w + kL * v, count - kL * v);
+    }
+  }
+}
+
+// Lane vector (row, column) += the chunk's products, for rows [0, mt) of a
+// tile (x: row 0's chunk, row stride ldx; num_vecs vectors, zero padded).
+// With V::kPairRows each weight load feeds two rows' FMAs; the per-element
+// chain is the same for paired and tail rows.  kNumVecs > 0 fixes the vector
+// count at compile time (full chunks).
+template <class V, int kNumVecs>
+void DenseTileChunk(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const float* x, int64_t ldx,
+                    int64_t num_vecs, int64_t mt, typename V::F (*lanes)[V::kLanes]) {
+  const int64_t nv = kNumVecs > 0 ? kNumVecs : num_vecs;
+  int64_t r = 0;
+  if constexpr (V::kPairRows) {
+    for (; r + 2 <= mt; r += 2) {
+      const XBlock<V> xa(x + r * ldx), xb(x + (r + 1) * ldx);
+      for (int64_t c = 0; c < nc; ++c) {
+        typename V::F la = lanes[r][c], lb = lanes[r + 1][c];
+#pragma GCC unroll 16
+        for (int64_t v = 0; v < nv; ++v) {
+          la = V::Fma(wdec[c][v], xa[v], la);
+          lb = V::Fma(wdec[c][v], xb[v], lb);
+        }
+        lanes[r][c] = la;
+        lanes[r + 1][c] = lb;
+      }
+    }
+  }
+  for (; r < mt; ++r) {
+    const XBlock<V> xa(x + r * ldx);
+    for (int64_t c = 0; c < nc; ++c) {
+      typename V::F la = lanes[r][c];
+#pragma GCC unroll 16
+      for (int64_t v = 0; v < nv; ++v) la = V::Fma(wdec[c][v], xa[v], la);
+      lanes[r][c] = la;
+    }
+  }
+}
+
+// decode(col, k0, count, out) yields up to 128 weights of column col from
+// k0 on, zero padded to whole vectors (and prefetches ahead).
+template <class V, typename Decode>
+void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
+  constexpr int64_t kP = V::kLanes;
+  constexpr int kNv = kVecs<V>;
+  alignas(sizeof(typename V::F)) typename V::F wdec[kP][kNv];
+  alignas(sizeof(typename V::F)) typename V::F lanes[kDenseMTile][kP];
+  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kDenseMTile) {
+    const int64_t mt = Min(kDenseMTile, t.row_end - m0);
+    for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+      const int64_t n0 = p * kP;
+      const int64_t nc = Min(kP, a.n - n0);
+      for (int64_t r = 0; r < mt; ++r) {
+#pragma GCC unroll 16
+        for (int c = 0; c < kP; ++c) lanes[r][c] = V::Zero();
+      }
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c]);
+        const float* xc = a.x + m0 * a.ldx + k0;
+        if (count == kChunk) {
+          DenseTileChunk<V, kNv>(wdec, nc, xc, a.ldx, kNv, mt, lanes);
+        } else {
+          DenseTileChunk<V, 0>(wdec, nc, xc, a.ldx, (count + kP - 1) / kP, mt, lanes);
+        }
+      }
+      for (int64_t r = 0; r < mt; ++r) {
+        const int64_t y0 = (m0 + r) * a.ldy + n0;
+        StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
+                      a.y_f32 ? a.y_f32 + y0 : nullptr);
+      }
+    }
+  }
+}
+
+// Dense GEMV (one row): column by column instead of chunk by chunk, each
+// column's weights decoded into registers and fed straight to the lane
+// chain, which runs over the whole K in the same order as DenseTileChunk (so
+// the same bits), and a panel's weights are read as one contiguous stream.
+// Two columns at a time give the out-of-order core two independent FMA
+// chains.  (For 2-4 rows the tiled path, which keeps a panel's chains in
+// flight, measured faster.)
+template <class V, typename Decode>
+void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
+  constexpr int64_t kP = V::kLanes;
+  const float* x = a.x + t.row_begin * a.ldx;
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * kP;
+    const int64_t nc = Min(kP, a.n - n0);
+    alignas(sizeof(typename V::F)) typename V::F lanes[kP];
+    for (int64_t c = nc; c < kP; ++c) lanes[c] = V::Zero();
+    int64_t c = 0;
+    for (; c + 2 <= nc; c += 2) {
+      typename V::F la = V::Zero(), lb = V::Zero();
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        typename V::F wa[kVecs<V>], wb[kVecs<V>];
+        decode(n0 + c, k0, count, wa);
+        decode(n0 + c + 1, k0, count, wb);
+        const int64_t nv = (count + kP - 1) / kP;
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < nv; ++v) {
+          const typename V::F xv = V::Load(x + k0 + kP * v);
+          la = V::Fma(wa[v], xv, la);
+          lb = V::Fma(wb[v], xv, lb);
+        }
+      }
+      lanes[c] = la;
+      lanes[c + 1] = lb;
+    }
+    if (c < nc) {
+      typename V::F la = V::Zero();
+      for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+        const int64_t count = Min(kChunk, a.k - k0);
+        typename V::F wa[kVecs<V>];
+        decode(n0 + c, k0, count, wa);
+        const int64_t nv = (count + kP - 1) / kP;
+#pragma GCC unroll 8
+        for (int64_t v = 0; v < nv; ++v) la = V::Fma(wa[v], V::Load(x + k0 + kP * v), la);
+      }
+      lanes[c] = la;
+    }
+    const int64_t y0 = t.row_begin * a.ldy + n0;
+    StorePanel<V>(V::ReducePanel(lanes), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
+                  a.y_f32 ? a.y_f32 + y0 : nullptr);
+  }
+}
+
+// One-row tiles take DenseGemv where the ISA's policy says it pays.
+template <class V, typename Decode>
+void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
+  if constexpr (V::kFewRowPaths) {
+    if (t.row_end - t.row_begin == 1) return DenseGemv<V>(a, decode, t);
+  }
+  DensePanels<V>(a, decode, t);
+}
+
+// Decoder of a BF16 or FP32 weight.
+template <class V, typename W>
+auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
+  return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out) {
+    const W* row = w + col * a.k + k0;
+    if (col + V::kLanes < a.n) {
+      Prefetch(row + V::kLanes * a.k, count * static_cast<int64_t>(sizeof(W)));
+    }
+    LoadDenseChunk<V>(row, count, out);
+  };
+}
+
+template <class V>
+void DenseGemmPanels(const DenseGemmArgs& a, const Tile& t) {
+  if (a.w_fp8 != nullptr) {
+    // w = (code·2^-8)·(scale·2^8): both factors exact, so one rounding of
+    // code·scale, which the caller guarantees is exact: the BF16 weight.
+    const Fp8Weight& w = *a.w_fp8;
+    const int64_t ld_scale = w.in / 128;
+    DenseDispatch<V>(
+        a,
+        [&](int64_t col, int64_t k0, int64_t, typename V::F* out) {
+          const uint8_t* p = w.codes + col * w.in + k0;
+          if (col + V::kLanes < w.out) Prefetch(p + V::kLanes * w.in, 128);
+          V::DecodeFp8Block(p, out);
+          const typename V::F s =
+              V::Set1(E8M0Value(w.scales[(col / 128) * ld_scale + k0 / 128]) * 256.0f);
+#pragma GCC unroll 16
+          for (int v = 0; v < kVecs<V>; ++v) out[v] = V::Mul(out[v], s);
+        },
+        t);
+  } else if (a.w_bf16 != nullptr) {
+    DenseDispatch<V>(a, DenseDecoder<V>(a, a.w_bf16), t);
+  } else {
+    DenseDispatch<V>(a, DenseDecoder<V>(a, a.w_f32), t);
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

@@ -1,4 +1,4 @@
-// Sparse attention with a per-head sink (model.md §3.4, golden/ops §13).
+// Sparse attention with a per-head sink (docs/model.md "Attention paths"; tests/data/golden/ops/README.md §13).
 #pragma once
 
 #include <cstdint>

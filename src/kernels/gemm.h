@@ -1,4 +1,4 @@
-// Linear layers, one per weight kind of model.md §4.4.  All weights use the
+// Linear layers, one per weight kind (docs/model.md "Linear layer kinds").  All weights use the
 // checkpoint's [out, in] row-major layout.  Results are batch invariant: on a
 // given ISA path, row m of the output depends only on row m of the input and
 // the weight (fixed reduction order per output element, whatever M and the
@@ -68,7 +68,7 @@ void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, 
 // flushed), about 3-4x fewer instructions than GemmBf16F32; elsewhere it is
 // GemmBf16F32 itself.  Its bits differ from GemmBf16F32's (within the usual
 // summation-order bound), so it serves values whose exact bits never reach an
-// output: MTP draft logits (docs/engine.md §8.3).  Still deterministic: on a
+// output: MTP draft logits (docs/engine.md "8.3 MTP proposer").  Still deterministic: on a
 // given CPU a row's result does not depend on M or the thread count.
 void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                        ThreadPool* pool);

@@ -1,5 +1,5 @@
 // Walsh-Hadamard transform (Sylvester order) with scale dim^-0.5, FP32 math,
-// one BF16 rounding (golden/ops §11).  dim is a power of two.
+// one BF16 rounding (tests/data/golden/ops/README.md §11).  dim is a power of two.
 #pragma once
 
 #include <cstdint>

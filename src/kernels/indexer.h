@@ -1,4 +1,4 @@
-// Lightning-indexer scoring and top-k (model.md §3.6, golden/ops §15).
+// Lightning-indexer scoring and top-k (docs/model.md "Lightning indexer"; tests/data/golden/ops/README.md §15).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// W8A8 linear layers (model.md §4.6, serving.md §13.3): INT8 weights with one
+// W8A8 linear layers (docs/convert.md "Inference path", docs/model.md "Linear layer kinds"): INT8 weights with one
 // FP32 scale per output channel, activations quantized per token (per row over
 // the whole K) to INT8 at run time.
 //

@@ -1,4 +1,4 @@
-// Manifold-constrained hyper-connections (model.md §3.2, golden/ops §12).
+// Manifold-constrained hyper-connections (docs/model.md "Block and mHC"; tests/data/golden/ops/README.md §12).
 // Streams are [tokens, hc, dim] BF16, flattened stream-major per token.
 #pragma once
 

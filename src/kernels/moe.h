@@ -1,4 +1,4 @@
-// Router scoring and the expert activation (model.md §3.7, golden/ops §16-17).
+// Router scoring and the expert activation (docs/model.md "MoE"; tests/data/golden/ops/README.md §16-17).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// RMS normalizations (model.md §3.2 RMSNorm, §3.4 step 3).
+// RMS normalizations (docs/model.md "Block and mHC" and "Attention paths").
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@ void RopeFrequencies(double base, int64_t rope_dim, const YarnParams& yarn, floa
   const float base_f = static_cast<float>(base);
   for (int64_t i = 0; i < num_pairs; ++i) {
     // 1 / base ** (arange(0, dim, 2, fp32) / dim): FP32 exponent, FP32 power,
-    // FP32 division (golden/ops §10: a double power changes 1/3 of the table).
+    // FP32 division (tests/data/golden/ops/README.md §10: a double power changes 1/3 of the table).
     const float expo = static_cast<float>(2 * i) / static_cast<float>(rope_dim);
     freqs[i] = 1.0f / std::pow(base_f, expo);
   }

@@ -1,5 +1,5 @@
-// Rotary embedding, interleaved pairs on the last rope_dim dims (model.md §3.3,
-// golden/ops §10).
+// Rotary embedding, interleaved pairs on the last rope_dim dims (docs/model.md
+// "RoPE and YaRN"; tests/data/golden/ops/README.md §10).
 #pragma once
 
 #include <cstdint>

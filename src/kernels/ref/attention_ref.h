@@ -7,7 +7,7 @@
 
 namespace dsv4::kernels::ref {
 
-// The online-softmax block the attention kernel walks (model.md §3.4).
+// The online-softmax block the attention kernel walks (docs/model.md "Attention paths").
 inline constexpr int64_t kAttnBlock = 64;
 
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,

@@ -10,7 +10,7 @@ namespace {
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 // C [hc, hc] row-major: softmax per row + eps, column pass, then iters-1
-// (row, column) rounds, eps added to every later sum (model.md §3.2 step 4).
+// (row, column) rounds, eps added to every later sum (docs/model.md "Block and mHC").
 void Sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
   for (int64_t j = 0; j < hc; ++j) {
     float* row = c + j * hc;

@@ -10,7 +10,7 @@ void ApplyRope(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t r
   const int64_t num_pairs = rope_dim / 2;
   std::vector<float> cos_t(num_pairs), sin_t(num_pairs);
   for (int64_t r = 0; r < rows; ++r) {
-    // The angle is an FP32 product of the FP32 position (model.md §3.3): a
+    // The angle is an FP32 product of the FP32 position (docs/model.md "RoPE and YaRN"): a
     // double angle drifts from the reference at long context.
     const float pos = static_cast<float>(positions[r]);
     for (int64_t i = 0; i < num_pairs; ++i) {

@@ -3,9 +3,11 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -24,11 +26,13 @@
 namespace dsv4::cli {
 namespace {
 
-// HTTP worker threads at most: cpp-httplib starts them all up front and
-// aborts the process if the OS refuses one, so the count is bounded here and
-// checked before the banner (a request in flight holds a thread; beyond the
-// pool, connections wait in its queue).
+// HTTP worker threads at most (a request in flight holds one; beyond the
+// pool, requests wait in its queue).  The pool starts them on demand; the
+// count is still checked to be startable before the banner.
 constexpr int kMaxHttpThreads = 4096;
+// Descriptors kept free of connections (model files, the engine, logs).
+constexpr int64_t kSpareDescriptors = 128;
+constexpr double kMaxShutdownSeconds = 86400;
 
 // glibc malloc arenas of the server process (docs/server.md "Memory over
 // time" has the measurements behind the choice).
@@ -39,8 +43,50 @@ struct ServeArgs {
   std::string model_source;  // where the model directory came from (default_model.h)
   server::ServerOptions server;
   std::string test_script_ids;
-  double shutdown_timeout_s = 30;
+  std::string shutdown_timeout = "30";  // seconds, or "inf"
+  bool max_connections_given = false;
 };
+
+// --shutdown-timeout: seconds in [0, 86400], or "inf" (wait for every request).
+std::string CheckShutdownTimeout(std::string& value) {
+  if (value == "inf") return "";
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0' || !std::isfinite(v) || v < 0 ||
+      v > kMaxShutdownSeconds) {
+    return "Value " + value + " not in range 0 to 86400 (seconds) or inf";
+  }
+  return "";
+}
+
+std::chrono::milliseconds DrainTime(const std::string& shutdown_timeout) {
+  if (shutdown_timeout == "inf") return std::chrono::milliseconds::max();
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::strtod(shutdown_timeout.c_str(), nullptr) * 1000));
+}
+
+// Every connection is a descriptor: raise the soft limit toward the hard one
+// when --max-connections needs it.  A default that does not fit shrinks to
+// what does; an explicit value that does not fit is an error.
+Status FitConnectionsToDescriptors(bool given, int64_t* max_connections) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return Status::Ok();
+  const auto want = static_cast<rlim_t>(*max_connections + kSpareDescriptors);
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return Status::Ok();
+  const int64_t fits = static_cast<int64_t>(lim.rlim_cur) - kSpareDescriptors;
+  if (given || fits < 16) {
+    return InvalidArgument(
+        "--max-connections {} needs {} open files; the limit is {} (ulimit -n)", *max_connections,
+        want, lim.rlim_cur);
+  }
+  *max_connections = fits;
+  return Status::Ok();
+}
 
 void PrintBanner(const ServeArgs& a, int port, bool scripted) {
   const EngineOptions& e = a.engine.options;
@@ -56,7 +102,11 @@ void PrintBanner(const ServeArgs& a, int port, bool scripted) {
             << "  max model len:            " << e.max_model_len << "\n"
             << "  speculative tokens (MTP): " << e.num_speculative_tokens << "\n"
             << "  API key:                  " << (a.server.api_key.empty() ? "none" : "required")
-            << "\n";
+            << "\n"
+            << "  HTTP:                     " << a.server.max_connections << " connections, "
+            << a.server.num_http_threads << " workers, header timeout "
+            << a.server.header_timeout_seconds << " s, read timeout "
+            << a.server.read_timeout_seconds << " s\n";
   if (scripted) {
     std::cout << "  WARNING: --test-script-ids replays scripted token ids (TEST ONLY)\n";
   }
@@ -132,6 +182,11 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: --http-threads: " << s.message() << "\n";
     return 1;
   }
+  if (Status s = FitConnectionsToDescriptors(a.max_connections_given, &a.server.max_connections);
+      !s.ok()) {
+    std::cerr << "dsv4 serve: " << s.message() << "\n";
+    return 2;
+  }
   server::OpenAiServer http(*serving, **tok, a.server);
   if (Status s = http.Bind(); !s.ok()) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
@@ -142,9 +197,11 @@ int RunServe(ServeArgs& a) {
   int sig = 0;
   sigwait(&stop_signals, &sig);
   std::cout << "dsv4 serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-            << ": draining requests in flight (up to " << a.shutdown_timeout_s << " s)"
-            << std::endl;
-  http.Stop(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_timeout_s * 1000)));
+            << ": draining requests in flight ("
+            << (a.shutdown_timeout == "inf" ? std::string("no time limit")
+                                            : "up to " + a.shutdown_timeout + " s")
+            << ")" << std::endl;
+  http.Stop(DrainTime(a.shutdown_timeout));
   serve_thread.join();
   (*engine)->Shutdown();
   std::cout << "dsv4 serve: stopped" << std::endl;
@@ -179,14 +236,30 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
   cmd->add_option("--http-threads", s.num_http_threads,
-                  "HTTP worker threads (0 = max-concurrent-requests + 8, at most 4096; a stream "
-                  "holds one)")
+                  "Worker threads for generation, tokenize and detokenize, started on demand "
+                  "(0 = max-concurrent-requests + 8, at most 4096; a request in flight holds one)")
       ->check(CLI::Range(0, kMaxHttpThreads));
+  cmd->add_option("--max-connections", s.max_connections,
+                  "Open HTTP connections at most; at the limit the oldest one without a request "
+                  "in progress is closed to make room")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str()
+      ->each([args](const std::string&) { args->max_connections_given = true; });
+  cmd->add_option("--header-timeout", s.header_timeout_seconds,
+                  "Seconds from a request's first byte to the end of its header")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--read-timeout", s.read_timeout_seconds,
+                  "Seconds a connection may stay silent: between body bytes, while a response "
+                  "is not read, idle between requests")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_flag("--default-thinking", s.default_thinking,
                 "Thinking mode unless a request turns it off (default: chat mode)");
-  cmd->add_option("--shutdown-timeout", args->shutdown_timeout_s,
-                  "Seconds requests in flight may take to finish after SIGINT/SIGTERM")
-      ->check(CLI::Range(0.0, 86400.0))
+  cmd->add_option("--shutdown-timeout", args->shutdown_timeout,
+                  "Seconds (0..86400, or inf) requests in flight may take to finish after "
+                  "SIGINT/SIGTERM; then they are aborted")
+      ->check(CLI::Validator(CheckShutdownTimeout, "SECONDS|inf"))
       ->capture_default_str();
   cmd->add_option("--test-script-ids", args->test_script_ids,
                   "TEST ONLY: replay token ids from FILE instead of the sampled ones "

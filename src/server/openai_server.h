@@ -1,9 +1,11 @@
 // The OpenAI-compatible HTTP server over an AsyncEngine (docs/server.md):
 //   GET  /health  /v1/models  /metrics
 //   POST /v1/chat/completions  /v1/completions  /tokenize  /detokenize
-// cpp-httplib's thread pool runs one handler per connection; a request's
-// chat encoding, detokenization, output parsing and JSON/SSE formatting run
-// on its handler thread, so the engine thread only ever sees token ids.
+// Transport: http_server.h (Asio I/O threads read requests and answer the
+// cheap routes; generation, tokenize and detokenize run on a bounded worker
+// pool).  A request's chat encoding, detokenization, output parsing and
+// JSON/SSE formatting run on its worker thread, so the engine thread only
+// ever sees token ids.
 #pragma once
 
 #include <atomic>
@@ -31,9 +33,13 @@ class OpenAiServer {
   int port() const { return port_; }
   // Serves until Stop(); blocks the calling thread.
   void Serve();
-  // Graceful stop: new requests get 503, requests in flight get up to
-  // `drain` to finish (streams keep streaming), then the listener closes.
+  // Graceful stop: stops accepting and closes idle and mid-header
+  // connections at once; new requests get 503; requests in flight get up to
+  // `drain` to finish (streams keep streaming; milliseconds::max() = no
+  // limit), then are aborted (finish_reason "abort", answered within
+  // kAbortGrace), then cut.  Serve() returns when Stop does.
   void Stop(std::chrono::milliseconds drain);
+  static constexpr std::chrono::milliseconds kAbortGrace{2000};
 
   int64_t num_in_flight() const { return in_flight_.load(); }
 

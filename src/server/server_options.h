@@ -34,12 +34,25 @@ struct ServerOptions {
   int port = 8000;  // 0 = any free port (tests)
   std::string served_model_name = "dsv4";
   std::string api_key;               // empty = no authentication
-  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413
+  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413 (decoded size too)
+  int64_t max_header_bytes = 32 << 10;  // request line + header fields; beyond: 431
+  // From a request's first byte to the end of its header; a client slower
+  // than that is disconnected (docs/server.md "Transport").
+  double header_timeout_seconds = 10;
+  // Longest silence while reading a body, writing a response the client
+  // does not read, or waiting for the next request on a keep-alive connection.
+  double read_timeout_seconds = 30;
+  // Open connections at most; at the limit the oldest one without a request
+  // being handled makes room (a 503 when every one is busy).
+  int64_t max_connections = 1024;
+  int num_io_threads = 2;  // accept, read requests, answer /health /v1/models /metrics
   int64_t max_model_len = 4096;      // prompt + max_tokens per request
   // Requests admitted at once (running + queued in the engine + being
   // encoded); beyond it new requests get 429 with Retry-After.
   int64_t max_concurrent_requests = 512;
-  int num_http_threads = 0;  // 0 = max_concurrent_requests + 8 (SSE holds a thread)
+  // Workers for generation, tokenize and detokenize (a request in flight,
+  // streaming or not, holds one); started on demand.
+  int num_http_threads = 0;  // 0 = max_concurrent_requests + 8
   int32_t eos_token_id = 1;
   bool default_thinking = false;  // chat mode unless the request asks for thinking
   int retry_after_seconds = 1;

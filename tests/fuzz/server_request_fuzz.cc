@@ -6,11 +6,15 @@
 // (same value, or both reject the text); and an accepted request must respect
 // what the engine relies on: at least one non-empty prompt of valid token
 // ids, prompt + max_tokens within the context, n and the sampling values
-// inside their documented ranges.
+// inside their documented ranges.  Flag bit 3 sends the body through the
+// HTTP transport's Content-Encoding decoding first (bits 4-5 pick gzip,
+// deflate, "deflate, gzip" or an unknown coding): a 400/413/415 with a
+// message, or a decoded body within the byte bound that then goes on as above.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
+#include "server/body_decoding.h"
 #include "server/request_parse.h"
 #include "tests/fuzz/text_fuzz_common.h"
 
@@ -21,7 +25,7 @@ using dsv4::text::fuzz::Require;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t flags = data[0];
-  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   const dsv4::text::Tokenizer& tok = dsv4::text::fuzz::V4Tokenizer();
   dsv4::server::ServerOptions options;
   options.max_model_len = (flags & 2) ? 64 : 4096;
@@ -36,6 +40,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     l.max_stop_bytes = 4;
     l.max_stop_token_ids = 2;
     l.max_choices = 3;
+  }
+  std::string decoded;
+  if (flags & 8) {
+    static const char* const kCodings[] = {"gzip", "deflate", "deflate, gzip", "br"};
+    const int64_t bound = (flags & 4) ? 4096 : options.max_body_bytes;
+    decoded.assign(text);
+    const auto d = dsv4::server::DecodeBody(kCodings[(flags >> 4) & 3], bound, &decoded);
+    Require(d.http_status == 0 || d.http_status == 400 || d.http_status == 413 ||
+                d.http_status == 415,
+            "decoding error is not 400, 413 or 415");
+    if (d.http_status != 0) {
+      Require(!d.message.empty(), "decoding error without a message");
+      return 0;
+    }
+    Require(static_cast<int64_t>(decoded.size()) <= bound, "decoded body over the byte bound");
+    text = decoded;
   }
   Json body;
   const auto body_err = dsv4::server::ParseRequestBody(text, options, &body);

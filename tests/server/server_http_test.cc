@@ -327,7 +327,7 @@ TEST(ServerHttp, SixtyFourConcurrentStreamsEqualSequential) {
   EXPECT_EQ(srv.server().num_in_flight(), 0);
 }
 
-TEST(ServerHttp, GracefulStopDrainsThenAborts) {
+TEST(ServerHttp, GracefulStopDrainsThenAborts) {  // docs/server.md "Shutdown"
   FakeEngineOptions eo;
   eo.step_time = std::chrono::milliseconds(2);
   TestServer srv({}, eo);
@@ -342,17 +342,20 @@ TEST(ServerHttp, GracefulStopDrainsThenAborts) {
   while (srv.server().num_in_flight() < 2)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::thread stopper([&] { srv.Stop(std::chrono::milliseconds(1000)); });
-  // The stopper thread starts the drain when it gets to run (late under a
-  // sanitizer on a loaded machine): poll readiness instead of guessing a delay.
+  // Stop closes the listener at once (as uvicorn does): a new connection is
+  // refused, or answered 503 when it raced the close.  The stopper thread
+  // starts when it gets to run (late under a sanitizer on a loaded machine):
+  // poll instead of guessing a delay.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(900);
-  int health = 200;
-  while (health != 503 && std::chrono::steady_clock::now() < deadline) {
-    health = srv.Client().Get("/health")->status;
-    if (health != 503) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  bool turned_away = false;
+  while (!turned_away && std::chrono::steady_clock::now() < deadline) {
+    auto h = srv.Client().Get("/health");
+    turned_away = !h || h->status == 503;
+    if (!turned_away) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(health, 503);
+  EXPECT_TRUE(turned_away);
   auto refused = srv.Post("/v1/completions", R"({"prompt":"z","max_tokens":1})");
-  EXPECT_EQ(refused.first, 503);
+  EXPECT_TRUE(refused.first == -1 || refused.first == 503) << refused.first;
   const auto [s1, b1] = short_req.get();
   ASSERT_EQ(s1, 200) << b1;
   EXPECT_EQ(Json::parse(b1)["choices"][0]["finish_reason"], "length");

@@ -1,5 +1,5 @@
 // Server-side request metrics in Prometheus text format with vLLM's metric
-// names (peers.md §5), so existing dashboards and `vllm bench` tooling work.
+// names (docs/server.md "Metrics"), so existing dashboards and `vllm bench` tooling work.
 // Gauges and speculative-decoding counters come from EngineStats at scrape
 // time; latency histograms and token counters are observed per request here.
 #pragma once

@@ -58,9 +58,9 @@ struct Clock {
   static Clock Now() {
     timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return {std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-                .count(),
-            static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)};
+    return {
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+        static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)};
   }
   Clock operator-(const Clock& o) const { return {wall - o.wall, cpu - o.cpu}; }
 };
@@ -238,7 +238,8 @@ class ForwardLoop {
       std::vector<int32_t> ids(static_cast<size_t>(rows_));
       for (auto& id : ids) id = static_cast<int32_t>(rng_() % vocab);
       batch.Add(static_cast<int64_t>(b), pos_[b], ids);
-      for (int64_t r = 0; r < rows_; ++r) batch.logit_rows.push_back(batch.num_tokens() - rows_ + r);
+      for (int64_t r = 0; r < rows_; ++r)
+        batch.logit_rows.push_back(batch.num_tokens() - rows_ + r);
     }
     logits_.resize(batch.logit_rows.size() * vocab);
     streams_.resize(static_cast<size_t>(batch.num_tokens() * model_.stream_width()));
@@ -276,10 +277,10 @@ class ForwardLoop {
 // experts the rows were routed to (expert_union[l] = distinct experts of
 // main layer l, mtp_experts = of the MTP block).
 struct StepBytes {
-  double dense = 0;       // main dense tensors, head included, embedding excluded
-  double embed_row = 0;   // one embedding row
-  double head = 0;        // the LM head (read again by the MTP draft)
-  double mtp_dense = 0;   // MTP block dense tensors (its own hc_head/norm, e/h_proj)
+  double dense = 0;            // main dense tensors, head included, embedding excluded
+  double embed_row = 0;        // one embedding row
+  double head = 0;             // the LM head (read again by the MTP draft)
+  double mtp_dense = 0;        // MTP block dense tensors (its own hc_head/norm, e/h_proj)
   std::vector<double> expert;  // [layer] bytes of one routed expert; back() = MTP
 };
 
@@ -403,11 +404,21 @@ int Main(int argc, char** argv) {
     auto run = [&](int p) {
       Clock dt;
       switch (p) {
-        case 0: dt = exec0.Step(); break;
-        case 1: dt = exec1.Step(); break;
-        case 2: dt = fwd1.Step(); break;
-        case 3: dt = fwd2.Step(); break;
-        default: dt = mtp1.Step(); break;
+        case 0:
+          dt = exec0.Step();
+          break;
+        case 1:
+          dt = exec1.Step();
+          break;
+        case 2:
+          dt = fwd1.Step();
+          break;
+        case 3:
+          dt = fwd2.Step();
+          break;
+        default:
+          dt = mtp1.Step();
+          break;
       }
       t[static_cast<size_t>(p)].push_back(dt.wall);
       cpu[static_cast<size_t>(p)].push_back(dt.cpu);
@@ -442,13 +453,14 @@ int Main(int argc, char** argv) {
     ++traced;
   }
 
-  std::printf("model %s: %lld layers, hidden %lld, vocab %lld, %lld experts top-%lld; %d threads, "
-              "batch %lld, context %lld+\n",
-              args.model.c_str(), static_cast<long long>(cfg.num_hidden_layers),
-              static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size),
-              static_cast<long long>(cfg.n_routed_experts),
-              static_cast<long long>(cfg.num_experts_per_tok), pool.num_threads(),
-              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len));
+  std::printf(
+      "model %s: %lld layers, hidden %lld, vocab %lld, %lld experts top-%lld; %d threads, "
+      "batch %lld, context %lld+\n",
+      args.model.c_str(), static_cast<long long>(cfg.num_hidden_layers),
+      static_cast<long long>(cfg.hidden_size), static_cast<long long>(cfg.vocab_size),
+      static_cast<long long>(cfg.n_routed_experts), static_cast<long long>(cfg.num_experts_per_tok),
+      pool.num_threads(), static_cast<long long>(args.batch),
+      static_cast<long long>(args.prompt_len));
   double med[5], med_cpu[5];
   for (int p = 0; p < 5; ++p) {
     const auto ps = static_cast<size_t>(p);
@@ -481,10 +493,10 @@ int Main(int argc, char** argv) {
   }
   // The draft: MTP block (1 row: top-k experts), embedding row, head again.
   k1 += sb.mtp_dense + k * sb.expert.back() + sb.embed_row + sb.head;
-  std::printf("  bytes at batch 1: K=0 %.2f MiB, K=1 %.2f MiB (MTP dense %.2f, head %.2f), "
-              "ratio %.3f\n",
-              k0 / (1 << 20), k1 / (1 << 20), sb.mtp_dense / (1 << 20), sb.head / (1 << 20),
-              k1 / k0);
+  std::printf(
+      "  bytes at batch 1: K=0 %.2f MiB, K=1 %.2f MiB (MTP dense %.2f, head %.2f), "
+      "ratio %.3f\n",
+      k0 / (1 << 20), k1 / (1 << 20), sb.mtp_dense / (1 << 20), sb.head / (1 << 20), k1 / k0);
   std::printf("  mean experts per layer for 2 rows:");
   for (double u : union_sizes) std::printf(" %.2f", u / static_cast<double>(traced));
   std::printf("\n");

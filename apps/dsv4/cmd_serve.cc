@@ -80,9 +80,8 @@ Status FitConnectionsToDescriptors(bool given, int64_t* max_connections) {
   if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return Status::Ok();
   const int64_t fits = static_cast<int64_t>(lim.rlim_cur) - kSpareDescriptors;
   if (given || fits < 16) {
-    return InvalidArgument(
-        "--max-connections {} needs {} open files; the limit is {} (ulimit -n)", *max_connections,
-        want, lim.rlim_cur);
+    return InvalidArgument("--max-connections {} needs {} open files; the limit is {} (ulimit -n)",
+                           *max_connections, want, lim.rlim_cur);
   }
   *max_connections = fits;
   return Status::Ok();
@@ -175,8 +174,8 @@ int RunServe(ServeArgs& a) {
     serving = scripted.get();
   }
   if (a.server.num_http_threads == 0) {
-    a.server.num_http_threads = static_cast<int>(
-        std::min<int64_t>(a.server.max_concurrent_requests + 8, kMaxHttpThreads));
+    a.server.num_http_threads =
+        static_cast<int>(std::min<int64_t>(a.server.max_concurrent_requests + 8, kMaxHttpThreads));
   }
   if (Status s = CheckThreadsCanStart(a.server.num_http_threads); !s.ok()) {
     std::cerr << "dsv4 serve: --http-threads: " << s.message() << "\n";

@@ -36,7 +36,7 @@ class ChunkedChecksum {
   uint64_t Finish();
 
  private:
-  void* state_;          // XXH3_state_t of the current chunk
+  void* state_;            // XXH3_state_t of the current chunk
   uint64_t in_chunk_ = 0;  // bytes of the current chunk so far
   std::vector<uint64_t> digests_;
 };
@@ -50,8 +50,8 @@ uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads);
 // `threads` threads.  Reading a hot file this way is several times faster
 // than faulting in a mapping of it page by page.  `path` names the file in
 // messages.
-Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length,
-                                const std::string& path, int threads = 1);
+Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length, const std::string& path,
+                                int threads = 1);
 
 // 16 lowercase hex digits, and back (false for anything else).
 std::string ChecksumHex(uint64_t checksum);

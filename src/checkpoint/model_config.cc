@@ -60,8 +60,7 @@ class FieldReader {
 
   // An integer in [min, max]: below min (or not an integer) gets the type
   // message, above max says the value and the bound.
-  Status Int(const std::string& key, bool required, int64_t min, int64_t max,
-             int64_t* out) const {
+  Status Int(const std::string& key, bool required, int64_t min, int64_t max, int64_t* out) const {
     const json* v = Get(key);
     if (v == nullptr) return required ? Error(key, "is missing") : Status::Ok();
     const char* what = min > 0
@@ -79,8 +78,7 @@ class FieldReader {
   }
 
   // `positive`: must be > 0; otherwise >= 0.  At most `max`.
-  Status Real(const std::string& key, bool required, bool positive, double max,
-              double* out) const {
+  Status Real(const std::string& key, bool required, bool positive, double max, double* out) const {
     const json* v = Get(key);
     if (v == nullptr) return required ? Error(key, "is missing") : Status::Ok();
     const char* what = positive ? "must be a positive number" : "must be a non-negative number";
@@ -223,18 +221,16 @@ Status ParseFields(const json& root, const std::string& file, ModelConfig* c) {
   DSV4_RETURN_IF_ERROR(r.Int("index_head_dim", true, 0, kMaxHeadDim, &c->index_head_dim));
   DSV4_RETURN_IF_ERROR(r.Int("index_topk", true, 0, kMaxIndexTopk, &c->index_topk));
   DSV4_RETURN_IF_ERROR(r.Int("n_routed_experts", true, 1, kMaxExperts, &c->n_routed_experts));
-  DSV4_RETURN_IF_ERROR(
-      r.Int("num_experts_per_tok", true, 1, kMaxExperts, &c->num_experts_per_tok));
-  DSV4_RETURN_IF_ERROR(
-      r.Int("n_shared_experts", true, 0, kMaxSharedExperts, &c->n_shared_experts));
+  DSV4_RETURN_IF_ERROR(r.Int("num_experts_per_tok", true, 1, kMaxExperts, &c->num_experts_per_tok));
+  DSV4_RETURN_IF_ERROR(r.Int("n_shared_experts", true, 0, kMaxSharedExperts, &c->n_shared_experts));
   DSV4_RETURN_IF_ERROR(
       r.Int("moe_intermediate_size", true, 1, kMaxWidth, &c->moe_intermediate_size));
   DSV4_RETURN_IF_ERROR(r.Int("num_hash_layers", true, 0, kMaxLayers, &c->num_hash_layers));
   DSV4_RETURN_IF_ERROR(r.Str("scoring_func", true, &c->scoring_func));
   DSV4_RETURN_IF_ERROR(r.Str("topk_method", false, &c->topk_method));
   DSV4_RETURN_IF_ERROR(r.Bool("norm_topk_prob", false, &c->norm_topk_prob));
-  DSV4_RETURN_IF_ERROR(r.Real("routed_scaling_factor", true, true, kMaxScale,
-                              &c->routed_scaling_factor));
+  DSV4_RETURN_IF_ERROR(
+      r.Real("routed_scaling_factor", true, true, kMaxScale, &c->routed_scaling_factor));
   DSV4_RETURN_IF_ERROR(r.Real("swiglu_limit", true, false, kMaxSwigluLimit, &c->swiglu_limit));
   DSV4_RETURN_IF_ERROR(r.Int("hc_mult", true, 1, kMaxHcMult, &c->hc_mult));
   DSV4_RETURN_IF_ERROR(
@@ -243,8 +239,8 @@ Status ParseFields(const json& root, const std::string& file, ModelConfig* c) {
   DSV4_RETURN_IF_ERROR(r.Real("hc_eps", false, true, kMaxEps, &c->hc_eps));
   DSV4_RETURN_IF_ERROR(r.Real("rms_norm_eps", false, true, kMaxEps, &c->rms_norm_eps));
   DSV4_RETURN_IF_ERROR(r.Str("hidden_act", false, &c->hidden_act));
-  DSV4_RETURN_IF_ERROR(r.Int("num_nextn_predict_layers", false, 0, kMaxMtpLayers,
-                             &c->num_nextn_predict_layers));
+  DSV4_RETURN_IF_ERROR(
+      r.Int("num_nextn_predict_layers", false, 0, kMaxMtpLayers, &c->num_nextn_predict_layers));
   DSV4_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", false, &c->tie_word_embeddings));
   DSV4_RETURN_IF_ERROR(r.Int("bos_token_id", false, 0, kMaxVocab, &c->bos_token_id));
   DSV4_RETURN_IF_ERROR(ParseEos(r, root, &c->eos_token_id));

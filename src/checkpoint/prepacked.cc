@@ -569,11 +569,10 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
   const auto t0 = std::chrono::steady_clock::now();
   // pread on the descriptor, not the mapping: faulting 1.7 GiB in page by
   // page took 1.2 s on the bench sidecar, reading it 0.2 s (docs/prepack.md).
-  DSV4_ASSIGN_OR_RETURN(
-      const uint64_t actual,
-      ChecksumOfFile(fd.get(), start, f.file_size() - start, path,
-                     options.verify_threads > 0 ? options.verify_threads
-                                                : ThreadPool::DefaultThreads()));
+  DSV4_ASSIGN_OR_RETURN(const uint64_t actual,
+                        ChecksumOfFile(fd.get(), start, f.file_size() - start, path,
+                                       options.verify_threads > 0 ? options.verify_threads
+                                                                  : ThreadPool::DefaultThreads()));
   if (actual != recorded) {
     return DataLoss(
         "prepacked sidecar {}: data changed after it was written (checksum {}, recorded {}); "
@@ -582,8 +581,7 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
   }
   PrepackedDecision d = Decide(O::kUsed, path, "");
   d.residency = *residency;
-  d.verify_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  d.verify_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   d.file = std::move(*file);
   return d;
 }

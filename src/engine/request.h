@@ -50,7 +50,7 @@ const char* FinishReasonName(FinishReason reason);
 // its StepResult and from there in this output.
 struct RequestOutput {
   RequestId id = 0;
-  std::vector<int32_t> new_tokens;  // committed this step (after stop/length truncation)
+  std::vector<int32_t> new_tokens;     // committed this step (after stop/length truncation)
   std::vector<TokenLogprob> logprobs;  // aligned with new_tokens when requested
   FinishReason finish = FinishReason::kNone;
   Status error;  // set with kError

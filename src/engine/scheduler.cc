@@ -406,8 +406,8 @@ void Scheduler::ApplyResult(Seq& seq, const ScheduledRequest& e, const RequestRe
   }
   // Tokens cut by a stop token or the length limit lose their logprobs.
   if (!r.logprobs.empty()) {
-    out.logprobs.assign(r.logprobs.begin(), r.logprobs.begin() + static_cast<std::ptrdiff_t>(
-                                                                     appended.size()));
+    out.logprobs.assign(r.logprobs.begin(),
+                        r.logprobs.begin() + static_cast<std::ptrdiff_t>(appended.size()));
   }
   if (finish != FinishReason::kNone) {
     out.finish = finish;

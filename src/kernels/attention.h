@@ -1,4 +1,5 @@
-// Sparse attention with a per-head sink (docs/model.md "Attention paths"; tests/data/golden/ops/README.md §13).
+// Sparse attention with a per-head sink (docs/model.md "Attention paths";
+// tests/data/golden/ops/README.md §13).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace dsv4::kernels {
 // rows (one latent row serves as key and value); o [tokens, heads, dim].
 // REQUIRES: the first entry of every list is non-null.
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
-                     const bf16* const* kv_rows, int64_t list_len, const float* sink,
-                     float scale, bf16* o, ThreadPool* pool);
+                     const bf16* const* kv_rows, int64_t list_len, const float* sink, float scale,
+                     bf16* o, ThreadPool* pool);
 
 }  // namespace dsv4::kernels

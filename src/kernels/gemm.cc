@@ -28,9 +28,12 @@ constexpr int64_t kMinBytesPerTask = 64 * 1024;
 // (docs/kernels.md "Writing a kernel once").
 const cpu::GemmKernels* SimdKernels() {
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return &cpu::kGemmKernelsAvx512;
-    case Isa::kAvx2: return &cpu::kGemmKernelsAvx2;
-    case Isa::kScalar: break;
+    case Isa::kAvx512:
+      return &cpu::kGemmKernelsAvx512;
+    case Isa::kAvx2:
+      return &cpu::kGemmKernelsAvx2;
+    case Isa::kScalar:
+      break;
   }
   return nullptr;
 }

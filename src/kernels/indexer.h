@@ -1,4 +1,5 @@
-// Lightning-indexer scoring and top-k (docs/model.md "Lightning indexer"; tests/data/golden/ops/README.md §15).
+// Lightning-indexer scoring and top-k (docs/model.md "Lightning indexer";
+// tests/data/golden/ops/README.md §15).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// W8A8 linear layers (docs/convert.md "Inference path", docs/model.md "Linear layer kinds"): INT8 weights with one
-// FP32 scale per output channel, activations quantized per token (per row over
-// the whole K) to INT8 at run time.
+// W8A8 linear layers (docs/convert.md "Inference path", docs/model.md "Linear layer kinds"): INT8
+// weights with one FP32 scale per output channel, activations quantized per token (per row over the
+// whole K) to INT8 at run time.
 //
 // Numerics (identical on every ISA): the dot product sum_k qa[m,k]*qw[n,k] is
 // accumulated exactly in INT32 (|qa| <= 127, |qw| <= 128; K <= 65,536 is

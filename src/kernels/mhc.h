@@ -1,5 +1,6 @@
-// Manifold-constrained hyper-connections (docs/model.md "Block and mHC"; tests/data/golden/ops/README.md §12).
-// Streams are [tokens, hc, dim] BF16, flattened stream-major per token.
+// Manifold-constrained hyper-connections (docs/model.md "Block and mHC";
+// tests/data/golden/ops/README.md §12). Streams are [tokens, hc, dim] BF16, flattened stream-major
+// per token.
 #pragma once
 
 #include <cstdint>

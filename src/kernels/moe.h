@@ -1,4 +1,5 @@
-// Router scoring and the expert activation (docs/model.md "MoE"; tests/data/golden/ops/README.md §16-17).
+// Router scoring and the expert activation (docs/model.md "MoE"; tests/data/golden/ops/README.md
+// §16-17).
 #pragma once
 
 #include <cstdint>

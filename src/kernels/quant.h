@@ -1,4 +1,5 @@
-// Quantization points of the reference (docs/model.md "Number formats"; tests/data/golden/ops/README.md §3-§6).
+// Quantization points of the reference (docs/model.md "Number formats";
+// tests/data/golden/ops/README.md §3-§6).
 #pragma once
 
 #include <cstdint>

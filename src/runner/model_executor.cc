@@ -204,8 +204,8 @@ Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
       out->clear();
       for (int32_t p : local) {
         if (p < 0 || p >= per) {
-          return InvalidArgument("group {}: page {} outside the partition's [0, {})", int{group},
-                                 p, per);
+          return InvalidArgument("group {}: page {} outside the partition's [0, {})", int{group}, p,
+                                 per);
         }
         out->push_back(static_cast<int32_t>(base + p));
       }

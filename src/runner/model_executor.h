@@ -110,7 +110,7 @@ class ModelExecutor : public Executor {
     std::vector<int32_t> tokens;  // accepted drafts + one target token
     int32_t num_accepted = 0;
     std::vector<TokenLogprob> logprobs;  // one per token when requested
-    Status error;  // non-finite logits: nothing sampled, the request fails
+    Status error;                        // non-finite logits: nothing sampled, the request fails
   };
   void SampleEntry(const Bound& b, const float* logits, Sampler& sampler, Sampled* out) const;
   std::vector<Sampled> SampleAll(const std::vector<Bound>& bound);

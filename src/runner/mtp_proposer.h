@@ -90,7 +90,7 @@ class MtpProposer : public DraftProposer {
   int64_t vocab_;
   std::vector<SlotState> slots_;  // [cache.num_slots()]
   Workspace own_ws_;
-  Workspace& ws_;  // own_ws_ or the caller's
+  Workspace& ws_;                                       // own_ws_ or the caller's
   std::vector<std::unique_ptr<DraftScratch>> scratch_;  // one per pool thread
 };
 

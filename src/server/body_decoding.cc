@@ -1,12 +1,11 @@
 #include "server/body_decoding.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace dsv4::server {
 namespace {
@@ -53,8 +52,7 @@ DecodeResult Inflate(const std::string& in, int window_bits, int64_t max_bytes, 
 
 }  // namespace
 
-DecodeResult DecodeBody(const std::string& content_encoding, int64_t max_bytes,
-                        std::string* body) {
+DecodeResult DecodeBody(const std::string& content_encoding, int64_t max_bytes, std::string* body) {
   std::vector<std::string> codings;
   size_t start = 0;
   while (start <= content_encoding.size()) {

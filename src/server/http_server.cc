@@ -14,10 +14,10 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <cerrno>
 #include <condition_variable>
 #include <list>
@@ -52,8 +52,9 @@ constexpr size_t kIdleReadBytes = 4096;
 constexpr size_t kDiscardBytes = 16 << 10;
 
 std::string SerializeHead(const HttpResponse& r, bool chunked, bool close, size_t length) {
-  std::string s = fmt::format("HTTP/1.1 {} {}\r\n", r.status,
-                              std::string(http::obsolete_reason(static_cast<http::status>(r.status))));
+  std::string s =
+      fmt::format("HTTP/1.1 {} {}\r\n", r.status,
+                  std::string(http::obsolete_reason(static_cast<http::status>(r.status))));
   if (!r.content_type.empty()) s += "Content-Type: " + r.content_type + "\r\n";
   for (const auto& [name, value] : r.headers) s += name + ": " + value + "\r\n";
   s += chunked ? std::string("Transfer-Encoding: chunked\r\n")
@@ -390,7 +391,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;  // what the strand is writing
   std::unique_ptr<char[]> discard_;
   std::list<std::weak_ptr<Connection>>::iterator reg_;  // set once before Start
-  std::atomic<State> state_{State::kIdle};  // read by the acceptor (eviction)
+  std::atomic<State> state_{State::kIdle};              // read by the acceptor (eviction)
   std::atomic<bool> evicting_{false};
   std::atomic<bool> cut_{false};  // shut down by the server while a worker owned it
   // Strand only (handed to and from the worker through the pool queue and post).
@@ -446,10 +447,10 @@ void HttpCore::Admit(tcp::socket socket) {
           auto c = weak.lock();
           if (!c) continue;
           const auto st = c->state();
-          const bool fits = pass == 0 ? (st == Connection::State::kIdle ||
-                                         st == Connection::State::kHeader ||
-                                         st == Connection::State::kLinger)
-                                      : st == Connection::State::kBody;
+          const bool fits =
+              pass == 0 ? (st == Connection::State::kIdle || st == Connection::State::kHeader ||
+                           st == Connection::State::kLinger)
+                        : st == Connection::State::kBody;
           if (fits && c->TryMarkEvicting()) {
             victim = std::move(c);
             break;
@@ -594,7 +595,8 @@ Status HttpServer::Bind(int* port) {
     }
     endpoint = found.begin()->endpoint();
   }
-  const std::string where = fmt::format("{}:{}", o.host, o.port == 0 ? "<any>" : std::to_string(o.port));
+  const std::string where =
+      fmt::format("{}:{}", o.host, o.port == 0 ? "<any>" : std::to_string(o.port));
   c.acceptor.open(endpoint.protocol(), ec);
   if (ec) return IoError("cannot open a socket for {}: {}", where, ec.message());
   // SO_REUSEADDR only lets a restart bind past TIME_WAIT; unlike SO_REUSEPORT

@@ -46,9 +46,9 @@ struct HttpResponse {
 
 struct HttpTransportOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                            // 0 = any free port
-  int64_t max_header_bytes = 32 << 10;     // request line + fields; beyond: 431
-  int64_t max_body_bytes = 8 << 20;        // on the wire and decoded; beyond: 413
+  int port = 0;                                     // 0 = any free port
+  int64_t max_header_bytes = 32 << 10;              // request line + fields; beyond: 431
+  int64_t max_body_bytes = 8 << 20;                 // on the wire and decoded; beyond: 413
   std::chrono::milliseconds header_timeout{10000};  // first byte -> end of the header
   // Longest wait for the next byte of a body, for a response write to make
   // progress, and for the first byte of a request on an idle connection.

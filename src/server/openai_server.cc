@@ -67,12 +67,13 @@ HttpTransportOptions TransportOptions(const ServerOptions& o) {
   t.port = o.port;
   t.max_header_bytes = o.max_header_bytes;
   t.max_body_bytes = o.max_body_bytes;
-  t.header_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.header_timeout_seconds * 1000));
+  t.header_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.header_timeout_seconds * 1000));
   t.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.read_timeout_seconds * 1000));
   t.max_connections = o.max_connections;
   t.io_threads = o.num_io_threads;
-  t.worker_threads = o.num_http_threads > 0 ? o.num_http_threads
-                                            : static_cast<int>(o.max_concurrent_requests) + 8;
+  t.worker_threads =
+      o.num_http_threads > 0 ? o.num_http_threads : static_cast<int>(o.max_concurrent_requests) + 8;
   return t;
 }
 
@@ -378,12 +379,14 @@ void OpenAiServer::Impl::HandleTokenize(const std::string& text, HttpExchange& e
     ServerOptions unlimited = opt_;
     unlimited.max_model_len = INT64_MAX / 2;  // counting tokens is not generating them
     ParsedRequest parsed;
-    if (auto e = ParseChatRequest(chat, tok_, unlimited, &parsed)) return ex.Respond(ErrorResponse(*e));
+    if (auto e = ParseChatRequest(chat, tok_, unlimited, &parsed))
+      return ex.Respond(ErrorResponse(*e));
     ids = parsed.prompts[0];
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
     ids = tok_.Encode(body["prompt"].get<std::string>());
   } else {
-    return ex.Respond(ErrorResponse(BadRequest("'prompt' (a string) or 'messages' is required", "prompt")));
+    return ex.Respond(
+        ErrorResponse(BadRequest("'prompt' (a string) or 'messages' is required", "prompt")));
   }
   ex.Respond(JsonResponse(
       Dump(Json{{"count", ids.size()}, {"max_model_len", opt_.max_model_len}, {"tokens", ids}})));
@@ -394,7 +397,8 @@ void OpenAiServer::Impl::HandleDetokenize(const std::string& text, HttpExchange&
   if (auto e = ParseRequestBody(text, opt_, &body)) return ex.Respond(ErrorResponse(*e));
   const auto it = body.find("tokens");
   if (it == body.end() || !it->is_array()) {
-    return ex.Respond(ErrorResponse(BadRequest("'tokens' (a list of token ids) is required", "tokens")));
+    return ex.Respond(
+        ErrorResponse(BadRequest("'tokens' (a list of token ids) is required", "tokens")));
   }
   std::vector<int32_t> ids;
   for (const Json& id : *it) {

@@ -33,8 +33,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;  // 0 = any free port (tests)
   std::string served_model_name = "dsv4";
-  std::string api_key;               // empty = no authentication
-  int64_t max_body_bytes = 8 << 20;  // larger request bodies get 413 (decoded size too)
+  std::string api_key;                  // empty = no authentication
+  int64_t max_body_bytes = 8 << 20;     // larger request bodies get 413 (decoded size too)
   int64_t max_header_bytes = 32 << 10;  // request line + header fields; beyond: 431
   // From a request's first byte to the end of its header; a client slower
   // than that is disconnected (docs/server.md "Transport").
@@ -45,8 +45,8 @@ struct ServerOptions {
   // Open connections at most; at the limit the oldest one without a request
   // being handled makes room (a 503 when every one is busy).
   int64_t max_connections = 1024;
-  int num_io_threads = 2;  // accept, read requests, answer /health /v1/models /metrics
-  int64_t max_model_len = 4096;      // prompt + max_tokens per request
+  int num_io_threads = 2;        // accept, read requests, answer /health /v1/models /metrics
+  int64_t max_model_len = 4096;  // prompt + max_tokens per request
   // Requests admitted at once (running + queued in the engine + being
   // encoded); beyond it new requests get 429 with Retry-After.
   int64_t max_concurrent_requests = 512;

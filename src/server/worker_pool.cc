@@ -15,14 +15,14 @@ bool WorkerPool::Submit(std::function<void()> task) {
   if (stop_) return false;
   tasks_.push_back(std::move(task));
   // Tasks beyond the idle threads start a thread each, up to the maximum.
-  if (static_cast<int>(tasks_.size()) > idle_ &&
-      static_cast<int>(threads_.size()) < max_threads_) {
+  if (static_cast<int>(tasks_.size()) > idle_ && static_cast<int>(threads_.size()) < max_threads_) {
     try {
       threads_.emplace_back([this] { Loop(); });
     } catch (const std::system_error& e) {
-      DSV4_LOG_WARN("server: cannot start HTTP worker thread {} ({}); the request waits for a "
-                    "running one",
-                    threads_.size() + 1, e.what());
+      DSV4_LOG_WARN(
+          "server: cannot start HTTP worker thread {} ({}); the request waits for a "
+          "running one",
+          threads_.size() + 1, e.what());
     }
   }
   cv_.notify_one();

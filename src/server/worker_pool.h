@@ -33,10 +33,10 @@ class WorkerPool {
   const int max_threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;   // guarded by mu_
-  std::vector<std::thread> threads_;          // guarded by mu_
-  int idle_ = 0;                              // guarded by mu_
-  bool stop_ = false;                         // guarded by mu_
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  std::vector<std::thread> threads_;         // guarded by mu_
+  int idle_ = 0;                             // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
 };
 
 }  // namespace dsv4::server

@@ -79,16 +79,16 @@ struct MarkerData {
   std::map<std::string, ShardRecord> records;
 };
 
-Result<MarkerData> ParseMarker(const std::string& text, const std::string& path,
-                               const Plan& plan) {
+Result<MarkerData> ParseMarker(const std::string& text, const std::string& path, const Plan& plan) {
   const OrderedJson j = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument("{}: not a JSON object (a damaged conversion marker)", path);
   }
   auto bad = [&](const std::string& field, const std::string& what) {
-    return InvalidArgument("{}: field '{}' {} (a damaged conversion marker; convert into a fresh "
-                           "directory)",
-                           path, field, what);
+    return InvalidArgument(
+        "{}: field '{}' {} (a damaged conversion marker; convert into a fresh "
+        "directory)",
+        path, field, what);
   };
   auto str = [&](const char* key, bool required, std::string* out) -> Status {
     auto it = j.find(key);

@@ -3,6 +3,7 @@
 // (base/checksum.h); thread counts the OS might refuse (base/thread_pool.h).
 #include "base/file_util.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,7 +11,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -62,11 +62,11 @@ TEST_F(FileUtilTest, FifoIsRefusedWithoutBlocking) {
 }
 
 TEST_F(FileUtilTest, SymlinkLoopIsNamed) {
-  for (const Status& s : {OpenRegularFile(P("loop_a")).status(), CheckRegularFile(P("loop_a")),
-                          ReadRegularFile(P("loop_a") + "/config.json").status(),
-                          CheckDirectory(P("loop_a"), "model directory"),
-                          PathExists(P("loop_a")).status(),
-                          MappedFile::Open(P("loop_b")).status()}) {
+  for (const Status& s :
+       {OpenRegularFile(P("loop_a")).status(), CheckRegularFile(P("loop_a")),
+        ReadRegularFile(P("loop_a") + "/config.json").status(),
+        CheckDirectory(P("loop_a"), "model directory"), PathExists(P("loop_a")).status(),
+        MappedFile::Open(P("loop_b")).status()}) {
     EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
     EXPECT_THAT(s.message(), HasSubstr("symlink loop")) << s.ToString();
     EXPECT_EQ(s.message().find('\n'), std::string::npos);
@@ -112,8 +112,8 @@ TEST(Checksum, StreamingParallelAndFileFormsAgree) {
     at += n;
   }
   EXPECT_EQ(streamed.Finish(), one);
-  const std::string path = (fs::temp_directory_path() /
-                            ("dsv4-checksum-" + std::to_string(::getpid()))).string();
+  const std::string path =
+      (fs::temp_directory_path() / ("dsv4-checksum-" + std::to_string(::getpid()))).string();
   {
     std::ofstream f(path, std::ios::binary);
     f.write("HEADER", 6);
@@ -129,8 +129,7 @@ TEST(Checksum, StreamingParallelAndFileFormsAgree) {
   ASSERT_TRUE(threaded.ok()) << threaded.status().ToString();
   EXPECT_EQ(*threaded, one);
   EXPECT_EQ(ChecksumOfFile(fd, 6, data.size() + 1, path).status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(ChecksumOfFile(fd, 6, data.size() + 1, path, 3).status().code(),
-            StatusCode::kDataLoss);
+  EXPECT_EQ(ChecksumOfFile(fd, 6, data.size() + 1, path, 3).status().code(), StatusCode::kDataLoss);
   ::close(fd);
   fs::remove(path);
   // One flipped bit anywhere changes it.

@@ -47,9 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int64_t bound = (flags & 4) ? 4096 : options.max_body_bytes;
     decoded.assign(text);
     const auto d = dsv4::server::DecodeBody(kCodings[(flags >> 4) & 3], bound, &decoded);
-    Require(d.http_status == 0 || d.http_status == 400 || d.http_status == 413 ||
-                d.http_status == 415,
-            "decoding error is not 400, 413 or 415");
+    Require(
+        d.http_status == 0 || d.http_status == 400 || d.http_status == 413 || d.http_status == 415,
+        "decoding error is not 400, 413 or 415");
     if (d.http_status != 0) {
       Require(!d.message.empty(), "decoding error without a message");
       return 0;
@@ -67,7 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!body_err || syntax_err) {
     const Json reference = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (syntax_err) Require(reference.is_discarded(), "ReadJson rejects what nlohmann accepts");
-    if (!body_err) Require(!reference.is_discarded() && reference == body, "ReadJson's value differs");
+    if (!body_err)
+      Require(!reference.is_discarded() && reference == body, "ReadJson's value differs");
   }
   if (body_err) {
     Require(body_err->http_status == 400 && !body_err->message.empty(), "body error not a 400");

@@ -120,7 +120,7 @@ Inputs CancellingInputs() {
   for (int64_t i = 0; i < kN * in.kq; ++i) {
     const int64_t j = i % in.kq;
     const uint8_t sign = static_cast<uint8_t>((rng.Next() & 1) << 3);
-    nib[i] = j % 128 < 56                      ? static_cast<uint8_t>(rng.Byte(4, 7) | sign)
+    nib[i] = j % 128 < 56                       ? static_cast<uint8_t>(rng.Byte(4, 7) | sign)
              : (j % 128 >= 64 && j % 128 < 120) ? nib[i - 64] ^ 0x8
                                                 : static_cast<uint8_t>(0x1 | sign);
   }
@@ -188,8 +188,8 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
   return Fnv1a(yf.data(), yf.size() * sizeof(float));
 }
 
-constexpr const char* kKernels[] = {"Fp8Gemm",     "Fp4Gemm",           "GemmBf16",
-                                    "GemmBf16Fp8", "GemmBf16F32",       "GemmBf16F32Approx",
+constexpr const char* kKernels[] = {"Fp8Gemm",     "Fp4Gemm",     "GemmBf16",
+                                    "GemmBf16Fp8", "GemmBf16F32", "GemmBf16F32Approx",
                                     "GemmBf16xF32"};
 
 const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& data, int64_t m) {
@@ -215,11 +215,10 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
           got[static_cast<int>(isa)] = RunKernel(kernel, in, m);
         }
         if (print) {
-          std::printf("    {\"%s\", \"%s\", %lld, {0x%016llxull, 0x%016llxull, 0x%016llxull}},\n",
-                      kernel, data, static_cast<long long>(m),
-                      static_cast<unsigned long long>(got[0]),
-                      static_cast<unsigned long long>(got[1]),
-                      static_cast<unsigned long long>(got[2]));
+          std::printf(
+              "    {\"%s\", \"%s\", %lld, {0x%016llxull, 0x%016llxull, 0x%016llxull}},\n", kernel,
+              data, static_cast<long long>(m), static_cast<unsigned long long>(got[0]),
+              static_cast<unsigned long long>(got[1]), static_cast<unsigned long long>(got[2]));
           continue;
         }
         const testing::GemmBitsRow* row = Find(kernel, data, m);

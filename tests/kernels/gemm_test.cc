@@ -592,15 +592,13 @@ TEST(GemmBatchInvariance, OrderSensitiveData) {
     ExpectRowsInvariant<bf16>(
         rows_m, n,
         [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y,
-                  pool);
+          Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
         },
         "Fp8Gemm cancelling m" + std::to_string(rows_m));
     ExpectRowsInvariant<bf16>(
         rows_m, n,
         [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y,
-                  pool);
+          Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
         },
         "Fp4Gemm cancelling m" + std::to_string(rows_m));
   }
@@ -711,13 +709,13 @@ TEST(GemmBf16F32Approx, CloseToExactBatchInvariantExactWithoutBf16Dots) {
         for (int64_t r = 0; r < m; ++r) {
           for (int64_t c = 0; c < n; ++c) {
             for (int64_t i = 0; i < k; ++i) {
-              abs_sum[r * n + c] += std::fabs(static_cast<double>(Bf16ToF32(x[r * k + i])) *
-                                              w.Bf16At(c * k + i));
+              abs_sum[r * n + c] +=
+                  std::fabs(static_cast<double>(Bf16ToF32(x[r * k + i])) * w.Bf16At(c * k + i));
             }
           }
         }
-        const std::string what = "m" + std::to_string(m) + " n" + std::to_string(n) + " k" +
-                                 std::to_string(k);
+        const std::string what =
+            "m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
         std::vector<float> want(m * n), exact(m * n), got(m * n);
         ref::GemmBf16F32(x.data(), m, k, w.Bf16(), n, want.data(), nullptr);
         for (Isa isa : AllIsas()) {

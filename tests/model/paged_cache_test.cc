@@ -341,8 +341,8 @@ TEST_F(PagedCacheTest, DeclaredCacheIsWhatNewCacheAllocates) {
         const CacheGroupSpec& spec = d->groups[Sz(g)];
         EXPECT_TRUE(ValidateGroupSpec(spec).ok()) << spec.name;
         EXPECT_EQ(spec.tokens_per_page, spec.is_ring() ? spec.tokens_per_page : page_tokens);
-        const bool pooled = std::find(kPooledGroups.begin(), kPooledGroups.end(), g) !=
-                            kPooledGroups.end();
+        const bool pooled =
+            std::find(kPooledGroups.begin(), kPooledGroups.end(), g) != kPooledGroups.end();
         EXPECT_EQ(pooled, !spec.is_ring()) << spec.name;
         if (!pooled) {
           EXPECT_EQ(spec.page_bytes, 0) << spec.name;

@@ -111,8 +111,7 @@ double RssMiB() {
   return 0;
 }
 
-const char* kShortChat =
-    R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
+const char* kShortChat = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
 
 // Issue 1: 200 sockets trickling a header byte by byte held /health and
 // chat hostage (one thread per connection, no header deadline).  Now they
@@ -251,7 +250,8 @@ TEST(ServerHttpTransport, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_FALSE(r.closed);
   // Keep-alive: the same connection serves one more.
   ASSERT_TRUE(SendAll(fd, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
-  r = ReadUntil(fd, milliseconds(5000), [](const std::string& t) { return CountResponses(t) == 1; });
+  r = ReadUntil(fd, milliseconds(5000),
+                [](const std::string& t) { return CountResponses(t) == 1; });
   EXPECT_EQ(r.text.rfind("HTTP/1.1 200", 0), 0u) << r.text;
   // HTTP/1.0 without keep-alive: answered, then closed.
   ASSERT_TRUE(SendAll(fd, "GET /health HTTP/1.0\r\n\r\n"));
@@ -270,8 +270,8 @@ TEST(ServerHttpTransport, MalformedFramingIs400AtOnceAndCloses) {
         "Content-Length: 99999999999999999999999\r\n"}) {
     const int fd = Connect(srv.port());
     const auto t0 = SteadyClock::now();
-    ASSERT_TRUE(SendAll(fd, std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\n") + framing +
-                                "\r\n"));
+    ASSERT_TRUE(SendAll(
+        fd, std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\n") + framing + "\r\n"));
     const Read r = ReadUntilClosed(fd, milliseconds(5000));
     EXPECT_EQ(r.text.rfind("HTTP/1.1 400", 0), 0u) << framing << r.text;
     EXPECT_NE(r.text.find("malformed request"), std::string::npos) << r.text;
@@ -284,7 +284,8 @@ TEST(ServerHttpTransport, MalformedFramingIs400AtOnceAndCloses) {
   so.max_body_bytes = 64 << 10;
   TestServer small(so);
   const int fd = Connect(small.port());
-  ASSERT_TRUE(SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"));
+  ASSERT_TRUE(
+      SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n"));
   const Read r = ReadUntil(fd, milliseconds(5000),
                            [](const std::string& t) { return CountResponses(t) == 1; });
   EXPECT_EQ(r.text.rfind("HTTP/1.1 413", 0), 0u) << r.text;
@@ -296,8 +297,7 @@ TEST(ServerHttpTransport, MalformedFramingIs400AtOnceAndCloses) {
 // limit).  The content type does not matter: the body is JSON or a 400.
 TEST(ServerHttpTransport, FormEncodedBodyOver8KiBIsNot413) {
   TestServer srv;
-  const std::string body =
-      R"({"prompt":")" + std::string(16 << 10, 'a') + R"(","max_tokens":1})";
+  const std::string body = R"({"prompt":")" + std::string(16 << 10, 'a') + R"(","max_tokens":1})";
   httplib::Client c = srv.Client();
   auto r = c.Post("/v1/completions", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(r);
@@ -317,7 +317,8 @@ TEST(ServerHttpTransport, StopClosesIdleAndMidHeaderConnectionsAtOnce) {
   const int half = Connect(srv->port());
   ASSERT_TRUE(SendAll(half, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
   const int mid_body = Connect(srv->port());
-  ASSERT_TRUE(SendAll(mid_body, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  ASSERT_TRUE(SendAll(mid_body,
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
   const int trickler = Connect(srv->port());
   std::atomic<bool> stop{false};
   std::thread trickle([&] {

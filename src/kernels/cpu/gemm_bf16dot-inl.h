@@ -77,10 +77,17 @@ void Bf16DotPanels(const Bf16DotArgs& a, const Tile& t) {
     int64_t r = t.row_begin;
     for (; r + 4 <= t.row_end; r += 4) DotPanelRows<V, 4>(a, r, n0, nc);
     switch (t.row_end - r) {
-      case 3: DotPanelRows<V, 3>(a, r, n0, nc); break;
-      case 2: DotPanelRows<V, 2>(a, r, n0, nc); break;
-      case 1: DotPanelRows<V, 1>(a, r, n0, nc); break;
-      default: break;
+      case 3:
+        DotPanelRows<V, 3>(a, r, n0, nc);
+        break;
+      case 2:
+        DotPanelRows<V, 2>(a, r, n0, nc);
+        break;
+      case 1:
+        DotPanelRows<V, 1>(a, r, n0, nc);
+        break;
+      default:
+        break;
     }
   }
 }

@@ -212,7 +212,8 @@ void HcPostRows(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int6
 
 // ---- Sparse attention ---------------------------------------------------------
 
-constexpr int64_t kBlock = 64;  // entries per online-softmax block (docs/model.md "Attention paths")
+constexpr int64_t kBlock =
+    64;  // entries per online-softmax block (docs/model.md "Attention paths")
 
 // kv row chunk at d (full vector or zero-padded tail).
 template <class V>

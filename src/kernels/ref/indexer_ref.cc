@@ -24,7 +24,8 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
         const bf16* qh = q + (t * heads + h) * dim;
         float dot = 0.0f;
         for (int64_t d = 0; d < dim; ++d) dot += Bf16ToF32(qh[d]) * Bf16ToF32(key[d]);
-        // Three BF16 roundings of the reference's BF16 tensor code (docs/model.md "Lightning indexer").
+        // Three BF16 roundings of the reference's BF16 tensor code (docs/model.md "Lightning
+        // indexer").
         const float relu = std::max(RoundBf16(dot), 0.0f);
         sum += RoundBf16(relu * Bf16ToF32(w[t * heads + h]));
       }

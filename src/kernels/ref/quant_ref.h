@@ -1,6 +1,7 @@
 // Scalar references of kernels/quant.h: the oracles for the golden tests and
 // for the differential tests of the SIMD versions in cpu/.  Same contracts as
-// the public functions (see quant.h, docs/model.md "Number formats", tests/data/golden/ops/README.md §3-§6).
+// the public functions (see quant.h, docs/model.md "Number formats",
+// tests/data/golden/ops/README.md §3-§6).
 #pragma once
 
 #include <cstdint>

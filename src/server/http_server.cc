@@ -36,6 +36,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
 using Ms = std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 namespace {
@@ -86,6 +87,9 @@ bool SendAll(int fd, std::string_view data, Ms idle) {
   }
   return true;
 }
+
+// "1.5" for 1500 ms, as the flags are written.
+std::string Seconds(Ms ms) { return fmt::format("{:g}", static_cast<double>(ms.count()) / 1000); }
 
 bool IsHttpError(const ErrorCode& ec) {
   return ec.category() == http::make_error_code(http::error::bad_target).category();
@@ -220,6 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     closed_ = true;
     state_ = State::kClosed;
+    DisarmDeadline();
     EndExchange();
     ErrorCode ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -251,17 +256,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(core_.opt.max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(core_.opt.max_body_bytes));
-    stream_.expires_after(core_.opt.header_timeout);
+    stream_.expires_never();
+    ArmDeadline(Clock::now() + core_.opt.header_timeout,
+                fmt::format("request header not complete within {} s (--header-timeout)",
+                            Seconds(core_.opt.header_timeout)));
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](const ErrorCode& ec, size_t) {
                               if (self->closed_) return;
-                              if (ec) return self->OnReadError(ec);
+                              self->DisarmDeadline();
+                              if (ec || self->expired_) return self->OnReadError(ec);
                               self->OnHeader();
                             });
   }
 
   void OnHeader() {
     state_ = State::kBody;
+    body_deadline_ = Clock::now() + core_.opt.body_timeout;
     const auto& m = parser_->get();
     head_ = m.method() == http::verb::head;
     if (!parser_->is_done() && beast::iequals(m[http::field::expect], "100-continue")) {
@@ -278,28 +288,64 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ReadBody();
   }
 
-  // Each wait for body bytes is bounded by the read timeout.
+  // Each wait for body bytes is bounded by the read timeout, and the whole
+  // body by the body timeout from the end of the header: a client sending a
+  // byte just often enough to beat the first cannot hold the connection.
   void ReadBody() {
     if (parser_->is_done()) return OnRequest();
-    stream_.expires_after(core_.opt.read_timeout);
+    const auto& o = core_.opt;
+    const auto silence_end = Clock::now() + o.read_timeout;
+    stream_.expires_never();
+    if (body_deadline_ <= silence_end) {
+      ArmDeadline(body_deadline_, fmt::format("request body not complete within {} s "
+                                              "(--body-timeout)",
+                                              Seconds(o.body_timeout)));
+    } else {
+      ArmDeadline(silence_end, fmt::format("no request body bytes for {} s (--read-timeout)",
+                                           Seconds(o.read_timeout)));
+    }
     http::async_read_some(stream_, buffer_, *parser_,
                           [self = shared_from_this()](const ErrorCode& ec, size_t) {
                             if (self->closed_) return;
-                            if (ec) return self->OnReadError(ec);
+                            self->DisarmDeadline();
+                            if (ec || self->expired_) return self->OnReadError(ec);
                             self->ReadBody();
                           });
   }
 
+  // The deadlines of a request being read run on a timer of their own, not
+  // the stream's (which closes the socket when it expires): a request that
+  // is not read in time is answered 408 before the connection ends.
+  void ArmDeadline(Clock::time_point when, std::string message) {
+    const uint64_t seq = ++deadline_seq_;
+    deadline_message_ = std::move(message);
+    deadline_.expires_at(when);
+    deadline_.async_wait([self = shared_from_this(), seq](const ErrorCode& ec) {
+      if (ec || self->closed_ || seq != self->deadline_seq_) return;
+      self->expired_ = true;  // the read below completes with operation_aborted
+      ErrorCode ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+  void DisarmDeadline() {
+    ++deadline_seq_;
+    deadline_.cancel();
+  }
+
   void OnReadError(const ErrorCode& ec) {
     const auto& o = core_.opt;
+    if (expired_) {
+      expired_ = false;
+      return ReplyError(408, deadline_message_);
+    }
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       return ReplyError(431, fmt::format("request header over {} bytes", o.max_header_bytes));
     }
     if (ec == http::error::body_limit) {
       return ReplyError(413, fmt::format("request body over {} bytes", o.max_body_bytes));
     }
-    // Deadlines, resets and a client that stopped in the middle: nobody
-    // waits for an answer.
+    // Resets and a client that stopped in the middle: nobody waits for an
+    // answer.
     if (!IsHttpError(ec) || ec == http::error::end_of_stream ||
         ec == http::error::partial_message || ec == http::error::short_read) {
       return Close();
@@ -388,6 +434,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const int fd_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  net::steady_timer deadline_{executor_};  // the request's read deadline (ArmDeadline)
+  uint64_t deadline_seq_ = 0;              // which arming a firing timer belongs to
+  std::string deadline_message_;           // the 408's message if it fires
+  bool expired_ = false;                   // it fired: the pending read was cancelled
+  Clock::time_point body_deadline_;
   std::string out_;  // what the strand is writing
   std::unique_ptr<char[]> discard_;
   std::list<std::weak_ptr<Connection>>::iterator reg_;  // set once before Start
@@ -626,7 +677,6 @@ void HttpServer::Stop(Ms drain, Ms grace, const std::function<void()>& on_drain_
     if (c.stop_called) return;
     c.stop_called = true;
   }
-  using Clock = std::chrono::steady_clock;
   c.draining = true;
   net::post(c.acceptor.get_executor(), [&c] {
     ErrorCode ec;

@@ -3,7 +3,8 @@
 //
 // I/O threads own accept, request reading and the writing of whole
 // responses.  Every wait on a client has a deadline (idle keep-alive, header,
-// body, write), a request's header and body are bounded before they are
+// whole body, each body read, write; a request not read in time gets a 408),
+// a request's header and body are bounded before they are
 // buffered, and a connection that waits on its client costs no thread.  The
 // router answers cheap requests on the I/O thread; the others (they may block
 // on the engine) run on a bounded, lazily grown worker pool and answer
@@ -50,6 +51,7 @@ struct HttpTransportOptions {
   int64_t max_header_bytes = 32 << 10;              // request line + fields; beyond: 431
   int64_t max_body_bytes = 8 << 20;                 // on the wire and decoded; beyond: 413
   std::chrono::milliseconds header_timeout{10000};  // first byte -> end of the header
+  std::chrono::milliseconds body_timeout{60000};    // end of the header -> end of the body
   // Longest wait for the next byte of a body, for a response write to make
   // progress, and for the first byte of a request on an idle connection.
   std::chrono::milliseconds read_timeout{30000};
@@ -98,7 +100,8 @@ class HttpRouter {
   // Handle on a worker.
   virtual std::optional<HttpResponse> Route(const HttpRequest& request) = 0;
   virtual void Handle(HttpExchange& exchange) = 0;
-  // The body of an error the transport answers itself (400, 413, 415, 431, 503).
+  // The body of an error the transport answers itself (400, 408, 413, 415,
+  // 431, 503).
   virtual HttpResponse TransportError(int status, const std::string& message) = 0;
 };
 

@@ -69,6 +69,7 @@ HttpTransportOptions TransportOptions(const ServerOptions& o) {
   t.max_body_bytes = o.max_body_bytes;
   t.header_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.header_timeout_seconds * 1000));
+  t.body_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.body_timeout_seconds * 1000));
   t.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.read_timeout_seconds * 1000));
   t.max_connections = o.max_connections;
   t.io_threads = o.num_io_threads;
@@ -137,6 +138,7 @@ HttpResponse OpenAiServer::Impl::TransportError(int status, const std::string& m
   e.http_status = status;
   e.message = message;
   if (status >= 500) e.type = status == 503 ? "service_unavailable" : "server_error";
+  if (status == 408) e.code = "request_timeout";
   return ErrorResponse(e);
 }
 

@@ -39,6 +39,9 @@ struct ServerOptions {
   // From a request's first byte to the end of its header; a client slower
   // than that is disconnected (docs/server.md "Transport").
   double header_timeout_seconds = 10;
+  // From the end of a request's header to the end of its body, however
+  // steadily the client sends: a body not complete by then gets a 408.
+  double body_timeout_seconds = 60;
   // Longest silence while reading a body, writing a response the client
   // does not read, or waiting for the next request on a keep-alive connection.
   double read_timeout_seconds = 30;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "fake_engine.h"
+#include "http_client.h"
 #include "server/openai_server.h"
 #include "server/scripted_engine.h"
 #include "text/tokenizer.h"
@@ -59,17 +59,12 @@ class TestServer {
     thread_.join();
   }
 
-  httplib::Client Client() const {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(30);
-    return c;
-  }
-  // POSTs JSON; returns {status, body}.
+  TestClient Client() const { return TestClient(server_->port()); }
+  // POSTs JSON; returns {status, body}, or {-1, ...} when no answer came.
   std::pair<int, std::string> Post(const std::string& path, const std::string& body,
-                                   const httplib::Headers& headers = {}) const {
-    httplib::Client c = Client();
-    auto r = c.Post(path.c_str(), headers, body, "application/json");
-    if (!r) return {-1, httplib::to_string(r.error())};
+                                   const ClientHeaders& headers = {}) const {
+    auto r = Client().Post(path, body, "application/json", headers);
+    if (!r) return {-1, "no response (refused, closed or timed out)"};
     return {r->status, r->body};
   }
   FakeEngine& engine() { return engine_; }

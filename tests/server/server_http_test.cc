@@ -20,7 +20,7 @@ std::vector<int32_t> ChatPrompt(const std::string& user, bool thinking = false) 
 
 TEST(ServerHttp, HealthModelsAndReadiness) {
   TestServer srv;
-  httplib::Client c = srv.Client();
+  TestClient c = srv.Client();
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
@@ -224,7 +224,7 @@ TEST(ServerHttp, TokenizeDetokenizeAndMetrics) {
   ASSERT_EQ(srv.Post("/v1/completions", R"({"prompt":[5,6],"max_tokens":4})").first, 200);
   auto m = srv.Client().Get("/metrics");
   ASSERT_TRUE(m);
-  EXPECT_EQ(m->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+  EXPECT_EQ(m->Header("Content-Type"), "text/plain; version=0.0.4");
   for (const char* needle :
        {"vllm:prompt_tokens_total{model_name=\"dsv4\",engine=\"0\"} 2",
         "vllm:generation_tokens_total{model_name=\"dsv4\",engine=\"0\"} 4",
@@ -246,17 +246,11 @@ TEST(ServerHttp, ClientDisconnectAbortsTheRequest) {
   FakeEngineOptions eo;
   eo.step_time = std::chrono::milliseconds(20);
   TestServer srv(so, eo);
-  httplib::Client c = srv.Client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = R"({"prompt":"x","max_tokens":3000,"stream":true})";
-  req.set_header("Content-Type", "application/json");
   int chunks = 0;
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-  auto res = c.send(req);
-  EXPECT_FALSE(res);  // we cancelled the read
-  c.stop();
+  auto res =
+      srv.Client().Post("/v1/completions", R"({"prompt":"x","max_tokens":3000,"stream":true})",
+                        "application/json", {}, [&](std::string_view) { return ++chunks < 3; });
+  EXPECT_FALSE(res);  // we closed the connection after the third piece
   const int64_t at_close = srv.engine().Stats().generation_tokens_total;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (srv.engine().num_aborted() == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -270,12 +264,9 @@ TEST(ServerHttp, ClientDisconnectAbortsTheRequest) {
   EXPECT_LE(srv.engine().Stats().generation_tokens_total - at_close, 2);
 
   // A non-streaming client that gives up is noticed too.
-  httplib::Client impatient("127.0.0.1", srv.port());
-  impatient.set_read_timeout(0, 200000);  // 200 ms, then the client closes
-  auto r =
-      impatient.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})", "application/json");
+  TestClient impatient(srv.port(), std::chrono::milliseconds(200));  // then the client closes
+  auto r = impatient.Post("/v1/completions", R"({"prompt":"y","max_tokens":3000})");
   EXPECT_FALSE(r);
-  impatient.stop();
   const auto deadline2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (srv.engine().num_aborted() < 2 && std::chrono::steady_clock::now() < deadline2) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -1,7 +1,8 @@
 // The HTTP transport against hostile and unusual clients, over raw sockets
-// (docs/server.md "Transport"): trickling and oversized headers, a second
-// server on a busy port, pipelining, malformed framing, the connection cap,
-// and shutdown with clients that never finish their request.
+// (docs/server.md "Transport"): trickling and oversized headers, header and
+// body deadlines (408), a second server on a busy port, pipelining, malformed
+// framing, the connection cap, and shutdown with clients that never finish
+// their request.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -147,15 +148,119 @@ TEST(ServerHttpTransport, TricklingClientsHoldNothingAndAreCutAtTheHeaderDeadlin
   const auto [status, body] = srv.Post("/v1/chat/completions", kShortChat);
   EXPECT_EQ(status, 200) << body;
   EXPECT_LT(SecondsSince(t0), 1.0);
-  // Every trickler is disconnected at its header deadline (1.5 s after its
-  // first byte), not left to hold its connection.
+  // Every trickler is answered 408 at its header deadline (1.5 s after its
+  // first byte) and disconnected, not left to hold its connection.
   int closed = 0;
-  for (int fd : fds) closed += ReadUntilClosed(fd, milliseconds(5000)).closed ? 1 : 0;
+  int timed_out = 0;
+  for (int fd : fds) {
+    const Read r = ReadUntilClosed(fd, milliseconds(5000));
+    closed += r.closed ? 1 : 0;
+    timed_out += r.text.rfind("HTTP/1.1 408", 0) == 0 ? 1 : 0;
+  }
   stop = true;
   trickle.join();
   EXPECT_EQ(closed, 200);
+  EXPECT_EQ(timed_out, 200);
   EXPECT_LT(SecondsSince(t0), 6.0);
   for (int fd : fds) close(fd);
+}
+
+// A header not complete at its deadline is answered 408 in OpenAI's error
+// shape, then the connection ends (it used to be closed without a word).
+TEST(ServerHttpTransport, HeaderDeadlineIs408ThenClose) {
+  ServerOptions so;
+  so.header_timeout_seconds = 0.5;
+  TestServer srv(so);
+  const int fd = Connect(srv.port());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le"));
+  const Read r = ReadUntilClosed(fd, milliseconds(5000));
+  const double took = SecondsSince(t0);
+  EXPECT_EQ(r.text.rfind("HTTP/1.1 408", 0), 0u) << r.text;
+  EXPECT_NE(r.text.find("Connection: close"), std::string::npos) << r.text;
+  ASSERT_EQ(CountResponses(r.text), 1) << r.text;
+  const Json error = Json::parse(ResponseBodies(r.text)[0])["error"];
+  EXPECT_EQ(error["message"], "request header not complete within 0.5 s (--header-timeout)");
+  EXPECT_EQ(error["type"], "invalid_request_error");
+  EXPECT_EQ(error["code"], "request_timeout");
+  EXPECT_TRUE(r.closed);
+  EXPECT_GE(took, 0.45);
+  EXPECT_LT(took, 0.5 + 2.0);
+  close(fd);
+  EXPECT_EQ(srv.Client().Get("/health")->status, 200);
+}
+
+// A body sent one byte at a time, each wait well under --read-timeout, held
+// its connection for as long as the client kept going (a 1000-byte body at
+// 4 bytes/s: 250 s).  The whole body now has --body-timeout from the end of
+// the header; past it the request is answered 408 and the connection ends.
+TEST(ServerHttpTransport, SteadilyTrickledBodyIsCutAtTheBodyDeadline) {
+  ServerOptions so;
+  so.read_timeout_seconds = 1;
+  so.body_timeout_seconds = 1.5;
+  TestServer srv(so);
+  // A body that arrives in pieces within its deadline is served.
+  const std::string body = R"({"prompt":[5,6,7],"max_tokens":2})";
+  int fd = Connect(srv.port());
+  ASSERT_TRUE(SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n"));
+  for (size_t off = 0; off < body.size(); off += 12) {
+    std::this_thread::sleep_for(milliseconds(200));
+    ASSERT_TRUE(SendAll(fd, body.substr(off, 12)));
+  }
+  Read r = ReadUntil(fd, milliseconds(5000),
+                     [](const std::string& t) { return CountResponses(t) == 1; });
+  EXPECT_EQ(r.text.rfind("HTTP/1.1 200", 0), 0u) << r.text;
+  close(fd);
+
+  fd = Connect(srv.port());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(
+      SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"));
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    while (!stop) {
+      std::this_thread::sleep_for(milliseconds(250));
+      (void)send(fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  });
+  r = ReadUntil(fd, milliseconds(6000),
+                [](const std::string& t) { return CountResponses(t) == 1; });
+  const double answered = SecondsSince(t0);
+  const bool closed = ReadUntilClosed(fd, milliseconds(3000)).closed;
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(r.text.rfind("HTTP/1.1 408", 0), 0u) << r.text;
+  ASSERT_EQ(CountResponses(r.text), 1) << r.text;
+  EXPECT_EQ(Json::parse(ResponseBodies(r.text)[0])["error"]["message"],
+            "request body not complete within 1.5 s (--body-timeout)");
+  EXPECT_GE(answered, 1.45);
+  EXPECT_LT(answered, 1.5 + 1.5);
+  EXPECT_TRUE(closed);  // although the client keeps sending
+  close(fd);
+  EXPECT_EQ(srv.Client().Get("/health")->status, 200);
+  EXPECT_EQ(srv.engine().Stats().generation_tokens_total, 2);  // the trickled one never ran
+}
+
+// A body that stops arriving is answered 408 at the read timeout.
+TEST(ServerHttpTransport, SilentBodyIs408AtTheReadTimeout) {
+  ServerOptions so;
+  so.read_timeout_seconds = 0.5;
+  TestServer srv(so);
+  const int fd = Connect(srv.port());
+  const auto t0 = SteadyClock::now();
+  ASSERT_TRUE(
+      SendAll(fd, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"));
+  const Read r = ReadUntilClosed(fd, milliseconds(5000));
+  const double took = SecondsSince(t0);
+  EXPECT_EQ(r.text.rfind("HTTP/1.1 408", 0), 0u) << r.text;
+  ASSERT_EQ(CountResponses(r.text), 1) << r.text;
+  EXPECT_EQ(Json::parse(ResponseBodies(r.text)[0])["error"]["message"],
+            "no request body bytes for 0.5 s (--read-timeout)");
+  EXPECT_TRUE(r.closed);
+  EXPECT_GE(took, 0.45);
+  EXPECT_LT(took, 0.5 + 2.0);
+  close(fd);
 }
 
 // At the connection limit the oldest connection without a request in
@@ -293,12 +398,12 @@ TEST(ServerHttpTransport, MalformedFramingIs400AtOnceAndCloses) {
   close(fd);
 }
 
-// Issue 6: a form-encoded body over 8 KiB got a false 413 (httplib's form
+// Issue 6: a form-encoded body over 8 KiB got a false 413 (cpp-httplib's form
 // limit).  The content type does not matter: the body is JSON or a 400.
 TEST(ServerHttpTransport, FormEncodedBodyOver8KiBIsNot413) {
   TestServer srv;
   const std::string body = R"({"prompt":")" + std::string(16 << 10, 'a') + R"(","max_tokens":1})";
-  httplib::Client c = srv.Client();
+  TestClient c = srv.Client();
   auto r = c.Post("/v1/completions", body, "application/x-www-form-urlencoded");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);

@@ -82,7 +82,7 @@ void UpdateCompressed(const Compressor& comp, const bf16* x, const ForwardBatch&
     const Compressor::State state{cache.AttnStateKv(s.cache_slot),
                                   cache.AttnStateScore(s.cache_slot), cache.AttnStateRows()};
     const int64_t n = comp.Absorb(kv + s.row_offset * width, score + s.row_offset * width,
-                                  s.start_pos, s.num_tokens, state, entries + total * d, ws);
+                                  s.start_pos, s.num_tokens, state, entries + total * d);
     const int64_t first = Compressor::FirstEmitted(ratio, s.start_pos);
     DSV4_CHECK(cache.compressed().size(s.cache_slot) == first);
     for (int64_t i = 0; i < n; ++i) blocks[total + i] = first + i;

@@ -1,11 +1,11 @@
 #include "model/compressor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "base/logging.h"
+#include "kernels/compressor.h"
 #include "kernels/hadamard.h"
 #include "kernels/norm.h"
 #include "kernels/quant.h"
@@ -61,21 +61,19 @@ void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
   wgate_.ForwardF32(x, n, score, pool);
 }
 
-// Entry `block` from the ring: per channel c, the block's source rows j
-// (ratio 4: the first halves of the previous block's tokens, then the second
-// halves of the block's own tokens; ratio 128: the block's tokens) are mixed
-// with softmax weights over their scores.  As the reference (PyTorch's CPU
-// softmax multiplies by the reciprocal of the sum; a division changes 1 of the
-// golden's 1024 r128 pooled values by 1 ulp): p_j = exp(s_j - max) *
-// (1 / sum_j exp(s_j - max)), then sum_j kv_j * p_j in row order, all FP32; one
-// BF16 rounding at the end.  The absent previous block of block 0 (the
+// Entry `block` from the ring: the block's source rows (ratio 4: the first
+// halves of the previous block's tokens, then the second halves of the block's
+// own tokens; ratio 128: the block's tokens) pooled by kernels::SoftmaxPool,
+// the reference's per-channel softmax and FP32 weighted sum (a division
+// instead of its reciprocal multiply changes 1 of the golden's 1024 r128
+// pooled values by 1 ulp).  The absent previous block of block 0 (the
 // reference's kv 0 / score -inf) contributes exact zeros, so it is skipped.
-void Compressor::PoolBlock(const State& state, int64_t block, float* tmp, bf16* out) const {
+void Compressor::PoolBlock(const State& state, int64_t block, bf16* out) const {
   const int64_t d = spec_.head_dim;
   const int64_t width = state_width();
   const int64_t ratio = spec_.ratio;
-  const float* kv_rows[128];
-  const float* score_rows[128];
+  const float* kv_rows[kernels::kMaxPoolRows];
+  const float* score_rows[kernels::kMaxPoolRows];
   int64_t rows = 0;
   for (int64_t j = 0; j < min_state_rows(); ++j) {
     // ratio 4: j < 4 -> token 4b-4+j, first half; j >= 4 -> token 4b+j-4, second half.
@@ -87,41 +85,15 @@ void Compressor::PoolBlock(const State& state, int64_t block, float* tmp, bf16* 
     score_rows[rows] = state.score + row;
     ++rows;
   }
-  float* mx = tmp;           // [d]
-  float* sum = tmp + d;      // [d]
-  float* acc = tmp + 2 * d;  // [d]
-  float* e = tmp + 3 * d;    // [rows, d] exp(s - max)
-  std::fill_n(mx, d, -std::numeric_limits<float>::infinity());
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* s = score_rows[j];
-    for (int64_t c = 0; c < d; ++c) mx[c] = std::max(mx[c], s[c]);
-  }
-  std::fill_n(sum, d, 0.0f);
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* s = score_rows[j];
-    float* ej = e + j * d;
-    for (int64_t c = 0; c < d; ++c) {
-      ej[c] = std::exp(s[c] - mx[c]);
-      sum[c] += ej[c];
-    }
-  }
-  std::fill_n(acc, d, 0.0f);
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* v = kv_rows[j];
-    const float* ej = e + j * d;
-    for (int64_t c = 0; c < d; ++c) acc[c] += v[c] * (ej[c] * (1.0f / sum[c]));
-  }
-  for (int64_t c = 0; c < d; ++c) out[c] = F32ToBf16(acc[c]);
+  kernels::SoftmaxPool(kv_rows, score_rows, rows, d, out);
 }
 
 int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
-                           const State& state, bf16* pooled, Workspace& ws) const {
+                           const State& state, bf16* pooled) const {
   DSV4_CHECK(state.capacity >= min_state_rows());
   const int64_t ratio = spec_.ratio;
   const int64_t width = state_width();
   const float* ape = ape_.as<float>();
-  float* tmp =
-      ws.Get<float>("cmp.tmp", static_cast<size_t>((3 + min_state_rows()) * spec_.head_dim));
   int64_t emitted = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = start_pos + i;
@@ -131,7 +103,7 @@ int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_po
     std::memcpy(skv, kv + i * width, static_cast<size_t>(width) * sizeof(float));
     for (int64_t c = 0; c < width; ++c) ssc[c] = score[i * width + c] + ape[k * width + c];
     if (k != ratio - 1) continue;
-    PoolBlock(state, p / ratio, tmp, pooled + emitted * spec_.head_dim);
+    PoolBlock(state, p / ratio, pooled + emitted * spec_.head_dim);
     ++emitted;
   }
   return emitted;
@@ -158,7 +130,7 @@ int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, const S
   float* kv = ws.Get<float>("cmp.kv", elems);
   float* score = ws.Get<float>("cmp.score", elems);
   Project(x, n, kv, score, pool);
-  const int64_t emitted = Absorb(kv, score, start_pos, n, state, entries, ws);
+  const int64_t emitted = Absorb(kv, score, start_pos, n, state, entries);
   int64_t* blocks = ws.Get<int64_t>("cmp.blocks", static_cast<size_t>(emitted) + 1);
   for (int64_t i = 0; i < emitted; ++i) blocks[i] = FirstEmitted(spec_.ratio, start_pos) + i;
   Finish(entries, emitted, blocks, ws);

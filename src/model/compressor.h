@@ -82,7 +82,7 @@ class Compressor {
   // REQUIRES: the state holds the rows of the earlier tokens the emitted blocks
   // mix (see the rewind rule above).
   int64_t Absorb(const float* kv, const float* score, int64_t start_pos, int64_t n,
-                 const State& state, bf16* pooled, Workspace& ws) const;
+                 const State& state, bf16* pooled) const;
   // In place on n pooled entries whose block indices are blocks[0..n):
   // RMSNorm -> RoPE at ratio*block -> QAT (or Hadamard + FP4 QAT).  Row-wise.
   void Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const;
@@ -94,7 +94,7 @@ class Compressor {
 
  private:
   Compressor() = default;
-  void PoolBlock(const State& state, int64_t block, float* tmp, bf16* out) const;
+  void PoolBlock(const State& state, int64_t block, bf16* out) const;
 
   CompressorSpec spec_;
   Bf16Linear wkv_;            // [coff*d, D], used as FP32

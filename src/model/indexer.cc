@@ -100,7 +100,7 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
     const Compressor::State state{cache.IndexStateKv(s.cache_slot),
                                   cache.IndexStateScore(s.cache_slot), cache.IndexStateRows()};
     const int64_t n = compressor_->Absorb(kv + s.row_offset * width, score + s.row_offset * width,
-                                          s.start_pos, s.num_tokens, state, keys, ws);
+                                          s.start_pos, s.num_tokens, state, keys);
     if (n == 0) continue;
     const int64_t first = Compressor::FirstEmitted(ratio_, s.start_pos);
     DSV4_CHECK(cache.index_keys().size(s.cache_slot) == first);

@@ -1,13 +1,12 @@
 #include "model/moe.h"
 
-#include <algorithm>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include "base/logging.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/moe.h"
+#include "kernels/moe_routing.h"
 #include "kernels/quant.h"
 #include "model/linear.h"
 
@@ -17,26 +16,6 @@ namespace {
 constexpr int64_t kActBlock = 128;  // activation block along K (docs/model.md "Number formats")
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
-
-// Picks the top_k largest of score[0..e) by repeated argmax: strict `>` keeps
-// the lower index on exact ties (the documented tie rule).  O(e*k) is nothing
-// next to the router GEMM.
-void TopK(const float* score, int64_t e, int64_t k, int32_t* ids) {
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t best = -1;
-    float best_v = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < e; ++i) {
-      bool taken = false;
-      for (int64_t p = 0; p < j; ++p) taken |= (ids[p] == i);
-      if (taken) continue;
-      if (best < 0 || score[i] > best_v) {
-        best = i;
-        best_v = score[i];
-      }
-    }
-    ids[j] = static_cast<int32_t>(best);
-  }
-}
 
 // The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs
 // (one fused GEMM when w13.out != 0, else w1 and w3), clamped SwiGLU (times
@@ -76,34 +55,6 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t int
 }
 
 const int8_t* AsInt8(const uint8_t* p) { return reinterpret_cast<const int8_t*>(p); }
-
-// Appends row r of ye [m, d] to acc[token[r]] in FP32.  A token occurs at
-// most once per expert (distinct ids per row), so rows never collide.
-void ScatterAdd(const bf16* ye, const int64_t* token, int64_t m, int64_t d, float* acc,
-                ThreadPool* pool) {
-  ParallelFor(pool, m, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      float* a = acc + token[r] * d;
-      const bf16* v = ye + r * d;
-      for (int64_t c = 0; c < d; ++c) a[c] += Bf16ToF32(v[c]);
-    }
-  });
-}
-
-// Each row's experts sorted ascending (the golden `expert_ids` layout).
-void SortedExperts(const int32_t* ids, int64_t n, int64_t k, int32_t* out) {
-  for (int64_t t = 0; t < n; ++t) {
-    int32_t* row = out + t * k;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t p = j;
-      while (p > 0 && row[p - 1] > ids[t * k + j]) {
-        row[p] = row[p - 1];
-        --p;
-      }
-      row[p] = ids[t * k + j];
-    }
-  }
-}
 
 }  // namespace
 
@@ -265,31 +216,14 @@ void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const i
   const int64_t k = shape.top_k;
   if (logits == nullptr) logits = ws.Get<float>("moe.logits", Sz(n * e));  // [n, e]
   float* scores = ws.Get<float>("moe.scores", Sz(n * e));                  // [n, e]
-  float* biased = ws.Get<float>("moe.biased", Sz(n * e));                  // [n, e]
   kernels::GemmBf16F32(x, n, shape.dim, w.gate, e, logits, pool);
   kernels::SqrtSoftplus(logits, n * e, scores);
-  ParallelFor(pool, n, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const float* s = scores + t * e;
-      int32_t* row_ids = ids + t * k;
-      if (w.tid2eid != nullptr) {
-        const int64_t id = token_ids[t];
-        DSV4_CHECK(id >= 0 && id < w.vocab);
-        std::memcpy(row_ids, w.tid2eid + id * k, Sz(k) * sizeof(int32_t));
-      } else {
-        float* b = biased + t * e;
-        for (int64_t i = 0; i < e; ++i) b[i] = s[i] + w.bias[i];
-        TopK(b, e, k, row_ids);
-      }
-      // Renormalize the unbiased scores (sqrt-softplus is not a softmax), then
-      // scale; sequential FP32 sum in the returned order.
-      float sum = 0;
-      for (int64_t j = 0; j < k; ++j) sum += s[row_ids[j]];
-      for (int64_t j = 0; j < k; ++j) {
-        weights[t * k + j] = (s[row_ids[j]] / sum) * shape.route_scale;
-      }
-    }
-  });
+  if (w.tid2eid != nullptr) {
+    kernels::HashRoute(w.tid2eid, w.vocab, token_ids, n, k, ids);
+  } else {
+    kernels::BiasedTopK(scores, w.bias, n, e, k, ids, pool);
+  }
+  kernels::RouteWeights(scores, n, e, ids, k, shape.route_scale, weights, pool);
 }
 
 void RoutedExpertForward(const MoeShape& shape, const RoutedExpertWeights& w,
@@ -336,22 +270,11 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
     kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
   }
 
-  // Counting sort of assignments by expert (tokens ascending inside an expert).
+  // Assignments sorted by expert (tokens ascending inside an expert).
   int64_t* offset = ws.Get<int64_t>("moe.off", Sz(e + 1));  // [e + 1]
-  std::memset(offset, 0, Sz(e + 1) * sizeof(int64_t));
-  for (int64_t a = 0; a < na; ++a) ++offset[ids[a] + 1];
-  for (int64_t i = 0; i < e; ++i) offset[i + 1] += offset[i];
-  int64_t* fill = ws.Get<int64_t>("moe.fill", Sz(e));   // [e]
-  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));  // [na] token of each sorted assignment
-  float* pw = ws.Get<float>("moe.pw", Sz(na));          // [na] its routing weight
-  std::memcpy(fill, offset, Sz(e) * sizeof(int64_t));
-  int64_t max_rows = 0;
-  for (int64_t a = 0; a < na; ++a) {
-    const int64_t p = fill[ids[a]]++;
-    ptok[p] = a / k;
-    pw[p] = rw[a];
-  }
-  for (int64_t i = 0; i < e; ++i) max_rows = std::max(max_rows, offset[i + 1] - offset[i]);
+  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));      // [na] token of each sorted assignment
+  float* pw = ws.Get<float>("moe.pw", Sz(na));              // [na] its routing weight
+  const int64_t max_rows = kernels::SortByExpert(ids, rw, n, k, e, offset, ptok, pw);
 
   // y starts at zero in FP32 and each expert, in ascending id, adds its BF16
   // output to its tokens: exactly the reference's order, with O(n*d) memory
@@ -365,24 +288,17 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
     const int64_t m = offset[i + 1] - offset[i];
     if (m == 0) continue;
     const int64_t* tok = ptok + offset[i];
-    for (int64_t r = 0; r < m; ++r) {
-      std::memcpy(eq + r * d, xq + tok[r] * d, Sz(d));
-      std::memcpy(es + r * nb, xs + tok[r] * nb, Sz(nb) * sizeof(float));
-    }
+    kernels::GatherRows(xq, xs, d, nb, tok, m, eq, es);
     RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye, ws, pool);
-    ScatterAdd(ye, tok, m, d, acc, pool);
+    kernels::ScatterAddRows(ye, tok, m, d, acc, pool);
   }
   bf16* ysh = nullptr;
   if (shape.shared_inter > 0) {
     ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
     SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
   }
-  ParallelFor(pool, n, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin * d; i < end * d; ++i) {
-      y[i] = F32ToBf16(ysh != nullptr ? acc[i] + Bf16ToF32(ysh[i]) : acc[i]);  // shared last
-    }
-  });
-  if (expert_ids_out != nullptr) SortedExperts(ids, n, k, expert_ids_out);
+  kernels::CombineExperts(acc, ysh, n, d, y, pool);  // the shared expert last
+  if (expert_ids_out != nullptr) kernels::SortRowsAscending(ids, n, k, expert_ids_out);
 }
 
 }  // namespace dsv4

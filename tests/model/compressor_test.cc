@@ -108,7 +108,7 @@ TEST_P(CompressorGoldenTest, PooledMatchesGoldenInOneShot) {
   const Compressor::State state{skv.data(), ssc.data(), comp_->min_state_rows()};
   comp_->ResetState(state);
   std::vector<bf16> pooled(want.size());
-  const int64_t e = comp_->Absorb(kv.data(), score.data(), 0, n_, state, pooled.data(), ws_);
+  const int64_t e = comp_->Absorb(kv.data(), score.data(), 0, n_, state, pooled.data());
   ASSERT_EQ(e * v.head_dim, static_cast<int64_t>(want.size()));
   EXPECT_EQ(CountBitDiffs(pooled, want), 0);
 }

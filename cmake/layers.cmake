@@ -11,6 +11,19 @@ set(DSV4_COMMON_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
     -Wcast-align -Wunused -Woverloaded-virtual
     -Wimplicit-fallthrough)
 
+# Clang checks the locking rules written as annotations (base/mutex.h,
+# base/thread_annotations.h; docs/architecture.md "Rules held by tools"): an
+# access to a GUARDED_BY member without its mutex, a call of a REQUIRES
+# function without the lock or of an EXCLUDES one with it is a warning, and
+# with DSV4_WERROR an error.  The clang presets (asan, tsan, fuzz) build
+# with it; GCC has no such analysis and the macros expand to nothing there.
+# tests/base/thread_safety_check.cmake compiles with these flags to prove the
+# analysis is on.
+set(DSV4_THREAD_SAFETY_WARNINGS -Wthread-safety -Wthread-safety-beta)
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND DSV4_COMMON_WARNINGS ${DSV4_THREAD_SAFETY_WARNINGS})
+endif()
+
 # Project-wide numeric contract: no FMA contraction behind our back; kernels
 # that want FMA use intrinsics explicitly so the reduction order is ours.
 set(DSV4_COMMON_FLAGS -ffp-contract=off -fno-math-errno -march=x86-64-v3)

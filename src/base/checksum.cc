@@ -8,11 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <system_error>
 #include <thread>
 
 #include "base/file_util.h"
+#include "base/mutex.h"
 
 namespace dsv4 {
 namespace {
@@ -65,13 +65,13 @@ namespace {
 Status ForEachChunk(size_t num_chunks, int threads, const std::function<Status(size_t)>& chunk) {
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status first;
+  Mutex mu;
+  Status first;  // guarded by mu (a local: the analysis checks only members)
   auto work = [&] {
     for (size_t i = next++; i < num_chunks && !failed; i = next++) {
       Status s = chunk(i);
       if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         if (!failed.exchange(true)) first = s;
       }
     }

@@ -1,18 +1,23 @@
 #include "base/logging.h"
 
 #include <atomic>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace dsv4 {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_mu;  // serializes whole lines from concurrent threads
+Mutex g_mu;  // serializes whole lines from concurrent threads (guards stderr)
 const char* LevelTag(LogLevel l) {
   switch (l) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarning: return "W";
-    case LogLevel::kError: return "E";
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarning:
+      return "W";
+    case LogLevel::kError:
+      return "E";
   }
   return "?";
 }
@@ -22,7 +27,7 @@ void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
 void LogLine(LogLevel level, const std::string& line) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(&g_mu);
   std::fprintf(stderr, "[dsv4 %s] %s\n", LevelTag(level), line.c_str());
 }
 

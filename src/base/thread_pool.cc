@@ -34,16 +34,16 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int num_threads) {
 ThreadPool::~ThreadPool() { StopWorkers(); }
 
 Status CheckThreadsCanStart(int n) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool release = false;
+  Mutex mu;
+  CondVar cv;
+  bool release = false;  // guarded by mu (a local: the analysis checks only members)
   std::vector<std::thread> threads;
   Status result;
   for (int i = 0; i < n; ++i) {
     try {
       threads.emplace_back([&] {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return release; });
+        MutexLock lock(&mu);
+        cv.Wait(&mu, [&] { return release; });
       });
     } catch (const std::system_error& e) {
       result = ResourceExhausted("cannot start {} threads: the OS refused thread {} ({})", n, i + 1,
@@ -52,21 +52,21 @@ Status CheckThreadsCanStart(int n) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     release = true;
   }
-  cv.notify_all();
+  cv.SignalAll();
   for (std::thread& t : threads) t.join();
   return result;
 }
 
 void ThreadPool::StopWorkers() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     generation_.fetch_add(1);
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   for (auto& t : workers_) t.join();
   workers_.clear();
 }
@@ -77,12 +77,12 @@ int ThreadPool::DefaultThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void ThreadPool::RunShare(int index) {
-  if (index >= job_parts_) return;
+void ThreadPool::RunShare(const RangeFn& fn, int64_t n, int parts, int index) {
+  if (index >= parts) return;
   // Part p covers [n*p/parts, n*(p+1)/parts): fixed for given n and parts.
-  const int64_t begin = job_n_ * index / job_parts_;
-  const int64_t end = job_n_ * (index + 1) / job_parts_;
-  if (begin < end) (*job_)(begin, end);
+  const int64_t begin = n * index / parts;
+  const int64_t end = n * (index + 1) / parts;
+  if (begin < end) fn(begin, end);
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
@@ -94,7 +94,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     job_ = &fn;
     job_n_ = n;
     job_parts_ = parts;
@@ -102,8 +102,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
     pending_.store(num_threads_ - 1);
     generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
-  RunShare(0);
+  wake_.SignalAll();
+  RunShare(fn, n, parts, 0);
   // Workers finish quickly for compute kernels; spin briefly, then yield.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < 4096) {
@@ -123,7 +123,7 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn)
   }
   uint32_t tag;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     job_ = &fn;
     job_n_ = n;
     chunk_ = chunk;
@@ -133,7 +133,7 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn)
     claim_.store(static_cast<uint64_t>(tag) << 32, std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   RunChunks(tag, &fn, n, chunk);
   // Only chunks already claimed by a worker remain: at most one per worker.
   for (int spins = 0; done_items_.load(std::memory_order_acquire) != n; ++spins) {
@@ -177,22 +177,24 @@ void ThreadPool::WorkerLoop(int index) {
     bool dynamic;
     const RangeFn* fn;
     int64_t n, chunk;
+    int parts;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
+      MutexLock lock(&mu_);
+      wake_.Wait(&mu_, [&] { return generation_.load() != seen; });
       seen = generation_.load();
       if (stop_) return;
       dynamic = dynamic_;
       fn = job_;
       n = job_n_;
       chunk = chunk_;
+      parts = job_parts_;
     }
     if (dynamic) {
       // Not counted in pending_: the caller waits for claimed chunks only, so
       // a worker that wakes after the job is done simply finds nothing left.
       RunChunks(static_cast<uint32_t>(seen), fn, n, chunk);
     } else {
-      RunShare(index);
+      RunShare(*fn, n, parts, index);
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }

@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace dsv4 {
@@ -65,24 +64,29 @@ class ThreadPool {
  private:
   struct NoStart {};
   ThreadPool(int num_threads, NoStart) : num_threads_(std::max(1, num_threads)) {}
-  void StopWorkers();
-  void WorkerLoop(int index);
-  void RunShare(int index);
+  void StopWorkers() EXCLUDES(mu_);
+  void WorkerLoop(int index) EXCLUDES(mu_);
+  // Runs part `index` of `parts` of a static job over [0, n).  Takes the job
+  // as arguments (copied under mu_ by workers) rather than reading the
+  // members, which only mu_ guards.
+  static void RunShare(const RangeFn& fn, int64_t n, int parts, int index);
   // Claims and runs chunks of the dynamic job tagged `tag` until none is left.
   void RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t chunk);
 
   const int num_threads_;
   std::vector<std::thread> workers_;
 
-  // State below is protected by mu_ (published to workers via generation_).
-  std::mutex mu_;
-  std::condition_variable wake_;
-  const RangeFn* job_ = nullptr;
-  int64_t job_n_ = 0;
-  int job_parts_ = 0;
-  bool stop_ = false;
-  bool dynamic_ = false;  // the published job is a ParallelForDynamic
-  int64_t chunk_ = 0;
+  // The published job (a new one is announced by bumping generation_).
+  Mutex mu_;
+  CondVar wake_;
+  const RangeFn* job_ GUARDED_BY(mu_) = nullptr;
+  int64_t job_n_ GUARDED_BY(mu_) = 0;
+  int job_parts_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool dynamic_ GUARDED_BY(mu_) = false;  // the published job is a ParallelForDynamic
+  int64_t chunk_ GUARDED_BY(mu_) = 0;
+  // Written under mu_ (so a waiting worker cannot miss a bump), read without
+  // it by spinning workers.
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   // Dynamic jobs: (job tag << 32) | next unclaimed item.  A claim is a CAS on

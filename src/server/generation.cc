@@ -30,10 +30,10 @@ std::optional<ApiError> Generation::Start() {
     std::shared_ptr<Queue> q = queue_;
     Result<RequestId> id = engine_.Submit(std::move(g), [q, c](const GenerationOutput& out) {
       {
-        std::lock_guard<std::mutex> lock(q->mu);
+        MutexLock lock(&q->mu);
         q->items.push_back({c, out});
       }
-      q->cv.notify_one();
+      q->cv.Signal();
     });
     if (!id.ok()) {
       AbortAll();
@@ -48,9 +48,11 @@ std::optional<ApiError> Generation::Start() {
 std::vector<std::pair<int, ChoiceDelta>> Generation::Poll(std::chrono::milliseconds timeout) {
   std::deque<Pending> items;
   {
-    std::unique_lock<std::mutex> lock(queue_->mu);
-    queue_->cv.wait_for(lock, timeout, [&] { return !queue_->items.empty(); });
-    items.swap(queue_->items);
+    Queue& q = *queue_;
+    MutexLock lock(&q.mu);
+    q.cv.WaitUntil(&q.mu, Clock::now() + timeout,
+                   [&]() REQUIRES(q.mu) { return !q.items.empty(); });
+    items.swap(q.items);
   }
   std::vector<std::pair<int, ChoiceDelta>> deltas;
   for (Pending& p : items) {

@@ -4,13 +4,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "engine/async_engine.h"
 #include "server/choice_decoder.h"
 #include "server/metrics.h"
@@ -50,10 +49,11 @@ class Generation {
     int choice;
     GenerationOutput output;
   };
+  // Filled by the engine thread (the Submit callback), drained by Poll.
   struct Queue {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Pending> items;
+    Mutex mu;
+    CondVar cv;
+    std::deque<Pending> items GUARDED_BY(mu);
   };
 
   AsyncEngine& engine_;

@@ -19,13 +19,12 @@
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cerrno>
-#include <condition_variable>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "server/body_decoding.h"
 #include "server/worker_pool.h"
 
@@ -119,26 +118,26 @@ class HttpCore {
 
   void Accept();
   void OnAccept(const ErrorCode& ec, tcp::socket socket);
-  void Admit(tcp::socket socket);
-  void BeginExchange();
-  void EndExchange();
-  void Unregister(std::list<std::weak_ptr<Connection>>::iterator it);
-  std::vector<std::shared_ptr<Connection>> Connections();
+  void Admit(tcp::socket socket) EXCLUDES(mu);
+  void BeginExchange() EXCLUDES(mu);
+  void EndExchange() EXCLUDES(mu);
+  void Unregister(std::list<std::weak_ptr<Connection>>::iterator it) EXCLUDES(mu);
+  std::vector<std::shared_ptr<Connection>> Connections() EXCLUDES(mu);
   // Waits until no exchange is busy; false when `deadline` passed first.
-  bool WaitIdle(std::optional<std::chrono::steady_clock::time_point> deadline);
+  bool WaitIdle(std::optional<Clock::time_point> deadline) EXCLUDES(mu);
   // Waits until every connection is closed or `deadline` passes.
-  void WaitClosed(std::chrono::steady_clock::time_point deadline);
+  void WaitClosed(Clock::time_point deadline) EXCLUDES(mu);
 
   const HttpTransportOptions opt;
   HttpRouter& router;
   std::atomic<bool> draining{false};
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::list<std::weak_ptr<Connection>> conns;  // guarded by mu (oldest first)
-  int64_t num_conns = 0;                       // guarded by mu
-  int64_t busy = 0;                            // guarded by mu: exchanges not yet answered
-  bool stop_called = false;                    // guarded by mu
+  Mutex mu;
+  CondVar cv;  // signalled when busy or num_conns drops
+  std::list<std::weak_ptr<Connection>> conns GUARDED_BY(mu);  // oldest first
+  int64_t num_conns GUARDED_BY(mu) = 0;
+  int64_t busy GUARDED_BY(mu) = 0;  // exchanges not yet answered
+  bool stop_called GUARDED_BY(mu) = false;
 
   net::io_context ioc;
   tcp::acceptor acceptor;  // on its own strand
@@ -490,7 +489,7 @@ void HttpCore::Admit(tcp::socket socket) {
   std::shared_ptr<Connection> victim;
   bool full = false;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     if (num_conns >= opt.max_connections) {
       full = true;
       for (int pass = 0; pass < 2 && !victim; ++pass) {
@@ -522,7 +521,7 @@ void HttpCore::Admit(tcp::socket socket) {
   if (victim) victim->CloseIfNotBusy();
   auto conn = std::make_shared<Connection>(*this, std::move(socket));
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     conns.push_back(conn);
     conn->set_registry_entry(std::prev(conns.end()));
     ++num_conns;
@@ -531,30 +530,30 @@ void HttpCore::Admit(tcp::socket socket) {
 }
 
 void HttpCore::BeginExchange() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   ++busy;
 }
 
 void HttpCore::EndExchange() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   --busy;
-  cv.notify_all();
+  cv.SignalAll();
 }
 
 void HttpCore::Unregister(std::list<std::weak_ptr<Connection>>::iterator it) {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   conns.erase(it);
   --num_conns;
-  cv.notify_all();
+  cv.SignalAll();
 }
 
-void HttpCore::WaitClosed(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait_until(lock, deadline, [this] { return num_conns == 0; });
+void HttpCore::WaitClosed(Clock::time_point deadline) {
+  MutexLock lock(&mu);
+  cv.WaitUntil(&mu, deadline, [this]() REQUIRES(mu) { return num_conns == 0; });
 }
 
 std::vector<std::shared_ptr<Connection>> HttpCore::Connections() {
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   std::vector<std::shared_ptr<Connection>> out;
   for (const auto& weak : conns) {
     if (auto c = weak.lock()) out.push_back(std::move(c));
@@ -562,13 +561,14 @@ std::vector<std::shared_ptr<Connection>> HttpCore::Connections() {
   return out;
 }
 
-bool HttpCore::WaitIdle(std::optional<std::chrono::steady_clock::time_point> deadline) {
-  std::unique_lock<std::mutex> lock(mu);
+bool HttpCore::WaitIdle(std::optional<Clock::time_point> deadline) {
+  MutexLock lock(&mu);
+  const auto idle = [this]() REQUIRES(mu) { return busy == 0; };
   if (!deadline) {
-    cv.wait(lock, [this] { return busy == 0; });
+    cv.Wait(&mu, idle);
     return true;
   }
-  return cv.wait_until(lock, *deadline, [this] { return busy == 0; });
+  return cv.WaitUntil(&mu, *deadline, idle);
 }
 
 // ------------------------------------------------------------ HttpExchange
@@ -673,7 +673,7 @@ void HttpServer::Serve() {
 void HttpServer::Stop(Ms drain, Ms grace, const std::function<void()>& on_drain_timeout) {
   HttpCore& c = *core_;
   {
-    std::lock_guard<std::mutex> lock(c.mu);
+    MutexLock lock(&c.mu);
     if (c.stop_called) return;
     c.stop_called = true;
   }
@@ -703,7 +703,7 @@ void HttpServer::Stop(Ms drain, Ms grace, const std::function<void()>& on_drain_
 bool HttpServer::draining() const { return core_->draining; }
 
 int64_t HttpServer::num_connections() const {
-  std::lock_guard<std::mutex> lock(core_->mu);
+  MutexLock lock(&core_->mu);
   return core_->num_conns;
 }
 

@@ -57,7 +57,7 @@ ServerMetrics::ServerMetrics(std::string model_name)
       gen_len_(kLenBuckets) {}
 
 void ServerMetrics::RecordRequest(const RequestTiming& t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (t.ttft_s >= 0) ttft_.Observe(t.ttft_s);
   if (t.generation_tokens > 1 && t.ttft_s >= 0) {
     tpot_.Observe((t.e2e_s - t.ttft_s) / static_cast<double>(t.generation_tokens - 1));
@@ -72,12 +72,12 @@ void ServerMetrics::RecordRequest(const RequestTiming& t) {
 }
 
 void ServerMetrics::RecordHttpError(int status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++http_errors_[status];
 }
 
 std::string ServerMetrics::Render(const EngineStats& s) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::string out;
   const std::string& l = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {

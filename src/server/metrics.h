@@ -6,10 +6,10 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "engine/async_engine.h"
 
 namespace dsv4::server {
@@ -41,18 +41,19 @@ struct RequestTiming {
 class ServerMetrics {
  public:
   explicit ServerMetrics(std::string model_name);
-  void RecordRequest(const RequestTiming& timing);
-  void RecordHttpError(int status);
-  std::string Render(const EngineStats& stats) const;
+  void RecordRequest(const RequestTiming& timing) EXCLUDES(mu_);
+  void RecordHttpError(int status) EXCLUDES(mu_);
+  std::string Render(const EngineStats& stats) const EXCLUDES(mu_);
 
  private:
-  std::string labels_;
-  mutable std::mutex mu_;
-  Histogram ttft_, tpot_, itl_, e2e_, prompt_len_, gen_len_;
-  int64_t prompt_tokens_ = 0;
-  int64_t generation_tokens_ = 0;
-  std::map<std::string, int64_t> success_;  // by finished_reason
-  std::map<int, int64_t> http_errors_;      // by status
+  const std::string labels_;
+  mutable Mutex mu_;
+  Histogram ttft_ GUARDED_BY(mu_), tpot_ GUARDED_BY(mu_), itl_ GUARDED_BY(mu_),
+      e2e_ GUARDED_BY(mu_), prompt_len_ GUARDED_BY(mu_), gen_len_ GUARDED_BY(mu_);
+  int64_t prompt_tokens_ GUARDED_BY(mu_) = 0;
+  int64_t generation_tokens_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> success_ GUARDED_BY(mu_);  // by finished_reason
+  std::map<int, int64_t> http_errors_ GUARDED_BY(mu_);      // by status
 };
 
 }  // namespace dsv4::server

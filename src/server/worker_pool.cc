@@ -11,7 +11,7 @@ WorkerPool::WorkerPool(int max_threads) : max_threads_(max_threads < 1 ? 1 : max
 WorkerPool::~WorkerPool() { Shutdown(); }
 
 bool WorkerPool::Submit(std::function<void()> task) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stop_) return false;
   tasks_.push_back(std::move(task));
   // Tasks beyond the idle threads start a thread each, up to the maximum.
@@ -25,45 +25,46 @@ bool WorkerPool::Submit(std::function<void()> task) {
           threads_.size() + 1, e.what());
     }
   }
-  cv_.notify_one();
+  cv_.Signal();
   return true;
 }
 
 void WorkerPool::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
     ++idle_;
-    cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+    cv_.Wait(&mu_, [this]() REQUIRES(mu_) { return stop_ || !tasks_.empty(); });
     --idle_;
-    if (tasks_.empty()) return;  // stopping and nothing left
+    if (tasks_.empty()) break;  // stopping and nothing left
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     task();
     task = nullptr;  // release what it captured before waiting again
-    lock.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 void WorkerPool::Shutdown() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     threads.swap(threads_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (std::thread& t : threads) t.join();
   // Without any thread (all refused) queued tasks are dropped here.
   std::deque<std::function<void()>> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     left.swap(tasks_);
   }
 }
 
 int WorkerPool::num_threads() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return static_cast<int>(threads_.size());
 }
 

@@ -5,12 +5,12 @@
 // burst never aborts the process.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace dsv4::server {
 
@@ -22,21 +22,21 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // False after Shutdown (the task is dropped).
-  bool Submit(std::function<void()> task);
+  bool Submit(std::function<void()> task) EXCLUDES(mu_);
   // Runs what is queued, then joins every thread.  Idempotent.
-  void Shutdown();
-  int num_threads();
+  void Shutdown() EXCLUDES(mu_);
+  int num_threads() EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
 
   const int max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
-  std::vector<std::thread> threads_;         // guarded by mu_
-  int idle_ = 0;                             // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::function<void()>> tasks_ GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  int idle_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dsv4::server

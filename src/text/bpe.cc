@@ -162,7 +162,7 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>& out) co
   }
   CacheShard& shard = cache_[HashBytes(piece) % kNumShards];
   {
-    std::lock_guard<std::mutex> lock(shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.map.find(piece);
     if (it != shard.map.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
@@ -171,7 +171,7 @@ void BpeModel::EncodePiece(std::string_view piece, std::vector<int32_t>& out) co
   }
   const size_t start = out.size();
   MergeUncached(piece, out);
-  std::lock_guard<std::mutex> lock(shard.mu);
+  MutexLock lock(&shard.mu);
   if (shard.map.size() >= kMaxShardEntries) shard.map.clear();
   shard.map.emplace(std::string(piece), std::vector<int32_t>(out.begin() + start, out.end()));
 }

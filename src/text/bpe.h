@@ -10,13 +10,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "base/status.h"
 
 namespace dsv4::text {
@@ -102,9 +102,9 @@ class BpeModel {
     size_t operator()(std::string_view s) const { return HashBytes(s); }
   };
   struct CacheShard {
-    std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>>
-        map;  // GUARDED_BY(mu)
+    Mutex mu;
+    std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>> map
+        GUARDED_BY(mu);
   };
   static constexpr int kNumShards = 16;
   static constexpr size_t kMaxShardEntries = 8192;

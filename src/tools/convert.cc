@@ -9,7 +9,6 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -19,6 +18,7 @@
 #include "base/checksum.h"
 #include "base/file_util.h"
 #include "base/mapped_file.h"
+#include "base/mutex.h"
 #include "base/sha256.h"
 #include "checkpoint/safetensors_writer.h"
 #include "tools/convert_internal.h"
@@ -167,39 +167,39 @@ class Marker {
   const std::string& path() const { return path_; }
   // Thread-safe (shards finish concurrently); records are written in name
   // order, so the marker does not depend on completion order.
-  Status Save() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Save() const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return SaveLocked();
   }
   void SetComplete() { j_["complete"] = true; }
-  std::optional<ShardRecord> Find(const std::string& file) const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::optional<ShardRecord> Find(const std::string& file) const EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     auto it = records_.find(file);
     if (it == records_.end()) return std::nullopt;
     return it->second;
   }
   Status RecordShard(const std::string& file, const std::string& source_path,
-                     const std::string& sha256, uint64_t output_checksum) {
+                     const std::string& sha256, uint64_t output_checksum) EXCLUDES(mu_) {
     DSV4_ASSIGN_OR_RETURN(const FileStat st, StatFile(source_path));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     records_[file] = {st.size, st.mtime_ns, sha256, output_checksum};
     return SaveLocked();
   }
   // Loads an existing marker and checks it against the current source.
-  Status LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_hashed);
+  Status LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_hashed) EXCLUDES(mu_);
 
  private:
   Status CheckShard(const Source& src, const std::string& file, const ShardRecord& rec,
                     int64_t* num_hashed) const;
-  Status SaveLocked() const {
+  Status SaveLocked() const REQUIRES(mu_) {
     OrderedJson j = j_;
     for (const auto& [file, rec] : records_) j["source_shards"][file] = RecordJson(rec);
     return WriteFileAtomic(path_, j.dump(2) + "\n");
   }
   std::string path_;
-  OrderedJson j_;
-  std::map<std::string, ShardRecord> records_;  // shard file -> fingerprints
-  mutable std::mutex mu_;
+  OrderedJson j_;  // written only before and after the shard threads run
+  mutable Mutex mu_;  // records_ and the marker file
+  std::map<std::string, ShardRecord> records_ GUARDED_BY(mu_);  // shard file -> fingerprints
 };
 
 Status Marker::LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_hashed) {
@@ -220,6 +220,7 @@ Status Marker::LoadAndCheck(const Source& src, const Plan& plan, int64_t* num_ha
   }
   for (const auto& [file, rec] : old.records) {
     DSV4_RETURN_IF_ERROR(CheckShard(src, file, rec, num_hashed));
+    MutexLock lock(&mu_);
     records_[file] = rec;
   }
   return Status::Ok();
@@ -333,13 +334,13 @@ struct ShardCounters {
 };
 
 Status ProcessShard(const ConvertOptions& o, const Source& src, const Plan& plan, size_t i,
-                    Marker& marker, ShardCounters& counters, std::mutex& log_mu) {
+                    Marker& marker, ShardCounters& counters, Mutex& log_mu) {
   const ShardPlan& shard = plan.shards[i];
   const std::string out_path = (fs::path(o.output_dir) / shard.file).string();
   const std::string src_path = (fs::path(o.input_dir) / shard.file).string();
   const std::string tag = fmt::format("[{:02d}/{:02d}] ", i + 1, plan.shards.size());
   auto log = [&](const std::string& line) {
-    std::lock_guard<std::mutex> lock(log_mu);
+    MutexLock lock(&log_mu);
     Log(o, line);
   };
   DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(out_path));
@@ -384,7 +385,7 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
   const size_t n = plan.shards.size();
   const size_t num_threads = std::clamp<size_t>(static_cast<size_t>(o.num_threads), 1, n);
   ShardCounters counters;
-  std::mutex mu;  // guards first_error and the log
+  Mutex mu;  // guards first_error (a local: the analysis checks only members) and the log
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   Status first_error;
@@ -392,7 +393,7 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
     for (size_t i = next++; i < n && !failed; i = next++) {
       Status s = ProcessShard(o, src, plan, i, marker, counters, mu);
       if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         if (!failed.exchange(true)) first_error = s;
       }
     }

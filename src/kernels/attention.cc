@@ -1,11 +1,11 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/attention_ref.h"
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels {
 
@@ -30,15 +30,16 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
   const int64_t dim_pad = (dim + cpu::kAttnDimAlign - 1) / cpu::kAttnDimAlign * cpu::kAttnDimAlign;
   const int64_t scratch_floats = 2 * cpu::kAttnGroup * dim_pad + cpu::kAttnGroup * 64;
   ParallelFor(pool, tokens * heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch(scratch_floats);
+    struct Tag {};
+    float* scratch = ScratchArray<Tag, float>::Get(static_cast<size_t>(scratch_floats));
     for (int64_t i = begin; i < end;) {
       const int64_t t = i / heads;
       const int64_t h_begin = i % heads;
       const int64_t h_end = std::min(heads, h_begin + (end - i));
       if (isa == Isa::kAvx512) {
-        cpu::AttendHeadsAvx512(args, t, h_begin, h_end, scratch.data());
+        cpu::AttendHeadsAvx512(args, t, h_begin, h_end, scratch);
       } else {
-        cpu::AttendHeadsAvx2(args, t, h_begin, h_end, scratch.data());
+        cpu::AttendHeadsAvx2(args, t, h_begin, h_end, scratch);
       }
       i += h_end - h_begin;
     }

@@ -15,8 +15,12 @@ namespace {
 // limit) stay on the stack and in L1 instead of a [rows, d] scratch buffer.
 constexpr int64_t kChannels = 16;
 
+// Width is a compile-time constant for full blocks so the per-channel loops
+// vectorize (only the max, sums and products: exp stays the libm call).
+template <int64_t kWidth>
 void PoolChannels(const float* const* kv_rows, const float* const* score_rows, int64_t rows,
-                  int64_t c0, int64_t width, bf16* out) {
+                  int64_t c0, int64_t runtime_width, bf16* out) {
+  const int64_t width = kWidth > 0 ? kWidth : runtime_width;
   float mx[kChannels];
   float inv[kChannels];
   float acc[kChannels];
@@ -49,9 +53,11 @@ void PoolChannels(const float* const* kv_rows, const float* const* score_rows, i
 void SoftmaxPool(const float* const* kv_rows, const float* const* score_rows, int64_t rows,
                  int64_t d, bf16* out) {
   DSV4_CHECK(rows >= 1 && rows <= kMaxPoolRows);
-  for (int64_t c0 = 0; c0 < d; c0 += kChannels) {
-    PoolChannels(kv_rows, score_rows, rows, c0, std::min(kChannels, d - c0), out);
+  int64_t c0 = 0;
+  for (; c0 + kChannels <= d; c0 += kChannels) {
+    PoolChannels<kChannels>(kv_rows, score_rows, rows, c0, kChannels, out);
   }
+  if (c0 < d) PoolChannels<0>(kv_rows, score_rows, rows, c0, d - c0, out);
 }
 
 }  // namespace dsv4::kernels

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 
 #include "base/cpu_features.h"
 #include "base/logging.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/gemm_ref.h"
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels {
 
@@ -81,8 +81,12 @@ void ForEachTile(ThreadPool* pool, int64_t m, int64_t n, int64_t width, int64_t 
   pool->ParallelForDynamic(num_tasks, grain, run);
 }
 
-std::unique_ptr<float[]> Floats(int64_t n) {
-  return std::make_unique_for_overwrite<float[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+// The activations as FP32, in this thread's reusable array (kernels/scratch.h):
+// one array for all GEMM entry points, since a GEMM never runs inside another
+// on the same thread.  It grows to the largest call (a prefill chunk) and stays.
+struct GemmActivationsTag {};
+float* Activations(int64_t n) {
+  return ScratchArray<GemmActivationsTag, float>::Get(static_cast<size_t>(n));
 }
 
 // Runs fn(row) for every row in parallel: preparing the activations of a
@@ -107,11 +111,11 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   if (m <= 0) return;
   // ×2^8 compensates the kernels' FP16 route for the weights (gemm_cpu.h).
   static const std::array<float, 256> kTable = E4M3Table(256.0f);
-  auto x = Floats(m * w.in);  // [m, in]
+  float* x = Activations(m * w.in);  // [m, in]
   ForEachRow(pool, m, w.in, [&](int64_t r) {
     for (int64_t i = r * w.in; i < (r + 1) * w.in; ++i) x[i] = kTable[x_codes[i]];
   });
-  const cpu::Fp8GemmArgs args{x.get(), x_scales, m, w, y};
+  const cpu::Fp8GemmArgs args{x, x_scales, m, w, y};
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { simd->fp8(args, t); });
 }
@@ -127,13 +131,13 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   // Groups of 2·lanes (= 2·panel width) elements: even elements, then odd.
   const int64_t group = 2 * width;
   const int64_t half = width;
-  auto x = Floats(m * w.in);  // [m, in], permuted within groups
+  float* x = Activations(m * w.in);  // [m, in], permuted within groups
   ForEachRow(pool, m, w.in, [&](int64_t r) {
     for (int64_t i = r * w.in; i < (r + 1) * w.in; i += group) {
       for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
     }
   });
-  const cpu::Fp4GemmArgs args{x.get(), x_scales, m, w, y};
+  const cpu::Fp4GemmArgs args{x, x_scales, m, w, y};
   ForEachTile(pool, m, w.out, width, width * w.in / 2,
               [&](const cpu::Tile& t) { simd->fp4(args, t); });
 }
@@ -147,13 +151,13 @@ void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t
                bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
   const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
-  auto xf = Floats(m * ldxf);                  // [m, ldxf]
+  float* xf = Activations(m * ldxf);           // [m, ldxf]
   ForEachRow(pool, m, k, [&](int64_t r) {
     for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
     for (int64_t i = k; i < ldxf; ++i) xf[r * ldxf + i] = 0.0f;
   });
   cpu::DenseGemmArgs args;
-  args.x = xf.get();
+  args.x = xf;
   args.ldx = ldxf;
   args.m = m;
   args.k = k;

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
-#include <vector>
 
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/indexer_ref.h"
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels {
 
@@ -15,6 +15,12 @@ namespace dsv4::kernels {
 // entries spread over the pool.  The SIMD tiles reproduce the reference's
 // operation sequence per entry, so scores are identical on every ISA (the
 // top-k selection cannot flip between machines) and batch invariant.
+namespace {
+struct QueryTag {};
+struct KeyTileTag {};
+struct TopKTag {};
+}  // namespace
+
 void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, const bf16* w,
                    const bf16* const* key_rows, int64_t max_entries, const int64_t* n_entries,
                    float* score, ThreadPool* pool) {
@@ -29,8 +35,11 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
   const int64_t width = isa == Isa::kAvx512 ? cpu::kIndexerTileAvx512 : cpu::kIndexerTileAvx2;
   const int64_t num_tiles = (max_entries + width - 1) / width;
   ParallelFor(pool, tokens * num_tiles, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> q_f32(heads * dim);  // [heads, dim] of token cur_t
-    std::vector<float> key_t(dim * width);  // [dim, width]
+    // This thread's reusable arrays (kernels/scratch.h), not the heap.
+    float* q_f32 =
+        ScratchArray<QueryTag, float>::Get(static_cast<size_t>(heads * dim));  // [heads, dim]
+    float* key_t =
+        ScratchArray<KeyTileTag, float>::Get(static_cast<size_t>(dim * width));  // [dim, width]
     int64_t cur_t = -1;
     for (int64_t i = begin; i < end; ++i) {
       const int64_t t = i / num_tiles;
@@ -44,8 +53,8 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
         for (int64_t k = 0; k < heads * dim; ++k) q_f32[k] = Bf16ToF32(q[t * heads * dim + k]);
         cur_t = t;
       }
-      const cpu::IndexerTileArgs args{q_f32.data(),  w + t * heads, heads,        dim,
-                                      key_rows + e0, valid,         key_t.data(), out};
+      const cpu::IndexerTileArgs args{q_f32,         w + t * heads, heads, dim,
+                                      key_rows + e0, valid,         key_t, out};
       if (isa == Isa::kAvx512) {
         cpu::IndexerTileAvx512(args);
       } else {
@@ -57,17 +66,17 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
 
 void TopKDescending(const float* score, int64_t n, int64_t k, int32_t* out) {
   if (k <= 0) return;
-  std::vector<int32_t> idx(n);
-  std::iota(idx.begin(), idx.end(), 0);
+  int32_t* idx = ScratchArray<TopKTag, int32_t>::Get(static_cast<size_t>(n));  // not the heap
+  std::iota(idx, idx + n, 0);
   // A strict total order (score descending, index ascending), so selecting
   // with nth_element and then sorting the k winners is deterministic:
   // O(n + k log k) for the 512-of-many decode case.
   auto before = [score](int32_t a, int32_t b) {
     return score[a] > score[b] || (score[a] == score[b] && a < b);
   };
-  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), before);
-  std::sort(idx.begin(), idx.begin() + k, before);
-  std::copy(idx.begin(), idx.begin() + k, out);
+  std::nth_element(idx, idx + (k - 1), idx + n, before);
+  std::sort(idx, idx + k, before);
+  std::copy(idx, idx + k, out);
 }
 
 }  // namespace dsv4::kernels

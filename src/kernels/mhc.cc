@@ -1,10 +1,9 @@
 #include "kernels/mhc.h"
 
-#include <vector>
-
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/mhc_ref.h"
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels {
 
@@ -22,7 +21,9 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
     return;
   }
   const bool wide = isa == Isa::kAvx512;
-  std::vector<float> inv(tokens);  // [tokens]
+  struct Tag {};
+  float* inv =
+      ScratchArray<Tag, float>::Get(static_cast<size_t>(tokens));  // [tokens], not the heap
   ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const bf16* v = x + t * width;

@@ -63,8 +63,8 @@ class Attention {
   // start_pos below NumCachedTokens re-runs those positions (after rejected
   // speculative tokens): everything the dropped positions produced is
   // discarded first, so the result equals never having run them.
-  // Uses Workspace keys prefixed "a.", "cmp." and "lin." (all <= 15 chars);
-  // x and out must not live in `ws` under those keys.
+  // Uses the Workspace slots kAttn*, kIx*, kCmp* and kLin*; x and out must
+  // not live in `ws` in those slots.
   void Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
                Workspace& ws, ThreadPool* pool, AttentionTrace* trace = nullptr) const;
 

@@ -71,12 +71,12 @@ void UpdateCompressed(const Compressor& comp, const bf16* x, const ForwardBatch&
   const int64_t width = comp.state_width();
   const int64_t d = comp.spec().head_dim;
   const int64_t ratio = comp.spec().ratio;
-  float* kv = ws.Get<float>("a.cmp_kv", Sz(t * width));
-  float* score = ws.Get<float>("a.cmp_score", Sz(t * width));
+  float* kv = ws.Get<float>(WsSlot::kAttnCmpKv, Sz(t * width));
+  float* score = ws.Get<float>(WsSlot::kAttnCmpScore, Sz(t * width));
   comp.Project(x, t, kv, score, pool);
   const int64_t max_new = t / ratio + static_cast<int64_t>(batch.seqs.size());
-  bf16* entries = ws.Get<bf16>("a.cmp_new", Sz(max_new * d));
-  int64_t* blocks = ws.Get<int64_t>("a.cmp_blocks", Sz(max_new));
+  bf16* entries = ws.Get<bf16>(WsSlot::kAttnCmpNew, Sz(max_new * d));
+  int64_t* blocks = ws.Get<int64_t>(WsSlot::kAttnCmpBlocks, Sz(max_new));
   int64_t total = 0;
   for (const SequenceSlice& s : batch.seqs) {
     const Compressor::State state{cache.AttnStateKv(s.cache_slot),
@@ -169,7 +169,7 @@ void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, b
   const int64_t hd = w.n_heads * w.head_dim;
   const int64_t k = hd / w.n_groups;  // heads 8g..8g+7 of a token, concatenated
   const int64_t zw = w.n_groups * w.o_lora;
-  bf16* z = ws.Get<bf16>("a.z", Sz(t * zw));  // [T, G * o_lora], group-major
+  bf16* z = ws.Get<bf16>(WsSlot::kAttnZ, Sz(t * zw));  // [T, G * o_lora], group-major
   for (int64_t g = 0; g < w.n_groups; ++g) {
     w.wo_a.ForwardRows(o + g * k, hd, t, g * w.o_lora, w.o_lora, z + g * w.o_lora, zw, pool);
   }
@@ -195,9 +195,9 @@ void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache
   if (trace != nullptr) *trace = AttentionTrace();
   if (t == 0) return;
   PrepareSlices(batch, cache, ratio_);
-  bf16* qr = ws.Get<bf16>("a.qr", Sz(t * w.q_lora));              // [T, q_lora]
-  bf16* q = ws.Get<bf16>("a.q", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
-  bf16* kv = ws.Get<bf16>("a.kv", Sz(t * w.head_dim));            // [T, d]
+  bf16* qr = ws.Get<bf16>(WsSlot::kAttnQr, Sz(t * w.q_lora));              // [T, q_lora]
+  bf16* q = ws.Get<bf16>(WsSlot::kAttnQ, Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
+  bf16* kv = ws.Get<bf16>(WsSlot::kAttnKv, Sz(t * w.head_dim));            // [T, d]
   QueryPath(w, x, batch, qr, q, ws, pool);
   KvPath(w, x, batch, kv, ws, pool);
 
@@ -205,16 +205,16 @@ void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache
   int64_t topk_width = 0;
   if (indexer_ != nullptr) {
     topk_width = indexer_->topk();
-    topk = ws.Get<int32_t>("a.topk", Sz(t * topk_width));
+    topk = ws.Get<int32_t>(WsSlot::kAttnTopk, Sz(t * topk_width));
     indexer_->Forward(x, qr, batch, cache, topk, ws, pool);
     if (trace != nullptr) FillTrace(topk, t, topk_width, trace);
   }
   if (compressor_ != nullptr) UpdateCompressed(*compressor_, x, batch, cache, ws, pool);
 
   const int64_t list_len = w.window + CompressedWidth(batch, ratio_, topk_width);
-  const bf16** rows = ws.Get<const bf16*>("a.rows", Sz(t * list_len));  // [T, list_len]
+  const bf16** rows = ws.Get<const bf16*>(WsSlot::kAttnRows, Sz(t * list_len));  // [T, list_len]
   BuildRows(w, ratio_, batch, cache, kv, topk, topk_width, list_len, rows);
-  bf16* o = ws.Get<bf16>("a.o", Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
+  bf16* o = ws.Get<bf16>(WsSlot::kAttnO, Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
   kernels::SparseAttention(q, t, w.n_heads, w.head_dim, rows, list_len, w.sink.as<float>(),
                            w.softmax_scale, o, pool);
   WriteRing(w, batch, kv, cache);

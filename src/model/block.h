@@ -44,7 +44,7 @@ class Block {
 
   // in, out [T, hc, D] BF16 streams, T = batch.num_tokens(); out must not alias
   // in.  Hash-routed layers route by batch.token_ids.  Cache contract as
-  // Attention::Forward.  Workspace keys "blk.*" plus those of its parts.
+  // Attention::Forward.  Workspace slots kBlk* plus those of its parts.
   void Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
                Workspace& ws, ThreadPool* pool, BlockTrace* trace = nullptr) const;
 

@@ -113,7 +113,7 @@ void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspa
   if (n == 0) return;
   const int64_t d = spec_.head_dim;
   kernels::RmsNorm(entries, n, d, norm_.as<bf16>(), spec_.norm_eps, entries);
-  int64_t* positions = ws.Get<int64_t>("cmp.pos", static_cast<size_t>(n));
+  int64_t* positions = ws.Get<int64_t>(WsSlot::kCmpPos, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[i] = blocks[i] * spec_.ratio;
   kernels::ApplyRope(entries, n, 1, d, spec_.rope_dim, positions, freqs_.data(), false);
   if (spec_.rotate) {
@@ -127,11 +127,11 @@ void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspa
 int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, const State& state,
                             bf16* entries, Workspace& ws, ThreadPool* pool) const {
   const auto elems = static_cast<size_t>(n * state_width());
-  float* kv = ws.Get<float>("cmp.kv", elems);
-  float* score = ws.Get<float>("cmp.score", elems);
+  float* kv = ws.Get<float>(WsSlot::kCmpKv, elems);
+  float* score = ws.Get<float>(WsSlot::kCmpScore, elems);
   Project(x, n, kv, score, pool);
   const int64_t emitted = Absorb(kv, score, start_pos, n, state, entries);
-  int64_t* blocks = ws.Get<int64_t>("cmp.blocks", static_cast<size_t>(emitted) + 1);
+  int64_t* blocks = ws.Get<int64_t>(WsSlot::kCmpBlocks, static_cast<size_t>(emitted) + 1);
   for (int64_t i = 0; i < emitted; ++i) blocks[i] = FirstEmitted(spec_.ratio, start_pos) + i;
   Finish(entries, emitted, blocks, ws);
   return emitted;

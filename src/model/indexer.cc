@@ -91,11 +91,11 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
                          Workspace& ws, ThreadPool* pool) const {
   const int64_t t = batch.num_tokens();
   const int64_t width = compressor_->state_width();
-  float* kv = ws.Get<float>("a.ix_kv", static_cast<size_t>(t * width));
-  float* score = ws.Get<float>("a.ix_score", static_cast<size_t>(t * width));
+  float* kv = ws.Get<float>(WsSlot::kIxKv, static_cast<size_t>(t * width));
+  float* score = ws.Get<float>(WsSlot::kIxScore, static_cast<size_t>(t * width));
   compressor_->Project(x, t, kv, score, pool);
-  bf16* keys = ws.Get<bf16>("a.ix_keys", static_cast<size_t>((t / ratio_ + 1) * head_dim_));
-  int64_t* blocks = ws.Get<int64_t>("a.ix_blocks", static_cast<size_t>(t / ratio_ + 1));
+  bf16* keys = ws.Get<bf16>(WsSlot::kIxKeys, static_cast<size_t>((t / ratio_ + 1) * head_dim_));
+  int64_t* blocks = ws.Get<int64_t>(WsSlot::kIxBlocks, static_cast<size_t>(t / ratio_ + 1));
   for (const SequenceSlice& s : batch.seqs) {
     const Compressor::State state{cache.IndexStateKv(s.cache_slot),
                                   cache.IndexStateScore(s.cache_slot), cache.IndexStateRows()};
@@ -118,9 +118,9 @@ void Indexer::Select(const SequenceSlice& s, const bf16* q, const bf16* w,
                      const AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                      ThreadPool* pool) const {
   const int64_t num_keys = cache.index_keys().size(s.cache_slot);
-  const bf16** key_rows = ws.Get<const bf16*>("a.ix_krows", static_cast<size_t>(num_keys) + 1);
+  const bf16** key_rows = ws.Get<const bf16*>(WsSlot::kIxKeyRows, static_cast<size_t>(num_keys) + 1);
   for (int64_t e = 0; e < num_keys; ++e) key_rows[e] = cache.index_keys().Row(s.cache_slot, e);
-  float* scores = ws.Get<float>("a.ix_scores", static_cast<size_t>(kRowTile * (num_keys + 1)));
+  float* scores = ws.Get<float>(WsSlot::kIxScores, static_cast<size_t>(kRowTile * (num_keys + 1)));
   int64_t visible[kRowTile];
   for (int64_t r0 = 0; r0 < s.num_tokens; r0 += kRowTile) {
     const int64_t rows = std::min(kRowTile, s.num_tokens - r0);
@@ -144,11 +144,11 @@ void Indexer::Forward(const bf16* x, const bf16* qr, const ForwardBatch& batch,
                       AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                       ThreadPool* pool) const {
   const int64_t t = batch.num_tokens();
-  bf16* q = ws.Get<bf16>("a.ix_q", static_cast<size_t>(t * n_heads_ * head_dim_));
+  bf16* q = ws.Get<bf16>(WsSlot::kIxQ, static_cast<size_t>(t * n_heads_ * head_dim_));
   Queries(qr, batch, q, ws, pool);
   UpdateKeys(x, batch, cache, ws, pool);
   // w = bf16(fp32(weights_proj(x)) * c), c applied as an FP32 scalar.
-  bf16* w = ws.Get<bf16>("a.ix_w", static_cast<size_t>(t * n_heads_));
+  bf16* w = ws.Get<bf16>(WsSlot::kIxW, static_cast<size_t>(t * n_heads_));
   weights_proj_.Forward(x, weights_proj_.in(), t, w, n_heads_, pool);
   for (int64_t i = 0; i < t * n_heads_; ++i) w[i] = F32ToBf16(Bf16ToF32(w[i]) * weight_scale_);
   for (const SequenceSlice& s : batch.seqs) Select(s, q, w, cache, topk_out, ws, pool);

@@ -40,8 +40,8 @@ Result<Fp8Linear> Fp8Linear::Load(const Checkpoint& ckpt, const std::string& nam
 void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const {
   if (m == 0) return;
   const auto n = static_cast<size_t>(m * w_.in);
-  uint8_t* codes = ws.Get<uint8_t>("lin.codes", n);      // [m, in]
-  float* scales = ws.Get<float>("lin.scales", n / 128);  // [m, in/128]
+  uint8_t* codes = ws.Get<uint8_t>(WsSlot::kLinCodes, n);      // [m, in]
+  float* scales = ws.Get<float>(WsSlot::kLinScales, n / 128);  // [m, in/128]
   kernels::ActQuantFp8(x, m, w_.in, 128, codes, scales);
   kernels::Fp8Gemm(codes, scales, m, w_, y, pool);
 }
@@ -156,8 +156,8 @@ Result<Int8Linear> Int8Linear::Load(const Checkpoint& ckpt, const std::string& n
 
 void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const {
   if (m == 0) return;
-  int8_t* codes = ws.Get<int8_t>("lin.q8", static_cast<size_t>(m * w_.in));  // [m, in]
-  float* scales = ws.Get<float>("lin.s8", static_cast<size_t>(m));           // [m]
+  int8_t* codes = ws.Get<int8_t>(WsSlot::kLinQ8, static_cast<size_t>(m * w_.in));  // [m, in]
+  float* scales = ws.Get<float>(WsSlot::kLinS8, static_cast<size_t>(m));           // [m]
   kernels::ActQuantInt8PerToken(x, m, w_.in, codes, scales);
   kernels::Int8Gemm(codes, scales, m, w_, y, pool);
 }

@@ -41,7 +41,7 @@ class Fp8Linear {
                                 int64_t in);
 
   // y [m, out] = bf16(W . act_quant(x)), x [m, in] BF16.  Row r of y depends
-  // only on row r of x.  Uses Workspace keys "lin.codes" and "lin.scales"
+  // only on row r of x.  Uses Workspace slots kLinCodes and kLinScales
   // (valid only during the call).
   void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
 
@@ -110,7 +110,7 @@ class Int8Linear {
                                  int64_t in);
 
   // y [m, out] = Int8Gemm(act_quant_int8(x)), x [m, in] BF16.  Row r of y
-  // depends only on row r of x.  Uses Workspace keys "lin.q8" and "lin.s8".
+  // depends only on row r of x.  Uses Workspace slots kLinQ8 and kLinS8.
   void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
 
   int64_t out() const { return w_.out; }

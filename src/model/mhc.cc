@@ -28,8 +28,8 @@ Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefi
 void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* a, float* post,
            float* comb, Workspace& ws, ThreadPool* pool) {
   DSV4_CHECK(w.num_mix == (2 + shape.hc) * shape.hc);
-  float* mixes = ws.Get<float>("hc.mixes", static_cast<size_t>(n * w.num_mix));  // [n, num_mix]
-  float* pre = ws.Get<float>("hc.pre", static_cast<size_t>(n * shape.hc));       // [n, hc]
+  float* mixes = ws.Get<float>(WsSlot::kHcMixes, static_cast<size_t>(n * w.num_mix));  // [n, num_mix]
+  float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));       // [n, hc]
   kernels::HcMixes(x, n, shape.width(), w.fn, w.num_mix, shape.norm_eps, mixes, pool);
   kernels::HcSplitSinkhorn(mixes, n, shape.hc, w.scale, w.base, shape.sinkhorn_iters, shape.hc_eps,
                            pre, post, comb);
@@ -45,8 +45,8 @@ void HcPost(const HcShape& shape, const bf16* f, const bf16* res, int64_t n, con
 void HcHead(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* y,
             Workspace& ws, ThreadPool* pool) {
   DSV4_CHECK(w.num_mix == shape.hc);
-  float* mixes = ws.Get<float>("hc.mixes", static_cast<size_t>(n * w.num_mix));  // [n, hc]
-  float* pre = ws.Get<float>("hc.pre", static_cast<size_t>(n * shape.hc));       // [n, hc]
+  float* mixes = ws.Get<float>(WsSlot::kHcMixes, static_cast<size_t>(n * w.num_mix));  // [n, hc]
+  float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));       // [n, hc]
   kernels::HcMixes(x, n, shape.width(), w.fn, w.num_mix, shape.norm_eps, mixes, pool);
   kernels::HcHeadPre(mixes, n, shape.hc, w.scale[0], w.base, shape.hc_eps, pre);
   kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, y);

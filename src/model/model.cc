@@ -338,8 +338,8 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   if (r == 0 || (out.logits == nullptr && out.hidden == nullptr)) return;
   const int64_t d = cfg_.hidden_size;
   const int64_t width = stream_width();
-  bf16* g = ws.Get<bf16>("mdl.hg", Sz(r * width));  // [r, hc, D] gathered rows
-  bf16* y = ws.Get<bf16>("mdl.hy", Sz(r * d));      // [r, D]
+  bf16* g = ws.Get<bf16>(WsSlot::kMdlHeadRows, Sz(r * width));  // [r, hc, D] gathered rows
+  bf16* y = ws.Get<bf16>(WsSlot::kMdlHeadOut, Sz(r * d));      // [r, D]
   for (int64_t i = 0; i < r; ++i) {
     std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width, Sz(width) * sizeof(bf16));
   }
@@ -364,8 +364,8 @@ Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const Forwar
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
   const size_t elems = Sz(n * stream_width());
-  bf16* cur = ws.Get<bf16>("mdl.s0", elems);   // [n, hc, D]
-  bf16* next = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
+  bf16* cur = ws.Get<bf16>(WsSlot::kMdlStreams0, elems);   // [n, hc, D]
+  bf16* next = ws.Get<bf16>(WsSlot::kMdlStreams1, elems);  // [n, hc, D]
   EmbedStreams(batch.token_ids.data(), n, cur);
   if (trace != nullptr) {
     trace->blocks.resize(Sz(num_layers()));
@@ -397,10 +397,10 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   const int64_t d = cfg_.hidden_size;
   const int64_t hc = hc_.hc;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  bf16* e = ws.Get<bf16>("mtp.e", Sz(n * d));         // [n, D]
-  bf16* ep = ws.Get<bf16>("mtp.ep", Sz(n * d));       // [n, D]
-  bf16* hn = ws.Get<bf16>("mtp.hn", Sz(n * hc * d));  // [n, hc, D]
-  bf16* hp = ws.Get<bf16>("mtp.hp", Sz(n * hc * d));  // [n, hc, D]
+  bf16* e = ws.Get<bf16>(WsSlot::kMtpE, Sz(n * d));         // [n, D]
+  bf16* ep = ws.Get<bf16>(WsSlot::kMtpEp, Sz(n * d));       // [n, D]
+  bf16* hn = ws.Get<bf16>(WsSlot::kMtpHn, Sz(n * hc * d));  // [n, hc, D]
+  bf16* hp = ws.Get<bf16>(WsSlot::kMtpHp, Sz(n * hc * d));  // [n, hc, D]
   for (int64_t t = 0; t < n; ++t) {
     std::memcpy(e + t * d, embed_ + static_cast<int64_t>(batch.token_ids[Sz(t)]) * d,
                 Sz(d) * sizeof(bf16));
@@ -410,8 +410,8 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   mtp_.e_proj.Forward(e, n, ep, ws, pool);
   mtp_.h_proj.Forward(hn, n * hc, hp, ws, pool);  // per token and stream
   const size_t elems = Sz(n * stream_width());
-  bf16* x = ws.Get<bf16>("mdl.s0", elems);  // [n, hc, D]
-  bf16* y = ws.Get<bf16>("mdl.s1", elems);  // [n, hc, D]
+  bf16* x = ws.Get<bf16>(WsSlot::kMdlStreams0, elems);  // [n, hc, D]
+  bf16* y = ws.Get<bf16>(WsSlot::kMdlStreams1, elems);  // [n, hc, D]
   // One BF16 rounding of the sum; e_proj is broadcast to every stream.
   ParallelFor(pool, n, 8, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {

@@ -28,20 +28,20 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t int
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
   constexpr bool kInt8 = std::is_same_v<Code, int8_t>;
   const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;  // per row
-  bf16* h = ws.Get<bf16>("moe.h", Sz(m * inter));            // [m, inter]
-  Code* hq = ws.Get<Code>("moe.hq", Sz(m * inter));          // [m, inter]
-  float* hs = ws.Get<float>("moe.hs", Sz(m * num_scales));   // [m, num_scales]
+  bf16* h = ws.Get<bf16>(WsSlot::kMoeH, Sz(m * inter));            // [m, inter]
+  Code* hq = ws.Get<Code>(WsSlot::kMoeHq, Sz(m * inter));          // [m, inter]
+  float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(m * num_scales));   // [m, num_scales]
   if (w13.out != 0) {
     // One activation pass and one pool dispatch for both projections.
-    bf16* gu = ws.Get<bf16>("moe.gu", Sz(m * 2 * inter));  // [m, 2*inter]: gate | up
+    bf16* gu = ws.Get<bf16>(WsSlot::kMoeGu, Sz(m * 2 * inter));  // [m, 2*inter]: gate | up
     gemm(x_codes, x_scales, m, w13, gu, pool);
     for (int64_t r = 0; r < m; ++r) {
       kernels::SwiGlu(gu + r * 2 * inter, gu + r * 2 * inter + inter, 1, inter, limit,
                       row_weight != nullptr ? row_weight + r : nullptr, h + r * inter);
     }
   } else {
-    bf16* g = ws.Get<bf16>("moe.g", Sz(m * inter));  // [m, inter]
-    bf16* u = ws.Get<bf16>("moe.u", Sz(m * inter));  // [m, inter]
+    bf16* g = ws.Get<bf16>(WsSlot::kMoeG, Sz(m * inter));  // [m, inter]
+    bf16* u = ws.Get<bf16>(WsSlot::kMoeU, Sz(m * inter));  // [m, inter]
     gemm(x_codes, x_scales, m, w1, g, pool);
     gemm(x_codes, x_scales, m, w3, u, pool);
     kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
@@ -214,8 +214,8 @@ void Route(const MoeShape& shape, const RouterWeights& w, const bf16* x, const i
            ThreadPool* pool) {
   const int64_t e = shape.num_experts;
   const int64_t k = shape.top_k;
-  if (logits == nullptr) logits = ws.Get<float>("moe.logits", Sz(n * e));  // [n, e]
-  float* scores = ws.Get<float>("moe.scores", Sz(n * e));                  // [n, e]
+  if (logits == nullptr) logits = ws.Get<float>(WsSlot::kMoeLogits, Sz(n * e));  // [n, e]
+  float* scores = ws.Get<float>(WsSlot::kMoeScores, Sz(n * e));                  // [n, e]
   kernels::GemmBf16F32(x, n, shape.dim, w.gate, e, logits, pool);
   kernels::SqrtSoftplus(logits, n * e, scores);
   if (w.tid2eid != nullptr) {
@@ -256,14 +256,14 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   const int64_t k = shape.top_k;
   const int64_t nb = w.int8 ? 1 : d / kActBlock;      // activation scales per row
   const int64_t na = n * k;                           // assignments
-  int32_t* ids = ws.Get<int32_t>("moe.ids", Sz(na));  // [n, k]
-  float* rw = ws.Get<float>("moe.rw", Sz(na));        // [n, k]
+  int32_t* ids = ws.Get<int32_t>(WsSlot::kMoeIds, Sz(na));  // [n, k]
+  float* rw = ws.Get<float>(WsSlot::kMoeRw, Sz(na));        // [n, k]
   Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
 
   // The activation is quantized once; per-row quantization makes gathering
   // codes identical to quantizing each expert's gathered rows.
-  uint8_t* xq = ws.Get<uint8_t>("moe.xq", Sz(n * d));  // [n, d] FP8 or INT8 codes
-  float* xs = ws.Get<float>("moe.xs", Sz(n * nb));     // [n, nb]
+  uint8_t* xq = ws.Get<uint8_t>(WsSlot::kMoeXq, Sz(n * d));  // [n, d] FP8 or INT8 codes
+  float* xs = ws.Get<float>(WsSlot::kMoeXs, Sz(n * nb));     // [n, nb]
   if (w.int8) {
     kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs);
   } else {
@@ -271,18 +271,18 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   }
 
   // Assignments sorted by expert (tokens ascending inside an expert).
-  int64_t* offset = ws.Get<int64_t>("moe.off", Sz(e + 1));  // [e + 1]
-  int64_t* ptok = ws.Get<int64_t>("moe.ptok", Sz(na));      // [na] token of each sorted assignment
-  float* pw = ws.Get<float>("moe.pw", Sz(na));              // [na] its routing weight
+  int64_t* offset = ws.Get<int64_t>(WsSlot::kMoeOff, Sz(e + 1));  // [e + 1]
+  int64_t* ptok = ws.Get<int64_t>(WsSlot::kMoePtok, Sz(na));      // [na] token of each sorted assignment
+  float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));              // [na] its routing weight
   const int64_t max_rows = kernels::SortByExpert(ids, rw, n, k, e, offset, ptok, pw);
 
   // y starts at zero in FP32 and each expert, in ascending id, adds its BF16
   // output to its tokens: exactly the reference's order, with O(n*d) memory
   // rather than O(n*top_k*d).
-  float* acc = ws.Get<float>("moe.acc", Sz(n * d));           // [n, d]
-  uint8_t* eq = ws.Get<uint8_t>("moe.eq", Sz(max_rows * d));  // [rows, d] gathered codes
-  float* es = ws.Get<float>("moe.es", Sz(max_rows * nb));     // [rows, d/128]
-  bf16* ye = ws.Get<bf16>("moe.ye", Sz(max_rows * d));        // [rows, d]
+  float* acc = ws.Get<float>(WsSlot::kMoeAcc, Sz(n * d));           // [n, d]
+  uint8_t* eq = ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(max_rows * d));  // [rows, d] gathered codes
+  float* es = ws.Get<float>(WsSlot::kMoeEs, Sz(max_rows * nb));     // [rows, d/128]
+  bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(max_rows * d));        // [rows, d]
   std::memset(acc, 0, Sz(n * d) * sizeof(float));
   for (int64_t i = 0; i < e; ++i) {
     const int64_t m = offset[i + 1] - offset[i];
@@ -294,7 +294,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   }
   bf16* ysh = nullptr;
   if (shape.shared_inter > 0) {
-    ysh = ws.Get<bf16>("moe.ysh", Sz(n * d));  // [n, d]
+    ysh = ws.Get<bf16>(WsSlot::kMoeYsh, Sz(n * d));  // [n, d]
     SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
   }
   kernels::CombineExperts(acc, ysh, n, d, y, pool);  // the shared expert last

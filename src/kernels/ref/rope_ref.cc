@@ -1,14 +1,20 @@
 #include "kernels/ref/rope_ref.h"
 
 #include <cmath>
-#include <vector>
+
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels::ref {
 
 void ApplyRope(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rope_dim,
                const int64_t* positions, const float* freqs, bool inverse) {
   const int64_t num_pairs = rope_dim / 2;
-  std::vector<float> cos_t(num_pairs), sin_t(num_pairs);
+  // Also the production kernel on every ISA: the tables come from the
+  // thread's reusable scratch, not the heap.
+  struct CosTag {};
+  struct SinTag {};
+  float* cos_t = ScratchArray<CosTag, float>::Get(static_cast<size_t>(num_pairs));
+  float* sin_t = ScratchArray<SinTag, float>::Get(static_cast<size_t>(num_pairs));
   for (int64_t r = 0; r < rows; ++r) {
     // The angle is an FP32 product of the FP32 position (docs/model.md "RoPE and YaRN"): a
     // double angle drifts from the reference at long context.

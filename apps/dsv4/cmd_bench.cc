@@ -12,11 +12,11 @@
 #include "commands.h"
 #include "default_model.h"
 #include "engine/memory_budget.h"
+#include "engine/offline.h"
 #include "kernels/dispatch.h"
+#include "launch/engine_setup.h"
 #include "membw.h"
 #include "model/model.h"
-#include "runner/local_engine.h"
-#include "runner/offline.h"
 
 namespace dsv4::cli {
 

@@ -16,7 +16,7 @@
 #include "generate_config.h"
 #include "generate_driver.h"
 #include "generate_output.h"
-#include "runner/local_engine.h"
+#include "launch/engine_setup.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::cli {

@@ -18,7 +18,7 @@
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
-#include "runner/local_engine.h"
+#include "launch/engine_setup.h"
 #include "server/openai_server.h"
 #include "server/scripted_engine.h"
 #include "text/tokenizer.h"
@@ -104,8 +104,9 @@ void PrintBanner(const ServeArgs& a, int port, bool scripted) {
             << "\n"
             << "  HTTP:                     " << a.server.max_connections << " connections, "
             << a.server.num_http_threads << " workers, header timeout "
-            << a.server.header_timeout_seconds << " s, read timeout "
-            << a.server.read_timeout_seconds << " s\n";
+            << a.server.header_timeout_seconds << " s, body timeout "
+            << a.server.body_timeout_seconds << " s, read timeout " << a.server.read_timeout_seconds
+            << " s\n";
   if (scripted) {
     std::cout << "  WARNING: --test-script-ids replays scripted token ids (TEST ONLY)\n";
   }
@@ -246,6 +247,10 @@ void RegisterServe(CLI::App& app, int* exit_code) {
       ->each([args](const std::string&) { args->max_connections_given = true; });
   cmd->add_option("--header-timeout", s.header_timeout_seconds,
                   "Seconds from a request's first byte to the end of its header")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", s.body_timeout_seconds,
+                  "Seconds from the end of a request's header to the end of its body")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   cmd->add_option("--read-timeout", s.read_timeout_seconds,

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "runner/engine_options.h"
+#include "launch/engine_options.h"
 
 namespace dsv4::cli {
 

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace dsv4 {
 
 struct SamplingParams {
@@ -27,5 +29,16 @@ struct SamplingParams {
 
   bool greedy() const { return temperature <= 0.0f; }
 };
+
+// OpenAI's and vLLM's cap on top logprobs per token.
+inline constexpr int32_t kMaxLogprobs = 20;
+
+// InvalidArgument (naming the field) for parameters out of range:
+// temperature < 0, top_p not in (0, 1], top_k < 0, min_p not in [0, 1],
+// penalties outside their OpenAI ranges, repetition_penalty <= 0, logit_bias
+// ids outside [0, vocab) or named twice or values outside [-100, 100],
+// logprobs outside [-1, kMaxLogprobs].  The engine calls it at submission;
+// the sampler REQUIRES valid params.
+Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab);
 
 }  // namespace dsv4

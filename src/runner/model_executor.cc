@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "base/logging.h"
-#include "runner/mtp_proposer.h"
+#include "speculation/mtp_proposer.h"
 
 namespace dsv4 {
 

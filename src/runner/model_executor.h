@@ -32,8 +32,8 @@
 #include "model/model.h"
 #include "model/model_cache.h"
 #include "model/workspace.h"
-#include "runner/draft_proposer.h"
-#include "runner/sampler.h"
+#include "sampling/sampler.h"
+#include "speculation/draft_proposer.h"
 
 namespace dsv4 {
 
@@ -65,10 +65,6 @@ class ModelExecutor : public Executor {
 
   Result<StepResult> Run(const StepPlan& plan) override;
 
-  // Validates the params a request will be sampled with (Sampler::Validate).
-  Status ValidateSampling(const SamplingParams& params) const {
-    return samplers_.front()->Validate(params);
-  }
   int64_t num_cache_slots() const { return cache_->num_slots(); }
   // The model cache (bytes, pools and tables for setup checks and tests).
   const ModelCache& cache() const { return *cache_; }

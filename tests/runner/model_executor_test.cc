@@ -12,8 +12,8 @@
 #include <span>
 #include <string>
 
-#include "runner/token_distribution.h"
 #include "runner_test_util.h"
+#include "sampling/token_distribution.h"
 
 namespace dsv4::testing {
 namespace {

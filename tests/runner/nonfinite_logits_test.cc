@@ -14,7 +14,7 @@
 #include <mutex>
 
 #include "checkpoint/safetensors.h"
-#include "runner/local_engine.h"
+#include "launch/engine_setup.h"
 #include "runner_test_util.h"
 #include "testing/golden.h"
 
@@ -27,8 +27,7 @@ constexpr int32_t kPoisoned = 77;
 
 // A copy of tiny-a whose embed.weight row kPoisoned is all NaN (BF16 0x7fc0).
 std::string PoisonedCopy() {
-  const fs::path dir =
-      fs::temp_directory_path() / ("dsv4-nonfinite-" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / ("dsv4-nonfinite-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(TestDataPath("golden/tiny-a"))) {
@@ -71,7 +70,7 @@ TEST(NonFiniteLogitsTest, OnlyThePoisonedRequestFails) {
     SCOPED_TRACE(k);
     EngineOptions o = TestOptions(k);
     o.threads = 2;
-    auto engine = LocalEngine::Create(**model, o, 256 << 20);
+    auto engine = StartLocalEngine(**model, o, 256 << 20);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     std::mutex mu;
     std::condition_variable cv;

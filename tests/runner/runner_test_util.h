@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "launch/engine_setup.h"
 #include "model/model.h"
-#include "runner/engine_setup.h"
 
 namespace dsv4::testing {
 

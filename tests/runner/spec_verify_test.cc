@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "runner/sampler.h"
-#include "runner/sampler_rng.h"
-#include "runner/token_distribution.h"
+#include "sampling/sampler.h"
+#include "sampling/sampler_rng.h"
+#include "sampling/token_distribution.h"
 
 namespace dsv4::testing {
 namespace {

@@ -1,8 +1,9 @@
-#include "runner/engine_setup.h"
+#include "launch/engine_setup.h"
 
 #include <algorithm>
 
 #include "base/logging.h"
+#include "engine/memory_budget.h"
 
 namespace dsv4 {
 
@@ -73,6 +74,70 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   DSV4_LOG_INFO("{}", model_cache);
   parts.description = setup.description + "; " + model_cache;
   return parts;
+}
+
+namespace {
+
+// What the engine thread runs on besides the executor: kept alive until the
+// thread has stopped and the executor is gone.
+struct Resources {
+  std::unique_ptr<Model> model;  // null when the caller owns it
+  std::unique_ptr<ThreadPool> pool;
+};
+
+Result<std::unique_ptr<LocalEngine>> Start(const Model& model, std::unique_ptr<Model> owned,
+                                           const EngineOptions& options, int64_t budget_bytes,
+                                           std::unique_ptr<DraftProposer> proposer) {
+  auto resources = std::make_shared<Resources>();
+  resources->model = std::move(owned);
+  const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
+  DSV4_ASSIGN_OR_RETURN(resources->pool, ThreadPool::Create(threads));
+  DSV4_ASSIGN_OR_RETURN(EngineParts built, BuildEngine(model, resources->pool.get(), options,
+                                                       budget_bytes, std::move(proposer)));
+  LocalEngineConfig config;
+  config.vocab_size = model.config().vocab_size;
+  config.eos_token_id = model.config().eos_token_id;
+  config.max_model_len = options.max_model_len;
+  config.max_waiting = options.max_waiting;
+  config.plan = built.plan;
+  config.description = built.description;
+  LocalEngineParts parts;
+  parts.resources = std::move(resources);
+  parts.executor = std::move(built.executor);
+  parts.core = std::move(built.core);
+  return LocalEngine::Start(std::move(config), std::move(parts));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LocalEngine>> StartLocalEngine(const Model& model,
+                                                      const EngineOptions& options,
+                                                      int64_t budget_bytes,
+                                                      std::unique_ptr<DraftProposer> proposer) {
+  return Start(model, nullptr, options, budget_bytes, std::move(proposer));
+}
+
+Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
+  ModelOptions model_options;
+  model_options.prepacked = options.prepacked;
+  model_options.prepacked_verify_threads = options.threads;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                        Model::Load(options.model_dir, model_options));
+  // Mapped weights sit in the page cache, which MemAvailable counts as
+  // reclaimable: reserve them so the caches do not evict the weights.
+  KvBudgetOptions budget;
+  budget.kv_cache_memory = options.kv_cache_memory;
+  budget.memory_utilization = options.memory_utilization;
+  budget.resident_reserve = model->MappedWeightBytes();
+  int64_t bytes = options.kv_cache_memory;
+  if (bytes <= 0) {
+    DSV4_ASSIGN_OR_RETURN(MemoryInfo memory, ReadMemInfo());
+    DSV4_ASSIGN_OR_RETURN(bytes, ResolveKvBudget(budget, memory));
+  }
+  const Model& ref = *model;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> engine,
+                        Start(ref, std::move(model), options, bytes, nullptr));
+  return std::unique_ptr<AsyncEngine>(std::move(engine));
 }
 
 }  // namespace dsv4

@@ -13,7 +13,7 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 #include "model/forward_batch.h"
-#include "runner/sampler.h"
+#include "sampling/sampler.h"
 #include "tensor/numeric.h"
 
 namespace dsv4 {

@@ -1,8 +1,6 @@
 // The engine thread: concurrent Submit/Abort from several threads, every
 // request gets exactly one final output, greedy outputs equal the
 // single-threaded core's, Shutdown aborts what is in flight, RunOffline.
-#include "runner/local_engine.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "runner/offline.h"
+#include "engine/offline.h"
+#include "launch/engine_setup.h"
 #include "runner_test_util.h"
 
 namespace dsv4::testing {
@@ -55,12 +54,12 @@ GenerationRequest Gen(int64_t i, int64_t max_tokens) {
   return g;
 }
 
-TEST(LocalEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
+TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 6;
   EngineOptions o = TestOptions(2);
   o.threads = 2;
-  auto engine = LocalEngine::Create(TinyModel(), o, 256 << 20);
+  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_TRUE((*engine)->Ready());
   Sink sink;
@@ -127,10 +126,10 @@ TEST(LocalEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   EXPECT_EQ(s.spec_accepted_per_pos.size(), 2u);
 }
 
-TEST(LocalEngineTest, ShutdownAbortsInFlight) {
+TEST(ModelEngineTest, ShutdownAbortsInFlight) {
   EngineOptions o = TestOptions(1);
   o.threads = 1;
-  auto engine = LocalEngine::Create(TinyModel(), o, 256 << 20);
+  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
   for (int i = 0; i < 6; ++i)
@@ -146,7 +145,7 @@ TEST(LocalEngineTest, ShutdownAbortsInFlight) {
   EXPECT_EQ(sink.num_final_total, 6);
   for (const auto& [id, f] : sink.done) EXPECT_EQ(f.reason, FinishReason::kAbort) << id;
   EXPECT_FALSE((*engine)->Submit(Gen(0, 4), sink.Callback()).ok());
-  auto quick = LocalEngine::Create(TinyModel(), o, 256 << 20);
+  auto quick = StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(quick.ok());
   Sink sink2;
   ASSERT_TRUE((*quick)->Submit(Gen(3, 200), sink2.Callback()).ok());
@@ -154,11 +153,11 @@ TEST(LocalEngineTest, ShutdownAbortsInFlight) {
   EXPECT_EQ(sink2.num_final_total, 1);
 }
 
-TEST(LocalEngineTest, SubmitValidates) {
+TEST(ModelEngineTest, SubmitValidates) {
   EngineOptions o = TestOptions(0);
   o.max_waiting = 2;
   o.threads = 1;
-  auto engine = LocalEngine::Create(TinyModel(), o, 256 << 20);
+  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
   GenerationRequest empty;
@@ -176,10 +175,10 @@ TEST(LocalEngineTest, SubmitValidates) {
             StatusCode::kInvalidArgument);
 }
 
-TEST(LocalEngineTest, RunOfflineReportsOutputsAndAcceptance) {
+TEST(ModelEngineTest, RunOfflineReportsOutputsAndAcceptance) {
   EngineOptions o = TestOptions(3);
   o.threads = 2;
-  auto engine = LocalEngine::Create(TinyModel(), o, 256 << 20);
+  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 6; ++i) {

@@ -7,7 +7,7 @@
 // rows whose main-model results now stand (prefill chunks, the tail and the
 // accepted drafts), all sequences in one ForwardMtp call; the last row's
 // choice is draft 1 (greedy requests: the argmax; sampled requests: a coupled
-// draft, CoupledDraft in runner/token_distribution.h, which keeps seeded
+// draft, CoupledDraft in sampling/token_distribution.h, which keeps seeded
 // output identical to plain sampling and lifts acceptance to the overlap of
 // the MTP and target laws).  Drafts 2..K chain the layer on itself: row P + j - 2
 // takes the MTP block's own output streams and draft j - 1.  Chained rows
@@ -26,8 +26,8 @@
 #include "model/model.h"
 #include "model/model_cache.h"
 #include "model/workspace.h"
-#include "runner/draft_proposer.h"
-#include "runner/token_distribution.h"
+#include "sampling/token_distribution.h"
+#include "speculation/draft_proposer.h"
 
 namespace dsv4 {
 

@@ -1,4 +1,4 @@
-#include "runner/token_distribution.h"
+#include "sampling/token_distribution.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "base/logging.h"
-#include "runner/sampler_rng.h"
+#include "sampling/sampler_rng.h"
 
 namespace dsv4 {
 

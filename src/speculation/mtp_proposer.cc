@@ -1,4 +1,4 @@
-#include "runner/mtp_proposer.h"
+#include "speculation/mtp_proposer.h"
 
 #include <algorithm>
 #include <cstring>

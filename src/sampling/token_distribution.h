@@ -21,9 +21,9 @@
 #include <span>
 #include <vector>
 
-#include "engine/async_engine.h"
+#include "engine/request.h"
 #include "engine/sampling_params.h"
-#include "runner/sampler.h"
+#include "sampling/sampler.h"
 
 namespace dsv4 {
 
@@ -37,7 +37,7 @@ class TokenDistribution {
   // greedy params only argmax() is meaningful afterwards.  Non-finite logits
   // (NaN, +inf) are excluded from the distribution and counted in
   // num_nonfinite(); -inf means probability 0.  REQUIRES: params valid
-  // (Sampler::Validate), history ids in [0, vocab).
+  // (ValidateSamplingParams), history ids in [0, vocab).
   void Compute(const float* logits, const SamplingParams& params, const TokenHistory& history);
 
   int64_t vocab() const { return vocab_; }

@@ -1,8 +1,8 @@
-#include "runner/offline.h"
+#include "engine/offline.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
+
+#include "base/mutex.h"
 
 namespace dsv4 {
 
@@ -16,11 +16,11 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 // Outputs arrive on the engine thread; the caller waits on `done`.
 struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<OfflineOutput> outputs;  // GUARDED_BY(mu)
-  std::vector<bool> got_first;         // GUARDED_BY(mu)
-  size_t num_finished = 0;             // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  std::vector<OfflineOutput> outputs GUARDED_BY(mu);
+  std::vector<bool> got_first GUARDED_BY(mu);
+  size_t num_finished GUARDED_BY(mu) = 0;
   Clock::time_point start;
 };
 
@@ -28,16 +28,19 @@ struct Collector {
 
 Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequest> requests) {
   Collector c;
-  c.outputs.resize(requests.size());
-  c.got_first.assign(requests.size(), false);
+  {
+    MutexLock lock(&c.mu);
+    c.outputs.resize(requests.size());
+    c.got_first.assign(requests.size(), false);
+    for (OfflineOutput& o : c.outputs) o.id = -1;
+  }
   const EngineStats before = engine.Stats();
   c.start = Clock::now();
   std::vector<RequestId> ids;
   for (size_t i = 0; i < requests.size(); ++i) {
-    c.outputs[i].id = -1;
     auto on_output = [&c, i](const GenerationOutput& g) {
       const Clock::time_point now = Clock::now();
-      std::lock_guard<std::mutex> lock(c.mu);
+      MutexLock lock(&c.mu);
       OfflineOutput& o = c.outputs[i];
       o.tokens.insert(o.tokens.end(), g.new_tokens.begin(), g.new_tokens.end());
       o.logprobs.insert(o.logprobs.end(), g.logprobs.begin(), g.logprobs.end());
@@ -52,28 +55,28 @@ Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequ
         o.error = g.error;
         o.total_seconds = Seconds(c.start, now);
         ++c.num_finished;
-        c.cv.notify_all();
+        c.cv.SignalAll();
       }
     };
     Result<RequestId> id = engine.Submit(std::move(requests[i]), on_output);
     if (!id.ok()) {
       for (RequestId done : ids) engine.Abort(done);
-      std::unique_lock<std::mutex> lock(c.mu);
-      c.cv.wait(lock, [&] { return c.num_finished == ids.size(); });
+      MutexLock lock(&c.mu);
+      c.cv.Wait(&c.mu, [&]() REQUIRES(c.mu) { return c.num_finished == ids.size(); });
       return id.status().WithPrefix(fmt::format("request {}", i));
     }
     ids.push_back(*id);
-    std::lock_guard<std::mutex> lock(c.mu);
+    MutexLock lock(&c.mu);
     c.outputs[i].id = *id;
   }
-  {
-    std::unique_lock<std::mutex> lock(c.mu);
-    c.cv.wait(lock, [&] { return c.num_finished == c.outputs.size(); });
-  }
   OfflineReport r;
+  {
+    MutexLock lock(&c.mu);
+    c.cv.Wait(&c.mu, [&]() REQUIRES(c.mu) { return c.num_finished == c.outputs.size(); });
+    r.outputs = std::move(c.outputs);
+  }
   r.wall_seconds = Seconds(c.start, Clock::now());
   const EngineStats after = engine.Stats();
-  r.outputs = std::move(c.outputs);
   double first = 0;
   for (const OfflineOutput& o : r.outputs) {
     r.generated_tokens += static_cast<int64_t>(o.tokens.size());

@@ -1,7 +1,6 @@
 // Token selection from logits: sampling one row and verifying speculative
-// drafts.  The runner calls this interface; sampler.cc (the full sampler)
-// and sampler_greedy.cc (argmax only, the runner's stand-in) implement it,
-// exactly one of them is linked.
+// drafts (the sampling layer: penalties, temperature, min_p/top_k/top_p,
+// seeded streams, logprobs, rejection-sampling verification).
 //
 // Determinism: a request's random stream is counter-based.  The draws that
 // choose output token i depend only on (SamplerState::seed, i), never on the
@@ -18,7 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/async_engine.h"
+#include "engine/request.h"
 #include "engine/sampling_params.h"
 
 namespace dsv4 {
@@ -57,12 +56,7 @@ class Sampler {
 
   int64_t vocab() const { return vocab_; }
 
-  // InvalidArgument for parameters out of range (temperature < 0, top_p not
-  // in (0, 1], top_k < 0, min_p not in [0, 1], repetition_penalty <= 0,
-  // logprobs above the supported maximum) and for what this build cannot do
-  // (the message says which).  Called at submission; Sample/Verify REQUIRE valid params.
-  Status Validate(const SamplingParams& params) const;
-
+  // Params must pass ValidateSamplingParams (engine/sampling_params.h).
   // Chooses output token history.output.size() from logits [vocab] (FP32,
   // unmodified by the call).  Greedy: argmax after penalties, lowest id on
   // ties.  logprob (optional) receives the chosen token's logprob and the

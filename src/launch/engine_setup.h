@@ -1,0 +1,57 @@
+// The composition root: the one place that knows every layer.  From a model
+// directory and the engine flags it loads the model, sizes the cache from the
+// memory budget, assembles the engine core (the cache the model declares,
+// Model::DeclareCache; pools sized from a byte budget, CreateCache; the
+// scheduler; the ModelExecutor with its sampler and draft proposer) and
+// starts the engine thread (engine/local_engine.h) over it.  `dsv4 generate`,
+// `serve`, `bench` and the tests start engines here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "checkpoint/model_config.h"
+#include "engine/cache_layout.h"
+#include "engine/engine_core.h"
+#include "engine/local_engine.h"
+#include "engine/scheduler.h"
+#include "launch/engine_options.h"
+#include "model/model.h"
+#include "runner/model_executor.h"
+#include "speculation/draft_proposer.h"
+
+namespace dsv4 {
+
+// The scheduler flags of `options`.  The CPU forward has no prefill tile
+// (any number of rows per call), so chunks are not padded: tile 1.
+SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
+
+struct EngineParts {
+  std::unique_ptr<ModelExecutor> executor;
+  std::unique_ptr<EngineCore> core;  // uses *executor
+  CapacityPlan plan;
+  std::string description;  // capacity log line
+};
+
+// Builds scheduler, cache manager (budget_bytes for all partitions) and
+// executor for `model`.  `proposer` replaces the MTP proposer (tests).
+Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const EngineOptions& options,
+                                int64_t budget_bytes,
+                                std::unique_ptr<DraftProposer> proposer = nullptr);
+
+// Loads options.model_dir, sizes the cache pools from the memory budget
+// (--kv-cache-memory, else --memory-utilization of RAM after the weights are
+// mapped) and starts the engine thread.
+Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options);
+
+// An engine thread over an already loaded model (not owned: it outlives the
+// engine) with budget_bytes of cache.  `proposer` replaces the MTP proposer
+// (tests).
+Result<std::unique_ptr<LocalEngine>> StartLocalEngine(
+    const Model& model, const EngineOptions& options, int64_t budget_bytes,
+    std::unique_ptr<DraftProposer> proposer = nullptr);
+
+}  // namespace dsv4

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "model/golden_check.h"
+#include "golden/golden_check.h"
 #include "tools/make_tiny.h"
 
 namespace dsv4::cli {

@@ -13,7 +13,7 @@ dsv4_test(NAME model_consistency_test
   DEPS model kernels checkpoint tensor base)
 dsv4_test(NAME model_golden_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/golden_test.cc
-  DEPS model kernels checkpoint tensor base)
+  DEPS golden model kernels checkpoint tensor base)
 dsv4_test(NAME model_paged_cache_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/paged_cache_test.cc
   DEPS model kernels checkpoint tensor base)

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "model/golden_check.h"
+#include "golden/golden_check.h"
 
 namespace dsv4 {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/golden_check.h"
+#include "golden/golden_check.h"
 
 #include <fmt/format.h>
 

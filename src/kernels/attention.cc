@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "kernels/cpu/ops_cpu.h"
-#include "kernels/dispatch.h"
 #include "kernels/ref/attention_ref.h"
 #include "kernels/scratch.h"
 
@@ -17,8 +16,8 @@ namespace dsv4::kernels {
 void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
                      const bf16* const* kv_rows, int64_t list_len, const float* sink, float scale,
                      bf16* o, ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) {
+  const cpu::OpsKernels* simd = cpu::ActiveOpsKernels();
+  if (simd == nullptr) {
     ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
       const int64_t off = begin * heads * dim;
       ref::SparseAttention(q + off, end - begin, heads, dim, kv_rows + begin * list_len, list_len,
@@ -36,11 +35,7 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
       const int64_t t = i / heads;
       const int64_t h_begin = i % heads;
       const int64_t h_end = std::min(heads, h_begin + (end - i));
-      if (isa == Isa::kAvx512) {
-        cpu::AttendHeadsAvx512(args, t, h_begin, h_end, scratch);
-      } else {
-        cpu::AttendHeadsAvx2(args, t, h_begin, h_end, scratch);
-      }
+      simd->attend_heads(args, t, h_begin, h_end, scratch);
       i += h_end - h_begin;
     }
   });

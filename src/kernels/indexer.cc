@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "kernels/cpu/ops_cpu.h"
-#include "kernels/dispatch.h"
 #include "kernels/ref/indexer_ref.h"
 #include "kernels/scratch.h"
 
@@ -24,15 +23,15 @@ struct TopKTag {};
 void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, const bf16* w,
                    const bf16* const* key_rows, int64_t max_entries, const int64_t* n_entries,
                    float* score, ThreadPool* pool) {
-  const Isa isa = ActiveIsa();
-  if (isa == Isa::kScalar) {
+  const cpu::OpsKernels* simd = cpu::ActiveOpsKernels();
+  if (simd == nullptr) {
     ParallelFor(pool, tokens, 1, [&](int64_t begin, int64_t end) {
       ref::IndexerScores(q + begin * heads * dim, end - begin, heads, dim, w + begin * heads,
                          key_rows, max_entries, n_entries + begin, score + begin * max_entries);
     });
     return;
   }
-  const int64_t width = isa == Isa::kAvx512 ? cpu::kIndexerTileAvx512 : cpu::kIndexerTileAvx2;
+  const int64_t width = simd->indexer_tile;
   const int64_t num_tiles = (max_entries + width - 1) / width;
   ParallelFor(pool, tokens * num_tiles, 4, [&](int64_t begin, int64_t end) {
     // This thread's reusable arrays (kernels/scratch.h), not the heap.
@@ -55,11 +54,7 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
       }
       const cpu::IndexerTileArgs args{q_f32,         w + t * heads, heads, dim,
                                       key_rows + e0, valid,         key_t, out};
-      if (isa == Isa::kAvx512) {
-        cpu::IndexerTileAvx512(args);
-      } else {
-        cpu::IndexerTileAvx2(args);
-      }
+      simd->indexer_scores_tile(args);
     }
   });
 }

@@ -12,45 +12,44 @@ uint8_t E2M1FromF32(float x) { return ref::E2M1FromF32(x); }
 float Fp8BlockScale(float amax) { return ref::Fp8BlockScale(amax); }
 float Fp4BlockScale(float amax) { return ref::Fp4BlockScale(amax); }
 
+namespace {
+
+// The one place that picks a quantization instruction set (null: the scalar
+// reference).
+const cpu::QuantKernels* SimdQuant() {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return &cpu::kQuantKernelsAvx512;
+    case Isa::kAvx2:
+      return &cpu::kQuantKernelsAvx2;
+    case Isa::kScalar:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
                  float* scales) {
   DSV4_CHECK(block > 0 && cols % block == 0);
-  if (block % 32 == 0) {
-    switch (ActiveIsa()) {
-      case Isa::kAvx512:
-        return cpu::ActQuantFp8Avx512(x, rows, cols, block, codes, scales);
-      case Isa::kAvx2:
-        return cpu::ActQuantFp8Avx2(x, rows, cols, block, codes, scales);
-      case Isa::kScalar:
-        break;
-    }
-  }
+  const cpu::QuantKernels* simd = SimdQuant();
+  if (simd != nullptr && block % 32 == 0)
+    return simd->act_quant_fp8(x, rows, cols, block, codes, scales);
   ref::ActQuantFp8(x, rows, cols, block, codes, scales);
 }
 
 void KvQatFp8(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
   DSV4_CHECK(nope >= 0 && nope <= cols && nope % 64 == 0);
-  switch (ActiveIsa()) {
-    case Isa::kAvx512:
-      return cpu::KvQatFp8Avx512(x, rows, cols, nope);
-    case Isa::kAvx2:
-      return cpu::KvQatFp8Avx2(x, rows, cols, nope);
-    case Isa::kScalar:
-      break;
-  }
+  const cpu::QuantKernels* simd = SimdQuant();
+  if (simd != nullptr) return simd->kv_qat_fp8(x, rows, cols, nope);
   ref::KvQatFp8(x, rows, cols, nope);
 }
 
 void Fp4Qat(bf16* x, int64_t rows, int64_t cols) {
   DSV4_CHECK(cols % 32 == 0);
-  switch (ActiveIsa()) {
-    case Isa::kAvx512:
-      return cpu::Fp4QatAvx512(x, rows, cols);
-    case Isa::kAvx2:
-      return cpu::Fp4QatAvx2(x, rows, cols);
-    case Isa::kScalar:
-      break;
-  }
+  const cpu::QuantKernels* simd = SimdQuant();
+  if (simd != nullptr) return simd->fp4_qat(x, rows, cols);
   ref::Fp4Qat(x, rows, cols);
 }
 

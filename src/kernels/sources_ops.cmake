@@ -6,5 +6,5 @@ set(KERNEL_OPS_SOURCES
   ref/norm_ref.cc ref/rope_ref.cc ref/hadamard_ref.cc ref/mhc_ref.cc
   ref/attention_ref.cc ref/indexer_ref.cc ref/moe_ref.cc ref/moe_routing_ref.cc
   ref/compressor_ref.cc)
-set(KERNEL_OPS_AVX2_SOURCES cpu/ops_avx2.cc)
+set(KERNEL_OPS_AVX2_SOURCES cpu/ops_avx2.cc cpu/ops_table.cc)
 set(KERNEL_OPS_AVX512_SOURCES cpu/ops_avx512.cc)

@@ -30,11 +30,12 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
   if (n == 0) return;
   const int64_t d = hc_.dim;
   const auto nd = static_cast<size_t>(n * d);
-  bf16* a = ws.Get<bf16>(WsSlot::kBlkA, nd);                                                // [n, D]
-  bf16* f = ws.Get<bf16>(WsSlot::kBlkF, nd);                                                // [n, D]
-  bf16* mid = ws.Get<bf16>(WsSlot::kBlkMid, nd * static_cast<size_t>(hc_.hc));              // [n, hc, D]
-  float* post = ws.Get<float>(WsSlot::kBlkPost, static_cast<size_t>(n * hc_.hc));           // [n, hc]
-  float* comb = ws.Get<float>(WsSlot::kBlkComb, static_cast<size_t>(n * hc_.hc * hc_.hc));  // [n, hc, hc]
+  bf16* a = ws.Get<bf16>(WsSlot::kBlkA, nd);                                       // [n, D]
+  bf16* f = ws.Get<bf16>(WsSlot::kBlkF, nd);                                       // [n, D]
+  bf16* mid = ws.Get<bf16>(WsSlot::kBlkMid, nd * static_cast<size_t>(hc_.hc));     // [n, hc, D]
+  float* post = ws.Get<float>(WsSlot::kBlkPost, static_cast<size_t>(n * hc_.hc));  // [n, hc]
+  float* comb =
+      ws.Get<float>(WsSlot::kBlkComb, static_cast<size_t>(n * hc_.hc * hc_.hc));  // [n, hc, hc]
 
   HcPre(hc_, hc_attn_, in, n, a, post, comb, ws, pool);
   kernels::RmsNorm(a, n, d, attn_norm_, norm_eps_, a);

@@ -118,7 +118,8 @@ void Indexer::Select(const SequenceSlice& s, const bf16* q, const bf16* w,
                      const AttentionCache& cache, int32_t* topk_out, Workspace& ws,
                      ThreadPool* pool) const {
   const int64_t num_keys = cache.index_keys().size(s.cache_slot);
-  const bf16** key_rows = ws.Get<const bf16*>(WsSlot::kIxKeyRows, static_cast<size_t>(num_keys) + 1);
+  const bf16** key_rows =
+      ws.Get<const bf16*>(WsSlot::kIxKeyRows, static_cast<size_t>(num_keys) + 1);
   for (int64_t e = 0; e < num_keys; ++e) key_rows[e] = cache.index_keys().Row(s.cache_slot, e);
   float* scores = ws.Get<float>(WsSlot::kIxScores, static_cast<size_t>(kRowTile * (num_keys + 1)));
   int64_t visible[kRowTile];

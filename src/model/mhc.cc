@@ -28,8 +28,9 @@ Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefi
 void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* a, float* post,
            float* comb, Workspace& ws, ThreadPool* pool) {
   DSV4_CHECK(w.num_mix == (2 + shape.hc) * shape.hc);
-  float* mixes = ws.Get<float>(WsSlot::kHcMixes, static_cast<size_t>(n * w.num_mix));  // [n, num_mix]
-  float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));       // [n, hc]
+  float* mixes =
+      ws.Get<float>(WsSlot::kHcMixes, static_cast<size_t>(n * w.num_mix));        // [n, num_mix]
+  float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));  // [n, hc]
   kernels::HcMixes(x, n, shape.width(), w.fn, w.num_mix, shape.norm_eps, mixes, pool);
   kernels::HcSplitSinkhorn(mixes, n, shape.hc, w.scale, w.base, shape.sinkhorn_iters, shape.hc_eps,
                            pre, post, comb);

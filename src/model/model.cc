@@ -339,7 +339,7 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   const int64_t d = cfg_.hidden_size;
   const int64_t width = stream_width();
   bf16* g = ws.Get<bf16>(WsSlot::kMdlHeadRows, Sz(r * width));  // [r, hc, D] gathered rows
-  bf16* y = ws.Get<bf16>(WsSlot::kMdlHeadOut, Sz(r * d));      // [r, D]
+  bf16* y = ws.Get<bf16>(WsSlot::kMdlHeadOut, Sz(r * d));       // [r, D]
   for (int64_t i = 0; i < r; ++i) {
     std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width, Sz(width) * sizeof(bf16));
   }

@@ -27,10 +27,10 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t int
                 const Code* x_codes, const float* x_scales, int64_t m, const float* row_weight,
                 bf16* y, Workspace& ws, ThreadPool* pool, Gemm gemm) {
   constexpr bool kInt8 = std::is_same_v<Code, int8_t>;
-  const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;  // per row
-  bf16* h = ws.Get<bf16>(WsSlot::kMoeH, Sz(m * inter));            // [m, inter]
-  Code* hq = ws.Get<Code>(WsSlot::kMoeHq, Sz(m * inter));          // [m, inter]
-  float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(m * num_scales));   // [m, num_scales]
+  const int64_t num_scales = kInt8 ? 1 : inter / kActBlock;       // per row
+  bf16* h = ws.Get<bf16>(WsSlot::kMoeH, Sz(m * inter));           // [m, inter]
+  Code* hq = ws.Get<Code>(WsSlot::kMoeHq, Sz(m * inter));         // [m, inter]
+  float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(m * num_scales));  // [m, num_scales]
   if (w13.out != 0) {
     // One activation pass and one pool dispatch for both projections.
     bf16* gu = ws.Get<bf16>(WsSlot::kMoeGu, Sz(m * 2 * inter));  // [m, 2*inter]: gate | up
@@ -254,8 +254,8 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   const int64_t d = shape.dim;
   const int64_t e = shape.num_experts;
   const int64_t k = shape.top_k;
-  const int64_t nb = w.int8 ? 1 : d / kActBlock;      // activation scales per row
-  const int64_t na = n * k;                           // assignments
+  const int64_t nb = w.int8 ? 1 : d / kActBlock;            // activation scales per row
+  const int64_t na = n * k;                                 // assignments
   int32_t* ids = ws.Get<int32_t>(WsSlot::kMoeIds, Sz(na));  // [n, k]
   float* rw = ws.Get<float>(WsSlot::kMoeRw, Sz(na));        // [n, k]
   Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
@@ -272,8 +272,9 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
 
   // Assignments sorted by expert (tokens ascending inside an expert).
   int64_t* offset = ws.Get<int64_t>(WsSlot::kMoeOff, Sz(e + 1));  // [e + 1]
-  int64_t* ptok = ws.Get<int64_t>(WsSlot::kMoePtok, Sz(na));      // [na] token of each sorted assignment
-  float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));              // [na] its routing weight
+  int64_t* ptok =
+      ws.Get<int64_t>(WsSlot::kMoePtok, Sz(na));      // [na] token of each sorted assignment
+  float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));  // [na] its routing weight
   const int64_t max_rows = kernels::SortByExpert(ids, rw, n, k, e, offset, ptok, pw);
 
   // y starts at zero in FP32 and each expert, in ascending id, adds its BF16

@@ -73,34 +73,6 @@ struct VecAvx2 {
 
 namespace dsv4::kernels::cpu {
 
-void RmsNormAvx2(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y) {
-  RmsNormRows<VecAvx2>(x, rows, dim, w, eps, y);
-}
-
-float InvRmsAvx2(const bf16* v, int64_t n, float eps) { return InvRms<VecAvx2>(v, n, eps); }
-
-float DotBf16F32Avx2(const bf16* v, const float* f, int64_t n) {
-  return DotBf16F32<VecAvx2>(v, f, n);
-}
-
-void QHeadRmsAvx2(bf16* q, int64_t rows, int64_t dim, float eps) {
-  QHeadRmsRows<VecAvx2>(q, rows, dim, eps);
-}
-
-void HcWeightedSumAvx2(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                       bf16* y) {
-  HcWeightedSumRows<VecAvx2>(x, tokens, hc, dim, pre, y);
-}
-
-void HcPostAvx2(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                const float* post, const float* comb, bf16* y) {
-  HcPostRows<VecAvx2>(f, res, tokens, hc, dim, post, comb, y);
-}
-
-void AttendHeadsAvx2(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end, float* scratch) {
-  AttendHeads<VecAvx2>(a, t, h_begin, h_end, scratch);
-}
-
-void IndexerTileAvx2(const IndexerTileArgs& a) { IndexerTile<VecAvx2>(a); }
+constinit const OpsKernels kOpsKernelsAvx2 = OpsKernelTable<VecAvx2>();
 
 }  // namespace dsv4::kernels::cpu

@@ -83,35 +83,6 @@ struct VecAvx512 {
 
 namespace dsv4::kernels::cpu {
 
-void RmsNormAvx512(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y) {
-  RmsNormRows<VecAvx512>(x, rows, dim, w, eps, y);
-}
-
-float InvRmsAvx512(const bf16* v, int64_t n, float eps) { return InvRms<VecAvx512>(v, n, eps); }
-
-float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n) {
-  return DotBf16F32<VecAvx512>(v, f, n);
-}
-
-void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps) {
-  QHeadRmsRows<VecAvx512>(q, rows, dim, eps);
-}
-
-void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                         bf16* y) {
-  HcWeightedSumRows<VecAvx512>(x, tokens, hc, dim, pre, y);
-}
-
-void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                  const float* post, const float* comb, bf16* y) {
-  HcPostRows<VecAvx512>(f, res, tokens, hc, dim, post, comb, y);
-}
-
-void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
-                       float* scratch) {
-  AttendHeads<VecAvx512>(a, t, h_begin, h_end, scratch);
-}
-
-void IndexerTileAvx512(const IndexerTileArgs& a) { IndexerTile<VecAvx512>(a); }
+constinit const OpsKernels kOpsKernelsAvx512 = OpsKernelTable<VecAvx512>();
 
 }  // namespace dsv4::kernels::cpu

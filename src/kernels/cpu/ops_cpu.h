@@ -5,10 +5,12 @@
 // tile)) with a fixed sequence of FP32 operations, so every output element is
 // bitwise independent of how many tokens share a call and of the thread count.
 //
-// AVX-512 translation units are compiled with AVX-512 flags: only plain
-// functions, structs and constants cross this header (no inline functions or
-// templates with external linkage, which the linker could pick for AVX2-only
-// callers).
+// Each ISA's translation unit instantiates ops_simd-inl.h with its vector
+// traits and exports one OpsKernels table; ActiveOpsKernels() is the one place
+// that picks it.  AVX-512 translation units are compiled with AVX-512 flags:
+// only plain structs, constants and the table cross this header (no inline
+// functions or templates with external linkage, which the linker could pick
+// for AVX2-only callers).
 #pragma once
 
 #include <cstdint>
@@ -16,37 +18,6 @@
 #include "tensor/numeric.h"
 
 namespace dsv4::kernels::cpu {
-
-// ---- RMSNorm and mHC building blocks ----------------------------------------
-
-// RMSNorm of rows [0, rows) (kernels/norm.h contract).  The sum of squares is
-// accumulated in four lane vectors (FMA) and reduced by a fixed tree.
-void RmsNormAvx2(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y);
-void RmsNormAvx512(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps, bf16* y);
-
-// 1 / sqrt(mean(v^2) + eps) over n upcast BF16 values (the hc_pre / hc_head rms).
-float InvRmsAvx2(const bf16* v, int64_t n, float eps);
-float InvRmsAvx512(const bf16* v, int64_t n, float eps);
-
-// sum_i v[i] * f[i] over n values, FP32 (the hc mixes projection).
-float DotBf16F32Avx2(const bf16* v, const float* f, int64_t n);
-float DotBf16F32Avx512(const bf16* v, const float* f, int64_t n);
-
-// Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
-// sum of the rounded squares in four lane-vector accumulators.
-void QHeadRmsAvx2(bf16* q, int64_t rows, int64_t dim, float eps);
-void QHeadRmsAvx512(bf16* q, int64_t rows, int64_t dim, float eps);
-
-// kernels/mhc.h HcWeightedSum / HcPost; elementwise in the reference's order,
-// bitwise equal to ref::.
-void HcWeightedSumAvx2(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                       bf16* y);
-void HcWeightedSumAvx512(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                         bf16* y);
-void HcPostAvx2(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                const float* post, const float* comb, bf16* y);
-void HcPostAvx512(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                  const float* post, const float* comb, bf16* y);
 
 // ---- Sparse attention -------------------------------------------------------
 
@@ -66,19 +37,6 @@ struct AttnArgs {
   bf16* o = nullptr;  // [tokens, heads, dim]
 };
 
-// Heads [h_begin, h_end) of token t.  scratch: 2 * kAttnGroup * dim_pad +
-// kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], probabilities
-// [kAttnGroup, 64]) with dim_pad = dim rounded up to kAttnDimAlign.
-void AttendHeadsAvx2(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end, float* scratch);
-void AttendHeadsAvx512(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
-                       float* scratch);
-
-// ---- Indexer scores ---------------------------------------------------------
-
-// Entries per tile: one per lane.
-inline constexpr int64_t kIndexerTileAvx2 = 8;
-inline constexpr int64_t kIndexerTileAvx512 = 16;
-
 struct IndexerTileArgs {
   const float* q = nullptr;  // [heads, dim] one token's queries, upcast to FP32
   const bf16* w = nullptr;   // [heads] that token's head weights
@@ -90,10 +48,43 @@ struct IndexerTileArgs {
   float* score = nullptr;             // [n] output (BF16 values)
 };
 
-// Scores of one tile.  Every lane runs exactly the scalar reference's
-// operation sequence (sequential FP32 dot over dim, separate multiply and add;
-// sequential sum over heads), so the result equals ref::IndexerScores bitwise.
-void IndexerTileAvx2(const IndexerTileArgs& a);
-void IndexerTileAvx512(const IndexerTileArgs& a);
+// One ISA's kernels.
+struct OpsKernels {
+  // RMSNorm of rows [0, rows) (kernels/norm.h contract).  The sum of squares is
+  // accumulated in four lane vectors (FMA) and reduced by a fixed tree.
+  void (*rms_norm)(const bf16* x, int64_t rows, int64_t dim, const bf16* w, float eps,
+                   bf16* y) = nullptr;
+  // 1 / sqrt(mean(v^2) + eps) over n upcast BF16 values (the hc_pre / hc_head rms).
+  float (*inv_rms)(const bf16* v, int64_t n, float eps) = nullptr;
+  // sum_i v[i] * f[i] over n values, FP32 (the hc mixes projection).
+  float (*dot_bf16_f32)(const bf16* v, const float* f, int64_t n) = nullptr;
+  // Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
+  // sum of the rounded squares in four lane-vector accumulators.
+  void (*q_head_rms)(bf16* q, int64_t rows, int64_t dim, float eps) = nullptr;
+  // kernels/mhc.h HcWeightedSum / HcPost; elementwise in the reference's
+  // order, bitwise equal to ref::.
+  void (*hc_weighted_sum)(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
+                          bf16* y) = nullptr;
+  void (*hc_post)(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
+                  const float* post, const float* comb, bf16* y) = nullptr;
+  // Heads [h_begin, h_end) of token t.  scratch: 2 * kAttnGroup * dim_pad +
+  // kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], probabilities
+  // [kAttnGroup, 64]) with dim_pad = dim rounded up to kAttnDimAlign.
+  void (*attend_heads)(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
+                       float* scratch) = nullptr;
+  // Scores of one tile of indexer_tile entries (one per lane).  Every lane runs
+  // exactly the scalar reference's operation sequence (sequential FP32 dot over
+  // dim, separate multiply and add; sequential sum over heads), so the result
+  // equals ref::IndexerScores bitwise.
+  int64_t indexer_tile = 0;
+  void (*indexer_scores_tile)(const IndexerTileArgs& a) = nullptr;
+};
+
+extern const OpsKernels kOpsKernelsAvx2;
+extern const OpsKernels kOpsKernelsAvx512;
+
+// The active ISA's table, or null for the scalar references: the one place
+// the non-GEMM kernels choose an instruction set.
+const OpsKernels* ActiveOpsKernels();
 
 }  // namespace dsv4::kernels::cpu

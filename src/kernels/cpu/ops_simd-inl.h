@@ -419,5 +419,22 @@ void IndexerTile(const IndexerTileArgs& a) {
   for (int64_t e = 0; e < a.n; ++e) a.score[e] = out[e];
 }
 
+// ---- The ISA's table ---------------------------------------------------------
+
+template <class V>
+constexpr OpsKernels OpsKernelTable() {
+  OpsKernels k;
+  k.rms_norm = &RmsNormRows<V>;
+  k.inv_rms = &InvRms<V>;
+  k.dot_bf16_f32 = &DotBf16F32<V>;
+  k.q_head_rms = &QHeadRmsRows<V>;
+  k.hc_weighted_sum = &HcWeightedSumRows<V>;
+  k.hc_post = &HcPostRows<V>;
+  k.attend_heads = &AttendHeads<V>;
+  k.indexer_tile = V::kLanes;
+  k.indexer_scores_tile = &IndexerTile<V>;
+  return k;
+}
+
 }  // namespace
 }  // namespace dsv4::kernels::cpu

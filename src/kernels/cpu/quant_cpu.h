@@ -1,7 +1,11 @@
-// SIMD activation quantization and QAT behind kernels/quant.h (internal).
-// Same contracts as the public functions and bit-exact with ref/ (no
-// reduction but a max).  REQUIRES: ActQuantFp8 block % 32 == 0, KvQatFp8
-// nope % 64 == 0, Fp4Qat cols % 32 == 0 (quant.cc checks).
+// SIMD activation quantization and QAT behind kernels/quant.h (internal):
+// one kernel table per ISA, built from quant_simd-inl.h in that ISA's
+// translation unit.  Same contracts as the public functions and bit-exact with
+// ref/ (no reduction but a max).  REQUIRES: ActQuantFp8 block % 32 == 0,
+// KvQatFp8 nope % 64 == 0, Fp4Qat cols % 32 == 0 (quant.cc checks).
+//
+// AVX-512 translation units are compiled with AVX-512 flags: only plain
+// structs and constants cross this header.
 #pragma once
 
 #include <cstdint>
@@ -10,14 +14,14 @@
 
 namespace dsv4::kernels::cpu {
 
-void ActQuantFp8Avx512(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
-                       float* scales);
-void ActQuantFp8Avx2(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
-                     float* scales);
+struct QuantKernels {
+  void (*act_quant_fp8)(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
+                        float* scales) = nullptr;
+  void (*kv_qat_fp8)(bf16* x, int64_t rows, int64_t cols, int64_t nope) = nullptr;
+  void (*fp4_qat)(bf16* x, int64_t rows, int64_t cols) = nullptr;
+};
 
-void KvQatFp8Avx512(bf16* x, int64_t rows, int64_t cols, int64_t nope);
-void KvQatFp8Avx2(bf16* x, int64_t rows, int64_t cols, int64_t nope);
-void Fp4QatAvx512(bf16* x, int64_t rows, int64_t cols);
-void Fp4QatAvx2(bf16* x, int64_t rows, int64_t cols);
+extern const QuantKernels kQuantKernelsAvx2;
+extern const QuantKernels kQuantKernelsAvx512;
 
 }  // namespace dsv4::kernels::cpu

@@ -1,0 +1,104 @@
+// Activation quantization and QAT written once (quant.h contracts), bound to
+// one ISA's traits V by QuantKernelTable<V>() in that ISA's translation unit,
+// which is compiled with the ISA's target flags; quant.cc picks the table.
+//
+// Per block: amax (max is exact in any order), the power-of-two scale from the
+// scalar code shared with the reference, then x·(1/s) (exact: s is a power of
+// two, so it rounds like x/s), the clamp, and V's branch-free e4m3 / e2m1
+// rounding, which reproduces ref::E4M3FromF32 / E2M1FromF32 bit for bit.
+//
+// V supplies: F (FP32 vector), I (its integer twin), kLanes, LoadBf16, Set1,
+// Zero, Mul, Min, Max, Abs, ReduceMax, EncodeE4M3 (F -> codes in I lanes),
+// kCodeVecs and StoreCodes (kCodeVecs code vectors -> kCodeVecs·kLanes bytes),
+// RoundE4M3 / RoundE2M1 (the rounded value as FP32), StoreBf16.
+#pragma once
+
+#include "kernels/cpu/quant_cpu.h"
+#include "kernels/ref/quant_ref.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+template <class V>
+[[gnu::always_inline]] inline float BlockAmax(const bf16* x, int64_t n) {
+  typename V::F amax = V::Zero();
+  for (int64_t i = 0; i < n; i += V::kLanes) amax = V::Max(amax, V::Abs(V::LoadBf16(x + i)));
+  return V::ReduceMax(amax);
+}
+
+// In-place quantize-dequantize of one block of n (multiple of kLanes) values:
+// bf16(round(clamp(x/s, ±qmax))·s).
+template <class V, typename Scale, typename Round>
+[[gnu::always_inline]] inline void QatBlock(bf16* x, int64_t n, float qmax, Scale scale_of,
+                                            Round round) {
+  const float s = scale_of(BlockAmax<V>(x, n));
+  const typename V::F inv = V::Set1(1.0f / s);  // exact: s is a power of two
+  const typename V::F vs = V::Set1(s);
+  const typename V::F hi = V::Set1(qmax);
+  const typename V::F lo = V::Set1(-qmax);
+  for (int64_t i = 0; i < n; i += V::kLanes) {
+    const typename V::F q = V::Min(V::Max(V::Mul(V::LoadBf16(x + i), inv), lo), hi);
+    V::StoreBf16(x + i, V::Mul(round(q), vs));
+  }
+}
+
+// One block of FP8 codes and its scale.  REQUIRES: block % (kCodeVecs·kLanes) == 0.
+template <class V>
+void QuantizeBlock(const bf16* x, int64_t block, uint8_t* codes, float* scale) {
+  constexpr int64_t kStep = V::kCodeVecs * V::kLanes;
+  const float s = ref::Fp8BlockScale(BlockAmax<V>(x, block));
+  const typename V::F inv = V::Set1(1.0f / s);  // exact: s is a power of two in [2^-22, 2^120]
+  const typename V::F hi = V::Set1(448.0f);
+  const typename V::F lo = V::Set1(-448.0f);
+  for (int64_t i = 0; i < block; i += kStep) {
+    typename V::I c[V::kCodeVecs];
+    for (int j = 0; j < V::kCodeVecs; ++j) {
+      const typename V::F q = V::Mul(V::LoadBf16(x + i + j * V::kLanes), inv);
+      c[j] = V::EncodeE4M3(V::Min(V::Max(q, lo), hi));
+    }
+    V::StoreCodes(codes + i, c);
+  }
+  *scale = s;
+}
+
+template <class V>
+void ActQuantFp8Rows(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
+                     float* scales) {
+  const int64_t num_blocks = cols / block;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      QuantizeBlock<V>(x + r * cols + b * block, block, codes + r * cols + b * block,
+                       scales + r * num_blocks + b);
+    }
+  }
+}
+
+template <class V>
+void KvQatFp8Rows(bf16* x, int64_t rows, int64_t cols, int64_t nope) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < nope; b += 64) {
+      QatBlock<V>(x + r * cols + b, 64, 448.0f, ref::Fp8BlockScale,
+                  [](typename V::F q) { return V::RoundE4M3(q); });
+    }
+  }
+}
+
+template <class V>
+void Fp4QatRows(bf16* x, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows * cols; i += 32) {
+    QatBlock<V>(x + i, 32, 6.0f, ref::Fp4BlockScale,
+                [](typename V::F q) { return V::RoundE2M1(q); });
+  }
+}
+
+template <class V>
+constexpr QuantKernels QuantKernelTable() {
+  QuantKernels k;
+  k.act_quant_fp8 = &ActQuantFp8Rows<V>;
+  k.kv_qat_fp8 = &KvQatFp8Rows<V>;
+  k.fp4_qat = &Fp4QatRows<V>;
+  return k;
+}
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

@@ -37,13 +37,14 @@ struct ServerOptions {
   int64_t max_body_bytes = 8 << 20;     // larger request bodies get 413 (decoded size too)
   int64_t max_header_bytes = 32 << 10;  // request line + header fields; beyond: 431
   // From a request's first byte to the end of its header; a client slower
-  // than that is disconnected (docs/server.md "Transport").
+  // than that gets a 408 and is disconnected (docs/server.md "Transport").
   double header_timeout_seconds = 10;
   // From the end of a request's header to the end of its body, however
   // steadily the client sends: a body not complete by then gets a 408.
   double body_timeout_seconds = 60;
-  // Longest silence while reading a body, writing a response the client
-  // does not read, or waiting for the next request on a keep-alive connection.
+  // Longest silence while reading a body (then a 408), writing a response
+  // the client does not read, or waiting for the next request on a
+  // keep-alive connection (both: closed without an answer).
   double read_timeout_seconds = 30;
   // Open connections at most; at the limit the oldest one without a request
   // being handled makes room (a 503 when every one is busy).

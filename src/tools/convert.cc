@@ -197,7 +197,7 @@ class Marker {
     return WriteFileAtomic(path_, j.dump(2) + "\n");
   }
   std::string path_;
-  OrderedJson j_;  // written only before and after the shard threads run
+  OrderedJson j_;     // written only before and after the shard threads run
   mutable Mutex mu_;  // records_ and the marker file
   std::map<std::string, ShardRecord> records_ GUARDED_BY(mu_);  // shard file -> fingerprints
 };

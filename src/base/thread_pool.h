@@ -96,10 +96,11 @@ class ThreadPool {
 };
 
 // Starts `n` threads that wait for each other, then joins them: a pre-flight
-// check before handing a count to code that aborts when the OS refuses a
-// thread (cpp-httplib's pool).  ResourceExhausted naming the count when it
-// does.  Racy by nature (the limit is shared), but it turns the usual cause,
-// a count above the process or cgroup thread limit, into one clear line.
+// check of a thread count a user asked for (dsv4 serve --http-threads,
+// before the banner: the server's worker pool only logs a refused thread
+// later).  ResourceExhausted naming the count when the OS refuses one.  Racy
+// by nature (the limit is shared), but it turns the usual cause, a count
+// above the process or cgroup thread limit, into one clear line at start-up.
 Status CheckThreadsCanStart(int n);
 
 // Runs fn over [0, n) on pool if non-null, else inline on the caller.

@@ -7,6 +7,7 @@
 
 #include "base/status.h"
 #include "engine/executor.h"
+#include "engine/request_trace.h"
 #include "engine/scheduler.h"
 
 namespace dsv4 {
@@ -33,10 +34,14 @@ class EngineCore {
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
   const Scheduler& scheduler() const { return *scheduler_; }
+  // Request lifetimes in the trace (e2e level): Step feeds it; the engine
+  // thread reports submissions (LocalEngine::Admit).
+  RequestTracer& tracer() { return tracer_; }
 
  private:
   std::unique_ptr<Scheduler> scheduler_;
   Executor* executor_;
+  RequestTracer tracer_;
 };
 
 }  // namespace dsv4

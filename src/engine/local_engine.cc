@@ -4,6 +4,7 @@
 
 #include "base/logging.h"
 #include "engine/sampling_params.h"
+#include "profile/profile.h"
 
 namespace dsv4 {
 
@@ -56,6 +57,7 @@ Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback 
     r.stop_token_ids.push_back(static_cast<int32_t>(config_.eos_token_id));
   }
   const auto prompt_len = static_cast<int64_t>(r.prompt.size());
+  const int64_t submit_ns = profile::Enabled(profile::kE2e) ? profile::NowNs() : 0;
   MutexLock lock(&mu_);
   if (stop_) return Status(StatusCode::kUnavailable, "the engine is shut down");
   const auto queued = static_cast<int64_t>(submitted_.size()) + num_queued_in_core_;
@@ -66,7 +68,7 @@ Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback 
   r.id = next_id_++;
   const RequestId id = r.id;
   stats_.prompt_tokens_total += prompt_len;
-  submitted_.push_back({std::move(r), std::move(on_output)});
+  submitted_.push_back({std::move(r), std::move(on_output), submit_ns});
   cv_.Signal();
   return id;
 }
@@ -114,12 +116,16 @@ bool LocalEngine::Drain(std::vector<Submitted>* submitted, std::vector<RequestId
 void LocalEngine::Admit(std::vector<Submitted>* submitted) {
   for (Submitted& s : *submitted) {
     const RequestId id = s.request.id;
+    // Traced from its submission (queue time included); a request refused
+    // here shows as submitted and finished with "error".
+    if (s.submit_ns > 0) parts_.core->tracer().OnSubmitted(s.request, s.submit_ns);
     const Status st = parts_.core->AddRequest(std::move(s.request));
     if (!st.ok()) {
       GenerationOutput out;
       out.id = id;
       out.finish = FinishReason::kError;
       out.error = st;
+      parts_.core->tracer().OnOutputs({out}, profile::NowNs());
       s.on_output(out);
       continue;
     }
@@ -128,6 +134,7 @@ void LocalEngine::Admit(std::vector<Submitted>* submitted) {
 }
 
 void LocalEngine::Loop() {
+  profile::SetThreadName("engine");
   std::vector<Submitted> submitted;
   std::vector<RequestId> aborts;
   while (true) {

@@ -65,6 +65,7 @@ class LocalEngine : public AsyncEngine {
   struct Submitted {
     Request request;
     OutputCallback on_output;
+    int64_t submit_ns = 0;  // profile::NowNs() at Submit while the e2e level is on
   };
   // A live request as the engine thread tracks it.
   struct Live {

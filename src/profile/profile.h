@@ -48,6 +48,12 @@ inline bool Enabled(uint32_t level) {
   return (internal::g_state.load(std::memory_order_relaxed) & level) != 0;
 }
 
+// The running session's number (0 when none): lets a tracker that opens an
+// async track in one session avoid closing it in another.
+inline uint32_t CurrentSession() {
+  return internal::g_state.load(std::memory_order_relaxed) >> internal::kSessionShift;
+}
+
 // Nanoseconds on the steady clock since the process's trace epoch (the
 // recorder's first use); what every event's timestamp is measured in.
 int64_t NowNs();
@@ -62,7 +68,7 @@ struct Arg {
   const char* key = nullptr;
   double value = 0;
 };
-inline constexpr int kMaxArgs = 5;
+inline constexpr int kMaxArgs = 6;
 
 // An event as it sits in a ring.  `phase` is the trace-event format's: 'X'
 // complete span, 'i' instant, 'C' counter, 'b'/'e' async begin/end.

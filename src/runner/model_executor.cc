@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/logging.h"
+#include "profile/profile.h"
 #include "speculation/mtp_proposer.h"
 
 namespace dsv4 {
@@ -322,9 +323,10 @@ std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<B
 
 Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   step_id_ = plan.step_id;
-  for (const ReleasedSlot& r : plan.released) Release(r);
   std::vector<Bound> bound;
   ForwardBatch batch;
+  profile::Span bind(profile::kE2e, "runner", "bind");
+  for (const ReleasedSlot& r : plan.released) Release(r);
   for (const ScheduledRequest& e : plan.requests) {
     Bound b;
     const Status s = Bind(e, &b);
@@ -352,6 +354,7 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
       batch.seqs[i].pages.fresh[g] = bound[i].fresh[g];
     }
   }
+  bind.End();
   StepResult result;
   result.step_id = plan.step_id;
   if (bound.empty()) return result;
@@ -363,14 +366,28 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
     streams_.resize(static_cast<size_t>(batch.num_tokens() * model_.stream_width()));
     out.streams = streams_.data();
   }
-  DSV4_RETURN_IF_ERROR(model_.Forward(batch, *cache_, out, ws_, pool_));
+  {
+    profile::Span fwd(profile::kE2e, "runner", "forward");
+    if (fwd) {
+      fwd.Arg("rows", batch.num_tokens())
+          .Arg("sequences", static_cast<int64_t>(batch.seqs.size()))
+          .Arg("logit_rows", static_cast<int64_t>(batch.logit_rows.size()));
+    }
+    DSV4_RETURN_IF_ERROR(model_.Forward(batch, *cache_, out, ws_, pool_));
+  }
 
-  std::vector<Sampled> sampled = SampleAll(bound);
   std::vector<DraftUpdate> updates(bound.size());
-  for (size_t i = 0; i < bound.size(); ++i) {
-    result.requests.push_back(Commit(bound[i], std::move(sampled[i]), &updates[i]));
+  {
+    // Sampling, draft verification and the per-request commit of the result.
+    profile::Span sv(profile::kE2e, "runner", "sample_verify");
+    if (sv) sv.Arg("logit_rows", static_cast<int64_t>(batch.logit_rows.size()));
+    std::vector<Sampled> sampled = SampleAll(bound);
+    for (size_t i = 0; i < bound.size(); ++i) {
+      result.requests.push_back(Commit(bound[i], std::move(sampled[i]), &updates[i]));
+    }
   }
   if (proposer_ != nullptr) {
+    profile::Span draft(profile::kE2e, "runner", "draft");
     DSV4_RETURN_IF_ERROR(proposer_->AfterVerify(batch, streams_.data(), updates));
   }
   return result;

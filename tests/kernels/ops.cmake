@@ -7,3 +7,7 @@ dsv4_test(NAME kernel_ops_test
           moe_ops_test.cc ops_simd_test.cc moe_routing_test.cc
           compressor_pool_test.cc
   DEPS kernels base tensor)
+# No per-call buffers in the kernels (its own binary: it replaces operator new).
+dsv4_test(NAME kernel_alloc_test
+  SOURCES alloc_test.cc
+  DEPS kernels base tensor)

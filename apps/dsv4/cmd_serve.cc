@@ -20,7 +20,6 @@
 #include "engine_flags.h"
 #include "launch/engine_setup.h"
 #include "server/openai_server.h"
-#include "server/scripted_engine.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::cli {
@@ -42,7 +41,7 @@ struct ServeArgs {
   EngineFlags engine;
   std::string model_source;  // where the model directory came from (default_model.h)
   server::ServerOptions server;
-  std::string test_script_ids;
+  ServeHooks hooks;
   std::string shutdown_timeout = "30";  // seconds, or "inf"
   bool max_connections_given = false;
 };
@@ -87,7 +86,7 @@ Status FitConnectionsToDescriptors(bool given, int64_t* max_connections) {
   return Status::Ok();
 }
 
-void PrintBanner(const ServeArgs& a, int port, bool scripted) {
+void PrintBanner(const ServeArgs& a, int port) {
   const EngineOptions& e = a.engine.options;
   std::cout << "dsv4 serve\n"
             << "  model:                    " << e.model_dir << " (" << a.model_source
@@ -107,9 +106,7 @@ void PrintBanner(const ServeArgs& a, int port, bool scripted) {
             << a.server.header_timeout_seconds << " s, body timeout "
             << a.server.body_timeout_seconds << " s, read timeout " << a.server.read_timeout_seconds
             << " s\n";
-  if (scripted) {
-    std::cout << "  WARNING: --test-script-ids replays scripted token ids (TEST ONLY)\n";
-  }
+  if (!a.hooks.banner_warning.empty()) std::cout << "  WARNING: " << a.hooks.banner_warning << "\n";
   std::cout << "  endpoints: GET /health /v1/models /metrics; POST /v1/chat/completions "
                "/v1/completions /tokenize /detokenize\n"
             << "Listening on http://" << a.server.host << ":" << port << "\n"
@@ -163,16 +160,13 @@ int RunServe(ServeArgs& a) {
     return 1;
   }
   AsyncEngine* serving = engine->get();
-  std::unique_ptr<server::ScriptedEngine> scripted;
-  if (!a.test_script_ids.empty()) {
-    auto scripts = server::LoadTokenScripts(a.test_script_ids, **tok);
-    if (!scripts.ok()) {
-      std::cerr << "dsv4 serve: " << scripts.status().message() << "\n";
+  if (a.hooks.wrap_engine) {
+    Result<AsyncEngine*> wrapped = a.hooks.wrap_engine(**engine, **tok, a.server.eos_token_id);
+    if (!wrapped.ok()) {
+      std::cerr << "dsv4 serve: " << wrapped.status().message() << "\n";
       return 2;
     }
-    scripted = std::make_unique<server::ScriptedEngine>(**engine, std::move(*scripts),
-                                                        a.server.eos_token_id);
-    serving = scripted.get();
+    serving = *wrapped;
   }
   if (a.server.num_http_threads == 0) {
     a.server.num_http_threads =
@@ -192,7 +186,7 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
     return 1;
   }
-  PrintBanner(a, http.port(), scripted != nullptr);
+  PrintBanner(a, http.port());
   std::thread serve_thread([&http] { http.Serve(); });
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -210,7 +204,7 @@ int RunServe(ServeArgs& a) {
 
 }  // namespace
 
-void RegisterServe(CLI::App& app, int* exit_code) {
+void RegisterServe(CLI::App& app, int* exit_code, ServeHooks hooks) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   AddEngineFlags(cmd, &args->engine);
@@ -265,9 +259,8 @@ void RegisterServe(CLI::App& app, int* exit_code) {
                   "SIGINT/SIGTERM; then they are aborted")
       ->check(CLI::Validator(CheckShutdownTimeout, "SECONDS|inf"))
       ->capture_default_str();
-  cmd->add_option("--test-script-ids", args->test_script_ids,
-                  "TEST ONLY: replay token ids from FILE instead of the sampled ones "
-                  "(one JSON array of ids or string per line)");
+  if (hooks.add_flags) hooks.add_flags(cmd);
+  args->hooks = std::move(hooks);
   cmd->callback([args, exit_code] { *exit_code = RunServe(*args); });
 }
 

@@ -4,15 +4,33 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
 
+#include "base/status.h"
 #include "base/thread_pool.h"
+#include "engine/async_engine.h"
+#include "text/tokenizer.h"
 
 namespace dsv4::cli {
 
 void RegisterMakeTiny(CLI::App& app, int* exit_code);
 void RegisterCheckGolden(CLI::App& app, int* exit_code);
 void RegisterGenerate(CLI::App& app, int* exit_code);
-void RegisterServe(CLI::App& app, int* exit_code);
+
+// What a test build of the CLI adds to `serve` (tests/e2e/scripted_serve_main.cc:
+// scripted token ids for end-to-end tests of reasoning and tool calls).  The
+// dsv4 binary passes none, so it carries no test-only flag or code.
+struct ServeHooks {
+  std::function<void(CLI::App* serve)> add_flags;
+  // The engine to serve in place of `engine` (which it may wrap; it must
+  // outlive the server), or `engine` itself.  An error exits 2.
+  std::function<Result<AsyncEngine*>(AsyncEngine& engine, const text::Tokenizer& tokenizer,
+                                     int64_t eos_token_id)>
+      wrap_engine;
+  std::string banner_warning;  // printed by the banner when non-empty
+};
+void RegisterServe(CLI::App& app, int* exit_code, ServeHooks hooks = {});
 void RegisterBench(CLI::App& app, int* exit_code);
 void RegisterConvert(CLI::App& app, int* exit_code);
 void RegisterPrepack(CLI::App& app, int* exit_code);
@@ -21,6 +39,10 @@ void RegisterEval(CLI::App& app, int* exit_code);
 
 // The range of every --threads flag: 0 (every CPU) to kMaxThreads.
 inline CLI::Range ThreadsRange() { return CLI::Range(0, kMaxThreads); }
+
+// The whole command line: registers every subcommand, parses, runs.  Returns
+// the process exit status.
+int RunCli(int argc, char** argv, ServeHooks serve_hooks = {});
 
 // Parses "1,2,3" into ids; false on a malformed list.
 bool ParseIdList(const std::string& text, std::vector<int32_t>* ids);

@@ -13,7 +13,7 @@
 #include "fake_engine.h"
 #include "http_client.h"
 #include "server/openai_server.h"
-#include "server/scripted_engine.h"
+#include "tests/server/scripted_engine.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::server::testing {

@@ -2,11 +2,12 @@
 // npm package and curl, against the real binary on a free loopback port with
 // a tiny random checkpoint (made here by `dsv4 make-tiny`).
 //
-//   node server_e2e.mjs <path to dsv4> <scratch dir>
+//   node server_e2e.mjs <path to dsv4_scripted_serve> <scratch dir>
 //
-// A random model never emits reasoning or tool calls, so a second server runs
-// with the TEST-ONLY --test-script-ids flag, which replays scripted token ids,
-// and the exact JSON / SSE the client receives is asserted.
+// The binary is the test build of the CLI (every dsv4 command, plus one
+// TEST-ONLY flag). A random model never emits reasoning or tool calls, so a
+// second server runs with `--test-script-ids`, which replays scripted token
+// ids, and the exact JSON / SSE the client receives is asserted.
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -1,4 +1,4 @@
-#include "server/scripted_engine.h"
+#include "tests/server/scripted_engine.h"
 
 #include <algorithm>
 #include <fstream>

@@ -1,5 +1,6 @@
 // TEST-ONLY: an AsyncEngine decorator that replays scripted token ids instead
-// of the sampled ones (`dsv4 serve --test-script-ids FILE`).  A random test
+// of the sampled ones (`dsv4_scripted_serve serve --test-script-ids FILE`, a
+// test build of the CLI: tests/e2e/scripted_serve_main.cc).  A random test
 // model never emits <think>, tool-call markup or EOS on cue, so end-to-end
 // tests of reasoning and tool-call responses script the ids the "model"
 // generates while the wrapped engine still runs every step (scheduling,

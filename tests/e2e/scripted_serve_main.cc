@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
         std::make_unique<server::ScriptedEngine>(engine, std::move(scripts), eos_token_id);
     return static_cast<AsyncEngine*>(state->engine.get());
   };
-  hooks.banner_warning = "this is dsv4_scripted_serve, a TEST build: --test-script-ids replays "
-                         "scripted token ids";
+  hooks.banner_warning =
+      "this is dsv4_scripted_serve, a TEST build: --test-script-ids replays "
+      "scripted token ids";
   return cli::RunCli(argc, argv, std::move(hooks));
 }

@@ -1,5 +1,5 @@
 // Load benchmark for `dsv4 serve` (not a test), with the metric definitions
-// of vLLM's `vllm bench serve` (peers.md §6):
+// of vLLM's `vllm bench serve` (vllm/benchmarks/serve.py):
 //   TTFT  time from sending the request to the first streamed token
 //   TPOT  (E2EL - TTFT) / (output tokens - 1), per request
 //   ITL   gaps between consecutive streamed chunks (all requests pooled)

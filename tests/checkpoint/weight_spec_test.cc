@@ -1,5 +1,6 @@
 // The expected-tensor list: tiny-a validates against it exactly, the Flash
-// config reproduces model.md §2.2-§2.5 counts and shapes, and each checkpoint
+// config reproduces the official index's counts and shapes (docs/checkpoint.md
+// "Expected tensors"), and each checkpoint
 // fault is reported as "<file>: tensor '<name>': ...".
 
 #include "checkpoint/weight_spec.h"
@@ -30,7 +31,7 @@ ModelConfig TinyA() {
   return *r;
 }
 
-// DeepSeek-V4-Flash's config.json values (model.md §1.1).
+// DeepSeek-V4-Flash's config.json values (docs/checkpoint.md "DeepSeek-V4-Flash values").
 ModelConfig Flash() {
   json j = json::parse(testing::ReadText(testing::TinyADir() + "/config.json"));
   std::vector<int64_t> ratios = {0, 0};
@@ -104,7 +105,7 @@ TEST(WeightSpec, TinyAShapesFromGoldenReadme) {
 
 TEST(WeightSpec, FlashMatchesModelDoc) {
   const std::vector<WeightSpec> specs = ExpectedWeights(Flash());
-  EXPECT_EQ(specs.size(), 69187u);  // model.md §2.2
+  EXPECT_EQ(specs.size(), 69187u);  // the official 46-shard index
   std::map<std::string, int> suffix;
   for (const auto& s : specs) {
     const size_t dot = s.name.rfind('.');

@@ -8,7 +8,8 @@ namespace dsv4 {
 namespace {
 
 TEST(CacheLayoutTest, ReferencePageBytesOfFlash) {
-  // serving.md §4.1: PyPTO's W8A8 deployment, K = 1 (MTP layer in ori).
+  // PyPTO's W8A8 deployment, K = 1 (MTP layer in ori): docs/engine.md "Bytes per
+  // slot, Flash".
   const Dsv4CacheShapes flash = Dsv4CacheShapes::Flash();
   Result<std::vector<CacheGroupSpec>> g =
       BuildDsv4CacheGroups(flash, CacheStorage::ReferenceW8A8(flash), 128);

@@ -34,7 +34,7 @@ class AttentionGoldenTest : public ::testing::Test {
     ASSERT_NE(golden_, nullptr);
   }
 
-  // x = attn_norm(hc_pre(streams)) for streams [n, hc, D] (model.md §3.2).
+  // x = attn_norm(hc_pre(streams)) for streams [n, hc, D] (docs/model.md "Block and mHC").
   std::vector<bf16> AttentionInput(int64_t layer, const std::vector<bf16>& streams, int64_t n) {
     const int64_t d = cfg_.hidden_size, hc = cfg_.hc_mult, mix = cfg_.hc_mix();
     const std::string p = "layers." + std::to_string(layer) + ".";

@@ -1,6 +1,6 @@
-// Speculative verification: the greedy accept rule (serving.md §6.2 unit
-// vectors) and rejection sampling, whose output law must be exactly the
-// non-speculative one (chi-square tests on a synthetic vocabulary).
+// Speculative verification: the greedy accept rule (the linear-chain rule of
+// docs/sampling.md "4. Speculative verification") and rejection sampling, whose output law must be
+// exactly the non-speculative one (chi-square tests on a synthetic vocabulary).
 #include <gtest/gtest.h>
 
 #include <algorithm>

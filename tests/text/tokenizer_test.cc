@@ -131,7 +131,7 @@ TEST(TokenizerTest, PreTokenizerRules) {
   // ">\n" is one piece and one token (the DSML line ends rely on it).
   EXPECT_EQ(tok.Encode(">\n"), (std::vector<int32_t>{1018}));
   EXPECT_EQ(tok.Encode("\n\n"), (std::vector<int32_t>{271}));
-  // The DSML opener tokenizes as documented in encoding.md §5.2.
+  // The DSML opener tokenizes as docs/text.md "Tools block and DSML tool calls" documents.
   EXPECT_EQ(tok.Encode("\n\n<｜DSML｜tool_calls>\n"),
             (std::vector<int32_t>{271, 30, 128825, 72461, 4941, 12548, 1018}));
 }

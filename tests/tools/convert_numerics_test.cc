@@ -1,5 +1,5 @@
-// The reference converter's numeric and selection vectors (serving.md §15.2
-// item 5) and SHA-256 known answers.
+// The reference converter's numeric and selection vectors (docs/convert.md
+// "What is converted (same rules as the reference)") and SHA-256 known answers.
 #include "tools/convert_numerics.h"
 
 #include <gtest/gtest.h>

@@ -7,3 +7,11 @@ target_include_directories(server_request_fuzz PRIVATE ${CMAKE_SOURCE_DIR})
 target_compile_definitions(server_request_fuzz PRIVATE
                            DSV4_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests/data")
 target_link_libraries(server_request_fuzz PRIVATE nlohmann_json::nlohmann_json)
+
+# The HTTP transport against raw client bytes over loopback (malformed
+# framing, limits, pipelining, decoding; properties in the source).
+dsv4_fuzz_target(NAME http_transport_fuzz
+                 SOURCES ${CMAKE_CURRENT_LIST_DIR}/http_transport_fuzz.cc DEPS server)
+target_include_directories(http_transport_fuzz PRIVATE ${CMAKE_SOURCE_DIR})
+target_compile_definitions(http_transport_fuzz PRIVATE
+                           DSV4_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests/data")

@@ -6,7 +6,8 @@
 #    step; serve answers 500 for the poisoned request and 200 for the others;
 #  - a sidecar byte changed after prepack: the load fails;
 #  - a FIFO as config.json, a symlink-loop model directory, absurd config
-#    values, thread counts out of range, prepack --output onto a shard.
+#    values, thread counts out of range, prepack --output onto a shard;
+#  - serve: a header or body trickled past its deadline is answered 408.
 # Usage: hardening_test.sh DSV4_BINARY TOKENIZER_JSON
 set -euo pipefail
 dsv4=$1
@@ -58,15 +59,19 @@ expect_error 1 '^dsv4 generate: prompt 1: step [0-9]+: the logits of request [0-
 [[ $(grep -c '^finish_reason: error' "$tmp/out") -eq 1 ]] || fail "want exactly one failed prompt"
 [[ $(grep -c '^finish_reason: length' "$tmp/out") -eq 1 ]] || fail "the healthy prompt did not finish"
 
-"$dsv4" serve --model "$tmp/nan_row" "${engine[@]}" --port 0 > "$tmp/serve.out" 2> "$tmp/serve.err" &
-server_pid=$!
-port=
-for _ in $(seq 1 300); do
-  port=$(sed -nE 's|^Listening on http://[^:]+:([0-9]+)$|\1|p' "$tmp/serve.out")
-  [[ -z $port ]] || break
-  sleep 0.1
-done
-[[ -n $port ]] || { cat "$tmp/serve.err" >&2; fail "serve did not start"; }
+# start_serve ARGS...: dsv4 serve in the background; sets server_pid and port.
+start_serve() {
+  "$dsv4" serve "$@" --port 0 > "$tmp/serve.out" 2> "$tmp/serve.err" &
+  server_pid=$!
+  port=
+  for _ in $(seq 1 300); do
+    port=$(sed -nE 's|^Listening on http://[^:]+:([0-9]+)$|\1|p' "$tmp/serve.out")
+    [[ -z $port ]] || break
+    sleep 0.1
+  done
+  [[ -n $port ]] || { cat "$tmp/serve.err" >&2; fail "serve did not start"; }
+}
+start_serve --model "$tmp/nan_row" "${engine[@]}"
 complete() {  # complete PROMPT_IDS -> HTTP status, body in $tmp/body
   curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
     -H 'Content-Type: application/json' \
@@ -75,6 +80,40 @@ complete() {  # complete PROMPT_IDS -> HTTP status, body in $tmp/body
 [[ $(complete 8,7) == 500 ]] || fail "poisoned request: want 500, got $(cat "$tmp/body")"
 grep -q 'are not finite' "$tmp/body" || fail "500 body does not say why: $(cat "$tmp/body")"
 [[ $(complete 5,6) == 200 ]] || fail "healthy request after the failure: $(cat "$tmp/body")"
+kill "$server_pid"
+wait "$server_pid" || true
+server_pid=
+
+# --- slow clients: 408 at the header and body deadlines -----------------------
+# (docs/server.md "Transport".)  A body trickled a byte every 0.25 s, each
+# wait far under --read-timeout, used to hold its connection as long as the
+# client kept sending.
+start_serve --model "$tmp/model" "${engine[@]}" --header-timeout 0.5 --body-timeout 1
+# slow_request TEXT: sends TEXT, then a byte every 0.25 s for 4 s; the answer
+# (read until the server closes, at most 6 s) lands in $tmp/resp.
+slow_request() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port"
+  printf '%b' "$1" >&3
+  (trap '' PIPE; for _ in $(seq 1 16); do sleep 0.25; printf a >&3 2>/dev/null || true; done) &
+  local trickler=$!
+  local t0=$SECONDS
+  timeout 6 cat <&3 > "$tmp/resp" || true
+  elapsed=$((SECONDS - t0))
+  exec 3<&- 3>&-
+  kill "$trickler" 2>/dev/null || true
+  wait "$trickler" 2>/dev/null || true
+}
+slow_request 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{'
+grep -q '^HTTP/1.1 408' "$tmp/resp" || fail "trickled body: want 408, got: $(head -c 300 "$tmp/resp")"
+grep -q 'request body not complete within 1 s (--body-timeout)' "$tmp/resp" \
+  || fail "trickled body: 408 does not name the deadline: $(head -c 300 "$tmp/resp")"
+[[ $elapsed -le 3 ]] || fail "trickled body: answered after ${elapsed} s, want ~1 s"
+slow_request 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: '
+grep -q '^HTTP/1.1 408' "$tmp/resp" || fail "trickled header: want 408, got: $(head -c 300 "$tmp/resp")"
+grep -q 'request header not complete within 0.5 s (--header-timeout)' "$tmp/resp" \
+  || fail "trickled header: 408 does not name the deadline: $(head -c 300 "$tmp/resp")"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health") == 200 ]] \
+  || fail "/health after the slow clients"
 kill "$server_pid"
 wait "$server_pid" || true
 server_pid=
@@ -132,6 +171,7 @@ expect_error 2 '^dsv4: --http-threads: Value 100000 not in range 0 to 4096$' \
   "$dsv4" serve --http-threads 100000
 expect_error 2 '^dsv4: --shutdown-timeout: Value -1 not in range' \
   "$dsv4" serve --shutdown-timeout -1
+expect_error 2 '^dsv4: --body-timeout: Value 0 not in range' "$dsv4" serve --body-timeout 0
 
 # --- prepack never overwrites its input -----------------------------------------
 shard=$tmp/model/model-00001-of-00003.safetensors

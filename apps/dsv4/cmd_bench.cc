@@ -13,10 +13,13 @@
 #include "default_model.h"
 #include "engine/memory_budget.h"
 #include "engine/offline.h"
+#include "engine_flags.h"
 #include "kernels/dispatch.h"
 #include "launch/engine_setup.h"
 #include "membw.h"
 #include "model/model.h"
+#include "profile/profile.h"
+#include "profile/summary.h"
 
 namespace dsv4::cli {
 
@@ -31,7 +34,26 @@ struct BenchArgs {
   int64_t triad_mib = 512;
   int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
   std::string prepacked = "auto";
+  ProfileFlagArgs profile;
 };
+
+// Kernel level: the per-op tables of the bare loop's prefill and decode
+// forwards (docs/profiling.md "Per-op table"), read back from its trace.
+void PrintOpTables(const profile::SessionSummary& trace, int64_t batch) {
+  if ((trace.levels & profile::kKernel) == 0) return;
+  auto tables = profile::SummarizeForwards(trace.path, batch);
+  if (!tables.ok()) {
+    std::cerr << "dsv4 bench: " << tables.status().message() << "\n";
+    return;
+  }
+  for (const profile::ForwardSummary& t : *tables) {
+    std::printf("%s", profile::FormatOpTable(t).c_str());
+  }
+  std::printf(
+      "flame chart of one prefill and one decode forward: /usr/bin/python3 "
+      "bench/profile_chart.py %s %s.png\n",
+      trace.path.c_str(), trace.path.c_str());
+}
 
 // Weight bytes one decode token reads with batch 1: every dense tensor once,
 // num_experts_per_tok of the n_routed_experts routed experts per MoE layer
@@ -165,6 +187,11 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
 }
 
 int RunBench(BenchArgs& args) {
+  const Result<profile::ProfileFlags> profile_flags = ResolveProfileFlags(args.profile);
+  if (!profile_flags.ok()) {
+    std::cerr << "dsv4 bench: " << profile_flags.status().message() << "\n";
+    return 2;
+  }
   auto location = ResolveModel(args.model);
   if (!location.ok()) {
     std::cerr << "dsv4 bench: " << location.status().message() << "\n";
@@ -219,6 +246,7 @@ int RunBench(BenchArgs& args) {
 
   auto cache = model.NewCache(args.batch);
   Workspace ws;
+  Status s;
   std::mt19937 rng(1234);
   ForwardBatch prefill;
   for (int64_t b = 0; b < args.batch; ++b) {
@@ -230,8 +258,16 @@ int RunBench(BenchArgs& args) {
   std::vector<float> logits(static_cast<size_t>(args.batch * cfg.vocab_size));
   ForwardOutputs out;
   out.logits = logits.data();
+  profile::SetThreadName("main");
+  // The profile covers the timed prefill and decode loop (trace.json), and
+  // with --speculative the engine runs in a second session (trace-2.json).
+  s = StartProfile(*profile_flags);
+  if (!s.ok()) {
+    std::cerr << "dsv4 bench: " << s.message() << "\n";
+    return 1;
+  }
   auto t0 = std::chrono::steady_clock::now();
-  Status s = model.Forward(prefill, *cache, out, ws, &pool);
+  s = model.Forward(prefill, *cache, out, ws, &pool);
   const double prefill_sec = Seconds(t0);
   if (!s.ok()) {
     std::cerr << "dsv4 bench: " << s.message() << "\n";
@@ -265,6 +301,8 @@ int RunBench(BenchArgs& args) {
     argmax_rows();
   }
   const double decode_sec = Seconds(t0);
+  Result<profile::SessionSummary> trace = profile::SessionSummary{};
+  if (profile_flags->enabled && !(trace = StopProfile("dsv4 bench")).ok()) return 1;
   const double steps_per_sec = static_cast<double>(args.decode_steps) / decode_sec;
   std::printf("decode: %lld steps x batch %lld in %.3f s = %.2f tok/s (%.2f ms/step)\n",
               static_cast<long long>(args.decode_steps), static_cast<long long>(args.batch),
@@ -276,7 +314,16 @@ int RunBench(BenchArgs& args) {
     std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best\n", achieved,
                 100.0 * achieved / triad.best_gbps);
   }
-  if (args.speculative > 0) return RunSpeculativeComparison(args, cfg.vocab_size);
+  if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
+  if (args.speculative > 0) {
+    if (!(s = StartProfile(*profile_flags)).ok()) {
+      std::cerr << "dsv4 bench: " << s.message() << "\n";
+      return 1;
+    }
+    const int rc = RunSpeculativeComparison(args, cfg.vocab_size);
+    if (profile_flags->enabled && !StopProfile("dsv4 bench").ok()) return 1;
+    return rc;
+  }
   return 0;
 }
 
@@ -306,6 +353,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--speculative", args->speculative,
                   "Also compare engine decode without MTP and with MTP K = 1..N")
       ->check(CLI::Range(0, 16));
+  AddProfileFlags(cmd, &args->profile);
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }
 

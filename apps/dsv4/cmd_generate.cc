@@ -17,6 +17,7 @@
 #include "generate_driver.h"
 #include "generate_output.h"
 #include "launch/engine_setup.h"
+#include "profile/profile.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::cli {
@@ -44,6 +45,7 @@ namespace {
 
 struct GenerateArgs {
   EngineFlags engine;
+  ProfileFlagArgs profile;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;
   std::vector<std::string> chat_requests;
@@ -132,6 +134,8 @@ Status CheckCombinations(const GenerateArgs& args, const GenerateConfig& config)
 int RunGenerateCommand(GenerateArgs& args) {
   Status s = ResolveEngineFlags(&args.engine);
   if (!s.ok()) return UsageError(s.message());
+  const Result<profile::ProfileFlags> profile_flags = ResolveProfileFlags(args.profile);
+  if (!profile_flags.ok()) return UsageError(profile_flags.status().message());
   GenerateConfig config;
   if (!args.generate_config.empty()) {
     auto parsed = ParseGenerateConfig(args.generate_config);
@@ -187,8 +191,17 @@ int RunGenerateCommand(GenerateArgs& args) {
   job.eos_token_id = static_cast<int32_t>(model_config->eos_token_id);
   job.stream = config.stream ? &std::cout : nullptr;
   GenerateStats stats;
+  // The profile covers the generation window (as the reference's offline
+  // mode): from the first submission to the last output, not the load.
+  profile::SetThreadName("main");
+  s = StartProfile(*profile_flags);
+  if (!s.ok()) {
+    std::cerr << "dsv4 generate: " << s.message() << "\n";
+    return 1;
+  }
   auto results = RunGenerate(**engine, job, &stats);
   (*engine)->Shutdown();
+  if (profile_flags->enabled && !StopProfile("dsv4 generate").ok()) return 1;
   if (!results.ok()) return UsageError(results.status().message());
   if (config.stream) std::cout << "\n";
   PrintResults(std::cout, *results, job, stats, options.num_speculative_tokens);
@@ -210,6 +223,7 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "generate", "Offline generation through the serving engine (continuous batching, MTP)");
   AddEngineFlags(cmd, &args->engine);
+  AddProfileFlags(cmd, &args->profile);
   cmd->add_option("--prompt", args->prompts, "Prompt text (repeatable; needs tokenizer.json)");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3 (repeatable)");
   cmd->add_option("--generate-config", args->generate_config,

@@ -52,6 +52,49 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
       ->check(CLI::Range(0, 64));
 }
 
+void AddProfileFlags(CLI::App* cmd, ProfileFlagArgs* args) {
+  cmd->add_flag("--profile", args->profile,
+                "Record a Chrome trace-event profile (docs/profiling.md; serve: between "
+                "POST /start_profile and /stop_profile)");
+  args->output_option =
+      cmd->add_option("--profile-output", args->output,
+                      "Profile directory (trace.json, trace-N.json) or a .json file; needs "
+                      "--profile")
+          ->capture_default_str();
+  args->level_option = cmd->add_option("--profile-level", args->level,
+                                       "Profile levels: e2e, kernel (comma list) or verbose; "
+                                       "needs --profile")
+                           ->capture_default_str();
+}
+
+Result<profile::ProfileFlags> ResolveProfileFlags(const ProfileFlagArgs& args) {
+  const bool output_given = args.output_option != nullptr && args.output_option->count() > 0;
+  const bool level_given = args.level_option != nullptr && args.level_option->count() > 0;
+  return profile::ResolveProfileFlags(args.profile, args.output, output_given, args.level,
+                                      level_given);
+}
+
+Status StartProfile(const profile::ProfileFlags& flags) {
+  if (!flags.enabled) return Status::Ok();
+  profile::SessionOptions o;
+  o.levels = flags.levels;
+  o.path = profile::TracePath(flags.output, profile::SessionsStarted() + 1);
+  return profile::StartSession(o);
+}
+
+Result<profile::SessionSummary> StopProfile(const char* command) {
+  Result<profile::SessionSummary> s = profile::StopSession();
+  if (!s.ok()) {
+    std::cerr << command << ": profile: " << s.status().message() << "\n";
+    return s;
+  }
+  std::cerr << fmt::format(
+      "{}: profile ({}) written to {}: {} events, {} dropped, {:.1f} MiB, {:.2f} s\n", command,
+      profile::LevelsName(s->levels), s->path, s->events, s->dropped_events,
+      static_cast<double>(s->bytes) / (1 << 20), s->seconds);
+  return s;
+}
+
 Status ResolveEngineFlags(EngineFlags* flags) {
   EngineOptions& o = flags->options;
   o.kv_cache_memory = 0;

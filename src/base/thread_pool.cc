@@ -7,6 +7,33 @@
 #include <system_error>
 
 namespace dsv4 {
+namespace {
+
+std::atomic<PoolShareObserver> g_share_observer{nullptr};
+
+// Reports one share to the observer installed when it began.
+class ObservedShare {
+ public:
+  explicit ObservedShare(int worker)
+      : fn_(g_share_observer.load(std::memory_order_relaxed)), worker_(worker) {
+    if (fn_ != nullptr) fn_(worker_, true);
+  }
+  ~ObservedShare() {
+    if (fn_ != nullptr) fn_(worker_, false);
+  }
+  ObservedShare(const ObservedShare&) = delete;
+  ObservedShare& operator=(const ObservedShare&) = delete;
+
+ private:
+  const PoolShareObserver fn_;
+  const int worker_;
+};
+
+}  // namespace
+
+void SetPoolShareObserver(PoolShareObserver observer) {
+  g_share_observer.store(observer, std::memory_order_relaxed);
+}
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
   for (int i = 1; i < num_threads_; ++i) {
@@ -103,7 +130,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.SignalAll();
-  RunShare(fn, n, parts, 0);
+  {
+    ObservedShare observed(0);
+    RunShare(fn, n, parts, 0);
+  }
   // Workers finish quickly for compute kernels; spin briefly, then yield.
   for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < 4096) {
@@ -134,7 +164,10 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn)
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.SignalAll();
-  RunChunks(tag, &fn, n, chunk);
+  {
+    ObservedShare observed(0);
+    RunChunks(tag, &fn, n, chunk);
+  }
   // Only chunks already claimed by a worker remain: at most one per worker.
   for (int spins = 0; done_items_.load(std::memory_order_acquire) != n; ++spins) {
     if (spins < 4096) {
@@ -192,9 +225,13 @@ void ThreadPool::WorkerLoop(int index) {
     if (dynamic) {
       // Not counted in pending_: the caller waits for claimed chunks only, so
       // a worker that wakes after the job is done simply finds nothing left.
+      ObservedShare observed(index);
       RunChunks(static_cast<uint32_t>(seen), fn, n, chunk);
     } else {
-      RunShare(*fn, n, parts, index);
+      if (index < parts) {
+        ObservedShare observed(index);
+        RunShare(*fn, n, parts, index);
+      }
       pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }

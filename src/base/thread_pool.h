@@ -95,6 +95,15 @@ class ThreadPool {
   std::atomic<int64_t> done_items_{0};  // items of the current dynamic job finished
 };
 
+// Profiling hook (src/profile installs one while its kernel level records):
+// called on the thread that runs a share of a ParallelFor or its part of a
+// ParallelForDynamic, with begin = true before and false after; worker 0 is
+// the calling thread.  Read with one relaxed load per share, so an unset
+// hook costs nothing measurable.  base cannot depend on the profiler, hence
+// a function pointer.
+using PoolShareObserver = void (*)(int worker, bool begin);
+void SetPoolShareObserver(PoolShareObserver observer);
+
 // Starts `n` threads that wait for each other, then joins them: a pre-flight
 // check of a thread count a user asked for (dsv4 serve --http-threads,
 // before the banner: the server's worker pool only logs a refused thread

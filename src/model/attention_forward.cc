@@ -14,6 +14,8 @@
 #include "model/attention_weights.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
+#include "model/op_profile.h"
+#include "profile/profile.h"
 
 namespace dsv4 {
 namespace {
@@ -186,6 +188,27 @@ void FillTrace(const int32_t* topk, int64_t t, int64_t width, AttentionTrace* tr
   }
 }
 
+// The indexer's projections (its wq_b, weights_proj, its compressor's wkv and
+// wgate) and its scoring of every visible compressed key (INT8 + one FP32
+// scale per row, read once per sequence).
+void IndexerCost(const AttentionWeights& w, const Indexer& indexer, int64_t layer,
+                 const ForwardBatch& batch, profile::Span* s) {
+  const int64_t t = batch.num_tokens();
+  const int64_t nh = indexer.n_heads();
+  const int64_t ihd = indexer.head_dim();
+  const int64_t sw = indexer.compressor().state_width();
+  int64_t scored = 0, key_bytes = 0;
+  for (const SequenceSlice& sl : batch.seqs) {
+    const int64_t visible = (sl.start_pos + sl.num_tokens) / 4;
+    scored += sl.num_tokens * visible;
+    key_bytes += visible * (ihd + 4);
+  }
+  s->Arg("layer", layer)
+      .Arg("bytes", nh * ihd * w.q_lora + nh * w.dim * 2 + 2 * sw * w.dim * 2 + key_bytes)
+      .Arg("flops", op_cost::GemmFlops(t, nh * ihd, w.q_lora) + op_cost::GemmFlops(t, nh, w.dim) +
+                        2 * op_cost::GemmFlops(t, sw, w.dim) + 2 * scored * nh * ihd);
+}
+
 }  // namespace
 
 void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
@@ -198,27 +221,82 @@ void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache
   bf16* qr = ws.Get<bf16>(WsSlot::kAttnQr, Sz(t * w.q_lora));              // [T, q_lora]
   bf16* q = ws.Get<bf16>(WsSlot::kAttnQ, Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
   bf16* kv = ws.Get<bf16>(WsSlot::kAttnKv, Sz(t * w.head_dim));            // [T, d]
-  QueryPath(w, x, batch, qr, q, ws, pool);
-  KvPath(w, x, batch, kv, ws, pool);
+  const int64_t hd = w.n_heads * w.head_dim;
+  {
+    profile::Span s(profile::kKernel, "kernel", "attn.q");
+    if (s) {
+      s.Arg("layer", layer_id_)
+          .Arg("bytes", op_cost::LinearBytes(w.wq_a, w.q_lora, w.dim) +
+                            op_cost::LinearBytes(w.wq_b, hd, w.q_lora))
+          .Arg("flops",
+               op_cost::GemmFlops(t, w.q_lora, w.dim) + op_cost::GemmFlops(t, hd, w.q_lora));
+    }
+    QueryPath(w, x, batch, qr, q, ws, pool);
+  }
+  {
+    profile::Span s(profile::kKernel, "kernel", "attn.kv");
+    if (s) {
+      s.Arg("layer", layer_id_)
+          .Arg("bytes", op_cost::LinearBytes(w.wkv, w.head_dim, w.dim))
+          .Arg("flops", op_cost::GemmFlops(t, w.head_dim, w.dim));
+    }
+    KvPath(w, x, batch, kv, ws, pool);
+  }
 
   int32_t* topk = nullptr;  // [T, index_topk]
   int64_t topk_width = 0;
   if (indexer_ != nullptr) {
     topk_width = indexer_->topk();
     topk = ws.Get<int32_t>(WsSlot::kAttnTopk, Sz(t * topk_width));
+    profile::Span s(profile::kKernel, "kernel", "attn.indexer");
+    if (s) IndexerCost(w, *indexer_, layer_id_, batch, &s);
     indexer_->Forward(x, qr, batch, cache, topk, ws, pool);
+    s.End();
     if (trace != nullptr) FillTrace(topk, t, topk_width, trace);
   }
-  if (compressor_ != nullptr) UpdateCompressed(*compressor_, x, batch, cache, ws, pool);
+  if (compressor_ != nullptr) {
+    profile::Span s(profile::kKernel, "kernel", "attn.compressor");
+    if (s) {
+      const int64_t sw = compressor_->state_width();
+      s.Arg("layer", layer_id_)
+          .Arg("ratio", ratio_)
+          .Arg("bytes", 2 * sw * w.dim * 2)  // wkv and wgate, BF16
+          .Arg("flops", 2 * op_cost::GemmFlops(t, sw, w.dim));
+    }
+    UpdateCompressed(*compressor_, x, batch, cache, ws, pool);
+  }
 
   const int64_t list_len = w.window + CompressedWidth(batch, ratio_, topk_width);
   const bf16** rows = ws.Get<const bf16*>(WsSlot::kAttnRows, Sz(t * list_len));  // [T, list_len]
-  BuildRows(w, ratio_, batch, cache, kv, topk, topk_width, list_len, rows);
-  bf16* o = ws.Get<bf16>(WsSlot::kAttnO, Sz(t * w.n_heads * w.head_dim));  // [T, H, d]
-  kernels::SparseAttention(q, t, w.n_heads, w.head_dim, rows, list_len, w.sink.as<float>(),
-                           w.softmax_scale, o, pool);
-  WriteRing(w, batch, kv, cache);
-  OutputPath(w, o, batch, out, ws, pool);
+  bf16* o = ws.Get<bf16>(WsSlot::kAttnO, Sz(t * w.n_heads * w.head_dim));        // [T, H, d]
+  {
+    // Every query's list of list_len KV rows (window + compressed), read
+    // per query: QK and PV over H heads.
+    profile::Span s(profile::kKernel, "kernel", "attn.core");
+    if (s) {
+      s.Arg("layer", layer_id_)
+          .Arg("ratio", ratio_)
+          .Arg("list_len", list_len)
+          .Arg("bytes", t * list_len * w.head_dim * 2 + 2 * t * hd * 2)
+          .Arg("flops", 4 * t * w.n_heads * list_len * w.head_dim);
+    }
+    BuildRows(w, ratio_, batch, cache, kv, topk, topk_width, list_len, rows);
+    kernels::SparseAttention(q, t, w.n_heads, w.head_dim, rows, list_len, w.sink.as<float>(),
+                             w.softmax_scale, o, pool);
+    WriteRing(w, batch, kv, cache);
+  }
+  {
+    profile::Span s(profile::kKernel, "kernel", "attn.o");
+    if (s) {
+      const int64_t z = w.n_groups * w.o_lora;
+      s.Arg("layer", layer_id_)
+          .Arg("bytes", z * (hd / w.n_groups) * (w.wo_a.is_fp8() ? 1 : 2) +
+                            op_cost::LinearBytes(w.wo_b, w.dim, z))
+          .Arg("flops",
+               op_cost::GemmFlops(t, z, hd / w.n_groups) + op_cost::GemmFlops(t, w.dim, z));
+    }
+    OutputPath(w, o, batch, out, ws, pool);
+  }
 }
 
 }  // namespace dsv4

@@ -28,6 +28,8 @@ class Indexer {
                                                const std::string& prefix, const float* rope_freqs);
 
   int64_t topk() const { return topk_; }
+  int64_t n_heads() const { return n_heads_; }
+  int64_t head_dim() const { return head_dim_; }
   const Compressor& compressor() const { return *compressor_; }
 
   // x [T, D] attention input, qr [T, q_lora_rank] (q_norm output).  First

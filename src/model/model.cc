@@ -10,6 +10,8 @@
 #include "base/logging.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "model/op_profile.h"
+#include "profile/profile.h"
 
 namespace dsv4 {
 namespace {
@@ -343,6 +345,13 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   for (int64_t i = 0; i < r; ++i) {
     std::memcpy(g + i * width, streams + batch.logit_rows[Sz(i)] * width, Sz(width) * sizeof(bf16));
   }
+  profile::Span span(profile::kKernel, "kernel", "head");
+  if (span) {
+    const int64_t v = cfg_.vocab_size;
+    span.Arg("rows", r)
+        .Arg("bytes", v * d * 2 + hw.hc_head.num_mix * width * 4)
+        .Arg("flops", 2 * r * v * d + 2 * r * hw.hc_head.num_mix * width);
+  }
   HcHead(hc_, hw.hc_head, g, r, y, ws, pool);
   kernels::RmsNorm(y, r, d, hw.norm, static_cast<float>(cfg_.rms_norm_eps), y);
   if (out.hidden != nullptr) std::memcpy(out.hidden, y, Sz(r * d) * sizeof(bf16));
@@ -363,10 +372,20 @@ Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const Forwar
   DSV4_RETURN_IF_ERROR(PrepareBatch(batch, cache, 0, num_layers()));
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
+  // The container of this forward's kernel spans (bench's per-op table
+  // divides by it); decode rows are the slices of one row (+ drafts).
+  profile::Span fwd(profile::kKernel, "kernel", "model.forward");
+  if (fwd) {
+    fwd.Arg("rows", n).Arg("sequences", static_cast<int64_t>(batch.seqs.size()));
+  }
   const size_t elems = Sz(n * stream_width());
   bf16* cur = ws.Get<bf16>(WsSlot::kMdlStreams0, elems);   // [n, hc, D]
   bf16* next = ws.Get<bf16>(WsSlot::kMdlStreams1, elems);  // [n, hc, D]
-  EmbedStreams(batch.token_ids.data(), n, cur);
+  {
+    profile::Span s(profile::kKernel, "kernel", "embed");
+    if (s) s.Arg("bytes", n * stream_width() * 2 + n * cfg_.hidden_size * 2);
+    EmbedStreams(batch.token_ids.data(), n, cur);
+  }
   if (trace != nullptr) {
     trace->blocks.resize(Sz(num_layers()));
     trace->layer_streams.resize(trace->capture_streams ? Sz(num_layers()) : 0);
@@ -394,6 +413,14 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
   const int64_t n = batch.num_tokens();
   if (n == 0) return Status::Ok();
   if (h == nullptr) return InvalidArgument("ForwardMtp needs the main model's streams");
+  profile::Span fwd(profile::kKernel, "kernel", "model.forward_mtp");
+  if (fwd) fwd.Arg("rows", n);
+  profile::Span proj(profile::kKernel, "kernel", "mtp.proj");
+  if (proj) {
+    const int64_t dd = cfg_.hidden_size;
+    proj.Arg("bytes", 2 * dd * dd)
+        .Arg("flops", op_cost::GemmFlops(n, dd, dd) * (1 + hc_.hc));  // e_proj, h_proj per stream
+  }
   const int64_t d = cfg_.hidden_size;
   const int64_t hc = hc_.hc;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
@@ -423,6 +450,7 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
       }
     }
   });
+  proj.End();
   mtp_block_->Forward(x, batch, cache.layer(num_layers()), y, ws, pool, trace);
   if (out.streams != nullptr) std::memcpy(out.streams, y, elems * sizeof(bf16));
   Head(mtp_.head, y, batch, out, ws, pool);

@@ -12,6 +12,7 @@
 
 #include "base/logging.h"
 #include "base/mutex.h"
+#include "base/thread_pool.h"
 #include "profile/options.h"
 #include "profile/session.h"
 #include "profile/trace_writer.h"
@@ -19,6 +20,25 @@
 namespace dsv4::profile {
 namespace internal {
 namespace {
+
+// Kernel level: one "pool.share" span per share of a parallel job, on the
+// thread that ran it (base/thread_pool.h PoolShareObserver); names the
+// workers "pool-<index>" the first time they run one.
+void ObservePoolShare(int worker, bool begin) {
+  thread_local int64_t start = -1;
+  thread_local bool named = false;
+  if (begin) {
+    start = Enabled(kKernel) ? NowNs() : -1;
+    if (!named && worker > 0) {
+      SetThreadName(Intern("pool-" + std::to_string(worker)));
+      named = true;
+    }
+    return;
+  }
+  if (start < 0) return;
+  Complete(kKernel, "pool", "pool.share", start, NowNs() - start, {{"worker", worker}});
+  start = -1;
+}
 
 int64_t RoundUpPow2(int64_t n) {
   int64_t p = 64;
@@ -104,6 +124,7 @@ Status Recorder::Start(const SessionOptions& options) {
   start_ns_ = NowNs();
   stop_flusher_ = false;
   g_state.store((session_ << kSessionShift) | levels_, std::memory_order_release);
+  if ((levels_ & kKernel) != 0) SetPoolShareObserver(&ObservePoolShare);
   flusher_ = std::thread([this, ms = std::max(1, options.flush_interval_ms)] { FlushLoop(ms); });
   return Status::Ok();
 }
@@ -157,6 +178,7 @@ Result<SessionSummary> Recorder::Stop() {
     // open end with this session's number and are dropped as stale by the
     // next session's drains.
     g_state.store(0, std::memory_order_release);
+    SetPoolShareObserver(nullptr);
     stop_flusher_ = true;
     wake_.SignalAll();
   }

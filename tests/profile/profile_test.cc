@@ -18,6 +18,7 @@
 
 #include "profile/options.h"
 #include "profile/session.h"
+#include "profile/summary.h"
 
 namespace dsv4::profile {
 namespace {
@@ -352,6 +353,50 @@ TEST(ProfileSession, StartStopErrorsAndStraddlingSpans) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].at("name"), "second");
   EXPECT_TRUE(Recorded(ReadTrace((dir / "a" / "trace.json").string())).empty());
+}
+
+TEST(ProfileSummary, PerOpTableSumsLeafSpansPerPhase) {
+  const fs::path dir = TempDir("summary");
+  ASSERT_TRUE(StartSession(Options(dir, kKernel)).ok());
+  const int64_t t0 = NowNs();
+  // A prefill forward of 64 rows (two ops) and two decode forwards of 1 row.
+  Complete(kKernel, "kernel", "model.forward", t0, 10'000'000, {{"rows", 64}});
+  Complete(kKernel, "kernel", "layer", t0, 9'000'000, {{"rows", 64}});
+  Complete(kKernel, "kernel", "moe", t0, 6'000'000, {{"bytes", 6e9 * 0.006}, {"flops", 1e9}});
+  Complete(kKernel, "kernel", "attn.q", t0 + 6'000'000, 2'000'000, {{"bytes", 1e6}});
+  for (int i = 0; i < 2; ++i) {
+    const int64_t b = t0 + 20'000'000 + i * 2'000'000;
+    Complete(kKernel, "kernel", "model.forward", b, 1'000'000, {{"rows", 1}});
+    Complete(kKernel, "kernel", "moe", b, 500'000, {{"bytes", 1e6}, {"flops", 2e6}});
+  }
+  const Result<SessionSummary> s = StopSession();
+  ASSERT_TRUE(s.ok());
+  const Result<std::vector<ForwardSummary>> t = SummarizeForwards(s->path, 1);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 2u);
+  const ForwardSummary& prefill = (*t)[0];
+  EXPECT_EQ(prefill.label, "prefill");
+  EXPECT_EQ(prefill.forwards, 1);
+  EXPECT_EQ(prefill.rows, 64);
+  ASSERT_EQ(prefill.ops.size(), 3u);  // moe, attn.q, (other); layer is a container
+  EXPECT_EQ(prefill.ops[0].name, "moe");
+  EXPECT_DOUBLE_EQ(prefill.ops[0].us, 6000);
+  EXPECT_EQ(prefill.ops[2].name, "(other)");
+  EXPECT_DOUBLE_EQ(prefill.ops[2].us, 2000);
+  const ForwardSummary& decode = (*t)[1];
+  EXPECT_EQ(decode.forwards, 2);
+  ASSERT_EQ(decode.ops.size(), 2u);
+  EXPECT_EQ(decode.ops[0].calls, 2);
+  EXPECT_DOUBLE_EQ(decode.ops[0].bytes, 2e6);
+  const std::string table = FormatOpTable(prefill);
+  // moe: 36 MB in 6 ms = 6 GB/s, 1 GFLOP in 6 ms = 166.67 GFLOP/s, 60 % of the forward.
+  EXPECT_NE(table.find("60.0%"), std::string::npos) << table;
+  EXPECT_NE(table.find("6.00"), std::string::npos) << table;
+  EXPECT_NE(table.find("166.67"), std::string::npos) << table;
+  EXPECT_FALSE(SummarizeForwards((dir / "missing.json").string(), 1).ok());
+  std::ofstream(dir / "bad.json") << "{\"not\": \"a trace\"}";
+  EXPECT_EQ(SummarizeForwards((dir / "bad.json").string(), 1).status().code(),
+            StatusCode::kDataLoss);
 }
 
 }  // namespace

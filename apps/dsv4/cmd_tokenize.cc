@@ -47,8 +47,9 @@ void RegisterTokenize(CLI::App& app, int* exit_code) {
       "tokenize", "Encode JSONL training documents (texts, conversations) into token ids");
   cmd->add_option("--tokenizer", args->tokenizer, "Directory with tokenizer.json (or the file)")
       ->required();
-  cmd->add_option("--input", args->input, "JSONL: {\"text\"} or {\"messages\", \"tools\", "
-                                          "\"thinking\"} per line")
+  cmd->add_option("--input", args->input,
+                  "JSONL: {\"text\"} or {\"messages\", \"tools\", "
+                  "\"thinking\"} per line")
       ->required();
   cmd->add_option("--output", args->output,
                   "Token file (little-endian uint16/uint32; FILE.json describes it)")

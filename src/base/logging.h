@@ -1,12 +1,12 @@
 // Minimal leveled logging to stderr and CHECK for broken invariants.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace dsv4 {
 
@@ -34,12 +34,11 @@ void Log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) {
 #define DSV4_LOG_DEBUG(...) ::dsv4::Log(::dsv4::LogLevel::kDebug, __VA_ARGS__)
 
 // CHECK: an invariant of the program itself, never input validation.
-#define DSV4_CHECK(cond)                                                \
-  do {                                                                  \
-    if (!(cond)) ::dsv4::CheckFailed(__FILE__, __LINE__, #cond, "");    \
+#define DSV4_CHECK(cond)                                             \
+  do {                                                               \
+    if (!(cond)) ::dsv4::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (0)
-#define DSV4_CHECK_MSG(cond, ...)                                        \
-  do {                                                                   \
-    if (!(cond))                                                         \
-      ::dsv4::CheckFailed(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
+#define DSV4_CHECK_MSG(cond, ...)                                                          \
+  do {                                                                                     \
+    if (!(cond)) ::dsv4::CheckFailed(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)

@@ -4,16 +4,26 @@ namespace dsv4 {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

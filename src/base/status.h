@@ -3,23 +3,23 @@
 // parameter.  CHECK (logging.h) is reserved for broken invariants.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <variant>
 
-#include <fmt/format.h>
-
 namespace dsv4 {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // bad input from a user: flags, requests, files
-  kNotFound,          // a file, tensor or key that should exist does not
-  kIoError,           // the OS refused: open, read, mmap, write
-  kDataLoss,          // a file exists but its content is corrupt or truncated
-  kOutOfRange,        // a position or size beyond a configured limit
-  kResourceExhausted, // a pool or queue is full
+  kInvalidArgument,    // bad input from a user: flags, requests, files
+  kNotFound,           // a file, tensor or key that should exist does not
+  kIoError,            // the OS refused: open, read, mmap, write
+  kDataLoss,           // a file exists but its content is corrupt or truncated
+  kOutOfRange,         // a position or size beyond a configured limit
+  kResourceExhausted,  // a pool or queue is full
   kFailedPrecondition,
   kUnavailable,
   kInternal,
@@ -89,8 +89,8 @@ Status Internal(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}     // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
@@ -114,9 +114,9 @@ class [[nodiscard]] Result {
 #define DSV4_CONCAT_INNER_(a, b) a##b
 #define DSV4_CONCAT_(a, b) DSV4_CONCAT_INNER_(a, b)
 
-#define DSV4_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::dsv4::Status dsv4_status_ = (expr);   \
+#define DSV4_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::dsv4::Status dsv4_status_ = (expr);        \
     if (!dsv4_status_.ok()) return dsv4_status_; \
   } while (0)
 

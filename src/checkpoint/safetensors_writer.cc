@@ -320,8 +320,7 @@ Status SafetensorsWriter::Finish(const std::function<Status()>& before_publish) 
     }
   }
   if (want_checksum_) {
-    DSV4_ASSIGN_OR_RETURN(checksum_,
-                          ChecksumOfFile(fd_, data_start_, data_bytes_, temp_path_));
+    DSV4_ASSIGN_OR_RETURN(checksum_, ChecksumOfFile(fd_, data_start_, data_bytes_, temp_path_));
     if (checksum_offset_ != 0) {
       const std::string hex = ChecksumHex(checksum_);
       DSV4_RETURN_IF_ERROR(

@@ -107,9 +107,9 @@ class SafetensorsWriter {
   std::vector<uint64_t> written_;  // bytes written per tensor
   std::vector<bool> done_;         // complete (distinguishes zero-byte tensors)
   uint64_t data_bytes_ = 0;
-  uint64_t data_start_ = 0;        // file offset of the data region
+  uint64_t data_start_ = 0;  // file offset of the data region
   bool want_checksum_ = false;
-  uint64_t checksum_offset_ = 0;   // file offset of the reserved metadata value; 0 = none
+  uint64_t checksum_offset_ = 0;  // file offset of the reserved metadata value; 0 = none
   uint64_t checksum_ = 0;
   bool failed_ = false;
   bool finished_ = false;

@@ -315,13 +315,12 @@ bool IsToolName(const Json* name) {
   if (name == nullptr || !name->is_string()) return false;
   const std::string& s = name->get_ref<const std::string&>();
   return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   });
 }
 
-Err ReadTools(const Json& body, const RequestLimits& limits, ParsedRequest* out,
-              Json* tools_out) {
+Err ReadTools(const Json& body, const RequestLimits& limits, ParsedRequest* out, Json* tools_out) {
   const Json* tools = Field(body, "tools");
   const Json* choice = Field(body, "tool_choice");
   bool parallel = true;
@@ -460,8 +459,8 @@ Err ConvertToolCalls(const Json& calls, size_t i, const RequestLimits& limits,
     // as the body: the encoder walks them (docs/server.md "Input limits").
     const std::string args_param = fmt::format("{}[{}].function.arguments", param, j);
     Json parsed;
-    if (auto err = text::ReadJson(args->get_ref<const std::string&>(), JsonLimitsFor(limits),
-                                  &parsed)) {
+    if (auto err =
+            text::ReadJson(args->get_ref<const std::string&>(), JsonLimitsFor(limits), &parsed)) {
       if (err->limit) {
         return BadRequest(fmt::format("{}: {}{}", args_param, err->message,
                                       err->path.empty() ? "" : " (at " + err->path + ")"),

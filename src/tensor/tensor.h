@@ -31,7 +31,9 @@ struct TensorView {
   int64_t dim(int i) const { return shape[static_cast<size_t>(i)]; }
   int rank() const { return static_cast<int>(shape.size()); }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
 };
 
 // Owned, zero-initialised, 64-byte aligned storage.  Move-only.
@@ -51,9 +53,13 @@ class Buffer {
   void* data() { return ptr_.get(); }
   const void* data() const { return ptr_.get(); }
   template <typename T>
-  T* as() { return static_cast<T*>(data()); }
+  T* as() {
+    return static_cast<T*>(data());
+  }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data()); }
+  const T* as() const {
+    return static_cast<const T*>(data());
+  }
   size_t size() const { return size_; }
 
  private:

@@ -166,9 +166,9 @@ Status ConvertShard(const Source& src, const ShardPlan& shard, const std::string
   SequentialReader in(fd.get(), s.path);
   SafetensorsWriterOptions wo;
   wo.data_checksum = true;  // recorded in the marker, verified by --resume
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> out,
-                        SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs,
-                                                  {{"format", "pt"}}, wo));
+  DSV4_ASSIGN_OR_RETURN(
+      std::unique_ptr<SafetensorsWriter> out,
+      SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs, {{"format", "pt"}}, wo));
   Buffers buf;
   std::vector<uint8_t> scratch(kChunkBytes);
   const uint64_t data_start = s.st->header().data_start;

@@ -138,8 +138,7 @@ Status WriteTokenizerFiles(const std::string& out_dir, const CutTokenizerFiles& 
   const fs::path dir = out_dir;
   DSV4_RETURN_IF_ERROR(
       WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
-  return WriteFileAtomic((dir / "tokenizer_config.json").string(),
-                         tokenizer.tokenizer_config_json);
+  return WriteFileAtomic((dir / "tokenizer_config.json").string(), tokenizer.tokenizer_config_json);
 }
 
 }  // namespace
@@ -167,9 +166,9 @@ Status MakeTiny(const MakeTinyOptions& options) {
 
   const std::vector<WeightSpec> specs = ExpectedWeights(cfg);
   const std::vector<Shard> shards = AssignShards(specs, cfg);
-  DSV4_ASSIGN_OR_RETURN(
-      std::unique_ptr<ThreadPool> pool_owner,
-      ThreadPool::Create(options.num_threads > 0 ? options.num_threads : ThreadPool::DefaultThreads()));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> pool_owner,
+                        ThreadPool::Create(options.num_threads > 0 ? options.num_threads
+                                                                   : ThreadPool::DefaultThreads()));
   ThreadPool& pool = *pool_owner;
   std::map<std::string, std::string> weight_map;
   uint64_t total_bytes = 0;

@@ -5,7 +5,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -147,9 +146,8 @@ TEST(Checkpoint, FifoAndSymlinkLoopAreErrorsNotHangs) {
     testing::CopyTinyA(dir.path());
     std::filesystem::remove(dir.File(victim));
     ASSERT_EQ(::mkfifo(dir.File(victim).c_str(), 0644), 0);
-    const Status s = std::string(victim) == "config.json"
-                         ? LoadModelConfig(dir.path()).status()
-                         : Checkpoint::Open(dir.path()).status();
+    const Status s = std::string(victim) == "config.json" ? LoadModelConfig(dir.path()).status()
+                                                          : Checkpoint::Open(dir.path()).status();
     EXPECT_EQ(s.message(), dir.File(victim) + ": is a FIFO, expected a regular file");
   }
   TempDir dir;
@@ -158,7 +156,7 @@ TEST(Checkpoint, FifoAndSymlinkLoopAreErrorsNotHangs) {
   std::filesystem::create_symlink(dir.File("loop"), dir.File(kShard1));
   std::filesystem::create_symlink(dir.File(kShard1), dir.File("loop"));
   EXPECT_THAT(OpenError(dir.path()), HasSubstr(dir.File(kShard1) + ": Too many levels of symbolic "
-                                               "links (a symlink loop?)"));
+                                                                   "links (a symlink loop?)"));
   TempDir loops;
   std::filesystem::create_symlink(loops.File("b"), loops.File("a"));
   std::filesystem::create_symlink(loops.File("a"), loops.File("b"));

@@ -189,10 +189,14 @@ TEST(ModelConfig, RangeErrors) {
               fmt::format("config.json: field '{}' is {}, above the {} this engine accepts",
                           c.field, above, static_cast<int64_t>(c.bound)));
   }
-  const Case reals[] = {{"rope_theta", 1e12},          {"compress_rope_theta", 1e12},
-                        {"routed_scaling_factor", 1000}, {"swiglu_limit", 1e6},
-                        {"hc_eps", 1},                   {"rms_norm_eps", 1},
-                        {"attention_dropout", 1},        {"initializer_range", 1}};
+  const Case reals[] = {{"rope_theta", 1e12},
+                        {"compress_rope_theta", 1e12},
+                        {"routed_scaling_factor", 1000},
+                        {"swiglu_limit", 1e6},
+                        {"hc_eps", 1},
+                        {"rms_norm_eps", 1},
+                        {"attention_dropout", 1},
+                        {"initializer_range", 1}};
   for (const Case& c : reals) {
     SCOPED_TRACE(c.field);
     EXPECT_THAT(ErrorAfter([&](json& j) { j[c.field] = c.bound * 2; }),
@@ -216,9 +220,9 @@ TEST(ModelConfig, RangeErrors) {
   EXPECT_THAT(ErrorAfter([](json& j) { j["hc_sinkhorn_iters"] = 1000000000; }),
               HasSubstr("field 'hc_sinkhorn_iters' is 1000000000, above the 1000"));
   // The bounds themselves are accepted where no other rule ties the field.
-  for (const Case& c : {Case{"index_topk", 16384}, Case{"hc_sinkhorn_iters", 1000},
-                        Case{"sliding_window", 65536}, Case{"n_shared_experts", 64},
-                        Case{"max_position_embeddings", 268435456}}) {
+  for (const Case& c :
+       {Case{"index_topk", 16384}, Case{"hc_sinkhorn_iters", 1000}, Case{"sliding_window", 65536},
+        Case{"n_shared_experts", 64}, Case{"max_position_embeddings", 268435456}}) {
     SCOPED_TRACE(c.field);
     EXPECT_EQ(ErrorAfter([&](json& j) { j[c.field] = static_cast<int64_t>(c.bound); }), "");
   }

@@ -1,8 +1,6 @@
 // `dsv4 tokenize` (apps/dsv4/tokenize_jsonl.cc): training lines must encode
 // exactly as the chat encoder + tokenizer encode them, bad lines must be
 // rejected with their line number and leave no output behind.
-#include "tokenize_jsonl.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +11,7 @@
 
 #include "base/mapped_file.h"
 #include "text/chat_encoding.h"
+#include "tokenize_jsonl.h"
 #include "tools/tokenizer_cut.h"
 
 namespace dsv4::cli {
@@ -94,10 +93,9 @@ TEST(Tokenize, ChatLineEqualsEncoderPlusTokenizer) {
 
   // The same conversation in the encoder's own form: tools on a system message.
   OJson messages = OJson::parse(ToolChatLine())["messages"];
-  messages.insert(messages.begin(),
-                  OJson{{"role", "system"},
-                        {"content", ""},
-                        {"tools", OJson::array({OJson::parse(kWeatherTool)})}});
+  messages.insert(messages.begin(), OJson{{"role", "system"},
+                                          {"content", ""},
+                                          {"tools", OJson::array({OJson::parse(kWeatherTool)})}});
   text::EncodeOptions opts;
   opts.thinking_mode = text::ThinkingMode::kThinking;
   Result<std::string> prompt = text::EncodeMessages(messages, opts);
@@ -107,9 +105,10 @@ TEST(Tokenize, ChatLineEqualsEncoderPlusTokenizer) {
   // What the model must produce is in there, up to the final EOS.
   const std::string text = tok.Decode(ids);
   EXPECT_EQ(text.rfind("<｜begin▁of▁sentence｜>", 0), 0u);
-  EXPECT_NE(text.find("<｜Assistant｜><think>I should call get_weather.</think>\n\n<｜DSML｜tool_calls>"
-                      "\n<｜DSML｜invoke name=\"get_weather\">"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("<｜Assistant｜><think>I should call get_weather.</think>\n\n<｜DSML｜tool_calls>"
+                "\n<｜DSML｜invoke name=\"get_weather\">"),
+      std::string::npos)
       << text;
   const std::string tail =
       "<think>The tool says 18 degrees.</think>It is 18 °C in Paris.<｜end▁of▁sentence｜>";
@@ -137,15 +136,16 @@ TEST(Tokenize, ChatModeDropsEarlierReasoningLikeTheServer) {
     {"role": "assistant", "content": "Hello!"}]})";
   ids.clear();
   ASSERT_TRUE(EncodeTrainingLine(chat, tok, &ids, &is_chat).ok());
-  EXPECT_EQ(tok.Decode(ids),
-            "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜>");
+  EXPECT_EQ(
+      tok.Decode(ids),
+      "<｜begin▁of▁sentence｜><｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜>");
 }
 
 TEST(Tokenize, FileOfTextsAndChats) {
   TempDir tmp;
   const text::Tokenizer& tok = MiniTokenizer();
-  WriteLines(tmp.sub("in.jsonl"), {R"({"text": "In the beginning was the word."})",
-                                   ToolChatLine()});
+  WriteLines(tmp.sub("in.jsonl"),
+             {R"({"text": "In the beginning was the word."})", ToolChatLine()});
   Result<TokenizeStats> stats = TokenizeJsonl(tmp.sub("in.jsonl"), tmp.sub("out.bin"), tok);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(stats->num_texts, 1);

@@ -22,9 +22,9 @@ TEST(ApiKey, MatchesOnlyTheExactBearerHeader) {
   const ApiKeyCheck check("sekret");
   EXPECT_TRUE(check.enabled());
   EXPECT_TRUE(check.Matches("Bearer sekret"));
-  for (const char* wrong : {"", "Bearer", "Bearer ", "Bearer sekre", "Bearer sekret ",
-                            "Bearer sekreT", "bearer sekret", "sekret", "Bearer sekretsekret",
-                            "Basic sekret"}) {
+  for (const char* wrong :
+       {"", "Bearer", "Bearer ", "Bearer sekre", "Bearer sekret ", "Bearer sekreT", "bearer sekret",
+        "sekret", "Bearer sekretsekret", "Basic sekret"}) {
     EXPECT_FALSE(check.Matches(wrong)) << wrong;
   }
   // Keys with any bytes (the header value is compared whole).

@@ -100,7 +100,6 @@ TEST(RequestParse, ReasoningRoundTripsAndToolsGoToTheSystemMessage) {
   EXPECT_TRUE(ConvertMessages(dup, nullptr, &out).has_value());
 }
 
-
 // Every bound of docs/server.md "Input limits": at the limit accepted, one
 // over it a 400 naming the field.
 std::optional<ApiError> ParseWith(const ServerOptions& o, const std::string& text, bool chat) {
@@ -143,8 +142,9 @@ TEST(RequestParse, InputLimits) {
   ExpectOk(ParseWith(o, R"({"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]})",
                      true));
   ExpectOk(ParseWith(o, "{" + m1 + R"(,"chat_template_kwargs":{"a":{"b":{"c":{"d":1}}}}})", true));
-  ExpectBad(ParseWith(o, "{" + m1 + R"(,"logit_bias":{"1":{"a":{"b":{"c":{"d":{"e":1}}}}}}})", true),
-            "logit_bias.1.a.b.c.d");
+  ExpectBad(
+      ParseWith(o, "{" + m1 + R"(,"logit_bias":{"1":{"a":{"b":{"c":{"d":{"e":1}}}}}}})", true),
+      "logit_bias.1.a.b.c.d");
   ExpectOk(ParseWith(o, R"({"prompt":[1,2,3,4,5]})", false));
   ExpectBad(ParseWith(o, R"({"prompt":[1,2,3,4,5,6]})", false), "prompt");
   ExpectBad(ParseWith(o, "{" + m1 + R"(,"logit_bias":{"1":1,"2":1,"3":1,"4":1}})", true),
@@ -154,8 +154,9 @@ TEST(RequestParse, InputLimits) {
   ExpectBad(ParseWith(o, R"({"messages":)" + List(3, user) + "}", true), "messages");
   const std::string tool = R"({"type":"function","function":{"name":"f"}})";
   ExpectOk(ParseWith(o, "{" + m1 + R"(,"tools":)" + List(1, tool) + "}", true));
-  ExpectBad(ParseWith(o, "{" + m1 + R"(,"tools":[)" + tool + "," +
-                             R"({"type":"function","function":{"name":"g"}}]})",
+  ExpectBad(ParseWith(o,
+                      "{" + m1 + R"(,"tools":[)" + tool + "," +
+                          R"({"type":"function","function":{"name":"g"}}]})",
                       true),
             "tools");
   ExpectOk(ParseWith(o, "{" + m1 + R"(,"stop":["abc","d"]})", true));
@@ -183,8 +184,7 @@ TEST(RequestParse, InputLimits) {
   const auto syntax = ParseWith(o, R"({"prompt": x})", false);
   ASSERT_TRUE(syntax.has_value());
   EXPECT_EQ(syntax->param, "");
-  EXPECT_NE(syntax->message.find("not valid JSON: byte "), std::string::npos)
-      << syntax->message;
+  EXPECT_NE(syntax->message.find("not valid JSON: byte "), std::string::npos) << syntax->message;
 }
 
 }  // namespace

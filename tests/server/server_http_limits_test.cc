@@ -31,8 +31,7 @@ std::string DeepArray(size_t depth) { return std::string(depth, '[') + std::stri
 std::string Quoted(const std::string& s) { return Json(s).dump(); }
 
 std::string ToolsWithParameters(const std::string& parameters) {
-  return R"("tools":[{"type":"function","function":{"name":"f","parameters":)" + parameters +
-         "}}]";
+  return R"("tools":[{"type":"function","function":{"name":"f","parameters":)" + parameters + "}}]";
 }
 
 std::string AssistantCallWithArguments(const std::string& arguments_json) {
@@ -148,14 +147,14 @@ TEST(ServerHttpLimits, HundredThousandKeysAre400) {
   std::string keys = "{";
   for (int i = 0; i < 100000; ++i) keys += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
   keys += "}";
-  ExpectLimitError(srv.Post("/v1/chat/completions",
-                            R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":)" + keys +
-                                "}"),
-                   400, "logit_bias", "JSON object with more than 10000 members");
-  ExpectLimitError(srv.Post("/v1/chat/completions",
-                            R"({"messages":[{"role":"user","content":"hi"}],)" +
-                                ToolsWithParameters(keys) + "}"),
-                   400, "tools[0].function.parameters", "more than 10000 members");
+  ExpectLimitError(
+      srv.Post("/v1/chat/completions",
+               R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":)" + keys + "}"),
+      400, "logit_bias", "JSON object with more than 10000 members");
+  ExpectLimitError(
+      srv.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],)" +
+                                           ToolsWithParameters(keys) + "}"),
+      400, "tools[0].function.parameters", "more than 10000 members");
   ExpectServing(srv);
 }
 
@@ -224,7 +223,8 @@ TEST(ServerHttpLimits, ChunkedBodyOverTheLimitIs413) {
   const std::string body = R"({"prompt":"hi","max_tokens":2})";
   char size[16];
   std::snprintf(size, sizeof(size), "%zx", body.size());
-  RawAnswer a = RawExchange(srv.port(), head, {std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"});
+  RawAnswer a =
+      RawExchange(srv.port(), head, {std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"});
   EXPECT_EQ(a.text.rfind("HTTP/1.1 200", 0), 0u) << a.text;
   // 80 KiB, complete: drained, answered 413 (before: parsed, 400).
   std::vector<std::string> chunks = Chunks(20, 4096);

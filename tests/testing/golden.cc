@@ -1,9 +1,9 @@
 #include "testing/golden.h"
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <stdexcept>
-
-#include <gtest/gtest.h>
 
 namespace dsv4::testing {
 
@@ -37,14 +37,22 @@ T Load(const void* p, int64_t i) {
 
 double ElementAsDouble(const TensorView& v, int64_t i) {
   switch (v.dtype) {
-    case DType::kF32: return Load<float>(v.data, i);
-    case DType::kF64: return Load<double>(v.data, i);
-    case DType::kBF16: return Bf16ToF32(bf16{Load<uint16_t>(v.data, i)});
-    case DType::kI64: return static_cast<double>(Load<int64_t>(v.data, i));
-    case DType::kI32: return Load<int32_t>(v.data, i);
-    case DType::kU8: return Load<uint8_t>(v.data, i);
-    case DType::kI8: return Load<int8_t>(v.data, i);
-    default: throw std::runtime_error("unsupported golden dtype");
+    case DType::kF32:
+      return Load<float>(v.data, i);
+    case DType::kF64:
+      return Load<double>(v.data, i);
+    case DType::kBF16:
+      return Bf16ToF32(bf16{Load<uint16_t>(v.data, i)});
+    case DType::kI64:
+      return static_cast<double>(Load<int64_t>(v.data, i));
+    case DType::kI32:
+      return Load<int32_t>(v.data, i);
+    case DType::kU8:
+      return Load<uint8_t>(v.data, i);
+    case DType::kI8:
+      return Load<int8_t>(v.data, i);
+    default:
+      throw std::runtime_error("unsupported golden dtype");
   }
 }
 }  // namespace
@@ -64,7 +72,8 @@ std::vector<bf16> ReadBf16(const SafetensorsFile& f, const std::string& name, Sh
       out[i] = bf16{Load<uint16_t>(v.data, i)};
     } else {
       // BF16 stored as F32: the low 16 bits are zero, truncation is exact.
-      out[i] = bf16{static_cast<uint16_t>(F32ToBits(static_cast<float>(ElementAsDouble(v, i))) >> 16)};
+      out[i] =
+          bf16{static_cast<uint16_t>(F32ToBits(static_cast<float>(ElementAsDouble(v, i))) >> 16)};
     }
   }
   return out;

@@ -161,9 +161,10 @@ TEST(JsonReader, EncoderTakesDeepToolCallArguments) {
       {{"role", "assistant"},
        {"content", ""},
        {"tool_calls",
-        OrderedJson::array({{{"type", "function"},
-                             {"function",
-                              {{"name", "f"}, {"arguments", R"({"x": )" + deep + R"(, "y": 1})"}}}}})}});
+        OrderedJson::array(
+            {{{"type", "function"},
+              {"function",
+               {{"name", "f"}, {"arguments", R"({"x": )" + deep + R"(, "y": 1})"}}}}})}});
   const Result<std::string> prompt = EncodeMessages(messages, EncodeOptions{});
   ASSERT_TRUE(prompt.ok()) << prompt.status().ToString();
   EXPECT_NE(prompt->find(R"(<｜DSML｜parameter name="x" string="false">)" + deep +

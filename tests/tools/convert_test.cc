@@ -609,8 +609,8 @@ TEST(Convert, FifoAndSymlinkLoopsAreErrors) {
       << ErrorOf(src, tmp.sub("o"));
   fs::create_symlink(tmp.sub("lb"), tmp.sub("la"));
   fs::create_symlink(tmp.sub("la"), tmp.sub("lb"));
-  EXPECT_NE(ErrorOf(tmp.sub("la"), tmp.sub("o")).find("--input-dir " + tmp.sub("la") +
-                                                      ": Too many levels of symbolic links"),
+  EXPECT_NE(ErrorOf(tmp.sub("la"), tmp.sub("o"))
+                .find("--input-dir " + tmp.sub("la") + ": Too many levels of symbolic links"),
             std::string::npos);
   EXPECT_NE(ErrorOf(kTinyA, tmp.sub("la")).find("Too many levels of symbolic links"),
             std::string::npos)

@@ -224,7 +224,8 @@ TEST(MakeTiny, TokenizerOnly) {
   Status s = MakeTiny(o);
   ASSERT_TRUE(s.ok()) << s.ToString();
   std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(o.out_dir)) names.insert(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(o.out_dir))
+    names.insert(e.path().filename().string());
   EXPECT_EQ(names, (std::set<std::string>{"tokenizer.json", "tokenizer_config.json"}));
   Json tok = Json::parse(ReadAll(o.out_dir + "/tokenizer.json"));
   std::set<int64_t> ids;

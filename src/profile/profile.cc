@@ -2,6 +2,7 @@
 // thread and takes no lock, except Intern (load time).
 #include "profile/profile.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -41,6 +42,22 @@ int64_t NowNs() {
 }
 
 void Record(const Event& e) { internal::Push(internal::CurrentBuffer(), e); }
+
+void Span::Finish() {
+  active_ = false;
+  Event e;
+  e.name = name_;
+  e.cat = cat_;
+  e.str_key = str_key_;
+  e.str_value = str_value_;
+  e.ts_ns = start_ns_;
+  e.dur_ns = NowNs() - start_ns_;
+  e.session = session_;
+  e.phase = 'X';
+  e.num_args = num_args_;
+  std::copy_n(args_, num_args_, e.args);
+  Record(e);
+}
 
 const char* Intern(std::string_view s) {
   // Never freed: interned names must outlive every trace that holds them.

@@ -59,14 +59,15 @@ inline uint32_t CurrentSession() {
 int64_t NowNs();
 
 // One numeric argument of an event (batch rows, bytes, FLOPs, layer).
-// Any arithmetic value converts (rows, bytes, FLOPs are integers).
+// Any arithmetic value converts (rows, bytes, FLOPs are integers).  Trivially
+// default-constructible, so an inactive Span's argument slots cost nothing.
 struct Arg {
   Arg() = default;
   template <typename T>
   requires std::is_arithmetic_v<T>
   constexpr Arg(const char* k, T v) : key(k), value(static_cast<double>(v)) {}
-  const char* key = nullptr;
-  double value = 0;
+  const char* key;
+  double value;
 };
 inline constexpr int kMaxArgs = 6;
 
@@ -104,14 +105,12 @@ void SetThreadName(const char* name);
 // computes arguments only when recording.
 class Span {
  public:
+  // Only the level check and the flag are paid when the level is off: the
+  // other members stay uninitialised until the span is active.
   Span(uint32_t level, const char* cat, const char* name) {
     const uint32_t state = internal::g_state.load(std::memory_order_relaxed);
     if ((state & level) == 0) return;
-    e_.name = name;
-    e_.cat = cat;
-    e_.session = state >> internal::kSessionShift;
-    e_.ts_ns = NowNs();
-    active_ = true;
+    Begin(state, cat, name);
   }
   ~Span() { End(); }
   Span(const Span&) = delete;
@@ -120,27 +119,43 @@ class Span {
   explicit operator bool() const { return active_; }
 
   Span& Arg(const char* key, double value) {
-    if (active_ && e_.num_args < kMaxArgs) e_.args[e_.num_args++] = {key, value};
+    if (active_ && num_args_ < kMaxArgs) args_[num_args_++] = {key, value};
     return *this;
   }
   Span& Str(const char* key, const char* value) {
     if (active_) {
-      e_.str_key = key;
-      e_.str_value = value;
+      str_key_ = key;
+      str_value_ = value;
     }
     return *this;
   }
   // Ends the span now (idempotent; the destructor calls it).
   void End() {
-    if (!active_) return;
-    active_ = false;
-    e_.dur_ns = NowNs() - e_.ts_ns;
-    Record(e_);
+    if (active_) Finish();
   }
 
  private:
+  void Begin(uint32_t state, const char* cat, const char* name) {
+    active_ = true;
+    num_args_ = 0;
+    session_ = state >> internal::kSessionShift;
+    cat_ = cat;
+    name_ = name;
+    str_key_ = nullptr;
+    str_value_ = nullptr;
+    start_ns_ = NowNs();
+  }
+  void Finish();  // records the event (profile.cc)
+
   bool active_ = false;
-  Event e_;
+  uint8_t num_args_;
+  uint32_t session_;
+  const char* cat_;
+  const char* name_;
+  const char* str_key_;
+  const char* str_value_;
+  int64_t start_ns_;
+  profile::Arg args_[kMaxArgs];
 };
 
 // A complete span with explicit times (ts, dur in ns from NowNs()).

@@ -4,12 +4,16 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/thread_pool.h"
@@ -39,6 +43,13 @@ void ObservePoolShare(int worker, bool begin) {
   Complete(kKernel, "pool", "pool.share", start, NowNs() - start, {{"worker", worker}});
   start = -1;
 }
+
+// A run of one thread's events in the spill file.
+struct SpillHeader {
+  int32_t tid = 0;
+  int64_t count = 0;
+};
+static_assert(std::is_trivially_copyable_v<Event>, "events are spilled as raw bytes");
 
 int64_t RoundUpPow2(int64_t n) {
   int64_t p = 64;
@@ -77,6 +88,7 @@ class Recorder {
   Recorder() = default;
   void FlushLoop(int interval_ms) EXCLUDES(mu_);
   void DrainLocked() REQUIRES(mu_);
+  Status WriteSpilledLocked(TraceWriter* writer) REQUIRES(mu_);
 
   mutable Mutex mu_;
   CondVar wake_;  // stop_flusher_ set
@@ -93,6 +105,11 @@ class Recorder {
   int64_t start_ns_ GUARDED_BY(mu_) = 0;
   std::map<int, const char*> threads_ GUARDED_BY(mu_);  // tids seen this session -> name
   bool stop_flusher_ GUARDED_BY(mu_) = false;
+  // The session's events as the rings held them (raw, unlinked at once so a
+  // crash leaves nothing behind); formatted into the JSON only at the stop,
+  // so the flusher costs a memcpy per event, not a JSON format.
+  std::FILE* spill_ GUARDED_BY(mu_) = nullptr;
+  Status spill_error_ GUARDED_BY(mu_);
   std::thread flusher_;  // touched only by Start and Stop, which serialize on writer_
   Mutex control_mu_;     // serializes Start and Stop
 };
@@ -108,7 +125,15 @@ Status Recorder::Start(const SessionOptions& options) {
   }
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> writer, TraceWriter::Open(options.path));
   writer->WriteProcessName(::getpid(), "dsv4");
+  const std::string spill_path = fmt::format("{}.spill.{}", options.path, ::getpid());
+  std::FILE* spill = std::fopen(spill_path.c_str(), "w+b");
+  if (spill == nullptr) {
+    return IoError("profile output: cannot write {}: {}", spill_path, DescribeErrno(errno));
+  }
+  std::remove(spill_path.c_str());
   MutexLock lock(&mu_);
+  spill_ = spill;
+  spill_error_ = Status::Ok();
   ring_events_ = RoundUpPow2(std::max<int64_t>(options.ring_events, 64));
   writer_ = std::move(writer);
   ++sessions_;
@@ -138,20 +163,21 @@ void Recorder::FlushLoop(int interval_ms) {
 }
 
 void Recorder::DrainLocked() {
-  if (writer_ == nullptr) return;
-  const int pid = ::getpid();
+  if (spill_ == nullptr) return;
   for (auto it = buffers_.begin(); it != buffers_.end();) {
     ThreadBuffer& b = **it;
     const bool retired = b.retired.load(std::memory_order_acquire);
     const uint64_t tail = b.tail.load(std::memory_order_relaxed);
     const uint64_t head = b.head.load(std::memory_order_acquire);
-    for (uint64_t i = tail; i < head; ++i) {
-      const Event& e = b.ring[i & b.mask];
-      if (e.session != session_) {
-        ++stale_;
-        continue;
-      }
-      writer_->Write(e, pid, b.tid);
+    if (head > tail && spill_error_.ok()) {
+      const SpillHeader h{b.tid, static_cast<int64_t>(head - tail)};
+      const uint64_t first = tail & b.mask;
+      const uint64_t run = std::min(head - tail, b.mask + 1 - first);
+      bool ok = std::fwrite(&h, sizeof(h), 1, spill_) == 1;
+      ok = ok && std::fwrite(&b.ring[first], sizeof(Event), run, spill_) == run;
+      const uint64_t rest = head - tail - run;
+      ok = ok && (rest == 0 || std::fwrite(&b.ring[0], sizeof(Event), rest, spill_) == rest);
+      if (!ok) spill_error_ = IoError("profile output: spilling events: {}", DescribeErrno(errno));
       threads_.emplace(b.tid, nullptr);
     }
     b.tail.store(head, std::memory_order_release);
@@ -167,6 +193,33 @@ void Recorder::DrainLocked() {
       ++it;
     }
   }
+}
+
+Status Recorder::WriteSpilledLocked(TraceWriter* writer) {
+  DSV4_RETURN_IF_ERROR(spill_error_);
+  if (std::fflush(spill_) != 0 || std::fseek(spill_, 0, SEEK_SET) != 0) {
+    return IoError("profile output: rereading spilled events: {}", DescribeErrno(errno));
+  }
+  const int pid = ::getpid();
+  std::vector<Event> chunk(4096);
+  SpillHeader h;
+  while (std::fread(&h, sizeof(h), 1, spill_) == 1) {
+    for (int64_t left = h.count; left > 0;) {
+      const auto n = static_cast<size_t>(std::min<int64_t>(left, 4096));
+      if (std::fread(chunk.data(), sizeof(Event), n, spill_) != n) {
+        return IoError("profile output: spilled events truncated");
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (chunk[i].session != session_) {
+          ++stale_;
+          continue;
+        }
+        writer->Write(chunk[i], pid, h.tid);
+      }
+      left -= static_cast<int64_t>(n);
+    }
+  }
+  return Status::Ok();
 }
 
 Result<SessionSummary> Recorder::Stop() {
@@ -186,6 +239,10 @@ Result<SessionSummary> Recorder::Stop() {
   MutexLock lock(&mu_);
   DrainLocked();
   std::unique_ptr<TraceWriter> writer = std::move(writer_);
+  const Status spilled = WriteSpilledLocked(writer.get());
+  std::fclose(spill_);
+  spill_ = nullptr;
+  DSV4_RETURN_IF_ERROR(spilled);
   const int pid = ::getpid();
   for (const auto& [tid, name] : threads_) {
     writer->WriteThreadName(pid, tid,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -397,6 +398,40 @@ TEST(ProfileSummary, PerOpTableSumsLeafSpansPerPhase) {
   std::ofstream(dir / "bad.json") << "{\"not\": \"a trace\"}";
   EXPECT_EQ(SummarizeForwards((dir / "bad.json").string(), 1).status().code(),
             StatusCode::kDataLoss);
+}
+
+// What one call site costs (docs/profiling.md "Costs"): off (one relaxed load
+// and a branch), a recorded span (two clock reads and a ring write) and an
+// instant.  Timing, so disabled by default:
+//   profile_test --gtest_also_run_disabled_tests --gtest_filter=*Timing*
+TEST(ProfileCost, DISABLED_Timing) {
+  constexpr int kN = 2'000'000;
+  auto time_ns = [](auto&& body) {
+    const int64_t t0 = NowNs();
+    for (int i = 0; i < kN; ++i) body(i);
+    return static_cast<double>(NowNs() - t0) / kN;
+  };
+  const double off = time_ns([](int i) {
+    Span s(kKernel, "test", "off");
+    if (s) s.Arg("i", i);
+  });
+  const fs::path dir = TempDir("timing");
+  SessionOptions o = Options(dir, kKernel);
+  o.ring_events = 1 << 16;
+  o.flush_interval_ms = 1;
+  ASSERT_TRUE(StartSession(o).ok());
+  const double span = time_ns([](int i) {
+    Span s(kKernel, "test", "on");
+    if (s) s.Arg("i", i).Arg("bytes", 1024).Arg("flops", 2048);
+  });
+  const double instant = time_ns([](int i) { Instant(kKernel, "test", "i", {{"i", i}}); });
+  const Result<SessionSummary> s = StopSession();
+  ASSERT_TRUE(s.ok());
+  std::printf(
+      "per call: off %.2f ns, span with 3 args %.1f ns, instant %.1f ns; "
+      "%lld written, %lld dropped (the flusher is what bounds a flood)\n",
+      off, span, instant, static_cast<long long>(s->events),
+      static_cast<long long>(s->dropped_events));
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+// The profiler's cost on the forward, measured in one process: rounds of
+// decode steps alternate between profiling off and the kernel level, so
+// machine load hits both alike (docs/profiling.md "Costs measured").  Timing,
+// so disabled by default:
+//   DSV4_PROFILE_MODEL=DIR DSV4_PROFILE_THREADS=2 profile_model_test
+//     --gtest_also_run_disabled_tests --gtest_filter=*ForwardCost*
+// (default model: the tiny-a test checkpoint).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/model.h"
+#include "profile/profile.h"
+#include "profile/session.h"
+#include "testing/golden.h"
+
+namespace dsv4 {
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(ProfileForwardCost, DISABLED_Timing) {
+  const char* env = std::getenv("DSV4_PROFILE_MODEL");
+  const std::string dir = env != nullptr ? env : testing::TestDataPath("golden/tiny-a");
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& cfg = (*model)->config();
+  ThreadPool pool(EnvInt("DSV4_PROFILE_THREADS", 2));
+  const int rounds = EnvInt("DSV4_PROFILE_ROUNDS", 8);
+  const int steps = EnvInt("DSV4_PROFILE_STEPS", 16);
+  auto cache = (*model)->NewCache(1);
+  Workspace ws;
+  std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
+  ForwardOutputs out;
+  out.logits = logits.data();
+  ForwardBatch prefill;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 32; ++i) ids.push_back(3 + i);
+  prefill.Add(0, 0, ids);
+  prefill.logit_rows.push_back(31);
+  ASSERT_TRUE((*model)->Forward(prefill, *cache, out, ws, &pool).ok());
+  int64_t pos = 32;
+  auto decode = [&](int n) {
+    const int64_t t0 = profile::NowNs();
+    for (int i = 0; i < n; ++i) {
+      ForwardBatch b;
+      b.Add(0, pos++, {static_cast<int32_t>(5 + pos % 100)});
+      b.logit_rows.push_back(0);
+      EXPECT_TRUE((*model)->Forward(b, *cache, out, ws, &pool).ok());
+    }
+    return static_cast<double>(profile::NowNs() - t0) / n / 1e6;  // ms per step
+  };
+  decode(steps);  // warm-up
+  const std::string trace = (std::filesystem::temp_directory_path() /
+                             ("dsv4_forward_cost_" + std::to_string(::getpid()) + ".json"))
+                                .string();
+  std::vector<double> off, kernel;
+  int64_t events = 0, dropped = 0;
+  for (int r = 0; r < rounds; ++r) {
+    off.push_back(decode(steps));
+    profile::SessionOptions o;
+    o.levels = profile::kKernel;
+    o.path = trace;
+    o.flush_interval_ms = EnvInt("DSV4_PROFILE_FLUSH_MS", o.flush_interval_ms);
+    ASSERT_TRUE(profile::StartSession(o).ok());
+    kernel.push_back(decode(steps));
+    const Result<profile::SessionSummary> s = profile::StopSession();
+    ASSERT_TRUE(s.ok());
+    events += s->events;
+    dropped += s->dropped_events;
+  }
+  std::filesystem::remove(trace);
+  const double m_off = Median(off), m_kernel = Median(kernel);
+  std::printf(
+      "%s, %d threads, %d rounds x %d decode steps: off %.3f ms/step, kernel %.3f "
+      "ms/step (x%.3f), %.0f events per step, %lld dropped\n",
+      dir.c_str(), pool.num_threads(), rounds, steps, m_off, m_kernel, m_kernel / m_off,
+      static_cast<double>(events) / (rounds * steps), static_cast<long long>(dropped));
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -88,10 +88,10 @@ class ExecutorLoop {
   ExecutorLoop(const Model& model, ThreadPool* pool, const Args& args, int32_t k,
                const std::vector<std::vector<int32_t>>& prompts)
       : k_(k), prompts_(prompts), prompt_len_(args.prompt_len) {
-    ModelExecutorOptions o;
+    runner::ModelExecutorOptions o;
     o.slots_per_partition = static_cast<int32_t>(args.batch);
     o.num_speculative_tokens = k;
-    auto ex = ModelExecutor::Create(model, pool, o);
+    auto ex = runner::ModelExecutor::Create(model, pool, o);
     if (!ex.ok()) Die(ex.status().ToString());
     ex_ = std::move(*ex);
     Restart();
@@ -168,7 +168,7 @@ class ExecutorLoop {
   int32_t k_;
   std::vector<std::vector<int32_t>> prompts_;
   int64_t prompt_len_;
-  std::unique_ptr<ModelExecutor> ex_;
+  std::unique_ptr<runner::ModelExecutor> ex_;
   uint32_t generation_ = 0;
   uint64_t step_id_ = 0;
   std::vector<int64_t> pos_;

@@ -143,14 +143,14 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
   // k = -1 is an untimed warm-up (first-run effects: page cache, allocator,
   // thread start-up) so that K=0 is not penalised for running first.
   for (int32_t k = -1; k <= args.speculative; ++k) {
-    EngineOptions eo;
+    launch::EngineOptions eo;
     eo.model_dir = args.model;
     eo.prepacked = args.prepacked;
     eo.threads = args.threads;
     eo.max_num_seqs = args.batch;
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
     eo.num_speculative_tokens = std::max(k, 0);
-    auto engine = CreateLocalEngine(eo);
+    auto engine = launch::CreateLocalEngine(eo);
     if (!engine.ok()) {
       std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
       return 1;

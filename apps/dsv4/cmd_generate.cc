@@ -148,7 +148,7 @@ int RunGenerateCommand(GenerateArgs& args) {
   if (!model.ok()) return UsageError(model.status().message());
   args.engine.options.model_dir = model->dir;
 
-  const EngineOptions& options = args.engine.options;
+  const launch::EngineOptions& options = args.engine.options;
   const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
   std::unique_ptr<text::Tokenizer> tokenizer;
   // "Cannot tell" (a symlink loop, no permission) is an error, not "absent".
@@ -179,7 +179,7 @@ int RunGenerateCommand(GenerateArgs& args) {
   }
 
   LogModel(*model);
-  auto engine = CreateLocalEngine(options);
+  auto engine = launch::CreateLocalEngine(options);
   if (!engine.ok()) {
     std::cerr << "dsv4 generate: " << engine.status().message() << "\n";
     return engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

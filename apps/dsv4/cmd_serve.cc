@@ -87,7 +87,7 @@ Status FitConnectionsToDescriptors(bool given, int64_t* max_connections) {
 }
 
 void PrintBanner(const ServeArgs& a, int port) {
-  const EngineOptions& e = a.engine.options;
+  const launch::EngineOptions& e = a.engine.options;
   std::cout << "dsv4 serve\n"
             << "  model:                    " << e.model_dir << " (" << a.model_source
             << ", served as '" << a.server.served_model_name << "')\n"
@@ -154,7 +154,7 @@ int RunServe(ServeArgs& a) {
     return 1;
   }
   if (auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>")) a.server.eos_token_id = *eos;
-  auto engine = CreateLocalEngine(a.engine.options);
+  auto engine = launch::CreateLocalEngine(a.engine.options);
   if (!engine.ok()) {
     std::cerr << "dsv4 serve: " << engine.status().message() << "\n";
     return 1;

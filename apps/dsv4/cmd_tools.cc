@@ -45,8 +45,9 @@ void RegisterCheckGolden(CLI::App& app, int* exit_code) {
       "check-golden", "Compare the forward pass with the official reference's golden outputs");
   cmd->add_option("--model", *model, "Checkpoint directory")->required();
   cmd->add_option("--golden", *golden, "golden.safetensors")->required();
-  cmd->callback(
-      [model, golden, exit_code] { *exit_code = RunCheckGolden(*model, *golden, std::cout); });
+  cmd->callback([model, golden, exit_code] {
+    *exit_code = golden::RunCheckGolden(*model, *golden, std::cout);
+  });
 }
 
 }  // namespace dsv4::cli

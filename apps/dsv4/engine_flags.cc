@@ -11,7 +11,7 @@
 namespace dsv4::cli {
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
-  EngineOptions& o = flags->options;
+  launch::EngineOptions& o = flags->options;
   cmd->add_option("--model", o.model_dir, kModelFlagHelp);
   cmd->add_option("--max-model-len", o.max_model_len, "Prompt + output tokens per request")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 40))
@@ -96,7 +96,7 @@ Result<profile::SessionSummary> StopProfile(const char* command) {
 }
 
 Status ResolveEngineFlags(EngineFlags* flags) {
-  EngineOptions& o = flags->options;
+  launch::EngineOptions& o = flags->options;
   o.kv_cache_memory = 0;
   if (!flags->kv_cache_memory.empty()) {
     auto bytes = ParseByteSize(flags->kv_cache_memory);

@@ -15,7 +15,7 @@
 namespace dsv4::cli {
 
 struct EngineFlags {
-  EngineOptions options;
+  launch::EngineOptions options;
   std::string kv_cache_memory;                    // bytes, or a size such as 8G / 512MiB
   std::string speculative_config;                 // JSON, empty = unset
   std::optional<int32_t> num_speculative_tokens;  // deprecated alias

@@ -11,7 +11,7 @@
 #include "checkpoint/safetensors.h"
 #include "model/model.h"
 
-namespace dsv4 {
+namespace dsv4::golden {
 namespace {
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
@@ -609,4 +609,4 @@ int RunCheckGolden(const std::string& model_dir, const std::string& golden_file,
   return failed == 0 && r->ok() ? 0 : 1;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::golden

@@ -12,7 +12,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::golden {
 
 struct GoldenCheckOptions {
   int num_threads = 0;  // 0 = ThreadPool::DefaultThreads()
@@ -38,4 +38,4 @@ Result<GoldenCheckReport> CheckGolden(const std::string& model_dir, const std::s
 // returns 0 when every check passes, 1 when one fails, 2 on an error.
 int RunCheckGolden(const std::string& model_dir, const std::string& golden_file, std::ostream& out);
 
-}  // namespace dsv4
+}  // namespace dsv4::golden

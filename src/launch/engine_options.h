@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dsv4 {
+namespace dsv4::launch {
 
 struct EngineOptions {
   std::string model_dir;
@@ -24,4 +24,4 @@ struct EngineOptions {
   std::string prepacked = "auto";      // sidecar policy: auto | off | PATH (model.h ModelOptions)
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::launch

@@ -5,7 +5,7 @@
 #include "base/logging.h"
 #include "engine/memory_budget.h"
 
-namespace dsv4 {
+namespace dsv4::launch {
 
 SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
   SchedulerConfig c;
@@ -20,7 +20,8 @@ SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
 }
 
 Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const EngineOptions& options,
-                                int64_t budget_bytes, std::unique_ptr<DraftProposer> proposer) {
+                                int64_t budget_bytes,
+                                std::unique_ptr<speculation::DraftProposer> proposer) {
   SchedulerConfig sc = SchedulerConfigFor(options);
   DSV4_RETURN_IF_ERROR(sc.Validate());
   if (options.max_model_len > model.config().max_position_embeddings) {
@@ -31,7 +32,7 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   // per slot, computed by the functions that size its storage); the plan,
   // the scheduler's cache manager and the executor's pools all follow it.
   const CacheOptions cache_options =
-      ModelExecutor::CacheOptionsFor(model, options.num_speculative_tokens);
+      runner::ModelExecutor::CacheOptionsFor(model, options.num_speculative_tokens);
   DSV4_ASSIGN_OR_RETURN(CacheDeclaration declared,
                         model.DeclareCache(cache_options, options.block_size));
   CachePlanOptions co;
@@ -48,7 +49,7 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   // The ring "requests" of the plan are the runner's slots per partition.
   const CapacityPlan& plan = setup.plan;
   sc.slots_per_partition = plan.num_ring_requests;
-  ModelExecutorOptions eo;
+  runner::ModelExecutorOptions eo;
   eo.num_partitions = options.dp;
   eo.slots_per_partition = static_cast<int32_t>(plan.num_ring_requests);
   eo.num_speculative_tokens = options.num_speculative_tokens;
@@ -58,7 +59,7 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   }
   EngineParts parts;
   DSV4_ASSIGN_OR_RETURN(parts.executor,
-                        ModelExecutor::Create(model, pool, eo, std::move(proposer)));
+                        runner::ModelExecutor::Create(model, pool, eo, std::move(proposer)));
   const ModelCache& cache = parts.executor->cache();
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
                         Scheduler::Create(sc, std::move(setup.cache)));
@@ -87,7 +88,7 @@ struct Resources {
 
 Result<std::unique_ptr<LocalEngine>> Start(const Model& model, std::unique_ptr<Model> owned,
                                            const EngineOptions& options, int64_t budget_bytes,
-                                           std::unique_ptr<DraftProposer> proposer) {
+                                           std::unique_ptr<speculation::DraftProposer> proposer) {
   auto resources = std::make_shared<Resources>();
   resources->model = std::move(owned);
   const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
@@ -110,10 +111,9 @@ Result<std::unique_ptr<LocalEngine>> Start(const Model& model, std::unique_ptr<M
 
 }  // namespace
 
-Result<std::unique_ptr<LocalEngine>> StartLocalEngine(const Model& model,
-                                                      const EngineOptions& options,
-                                                      int64_t budget_bytes,
-                                                      std::unique_ptr<DraftProposer> proposer) {
+Result<std::unique_ptr<LocalEngine>> StartLocalEngine(
+    const Model& model, const EngineOptions& options, int64_t budget_bytes,
+    std::unique_ptr<speculation::DraftProposer> proposer) {
   return Start(model, nullptr, options, budget_bytes, std::move(proposer));
 }
 
@@ -140,4 +140,4 @@ Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& opti
   return std::unique_ptr<AsyncEngine>(std::move(engine));
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::launch

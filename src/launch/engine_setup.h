@@ -23,14 +23,14 @@
 #include "runner/model_executor.h"
 #include "speculation/draft_proposer.h"
 
-namespace dsv4 {
+namespace dsv4::launch {
 
 // The scheduler flags of `options`.  The CPU forward has no prefill tile
 // (any number of rows per call), so chunks are not padded: tile 1.
 SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
 
 struct EngineParts {
-  std::unique_ptr<ModelExecutor> executor;
+  std::unique_ptr<runner::ModelExecutor> executor;
   std::unique_ptr<EngineCore> core;  // uses *executor
   CapacityPlan plan;
   std::string description;  // capacity log line
@@ -40,7 +40,7 @@ struct EngineParts {
 // executor for `model`.  `proposer` replaces the MTP proposer (tests).
 Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const EngineOptions& options,
                                 int64_t budget_bytes,
-                                std::unique_ptr<DraftProposer> proposer = nullptr);
+                                std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 
 // Loads options.model_dir, sizes the cache pools from the memory budget
 // (--kv-cache-memory, else --memory-utilization of RAM after the weights are
@@ -52,6 +52,6 @@ Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& opti
 // (tests).
 Result<std::unique_ptr<LocalEngine>> StartLocalEngine(
     const Model& model, const EngineOptions& options, int64_t budget_bytes,
-    std::unique_ptr<DraftProposer> proposer = nullptr);
+    std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 
-}  // namespace dsv4
+}  // namespace dsv4::launch

@@ -9,7 +9,7 @@
 #include "profile/profile.h"
 #include "speculation/mtp_proposer.h"
 
-namespace dsv4 {
+namespace dsv4::runner {
 
 namespace {
 
@@ -42,7 +42,7 @@ int64_t FirstNonFinite(const float* x, int64_t n) {
 
 Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
     const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
-    std::unique_ptr<DraftProposer> proposer) {
+    std::unique_ptr<speculation::DraftProposer> proposer) {
   const int32_t k = options.num_speculative_tokens;
   if (options.num_partitions < 1 || options.slots_per_partition < 1 || k < 0) {
     return InvalidArgument("executor needs partitions >= 1, slots >= 1, K >= 0 (got {}, {}, {})",
@@ -71,9 +71,9 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   }
   std::unique_ptr<ModelExecutor> ex(new ModelExecutor(model, pool, options, std::move(cache)));
   if (k > 0) {
-    ex->proposer_ = proposer != nullptr
-                        ? std::move(proposer)
-                        : std::make_unique<MtpProposer>(model, *ex->cache_, pool, k, &ex->ws_);
+    ex->proposer_ = proposer != nullptr ? std::move(proposer)
+                                        : std::make_unique<speculation::MtpProposer>(
+                                              model, *ex->cache_, pool, k, &ex->ws_);
   }
   return ex;
 }
@@ -102,7 +102,7 @@ ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
       slots_(static_cast<size_t>(cache_->num_slots())) {
   const int num_samplers = pool != nullptr ? pool->num_threads() : 1;
   for (int t = 0; t < num_samplers; ++t) {
-    samplers_.push_back(std::make_unique<Sampler>(model.config().vocab_size));
+    samplers_.push_back(std::make_unique<sampling::Sampler>(model.config().vocab_size));
   }
 }
 
@@ -144,7 +144,7 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
     st.id = e.id;
     st.generation = e.generation;
     st.sampling = e.sampling;
-    st.rng = SamplerState::ForRequest(e.sampling, RequestSeed(e.id));
+    st.rng = sampling::SamplerState::ForRequest(e.sampling, RequestSeed(e.id));
     st.num_prompt = e.num_prompt_tokens;
     if (proposer_ != nullptr) {
       proposer_->AllocateState(idx, e.id, {e.sampling, st.rng, e.num_prompt_tokens});
@@ -221,7 +221,7 @@ Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
 // Samples (or verifies) one entry's logit rows.  Reads only the entry's own
 // slot and writes only *out, so entries may run on different threads, each
 // with its own sampler.
-void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sampler,
+void ModelExecutor::SampleEntry(const Bound& b, const float* logits, sampling::Sampler& sampler,
                                 Sampled* out) const {
   const ScheduledRequest& e = *b.entry;
   // A corrupt-but-well-formed checkpoint (a NaN norm weight) yields NaN
@@ -242,7 +242,8 @@ void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sa
   std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &out->logprobs : nullptr;
   const std::span<const int32_t> all(st.tokens);
   const auto num_prompt = static_cast<size_t>(std::min<int64_t>(st.num_prompt, end));
-  const TokenHistory history{all.first(num_prompt), all.subspan(num_prompt, end - num_prompt)};
+  const sampling::TokenHistory history{all.first(num_prompt),
+                                       all.subspan(num_prompt, end - num_prompt)};
   if (b.drafts.empty()) {
     TokenLogprob one;
     out->tokens = {sampler.Sample(logits, st.sampling, st.rng, history, lp ? &one : nullptr)};
@@ -250,12 +251,13 @@ void ModelExecutor::SampleEntry(const Bound& b, const float* logits, Sampler& sa
     out->num_accepted = 0;
     return;
   }
-  VerifyResult v = sampler.Verify(logits, b.drafts, nullptr, st.sampling, st.rng, history, lp);
+  sampling::VerifyResult v =
+      sampler.Verify(logits, b.drafts, nullptr, st.sampling, st.rng, history, lp);
   out->tokens = std::move(v.tokens);
   out->num_accepted = v.num_accepted;
 }
 
-RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate* u) {
+RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* u) {
   if (!sampled.error.ok()) {
     // Nothing committed (the scheduler ends the request); the proposer sees
     // an uncommitted entry, as for a prefill chunk without logits.
@@ -266,7 +268,7 @@ RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate
   return Commit(b, std::move(sampled), u, b.entry->needs_logits);
 }
 
-RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, DraftUpdate* u,
+RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* u,
                                     bool needs_logits) {
   const ScheduledRequest& e = *b.entry;
   SlotState& st = slots_[static_cast<size_t>(b.slot)];
@@ -376,7 +378,7 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
     DSV4_RETURN_IF_ERROR(model_.Forward(batch, *cache_, out, ws_, pool_));
   }
 
-  std::vector<DraftUpdate> updates(bound.size());
+  std::vector<speculation::DraftUpdate> updates(bound.size());
   {
     // Sampling, draft verification and the per-request commit of the result.
     profile::Span sv(profile::kE2e, "runner", "sample_verify");
@@ -393,4 +395,4 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   return result;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::runner

@@ -35,7 +35,7 @@
 #include "sampling/sampler.h"
 #include "speculation/draft_proposer.h"
 
-namespace dsv4 {
+namespace dsv4::runner {
 
 struct ModelExecutorOptions {
   int32_t num_partitions = 1;          // --dp
@@ -55,7 +55,7 @@ class ModelExecutor : public Executor {
   // the model has none); a given proposer (tests) replaces it.
   static Result<std::unique_ptr<ModelExecutor>> Create(
       const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
-      std::unique_ptr<DraftProposer> proposer = nullptr);
+      std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
   // The model cache options of K speculative tokens: rings of window + K rows
   // (rollback), the MTP block's cache only when K > 0.
   static CacheOptions CacheOptionsFor(const Model& model, int32_t num_speculative_tokens);
@@ -79,7 +79,7 @@ class ModelExecutor : public Executor {
     RequestId id = 0;
     uint32_t generation = 0;
     SamplingParams sampling;
-    SamplerState rng;
+    sampling::SamplerState rng;
     int64_t num_prompt = 0;
     std::vector<int32_t> tokens;  // every token known so far: inputs seen, then sampled
   };
@@ -108,11 +108,13 @@ class ModelExecutor : public Executor {
     std::vector<TokenLogprob> logprobs;  // one per token when requested
     Status error;                        // non-finite logits: nothing sampled, the request fails
   };
-  void SampleEntry(const Bound& b, const float* logits, Sampler& sampler, Sampled* out) const;
+  void SampleEntry(const Bound& b, const float* logits, sampling::Sampler& sampler,
+                   Sampled* out) const;
   std::vector<Sampled> SampleAll(const std::vector<Bound>& bound);
   // A failed sample (sampled.error) commits nothing and carries the error.
-  RequestResult Commit(const Bound& b, Sampled sampled, DraftUpdate* update);
-  RequestResult Commit(const Bound& b, Sampled sampled, DraftUpdate* update, bool needs_logits);
+  RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update);
+  RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update,
+                       bool needs_logits);
 
   const Model& model_;
   ThreadPool* pool_;
@@ -121,14 +123,14 @@ class ModelExecutor : public Executor {
   int64_t vocab_;
   uint64_t step_id_ = 0;  // of the plan Run is executing (error messages)
   std::unique_ptr<ModelCache> cache_;
-  std::unique_ptr<DraftProposer> proposer_;  // null when K = 0
+  std::unique_ptr<speculation::DraftProposer> proposer_;  // null when K = 0
   // One per pool thread (each holds [vocab] scratch): entries sample in
   // parallel after the forward.
-  std::vector<std::unique_ptr<Sampler>> samplers_;
+  std::vector<std::unique_ptr<sampling::Sampler>> samplers_;
   std::vector<SlotState> slots_;  // [num cache slots]
   Workspace ws_;
   std::vector<float> logits_;  // [logit rows, vocab]
   std::vector<bf16> streams_;  // [rows, hc, D] when proposing
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::runner

@@ -21,7 +21,7 @@
 #include "sampling/sampler_rng.h"
 #include "sampling/token_distribution.h"
 
-namespace dsv4 {
+namespace dsv4::sampling {
 
 namespace {
 
@@ -142,4 +142,4 @@ VerifyResult Sampler::Verify(const float* target_logits, std::span<const int32_t
   return result;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::sampling

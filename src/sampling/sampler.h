@@ -20,7 +20,7 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 
-namespace dsv4 {
+namespace dsv4::sampling {
 
 // Per-request random stream (see above: a seed is all the state there is).
 struct SamplerState {
@@ -88,4 +88,4 @@ class Sampler {
   std::unique_ptr<Scratch> scratch_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::sampling

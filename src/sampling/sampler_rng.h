@@ -9,7 +9,7 @@
 #include <array>
 #include <cstdint>
 
-namespace dsv4 {
+namespace dsv4::sampling {
 
 // What a uniform at one output position is used for.  Distinct purposes give
 // independent draws at the same position (speculative verification needs up
@@ -83,4 +83,4 @@ inline uint64_t DeriveRequestSeed(uint64_t engine_seed, int64_t request_id) {
   return z ^ (z >> 31);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::sampling

@@ -8,7 +8,7 @@
 #include "base/logging.h"
 #include "sampling/sampler_rng.h"
 
-namespace dsv4 {
+namespace dsv4::sampling {
 
 namespace {
 
@@ -350,4 +350,4 @@ TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int3
   return out;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::sampling

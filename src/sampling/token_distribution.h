@@ -25,7 +25,7 @@
 #include "engine/sampling_params.h"
 #include "sampling/sampler.h"
 
-namespace dsv4 {
+namespace dsv4::sampling {
 
 class TokenDistribution {
  public:
@@ -112,4 +112,4 @@ int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
 // plus the top `num_top` tokens (descending, lower id first on ties).
 TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int32_t num_top);
 
-}  // namespace dsv4
+}  // namespace dsv4::sampling

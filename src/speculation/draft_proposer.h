@@ -16,14 +16,14 @@
 #include "sampling/sampler.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::speculation {
 
 // How the sequence's tokens are sampled: a drafter that draws like the
 // target (MtpProposer's coupled drafts) needs the params, the request's
 // random stream and where the prompt ends (penalties, output indices).
 struct DraftSampling {
   SamplingParams params;  // greedy by default
-  SamplerState state;
+  sampling::SamplerState state;
   int64_t num_prompt = 0;
 };
 
@@ -66,4 +66,4 @@ class DraftProposer {
                              std::span<const DraftUpdate> updates) = 0;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::speculation

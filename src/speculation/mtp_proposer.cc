@@ -5,7 +5,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::speculation {
 
 MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k,
                          Workspace* ws)
@@ -120,8 +120,8 @@ int32_t MtpProposer::PickDraft(int64_t slot, std::span<const int32_t> history, c
       std::clamp<int64_t>(st.sampling.num_prompt, 0, static_cast<int64_t>(history.size())));
   scratch.output.assign(history.begin() + static_cast<std::ptrdiff_t>(num_prompt), history.end());
   scratch.output.insert(scratch.output.end(), st.drafts.begin(), st.drafts.end());
-  return CoupledDraft(scratch.dist, logits, st.sampling.params, st.sampling.state,
-                      {history.first(num_prompt), scratch.output});
+  return sampling::CoupledDraft(scratch.dist, logits, st.sampling.params, st.sampling.state,
+                                {history.first(num_prompt), scratch.output});
 }
 
 // Picks every slot's next draft over the pool (one vocabulary pass each for
@@ -174,4 +174,4 @@ Status MtpProposer::Chain(const std::vector<int64_t>& slots,
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::speculation

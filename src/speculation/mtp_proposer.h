@@ -29,7 +29,7 @@
 #include "sampling/token_distribution.h"
 #include "speculation/draft_proposer.h"
 
-namespace dsv4 {
+namespace dsv4::speculation {
 
 class MtpProposer : public DraftProposer {
  public:
@@ -71,8 +71,8 @@ class MtpProposer : public DraftProposer {
   // Per-thread scratch of PickDraft.
   struct DraftScratch {
     explicit DraftScratch(int64_t vocab) : dist(vocab) {}
-    TokenDistribution dist;       // [vocab]
-    std::vector<int32_t> output;  // history's outputs + drafts so far
+    sampling::TokenDistribution dist;  // [vocab]
+    std::vector<int32_t> output;       // history's outputs + drafts so far
   };
   // The next draft of `slot` from MTP logits [vocab]: it follows `history`
   // (the known tokens) and the slot's drafts so far.
@@ -94,4 +94,4 @@ class MtpProposer : public DraftProposer {
   std::vector<std::unique_ptr<DraftScratch>> scratch_;  // one per pool thread
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::speculation

@@ -12,8 +12,9 @@ namespace {
 
 TEST(CheckGoldenTest, TinyAPassesEveryCheck) {
   std::ostringstream out;
-  const int rc = RunCheckGolden(testing::TestDataPath("golden/tiny-a"),
-                                testing::TestDataPath("golden/tiny-a/golden.safetensors"), out);
+  const int rc =
+      golden::RunCheckGolden(testing::TestDataPath("golden/tiny-a"),
+                             testing::TestDataPath("golden/tiny-a/golden.safetensors"), out);
   std::cout << out.str();
   EXPECT_EQ(rc, 0) << out.str();
   // 6 prefill37 blocks + 2 compressed blocks x (prefill, decode) + 2 MTP tests,
@@ -25,8 +26,8 @@ TEST(CheckGoldenTest, TinyAPassesEveryCheck) {
 
 TEST(CheckGoldenTest, MissingFilesAreAnError) {
   std::ostringstream out;
-  EXPECT_EQ(RunCheckGolden(testing::TestDataPath("golden/no-such-model"),
-                           testing::TestDataPath("golden/tiny-a/golden.safetensors"), out),
+  EXPECT_EQ(golden::RunCheckGolden(testing::TestDataPath("golden/no-such-model"),
+                                   testing::TestDataPath("golden/tiny-a/golden.safetensors"), out),
             2);
   EXPECT_NE(out.str().find("error"), std::string::npos);
 }

@@ -57,9 +57,9 @@ GenerationRequest Gen(int64_t i, int64_t max_tokens) {
 TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 6;
-  EngineOptions o = TestOptions(2);
+  launch::EngineOptions o = TestOptions(2);
   o.threads = 2;
-  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
+  auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   EXPECT_TRUE((*engine)->Ready());
   Sink sink;
@@ -127,9 +127,9 @@ TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
 }
 
 TEST(ModelEngineTest, ShutdownAbortsInFlight) {
-  EngineOptions o = TestOptions(1);
+  launch::EngineOptions o = TestOptions(1);
   o.threads = 1;
-  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
+  auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
   for (int i = 0; i < 6; ++i)
@@ -145,7 +145,7 @@ TEST(ModelEngineTest, ShutdownAbortsInFlight) {
   EXPECT_EQ(sink.num_final_total, 6);
   for (const auto& [id, f] : sink.done) EXPECT_EQ(f.reason, FinishReason::kAbort) << id;
   EXPECT_FALSE((*engine)->Submit(Gen(0, 4), sink.Callback()).ok());
-  auto quick = StartLocalEngine(TinyModel(), o, 256 << 20);
+  auto quick = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(quick.ok());
   Sink sink2;
   ASSERT_TRUE((*quick)->Submit(Gen(3, 200), sink2.Callback()).ok());
@@ -154,10 +154,10 @@ TEST(ModelEngineTest, ShutdownAbortsInFlight) {
 }
 
 TEST(ModelEngineTest, SubmitValidates) {
-  EngineOptions o = TestOptions(0);
+  launch::EngineOptions o = TestOptions(0);
   o.max_waiting = 2;
   o.threads = 1;
-  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
+  auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
   GenerationRequest empty;
@@ -176,9 +176,9 @@ TEST(ModelEngineTest, SubmitValidates) {
 }
 
 TEST(ModelEngineTest, RunOfflineReportsOutputsAndAcceptance) {
-  EngineOptions o = TestOptions(3);
+  launch::EngineOptions o = TestOptions(3);
   o.threads = 2;
-  auto engine = StartLocalEngine(TinyModel(), o, 256 << 20);
+  auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 6; ++i) {

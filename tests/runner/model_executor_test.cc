@@ -69,14 +69,14 @@ TEST(ModelExecutorTest, GreedyMtpEqualsPlain) {
 // Proposes the true continuation (from a reference run), each draft right
 // with probability percent / 100 (a hash of request, position and draft
 // index), so steps accept 0..K drafts; checks every update it is given.
-class OracleProposer : public DraftProposer {
+class OracleProposer : public speculation::DraftProposer {
  public:
   OracleProposer(std::map<RequestId, std::vector<int32_t>> truth, int32_t k, int percent,
                  int64_t vocab, int64_t* errors)
       : truth_(std::move(truth)), k_(k), percent_(percent), vocab_(vocab), errors_(errors) {}
 
   int32_t max_drafts() const override { return k_; }
-  void AllocateState(int64_t slot, RequestId id, const DraftSampling&) override {
+  void AllocateState(int64_t slot, RequestId id, const speculation::DraftSampling&) override {
     state_[slot] = {id, {}};
   }
   void FreeState(int64_t slot) override { state_.erase(slot); }
@@ -85,8 +85,8 @@ class OracleProposer : public DraftProposer {
     return {d.data(), d.size()};
   }
   Status AfterVerify(const ForwardBatch&, const bf16*,
-                     std::span<const DraftUpdate> updates) override {
-    for (const DraftUpdate& u : updates) {
+                     std::span<const speculation::DraftUpdate> updates) override {
+    for (const speculation::DraftUpdate& u : updates) {
       State& st = state_.at(u.slot);
       const std::vector<int32_t>& truth = truth_.at(st.id);
       for (size_t i = 0; i < u.tokens.size(); ++i) {
@@ -192,10 +192,10 @@ TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
 
 TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
   const std::vector<Request> reqs = MakeRequests(14, 8);
-  EngineOptions one = TestOptions(0);
+  launch::EngineOptions one = TestOptions(0);
   one.max_num_seqs = 1;
   const auto want = RunToCompletion(one, reqs);
-  EngineOptions many = TestOptions(2);
+  launch::EngineOptions many = TestOptions(2);
   many.max_num_batched_tokens = 64;  // many chunked prefills next to decodes
   many.long_prefill_token_threshold = 40;
   ExpectSame(want, RunToCompletion(many, reqs), "batched K=2 vs one at a time");
@@ -208,8 +208,8 @@ TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
   std::vector<Request> reqs = MakeRequests(10, 16, 8);
   const auto want = RunToCompletion(TestOptions(0), reqs);
   for (int32_t k : {0, 2}) {
-    EngineOptions o = TestOptions(k);
-    Result<EngineParts> probe = BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
+    launch::EngineOptions o = TestOptions(k);
+    Result<launch::EngineParts> probe = launch::BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
     ASSERT_TRUE(probe.ok());
     // Room for ~2 max-length requests while 8 long ones run: preemption.
     const int64_t budget = probe->plan.bytes_per_slot * 2 + probe->plan.bytes_per_slot / 2;
@@ -229,9 +229,9 @@ TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
 TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
   for (int32_t k : {0, 2}) {
     for (int32_t dp : {1, 2}) {
-      EngineOptions o = TestOptions(k);
+      launch::EngineOptions o = TestOptions(k);
       o.dp = dp;
-      Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
+      Result<launch::EngineParts> parts = launch::BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
       ASSERT_TRUE(parts.ok()) << parts.status().ToString();
       const ModelCache& cache = parts->executor->cache();
       const CapacityPlan& plan = parts->plan;
@@ -254,14 +254,14 @@ TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
 // table, and outputs equal a generous one-at-a-time run.
 TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
   const std::vector<Request> reqs = MakeRequests(3, 20, 12);  // prompts 255, 260, 163
-  EngineOptions one = TestOptions(0);
+  launch::EngineOptions one = TestOptions(0);
   one.max_num_seqs = 1;
   const auto want = RunToCompletion(one, reqs);
-  const EngineOptions o = TestOptions(2);
-  Result<EngineParts> probe = BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
+  const launch::EngineOptions o = TestOptions(2);
+  Result<launch::EngineParts> probe = launch::BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
   ASSERT_TRUE(probe.ok());
   const int64_t budget = probe->plan.bytes_per_slot + probe->plan.bytes_per_slot / 8;
-  Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), o, budget);
+  Result<launch::EngineParts> parts = launch::BuildEngine(TinyModel(), TestPool(), o, budget);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
   ASSERT_EQ(parts->plan.num_ring_requests, 1);
   ASSERT_EQ(parts->plan.num_pages[kGroupCmpC4], 4);  // 512 tokens of history
@@ -319,7 +319,7 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
   reqs[1].sampling.top_k = 32;
   reqs[1].sampling.frequency_penalty = 0.3f;
   reqs[1].sampling.seed = 5;
-  Result<EngineParts> parts = BuildEngine(m, TestPool(), TestOptions(k), 256 << 20);
+  Result<launch::EngineParts> parts = launch::BuildEngine(m, TestPool(), TestOptions(k), 256 << 20);
   ASSERT_TRUE(parts.ok());
   std::map<RequestId, std::vector<std::pair<int64_t, std::vector<int32_t>>>> seen;
   std::map<RequestId, std::vector<int32_t>> outputs;
@@ -346,7 +346,7 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
     }
   }
   Workspace ws;
-  TokenDistribution dist(vocab);
+  sampling::TokenDistribution dist(vocab);
   for (const Request& r : reqs) {
     std::vector<int32_t> full = r.prompt;
     full.insert(full.end(), outputs[r.id].begin(), outputs[r.id].end());
@@ -378,8 +378,9 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
             r.sampling.greedy()
                 ? static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
                                        logits.begin())
-                : CoupledDraft(dist, logits.data(), r.sampling, SamplerState{*r.sampling.seed},
-                               {std::span(r.prompt), output});
+                : sampling::CoupledDraft(dist, logits.data(), r.sampling,
+                                         sampling::SamplerState{*r.sampling.seed},
+                                         {std::span(r.prompt), output});
         output.push_back(want);
         ASSERT_EQ(drafts[j], want) << "request " << r.id << " position " << p << " draft " << j;
         ForwardBatch cb;
@@ -397,7 +398,8 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
 TEST(ModelExecutorTest, AbortMidFlightReleasesEverything) {
   const std::vector<Request> reqs = MakeRequests(10, 24, 3);
   const auto want = RunToCompletion(TestOptions(0), reqs);
-  Result<EngineParts> parts = BuildEngine(TinyModel(), TestPool(), TestOptions(2), 256 << 20);
+  Result<launch::EngineParts> parts =
+      launch::BuildEngine(TinyModel(), TestPool(), TestOptions(2), 256 << 20);
   ASSERT_TRUE(parts.ok());
   std::map<RequestId, Finished> got;
   for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
@@ -433,9 +435,9 @@ TEST(ModelExecutorTest, AbortMidFlightReleasesEverything) {
 // A step for a slot whose generation moved on is not run (and fails only
 // that request); a release of an older generation is ignored.
 TEST(ModelExecutorTest, StaleGenerationsAreIgnored) {
-  ModelExecutorOptions eo;
+  runner::ModelExecutorOptions eo;
   eo.slots_per_partition = 2;
-  auto ex = ModelExecutor::Create(TinyModel(), TestPool(), eo);
+  auto ex = runner::ModelExecutor::Create(TinyModel(), TestPool(), eo);
   ASSERT_TRUE(ex.ok());
   StepPlan p0;
   ScheduledRequest e;

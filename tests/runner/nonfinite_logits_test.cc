@@ -68,9 +68,9 @@ TEST(NonFiniteLogitsTest, OnlyThePoisonedRequestFails) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   for (int32_t k : {0, 2}) {
     SCOPED_TRACE(k);
-    EngineOptions o = TestOptions(k);
+    launch::EngineOptions o = TestOptions(k);
     o.threads = 2;
-    auto engine = StartLocalEngine(**model, o, 256 << 20);
+    auto engine = launch::StartLocalEngine(**model, o, 256 << 20);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     std::mutex mu;
     std::condition_variable cv;

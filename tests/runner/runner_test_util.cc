@@ -38,8 +38,8 @@ std::vector<int32_t> TestPrompt(int64_t i, int64_t vocab) {
   return p;
 }
 
-EngineOptions TestOptions(int32_t k) {
-  EngineOptions o;
+launch::EngineOptions TestOptions(int32_t k) {
+  launch::EngineOptions o;
   o.max_model_len = 512;
   o.max_num_seqs = 8;
   o.max_num_batched_tokens = 256;
@@ -49,14 +49,14 @@ EngineOptions TestOptions(int32_t k) {
   return o;
 }
 
-std::map<RequestId, Finished> RunToCompletion(const EngineOptions& options,
-                                              const std::vector<Request>& requests,
-                                              int64_t budget_bytes, int stagger, RunStats* stats,
-                                              std::unique_ptr<DraftProposer> proposer) {
+std::map<RequestId, Finished> RunToCompletion(
+    const launch::EngineOptions& options, const std::vector<Request>& requests,
+    int64_t budget_bytes, int stagger, RunStats* stats,
+    std::unique_ptr<speculation::DraftProposer> proposer) {
   std::map<RequestId, Finished> done;
-  Result<EngineParts> parts =
-      BuildEngine(TinyModel(), TestPool(), options, budget_bytes > 0 ? budget_bytes : (256 << 20),
-                  std::move(proposer));
+  Result<launch::EngineParts> parts =
+      launch::BuildEngine(TinyModel(), TestPool(), options,
+                          budget_bytes > 0 ? budget_bytes : (256 << 20), std::move(proposer));
   EXPECT_TRUE(parts.ok()) << parts.status().ToString();
   if (!parts.ok()) return done;
   EngineCore& core = *parts->core;

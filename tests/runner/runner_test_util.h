@@ -24,7 +24,7 @@ std::vector<int32_t> TestPrompt(int64_t i, int64_t vocab);
 int64_t TestPromptLength(int64_t i);
 
 // Small-engine defaults: block size 128 (tiny-a has ratio 128), max_model_len 512.
-EngineOptions TestOptions(int32_t k);
+launch::EngineOptions TestOptions(int32_t k);
 
 struct Finished {
   std::vector<int32_t> tokens;
@@ -40,10 +40,9 @@ struct RunStats {
 // Submits requests[i] (ids 1..n) `stagger` steps apart (0: all at once),
 // steps until every request is finished, checks the scheduler's invariants
 // after every step.  budget_bytes 0: generous.
-std::map<RequestId, Finished> RunToCompletion(const EngineOptions& options,
-                                              const std::vector<Request>& requests,
-                                              int64_t budget_bytes = 0, int stagger = 0,
-                                              RunStats* stats = nullptr,
-                                              std::unique_ptr<DraftProposer> proposer = nullptr);
+std::map<RequestId, Finished> RunToCompletion(
+    const launch::EngineOptions& options, const std::vector<Request>& requests,
+    int64_t budget_bytes = 0, int stagger = 0, RunStats* stats = nullptr,
+    std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 
 }  // namespace dsv4::testing

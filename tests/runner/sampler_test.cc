@@ -39,8 +39,8 @@ std::vector<double> SoftmaxOf(const std::vector<float>& logits, double t = 1.0) 
 }
 
 std::vector<double> Probs(const std::vector<float>& logits, const SamplingParams& params,
-                          const TokenHistory& history = {}) {
-  TokenDistribution dist(static_cast<int64_t>(logits.size()));
+                          const sampling::TokenHistory& history = {}) {
+  sampling::TokenDistribution dist(static_cast<int64_t>(logits.size()));
   dist.Compute(logits.data(), params, history);
   return {dist.probs().begin(), dist.probs().end()};
 }
@@ -60,40 +60,43 @@ void ExpectProbs(const std::vector<double>& got, const std::vector<double>& want
 
 TEST(PhiloxTest, KnownAnswers) {
   // Random123's published Philox4x32-10 vectors.
-  EXPECT_EQ(PhiloxRng::Block({0, 0, 0, 0}, {0, 0}),
+  EXPECT_EQ(sampling::PhiloxRng::Block({0, 0, 0, 0}, {0, 0}),
             (std::array<uint32_t, 4>{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
-  EXPECT_EQ(PhiloxRng::Block({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
-                             {0xffffffffu, 0xffffffffu}),
+  EXPECT_EQ(sampling::PhiloxRng::Block({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                                       {0xffffffffu, 0xffffffffu}),
             (std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
-  EXPECT_EQ(PhiloxRng::Block({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
-                             {0xa4093822u, 0x299f31d0u}),
+  EXPECT_EQ(sampling::PhiloxRng::Block({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                                       {0xa4093822u, 0x299f31d0u}),
             (std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
 }
 
 TEST(PhiloxTest, UniformIsInRangeAndDistinctPerPurpose) {
-  const PhiloxRng rng(42);
+  const sampling::PhiloxRng rng(42);
   double sum = 0;
   const int n = 100000;
   for (int i = 0; i < n; ++i) {
-    const double u = rng.Uniform(i, RngPurpose::kSample);
+    const double u = rng.Uniform(i, sampling::RngPurpose::kSample);
     ASSERT_GE(u, 0.0);
     ASSERT_LT(u, 1.0);
     sum += u;
   }
   EXPECT_NEAR(sum / n, 0.5, 0.005);  // 5.5 sigma
-  EXPECT_NE(rng.Uniform(3, RngPurpose::kSample), rng.Uniform(3, RngPurpose::kAccept));
-  EXPECT_NE(rng.Uniform(3, RngPurpose::kSample), PhiloxRng(43).Uniform(3, RngPurpose::kSample));
-  EXPECT_NE(DeriveRequestSeed(1, 5), DeriveRequestSeed(1, 6));
+  EXPECT_NE(rng.Uniform(3, sampling::RngPurpose::kSample),
+            rng.Uniform(3, sampling::RngPurpose::kAccept));
+  EXPECT_NE(rng.Uniform(3, sampling::RngPurpose::kSample),
+            sampling::PhiloxRng(43).Uniform(3, sampling::RngPurpose::kSample));
+  EXPECT_NE(sampling::DeriveRequestSeed(1, 5), sampling::DeriveRequestSeed(1, 6));
 }
 
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
-  Sampler sampler(5);
+  sampling::Sampler sampler(5);
   const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
   SamplingParams greedy;
   greedy.seed = 9;  // irrelevant for greedy
   for (int64_t i = 0; i < 5; ++i) {
     std::vector<int32_t> out(static_cast<size_t>(i), 4);
-    EXPECT_EQ(sampler.Sample(logits.data(), greedy, SamplerState{uint64_t(i)}, {{}, out}, nullptr),
+    EXPECT_EQ(sampler.Sample(logits.data(), greedy, sampling::SamplerState{uint64_t(i)}, {{}, out},
+                             nullptr),
               1);
   }
 }
@@ -247,7 +250,7 @@ TEST(SamplerTest, RepetitionPenaltyCoversPromptAndOutput) {
   ExpectProbs(Probs(logits, p, {prompt, output}), SoftmaxOf({1.0f, -2.0f, 1.0f, 0.5f}));
   // Greedy requests are penalised too: 0 and 2 tie at 1.0, lowest id wins;
   // with a stronger penalty token 2 wins.
-  Sampler sampler(4);
+  sampling::Sampler sampler(4);
   SamplingParams greedy;
   greedy.repetition_penalty = 2.0f;
   EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {prompt, output}, nullptr), 0);
@@ -284,14 +287,15 @@ TEST(SamplerTest, PenaltiesCombineRepetitionFirst) {
 TEST(SamplerTest, SampledFrequenciesMatchTheDistribution) {
   const std::vector<double> want = {0.1, 0.2, 0.3, 0.4};
   const std::vector<float> logits = LogitsOf(want);
-  Sampler sampler(4);
+  sampling::Sampler sampler(4);
   const SamplingParams p = Sampled();
   const int n = 200000;
   std::vector<int> counts(4, 0);
   std::vector<int32_t> output;  // only its length (the output index) matters here
   output.reserve(size_t(n));
   for (int i = 0; i < n; ++i) {
-    ++counts[size_t(sampler.Sample(logits.data(), p, SamplerState{1234}, {{}, output}, nullptr))];
+    ++counts[size_t(
+        sampler.Sample(logits.data(), p, sampling::SamplerState{1234}, {{}, output}, nullptr))];
     output.push_back(0);
   }
   double chi2 = 0;
@@ -303,14 +307,15 @@ TEST(SamplerTest, SampledFrequenciesMatchTheDistribution) {
 }
 
 // Samples `n` tokens for one request, feeding its output back.
-std::vector<int32_t> Generate(Sampler& sampler, const std::vector<std::vector<float>>& rows,
-                              const SamplingParams& p, uint64_t seed, size_t n,
+std::vector<int32_t> Generate(sampling::Sampler& sampler,
+                              const std::vector<std::vector<float>>& rows, const SamplingParams& p,
+                              uint64_t seed, size_t n,
                               const std::function<void()>& between = nullptr) {
   std::vector<int32_t> out;
   for (size_t i = 0; i < n; ++i) {
     if (between) between();
     const std::vector<float>& row = rows[i % rows.size()];
-    out.push_back(sampler.Sample(row.data(), p, SamplerState{seed}, {{}, out}, nullptr));
+    out.push_back(sampler.Sample(row.data(), p, sampling::SamplerState{seed}, {{}, out}, nullptr));
   }
   return out;
 }
@@ -324,18 +329,20 @@ TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
   SamplingParams p = Sampled(0.8f);
   p.top_p = 0.9f;
   p.frequency_penalty = 0.3f;
-  Sampler alone(vocab);
+  sampling::Sampler alone(vocab);
   const std::vector<int32_t> a = Generate(alone, rows, p, 77, 60);
 
   // Same request interleaved with two others (other seeds and params) on a
   // different sampler instance: the same tokens.
-  Sampler shared(vocab);
+  sampling::Sampler shared(vocab);
   std::vector<int32_t> b_out, c_out;
   SamplingParams pc = Sampled(1.3f);
   pc.top_k = 5;
   auto others = [&] {
-    b_out.push_back(shared.Sample(rows[1].data(), p, SamplerState{78}, {{}, b_out}, nullptr));
-    c_out.push_back(shared.Sample(rows[2].data(), pc, SamplerState{5}, {{}, c_out}, nullptr));
+    b_out.push_back(
+        shared.Sample(rows[1].data(), p, sampling::SamplerState{78}, {{}, b_out}, nullptr));
+    c_out.push_back(
+        shared.Sample(rows[2].data(), pc, sampling::SamplerState{5}, {{}, c_out}, nullptr));
   };
   EXPECT_EQ(Generate(shared, rows, p, 77, 60, others), a);
   // Another seed gives another stream.
@@ -344,15 +351,15 @@ TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
 
 TEST(SamplerTest, UnseededRequestsUseTheRequestSeed) {
   SamplingParams p = Sampled();
-  EXPECT_EQ(SamplerState::ForRequest(p, 99).seed, 99u);
+  EXPECT_EQ(sampling::SamplerState::ForRequest(p, 99).seed, 99u);
   p.seed = 7;
-  EXPECT_EQ(SamplerState::ForRequest(p, 99).seed, 7u);
+  EXPECT_EQ(sampling::SamplerState::ForRequest(p, 99).seed, 7u);
 }
 
 TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
   const std::vector<double> want = SoftmaxOf(logits);
-  Sampler sampler(5);
+  sampling::Sampler sampler(5);
   SamplingParams p;
   p.logprobs = 3;
   TokenLogprob lp;
@@ -372,14 +379,15 @@ TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
   p.presence_penalty = 2.0f;
   TokenLogprob sampled;
   const std::vector<int32_t> output = {1, 3};
-  const int32_t t2 = sampler.Sample(logits.data(), p, SamplerState{3}, {{}, output}, &sampled);
+  const int32_t t2 =
+      sampler.Sample(logits.data(), p, sampling::SamplerState{3}, {{}, output}, &sampled);
   EXPECT_EQ(sampled.token, t2);
   EXPECT_NEAR(sampled.logprob, std::log(want[size_t(t2)]), 1e-6);
   EXPECT_NEAR(sampled.top[0].second, std::log(want[1]), 1e-6);
 
   p.logprobs = 0;  // the chosen token only
   TokenLogprob only;
-  sampler.Sample(logits.data(), p, SamplerState{3}, {{}, output}, &only);
+  sampler.Sample(logits.data(), p, sampling::SamplerState{3}, {{}, output}, &only);
   EXPECT_TRUE(only.top.empty());
 }
 
@@ -387,12 +395,12 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> logits = {nan, 1.0f, inf, 0.0f, -inf};
-  Sampler sampler(5);
+  sampling::Sampler sampler(5);
   EXPECT_EQ(sampler.Sample(logits.data(), SamplingParams{}, {}, {}, nullptr), 1);
   std::vector<int32_t> out;
   for (int i = 0; i < 200; ++i) {
     const int32_t t =
-        sampler.Sample(logits.data(), Sampled(5.0f), SamplerState{1}, {{}, out}, nullptr);
+        sampler.Sample(logits.data(), Sampled(5.0f), sampling::SamplerState{1}, {{}, out}, nullptr);
     ASSERT_TRUE(t == 1 || t == 3) << t;
     out.push_back(t);
   }
@@ -400,7 +408,7 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
 
 TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
   const std::vector<float> logits = {2.0f, -1.0f, 1.0f, 0.5f};
-  Sampler sampler(4);
+  sampling::Sampler sampler(4);
   SamplingParams greedy;
   greedy.logit_bias = {{3, 2.0f}};  // 0.5 + 2 beats 2.0
   EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {}, nullptr), 3);
@@ -419,7 +427,8 @@ TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
   SamplingParams ban = Sampled(1.0f);
   ban.logit_bias = {{0, -100.0f}};
   for (uint64_t seed = 0; seed < 2000; ++seed) {
-    ASSERT_NE(sampler.Sample(logits.data(), ban, SamplerState{seed}, {}, nullptr), 0) << seed;
+    ASSERT_NE(sampler.Sample(logits.data(), ban, sampling::SamplerState{seed}, {}, nullptr), 0)
+        << seed;
   }
 }
 

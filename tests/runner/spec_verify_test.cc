@@ -29,9 +29,9 @@ std::vector<float> OneHotRows(const std::vector<int32_t>& targets, int64_t vocab
 std::vector<int32_t> VerifyGreedy(const std::vector<int32_t>& targets,
                                   const std::vector<int32_t>& drafts, int32_t* num_accepted) {
   const int64_t vocab = 128;
-  Sampler sampler(vocab);
+  sampling::Sampler sampler(vocab);
   const std::vector<float> rows = OneHotRows(targets, vocab);
-  const VerifyResult r =
+  const sampling::VerifyResult r =
       sampler.Verify(rows.data(), drafts, nullptr, SamplingParams{}, {}, {}, nullptr);
   *num_accepted = r.num_accepted;
   return r.tokens;
@@ -62,7 +62,7 @@ TEST(SpecVerifyTest, GreedyRowsSeeTheDraftsAsHistory) {
   SamplingParams p;
   p.presence_penalty = 0.5f;
   p.logprobs = 1;
-  Sampler sampler(vocab);
+  sampling::Sampler sampler(vocab);
   std::vector<int32_t> sequential;
   for (int i = 0; i < 3; ++i) {
     sequential.push_back(sampler.Sample(row.data(), p, {}, {{}, sequential}, nullptr));
@@ -70,7 +70,7 @@ TEST(SpecVerifyTest, GreedyRowsSeeTheDraftsAsHistory) {
   EXPECT_EQ(sequential, (std::vector<int32_t>{0, 1, 2}));
   std::vector<TokenLogprob> lps;
   const std::vector<int32_t> drafts = {0, 1};
-  const VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, p, {}, {}, &lps);
+  const sampling::VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, p, {}, {}, &lps);
   EXPECT_EQ(r.tokens, sequential);
   EXPECT_EQ(r.num_accepted, 2);
   ASSERT_EQ(lps.size(), 3u);
@@ -110,12 +110,12 @@ struct SpecRun {
 SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t trials) {
   const int32_t kDrafts = 2;
   const std::vector<int32_t> prompt = {0};
-  Sampler sampler(kVocab);
-  TokenDistribution draft_dist(kVocab);
+  sampling::Sampler sampler(kVocab);
+  sampling::TokenDistribution draft_dist(kVocab);
   SpecRun run{std::vector<int64_t>(kVocab, 0), std::vector<int64_t>(kVocab * kVocab, 0), 0};
   std::vector<float> q(size_t(kDrafts * kVocab));
   for (int64_t trial = 0; trial < trials; ++trial) {
-    const SamplerState state{static_cast<uint64_t>(trial)};
+    const sampling::SamplerState state{static_cast<uint64_t>(trial)};
     std::vector<int32_t> output;
     bool first_step = true;
     while (output.size() < 2) {
@@ -127,10 +127,10 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
         if (drafter == Drafter::kDeterministic) {
           d = int32_t(std::max_element(row.begin(), row.end()) - row.begin());
         } else if (drafter == Drafter::kCoupled) {
-          d = CoupledDraft(draft_dist, row.data(), params, state, {prompt, context});
+          d = sampling::CoupledDraft(draft_dist, row.data(), params, state, {prompt, context});
         } else {
-          d = SampleDraft(draft_dist, row.data(), params, state, {prompt, context},
-                          q.data() + k * kVocab);
+          d = sampling::SampleDraft(draft_dist, row.data(), params, state, {prompt, context},
+                                    q.data() + k * kVocab);
         }
         drafts.push_back(d);
         context.push_back(d);
@@ -146,9 +146,9 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
         output.insert(output.end(), drafts.begin(), drafts.end());
         continue;
       }
-      const VerifyResult r = sampler.Verify(rows.data(), drafts,
-                                            drafter == Drafter::kProbabilistic ? q.data() : nullptr,
-                                            params, state, {prompt, output}, nullptr);
+      const sampling::VerifyResult r = sampler.Verify(
+          rows.data(), drafts, drafter == Drafter::kProbabilistic ? q.data() : nullptr, params,
+          state, {prompt, output}, nullptr);
       EXPECT_EQ(r.tokens.size(), size_t(r.num_accepted) + 1);
       if (first_step && r.num_accepted > 0) ++run.num_first_draft_accepted;
       first_step = false;
@@ -165,7 +165,7 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
 void ExactLaw(const SamplingParams& params, std::vector<double>* first,
               std::vector<double>* joint) {
   const std::vector<int32_t> prompt = {0};
-  TokenDistribution dist(kVocab);
+  sampling::TokenDistribution dist(kVocab);
   dist.Compute(TargetRow(0).data(), params, {prompt, {}});
   first->assign(dist.probs().begin(), dist.probs().end());
   joint->assign(kVocab * kVocab, 0.0);
@@ -249,10 +249,10 @@ TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
   p.frequency_penalty = 0.4f;
   const std::vector<int32_t> prompt = {0};
   const size_t n = 12;
-  Sampler sampler(kVocab);
+  sampling::Sampler sampler(kVocab);
   int64_t num_accepted = 0;
   for (uint64_t seed = 0; seed < 200; ++seed) {
-    const SamplerState state{seed};
+    const sampling::SamplerState state{seed};
     std::vector<int32_t> plain;
     while (plain.size() < n) {
       const int32_t prev = plain.empty() ? prompt.back() : plain.back();
@@ -269,7 +269,7 @@ TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
         const std::vector<float> next = TargetRow(drafts.back());
         rows.insert(rows.end(), next.begin(), next.end());
       }
-      const VerifyResult r =
+      const sampling::VerifyResult r =
           sampler.Verify(rows.data(), drafts, nullptr, p, state, {prompt, spec}, nullptr);
       num_accepted += r.num_accepted;
       spec.insert(spec.end(), r.tokens.begin(), r.tokens.end());
@@ -296,9 +296,9 @@ std::pair<int64_t, int64_t> CoupledRun(
     const std::function<std::vector<float>(int32_t)>& draft_row) {
   const std::vector<int32_t> prompt = {0};
   const size_t n = 12;
-  Sampler sampler(kVocab);
-  TokenDistribution dist(kVocab);
-  const SamplerState state{seed};
+  sampling::Sampler sampler(kVocab);
+  sampling::TokenDistribution dist(kVocab);
+  const sampling::SamplerState state{seed};
   std::vector<int32_t> plain;
   while (plain.size() < n) {
     const int32_t prev = plain.empty() ? prompt.back() : plain.back();
@@ -311,12 +311,12 @@ std::pair<int64_t, int64_t> CoupledRun(
     std::vector<float> rows = TargetRow(spec.empty() ? prompt.back() : spec.back());
     for (int k = 0; k < 3; ++k) {
       const std::vector<float> d = draft_row(context.empty() ? prompt.back() : context.back());
-      drafts.push_back(CoupledDraft(dist, d.data(), p, state, {prompt, context}));
+      drafts.push_back(sampling::CoupledDraft(dist, d.data(), p, state, {prompt, context}));
       context.push_back(drafts.back());
       const std::vector<float> next = TargetRow(drafts.back());
       rows.insert(rows.end(), next.begin(), next.end());
     }
-    const VerifyResult r =
+    const sampling::VerifyResult r =
         sampler.Verify(rows.data(), drafts, nullptr, p, state, {prompt, spec}, nullptr);
     num_accepted += r.num_accepted;
     num_proposed += static_cast<int64_t>(drafts.size());
@@ -359,7 +359,7 @@ TEST(SpecVerifyTest, CoupledDraftsOfACloseLawAreMostlyAccepted) {
   EXPECT_EQ(exact, seeds * 9);
   EXPECT_GT(near, near_proposed * 7 / 10);
   // The same close drafter picking its argmax instead.
-  Sampler sampler(kVocab);
+  sampling::Sampler sampler(kVocab);
   const std::vector<int32_t> prompt = {0};
   for (uint64_t seed = 0; seed < seeds; ++seed) {
     const std::vector<float> q = close(0);
@@ -368,9 +368,10 @@ TEST(SpecVerifyTest, CoupledDraftsOfACloseLawAreMostlyAccepted) {
     std::vector<float> rows = TargetRow(0);
     const std::vector<float> next = TargetRow(d);
     rows.insert(rows.end(), next.begin(), next.end());
-    argmax +=
-        sampler.Verify(rows.data(), drafts, nullptr, p, SamplerState{seed}, {prompt, {}}, nullptr)
-            .num_accepted;
+    argmax += sampler
+                  .Verify(rows.data(), drafts, nullptr, p, sampling::SamplerState{seed},
+                          {prompt, {}}, nullptr)
+                  .num_accepted;
   }
   std::printf(
       "accepted drafts: coupled, exact law %lld / %lld; coupled, close law %lld / %lld; "
@@ -389,7 +390,7 @@ TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
   SamplingParams p;
   p.temperature = 1.0f;
   const std::vector<int32_t> prompt = {0};
-  TokenDistribution dist(kVocab);
+  sampling::TokenDistribution dist(kVocab);
   dist.Compute(TargetRow(0).data(), p, {prompt, {}});
   const std::vector<double> target(dist.probs().begin(), dist.probs().end());
   dist.Compute(DraftRow(0).data(), p, {prompt, {}});
@@ -424,7 +425,7 @@ TEST(SpecVerifyTest, GreedyCoupledDraftIsTheDistributionsArgmax) {
   const int64_t vocab = 97;
   std::mt19937 rng(41);
   std::uniform_int_distribution<int> kind(0, 9), value(-4, 4);
-  TokenDistribution dist(vocab), reference(vocab);
+  sampling::TokenDistribution dist(vocab), reference(vocab);
   const std::vector<int32_t> prompt = {3, 5, 5};
   const std::vector<int32_t> output = {7, 3};
   const float inf = std::numeric_limits<float>::infinity();
@@ -442,7 +443,9 @@ TEST(SpecVerifyTest, GreedyCoupledDraftIsTheDistributionsArgmax) {
       if (variant == 2) p.logit_bias = {{11, 2.5f}};
       reference.Compute(row.data(), p, {prompt, output});
       const int32_t want = std::max(reference.argmax(), 0);
-      EXPECT_EQ(CoupledDraft(dist, row.data(), p, SamplerState{1}, {prompt, output}), want)
+      EXPECT_EQ(
+          sampling::CoupledDraft(dist, row.data(), p, sampling::SamplerState{1}, {prompt, output}),
+          want)
           << "trial " << trial << " variant " << variant;
     }
   }

@@ -19,6 +19,7 @@
 #include "default_model.h"
 #include "engine_flags.h"
 #include "launch/engine_setup.h"
+#include "profile/profile.h"
 #include "server/openai_server.h"
 #include "text/tokenizer.h"
 
@@ -42,6 +43,7 @@ struct ServeArgs {
   std::string model_source;  // where the model directory came from (default_model.h)
   server::ServerOptions server;
   ServeHooks hooks;
+  ProfileFlagArgs profile;
   std::string shutdown_timeout = "30";  // seconds, or "inf"
   bool max_connections_given = false;
 };
@@ -108,8 +110,13 @@ void PrintBanner(const ServeArgs& a, int port) {
             << " s\n";
   if (!a.hooks.banner_warning.empty()) std::cout << "  WARNING: " << a.hooks.banner_warning << "\n";
   std::cout << "  endpoints: GET /health /v1/models /metrics; POST /v1/chat/completions "
-               "/v1/completions /tokenize /detokenize\n"
-            << "Listening on http://" << a.server.host << ":" << port << "\n"
+               "/v1/completions /tokenize /detokenize"
+            << (a.server.profile ? " /start_profile /stop_profile" : "") << "\n";
+  if (a.server.profile) {
+    std::cout << "  profile:                  " << profile::LevelsName(a.server.profile_levels)
+              << " -> " << a.server.profile_output << " (POST /start_profile, /stop_profile)\n";
+  }
+  std::cout << "Listening on http://" << a.server.host << ":" << port << "\n"
             << "Application startup complete." << std::endl;
 }
 
@@ -133,6 +140,14 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
     return 2;
   }
+  const Result<profile::ProfileFlags> profile_flags = ResolveProfileFlags(a.profile);
+  if (!profile_flags.ok()) {
+    std::cerr << "dsv4 serve: " << profile_flags.status().message() << "\n";
+    return 2;
+  }
+  a.server.profile = profile_flags->enabled;
+  a.server.profile_output = profile_flags->output;
+  a.server.profile_levels = profile_flags->levels;
   auto model = ResolveModel(a.engine.options.model_dir);
   if (!model.ok()) {
     std::cerr << "dsv4 serve: " << model.status().message() << "\n";
@@ -198,6 +213,8 @@ int RunServe(ServeArgs& a) {
   http.Stop(DrainTime(a.shutdown_timeout));
   serve_thread.join();
   (*engine)->Shutdown();
+  // A session still running at shutdown is written, not lost.
+  if (a.server.profile && profile::SessionActive()) (void)StopProfile("dsv4 serve");
   std::cout << "dsv4 serve: stopped" << std::endl;
   return 0;
 }
@@ -208,6 +225,7 @@ void RegisterServe(CLI::App& app, int* exit_code, ServeHooks hooks) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   AddEngineFlags(cmd, &args->engine);
+  AddProfileFlags(cmd, &args->profile);
   server::ServerOptions& s = args->server;
   s.served_model_name.clear();
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();

@@ -4,6 +4,10 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/mutex.h"
+#include "profile/options.h"
+#include "profile/profile.h"
+#include "profile/session.h"
 #include "server/api_key.h"
 #include "server/generation.h"
 #include "server/http_server.h"
@@ -111,6 +115,10 @@ class OpenAiServer::Impl : public HttpRouter {
   std::string StreamStep(StreamState& st, HttpExchange& ex);
   void HandleTokenize(const std::string& text, HttpExchange& ex);
   void HandleDetokenize(const std::string& text, HttpExchange& ex);
+  void HandleStartProfile(HttpExchange& ex) EXCLUDES(profile_mu_);
+  void HandleStopProfile(HttpExchange& ex) EXCLUDES(profile_mu_);
+  // Writes one chunk of a stream, as an e2e span.
+  static bool WriteChunk(HttpExchange& ex, const std::string& out);
 
   AsyncEngine& engine_;
   const text::Tokenizer& tok_;
@@ -120,7 +128,10 @@ class OpenAiServer::Impl : public HttpRouter {
   std::atomic<int64_t>& in_flight_;
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopping_{false};  // drain timed out: abort what is left
-  HttpServer http_;                    // last: stopped and destroyed first
+  // Serializes /start_profile and /stop_profile (as the reference does), so
+  // a start and a stop never interleave their checks and the session calls.
+  Mutex profile_mu_;
+  HttpServer http_;  // last: stopped and destroyed first
 };
 
 HttpResponse OpenAiServer::Impl::ErrorResponse(const ApiError& e) {
@@ -202,6 +213,10 @@ std::optional<HttpResponse> OpenAiServer::Impl::Route(const HttpRequest& req) {
                       p == "/detokenize")) {
     return std::nullopt;  // Handle, on a worker
   }
+  // Only with --profile; a stop writes the trace, so it runs on a worker.
+  if (opt_.profile && m == "POST" && (p == "/start_profile" || p == "/stop_profile")) {
+    return std::nullopt;
+  }
   return ErrorResponse(NoSuchRoute());
 }
 
@@ -209,8 +224,67 @@ void OpenAiServer::Impl::Handle(HttpExchange& ex) {
   const std::string& p = ex.request().path;
   if (p == "/v1/chat/completions") return HandleGenerate(ex, /*chat=*/true);
   if (p == "/v1/completions") return HandleGenerate(ex, /*chat=*/false);
+  if (p == "/start_profile") return HandleStartProfile(ex);
+  if (p == "/stop_profile") return HandleStopProfile(ex);
+  profile::Span span(profile::kE2e, "http", p == "/tokenize" ? "http.tokenize" : "http.detokenize");
   if (p == "/tokenize") return HandleTokenize(ex.request().body, ex);
   HandleDetokenize(ex.request().body, ex);
+}
+
+// POST /start_profile: a trace session of --profile-level, written to the
+// next trace path under --profile-output.  400 while one runs.
+void OpenAiServer::Impl::HandleStartProfile(HttpExchange& ex) {
+  MutexLock lock(&profile_mu_);
+  if (profile::SessionActive()) {
+    return ex.Respond(
+        ErrorResponse(BadRequest("a profile is already running; POST /stop_profile first")));
+  }
+  profile::SessionOptions o;
+  o.levels = opt_.profile_levels;
+  o.path = profile::TracePath(opt_.profile_output, profile::SessionsStarted() + 1);
+  if (const Status s = profile::StartSession(o); !s.ok()) {
+    ApiError e;
+    e.http_status = 500;
+    e.type = "server_error";
+    e.message = s.message();
+    return ex.Respond(ErrorResponse(e));
+  }
+  DSV4_LOG_INFO("server: profile ({}) started, trace {}", profile::LevelsName(o.levels), o.path);
+  ex.Respond(JsonResponse(Dump(
+      Json{{"status", "started"}, {"levels", profile::LevelsName(o.levels)}, {"path", o.path}})));
+}
+
+// POST /stop_profile: ends the session and writes its trace; 400 (not an
+// empty success) when none runs, so a client learns its start was lost.
+void OpenAiServer::Impl::HandleStopProfile(HttpExchange& ex) {
+  MutexLock lock(&profile_mu_);
+  if (!profile::SessionActive()) {
+    return ex.Respond(
+        ErrorResponse(BadRequest("no profile is running; POST /start_profile first")));
+  }
+  const Result<profile::SessionSummary> s = profile::StopSession();
+  if (!s.ok()) {
+    ApiError e;
+    e.http_status = 500;
+    e.type = "server_error";
+    e.message = s.status().message();
+    return ex.Respond(ErrorResponse(e));
+  }
+  DSV4_LOG_INFO("server: profile written to {} ({} events, {} dropped)", s->path, s->events,
+                s->dropped_events);
+  ex.Respond(JsonResponse(Dump(Json{{"status", "stopped"},
+                                    {"path", s->path},
+                                    {"levels", profile::LevelsName(s->levels)},
+                                    {"events", s->events},
+                                    {"dropped_events", s->dropped_events},
+                                    {"bytes", s->bytes},
+                                    {"seconds", s->seconds}})));
+}
+
+bool OpenAiServer::Impl::WriteChunk(HttpExchange& ex, const std::string& out) {
+  profile::Span span(profile::kE2e, "http", "http.write");
+  if (span) span.Arg("bytes", static_cast<int64_t>(out.size()));
+  return ex.WriteChunk(out);
 }
 
 void OpenAiServer::Impl::Stop(std::chrono::milliseconds drain) {
@@ -222,6 +296,9 @@ void OpenAiServer::Impl::Stop(std::chrono::milliseconds drain) {
 }
 
 void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
+  // The whole request on its worker: parse, admission, generation, the
+  // response (streamed chunks are http.write spans inside it).
+  profile::Span span(profile::kE2e, "http", chat ? "http.chat_completions" : "http.completions");
   Json body;
   if (auto e = ParseRequestBody(ex.request().body, opt_, &body)) {
     return ex.Respond(ErrorResponse(*e));
@@ -235,6 +312,11 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
   const bool stream = parsed.stream;
   auto gen = std::make_unique<Generation>(engine_, tok_, std::move(parsed));
   if (auto err = gen->Start()) return ex.Respond(ErrorResponse(*err));
+  if (span) {
+    span.Arg("stream", stream ? 1 : 0)
+        .Arg("choices", gen->num_choices())
+        .Arg("prompt_tokens", gen->prompt_tokens());
+  }
   const ResponseHeader header = NewHeader(chat, opt_.served_model_name);
   if (stream) return RespondStream(ex, std::move(gen), header);
   RespondWhole(ex, *gen, header);
@@ -265,7 +347,10 @@ void OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen, const R
   }
   const Json body =
       gen.request().chat ? ChatResponse(h, gen, tok_) : CompletionResponse(h, gen, tok_);
-  ex.Respond(JsonResponse(Dump(body)));
+  profile::Span span(profile::kE2e, "http", "http.write");
+  HttpResponse r = JsonResponse(Dump(body));
+  if (span) span.Arg("bytes", static_cast<int64_t>(r.body.size()));
+  ex.Respond(std::move(r));
 }
 
 // Streams SSE events from this worker thread until the generation is done
@@ -283,7 +368,7 @@ void OpenAiServer::Impl::RespondStream(HttpExchange& ex, std::unique_ptr<Generat
   bool ok = ex.StartStream(head);
   while (ok && !st.finished) {
     const std::string out = StreamStep(st, ex);
-    ok = !out.empty() && ex.WriteChunk(out);
+    ok = !out.empty() && WriteChunk(ex, out);
   }
   if (!st.finished) {
     st.gen->AbortAll();

@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP server over an AsyncEngine (docs/server.md):
 //   GET  /health  /v1/models  /metrics
 //   POST /v1/chat/completions  /v1/completions  /tokenize  /detokenize
+//   POST /start_profile  /stop_profile   (only with ServerOptions::profile)
 // Transport: http_server.h (Asio I/O threads read requests and answer the
 // cheap routes; generation, tokenize and detokenize run on a bounded worker
 // pool).  A request's chat encoding, detokenization, output parsing and

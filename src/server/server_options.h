@@ -60,6 +60,12 @@ struct ServerOptions {
   int32_t eos_token_id = 1;
   bool default_thinking = false;  // chat mode unless the request asks for thinking
   int retry_after_seconds = 1;
+  // --profile: POST /start_profile and /stop_profile exist (404 otherwise)
+  // and write traces of `profile_levels` under `profile_output`
+  // (docs/profiling.md).
+  bool profile = false;
+  std::string profile_output = "./profile_out";
+  uint32_t profile_levels = 0;
   double keepalive_seconds = 0.5;  // idle SSE streams probe the socket this often
   RequestLimits limits;
 };

@@ -37,6 +37,14 @@ struct BenchArgs {
   ProfileFlagArgs profile;
 };
 
+// Writes a session an early return (a failed forward) left running, so no
+// temporary file is left behind.
+struct StopProfileOnExit {
+  ~StopProfileOnExit() {
+    if (profile::SessionActive()) (void)StopProfile("dsv4 bench");
+  }
+};
+
 // Kernel level: the per-op tables of the bare loop's prefill and decode
 // forwards (docs/profiling.md "Per-op table"), read back from its trace.
 void PrintOpTables(const profile::SessionSummary& trace, int64_t batch) {
@@ -266,6 +274,7 @@ int RunBench(BenchArgs& args) {
     std::cerr << "dsv4 bench: " << s.message() << "\n";
     return 1;
   }
+  const StopProfileOnExit stop_on_exit;
   auto t0 = std::chrono::steady_clock::now();
   s = model.Forward(prefill, *cache, out, ws, &pool);
   const double prefill_sec = Seconds(t0);

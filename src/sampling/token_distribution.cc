@@ -143,6 +143,22 @@ void TokenDistribution::ApplyMinP(float min_p) {
   }
 }
 
+// Drops every token of a bucket lighter than `crossing` and collects the
+// tokens of `crossing` itself in order_ (what top-k and top-p then rank).
+void TokenDistribution::ZeroBelowBucket(int crossing) {
+  order_.clear();
+  for (int64_t v = 0; v < vocab_; ++v) {
+    const double w = probs_[size_t(v)];
+    if (w <= 0) continue;
+    const int b = TopPBucket(w);
+    if (b < crossing) {
+      probs_[size_t(v)] = 0;
+    } else if (b == crossing) {
+      order_.push_back({w, static_cast<int32_t>(v)});
+    }
+  }
+}
+
 void TokenDistribution::ApplyTopK(int32_t top_k) {
   // The bucket holding the k-th heaviest token by counts (see TopPBucket),
   // then a selection inside that bucket only.
@@ -161,17 +177,7 @@ void TokenDistribution::ApplyTopK(int32_t top_k) {
     remaining -= bucket_count_[size_t(b)];
   }
   if (crossing < 0) return;  // k or fewer tokens are left
-  order_.clear();
-  for (int64_t v = 0; v < vocab_; ++v) {
-    const double w = probs_[size_t(v)];
-    if (w <= 0) continue;
-    const int b = TopPBucket(w);
-    if (b < crossing) {
-      probs_[size_t(v)] = 0;
-    } else if (b == crossing) {
-      order_.push_back({w, static_cast<int32_t>(v)});
-    }
-  }
+  ZeroBelowBucket(crossing);
   std::nth_element(order_.begin(), order_.begin() + remaining, order_.end(), Above<Ranked>);
   for (size_t i = size_t(remaining); i < order_.size(); ++i) probs_[size_t(order_[i].id)] = 0;
 }
@@ -199,17 +205,7 @@ void TokenDistribution::ApplyTopP(float top_p) {
     }
     need -= bucket_mass_[size_t(b)];
   }
-  order_.clear();
-  for (int64_t v = 0; v < vocab_; ++v) {
-    const double w = probs_[size_t(v)];
-    if (w <= 0) continue;
-    const int b = TopPBucket(w);
-    if (b < crossing) {
-      probs_[size_t(v)] = 0;
-    } else if (b == crossing) {
-      order_.push_back({w, static_cast<int32_t>(v)});
-    }
-  }
+  ZeroBelowBucket(crossing);
   std::sort(order_.begin(), order_.end(), Above<Ranked>);
   size_t keep = order_.size();
   double mass = 0;

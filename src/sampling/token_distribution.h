@@ -60,6 +60,7 @@ class TokenDistribution {
   void ComputeArgmax();
   void Softmax(float temperature);
   void ApplyMinP(float min_p);
+  void ZeroBelowBucket(int crossing);
   void ApplyTopK(int32_t top_k);
   void ApplyTopP(float top_p);
   void Normalize();

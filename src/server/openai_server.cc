@@ -318,8 +318,14 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
         .Arg("prompt_tokens", gen->prompt_tokens());
   }
   const ResponseHeader header = NewHeader(chat, opt_.served_model_name);
-  if (stream) return RespondStream(ex, std::move(gen), header);
-  RespondWhole(ex, *gen, header);
+  if (stream) {
+    RespondStream(ex, std::move(gen), header);
+  } else {
+    RespondWhole(ex, *gen, header);
+  }
+  // Ends before the in-flight count drops, so whoever sees no request in
+  // flight (a profile stop after the client got its answer) sees its span.
+  span.End();
 }
 
 void OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen, const ResponseHeader& h) {

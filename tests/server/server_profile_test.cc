@@ -3,9 +3,11 @@
 // 400, and a session's trace holding the HTTP spans of the requests it saw.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "profile/options.h"
 #include "profile/session.h"
@@ -94,6 +96,12 @@ TEST(ServerProfile, ASessionTracesTheRequestsItSaw) {
                      R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})")
                 .first,
             200);
+  // A client has its answer a moment before the worker that sent it is
+  // done: wait for the handlers (their spans end before they count out).
+  for (int i = 0; i < 2000 && srv.server().num_in_flight() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(srv.server().num_in_flight(), 0);
   const auto stop = srv.Post("/stop_profile", "");
   ASSERT_EQ(stop.first, 200) << stop.second;
   const Json stopped = Json::parse(stop.second);

@@ -84,28 +84,31 @@ void Complete(uint32_t level, const char* cat, const char* name, int64_t ts_ns, 
   Record(e);
 }
 
-void Instant(uint32_t level, const char* cat, const char* name, std::initializer_list<Arg> args,
-             int64_t ts_ns) {
+namespace {
+
+// An instant ('i') or counter ('C') event: a point in time with arguments.
+void RecordPoint(char phase, uint32_t level, const char* cat, const char* name,
+                 std::initializer_list<Arg> args, int64_t ts_ns) {
   const uint32_t state = internal::g_state.load(std::memory_order_relaxed);
   if ((state & level) == 0) return;
   Event e;
   Fill(&e, cat, name, args);
-  e.phase = 'i';
+  e.phase = phase;
   e.session = SessionOf(state);
   e.ts_ns = ts_ns >= 0 ? ts_ns : NowNs();
   Record(e);
 }
 
+}  // namespace
+
+void Instant(uint32_t level, const char* cat, const char* name, std::initializer_list<Arg> args,
+             int64_t ts_ns) {
+  RecordPoint('i', level, cat, name, args, ts_ns);
+}
+
 void Counter(uint32_t level, const char* cat, const char* name, std::initializer_list<Arg> values,
              int64_t ts_ns) {
-  const uint32_t state = internal::g_state.load(std::memory_order_relaxed);
-  if ((state & level) == 0) return;
-  Event e;
-  Fill(&e, cat, name, values);
-  e.phase = 'C';
-  e.session = SessionOf(state);
-  e.ts_ns = ts_ns >= 0 ? ts_ns : NowNs();
-  Record(e);
+  RecordPoint('C', level, cat, name, values, ts_ns);
 }
 
 void AsyncBegin(uint32_t level, const char* cat, const char* name, uint64_t id, int64_t ts_ns,

@@ -1,5 +1,7 @@
 #include "cache/prefix_hash.h"
 
+// The state struct on the stack (no allocation per page).
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include <cstring>
@@ -30,8 +32,9 @@ PageHash RootPageHash(uint64_t salt) {
 }
 
 PageHash HashPage(const PageHash& parent, std::span<const int32_t> tokens) {
-  XXH3_state_t* state = XXH3_createState();
-  DSV4_CHECK(state != nullptr);
+  XXH3_state_t storage;
+  XXH3_state_t* state = &storage;
+  XXH3_INITSTATE(state);
   XXH3_128bits_reset(state);
   uint8_t head[24];
   PutU64(head, kPageTag);
@@ -50,9 +53,7 @@ PageHash HashPage(const PageHash& parent, std::span<const int32_t> tokens) {
     }
   }
   if (n > 0) XXH3_128bits_update(state, buf, n);
-  const PageHash h = FromXxh(XXH3_128bits_digest(state));
-  XXH3_freeState(state);
-  return h;
+  return FromXxh(XXH3_128bits_digest(state));
 }
 
 std::vector<PageHash> HashFullPages(std::span<const int32_t> tokens, int32_t page_tokens,

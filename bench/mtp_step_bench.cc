@@ -85,7 +85,7 @@ void Check(const Status& s) {
 // cache, hand-made plans: the scheduler is not timed).
 class ExecutorLoop {
  public:
-  ExecutorLoop(const Model& model, ThreadPool* pool, const Args& args, int32_t k,
+  ExecutorLoop(const model::Model& model, ThreadPool* pool, const Args& args, int32_t k,
                const std::vector<std::vector<int32_t>>& prompts)
       : k_(k), prompts_(prompts), prompt_len_(args.prompt_len) {
     runner::ModelExecutorOptions o;
@@ -101,11 +101,11 @@ class ExecutorLoop {
   // slot: the executor resets the slot), untimed.
   void Restart() {
     ++generation_;
-    StepPlan plan;
+    engine::StepPlan plan;
     plan.step_id = ++step_id_;
     for (size_t b = 0; b < prompts_.size(); ++b) {
-      ScheduledRequest e;
-      e.id = static_cast<RequestId>(b + 1);
+      engine::ScheduledRequest e;
+      e.id = static_cast<engine::RequestId>(b + 1);
       e.slot = static_cast<int32_t>(b);
       e.generation = generation_;
       e.is_new = true;
@@ -120,16 +120,16 @@ class ExecutorLoop {
 
   // One decode step of every sequence; returns its wall time.
   Clock Step() {
-    StepPlan plan;
+    engine::StepPlan plan;
     plan.step_id = ++step_id_;
     for (size_t b = 0; b < pos_.size(); ++b) {
-      ScheduledRequest e;
-      e.id = static_cast<RequestId>(b + 1);
+      engine::ScheduledRequest e;
+      e.id = static_cast<engine::RequestId>(b + 1);
       e.slot = static_cast<int32_t>(b);
       e.generation = generation_;
       e.start_pos = pos_[b];
       e.token_ids.assign(1, tail_[b]);
-      e.token_ids.insert(e.token_ids.end(), static_cast<size_t>(k_), kDraftToken);
+      e.token_ids.insert(e.token_ids.end(), static_cast<size_t>(k_), engine::kDraftToken);
       e.num_draft = k_;
       e.num_padded_tokens = e.num_tokens();
       e.needs_logits = true;
@@ -137,7 +137,7 @@ class ExecutorLoop {
       plan.requests.push_back(std::move(e));
     }
     const Clock t0 = Clock::Now();
-    StepResult r = Run(plan);
+    engine::StepResult r = Run(plan);
     const Clock dt = Clock::Now() - t0;
     Apply(plan, r);
     return dt;
@@ -147,18 +147,18 @@ class ExecutorLoop {
   int64_t drafts() const { return spec_.num_draft_tokens; }
 
  private:
-  StepResult Run(const StepPlan& plan) {
+  engine::StepResult Run(const engine::StepPlan& plan) {
     auto r = ex_->Run(plan);
     if (!r.ok()) Die(r.status().ToString());
     if (r->requests.size() != plan.requests.size()) Die("executor left a request out");
     return std::move(*r);
   }
-  void Apply(const StepPlan& plan, const StepResult& r) {
+  void Apply(const engine::StepPlan& plan, const engine::StepResult& r) {
     pos_.resize(plan.requests.size());
     tail_.resize(plan.requests.size());
     for (size_t b = 0; b < plan.requests.size(); ++b) {
-      const ScheduledRequest& e = plan.requests[b];
-      const RequestResult& rr = r.requests[b];
+      const engine::ScheduledRequest& e = plan.requests[b];
+      const engine::RequestResult& rr = r.requests[b];
       pos_[b] = e.start_pos + e.num_real_tokens() + rr.num_accepted_drafts;
       tail_[b] = rr.tokens.back();
       if (e.needs_logits) spec_.Add(e.num_draft, rr.num_accepted_drafts);
@@ -173,7 +173,7 @@ class ExecutorLoop {
   uint64_t step_id_ = 0;
   std::vector<int64_t> pos_;
   std::vector<int32_t> tail_;
-  SpecStats spec_;  // from the step results
+  engine::SpecStats spec_;  // from the step results
 };
 
 // Bare model calls on their own cache: `rows` rows per sequence per step
@@ -182,7 +182,7 @@ class ExecutorLoop {
 // instead on the main streams of a plain forward.
 class ForwardLoop {
  public:
-  ForwardLoop(const Model& model, ThreadPool* pool, const Args& args, int64_t rows, bool mtp,
+  ForwardLoop(const model::Model& model, ThreadPool* pool, const Args& args, int64_t rows, bool mtp,
               const std::vector<std::vector<int32_t>>& prompts)
       : model_(model),
         pool_(pool),
@@ -191,7 +191,7 @@ class ForwardLoop {
         prompts_(prompts),
         prompt_len_(args.prompt_len),
         rng_(7 + rows + (mtp ? 100 : 0)) {
-    CacheOptions co;
+    model::CacheOptions co;
     co.ring_capacity = model.config().sliding_window + rows - 1;
     co.mtp_ring_capacity = model.config().sliding_window + 1;
     co.include_mtp = mtp;
@@ -202,19 +202,19 @@ class ForwardLoop {
   // Every sequence starts again from its prompt, untimed.
   void Restart() {
     const auto batch_size = static_cast<int64_t>(prompts_.size());
-    ForwardBatch prefill;
+    model::ForwardBatch prefill;
     for (int64_t b = 0; b < batch_size; ++b) {
       cache_->Reset(b);
       prefill.Add(b, 0, prompts_[static_cast<size_t>(b)]);
     }
     streams_.resize(static_cast<size_t>(prefill.num_tokens() * model_.stream_width()));
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.streams = streams_.data();
     Check(model_.Forward(prefill, *cache_, out, ws_, pool_));
     pos_.assign(static_cast<size_t>(batch_size), prompt_len_);
     if (!mtp_) return;
     // MTP rows [0, prompt_len - 1): (h_q, token_{q+1}).
-    ForwardBatch mb;
+    model::ForwardBatch mb;
     std::vector<bf16> h;
     const int64_t w = model_.stream_width();
     for (int64_t b = 0; b < batch_size; ++b) {
@@ -224,15 +224,15 @@ class ForwardLoop {
       h.insert(h.end(), src, src + (prompt_len_ - 1) * w);
     }
     std::vector<bf16> o(h.size());
-    ForwardOutputs mo;
+    model::ForwardOutputs mo;
     mo.streams = o.data();
     Check(model_.ForwardMtp(mb, h.data(), *cache_, mo, ws_, pool_));
     pos_.assign(static_cast<size_t>(batch_size), prompt_len_ - 1);
     h_.assign(h.begin(), h.begin() + batch_size * w);  // any streams will do
   }
 
-  Clock Step(ModelTrace* trace = nullptr, BlockTrace* mtp_trace = nullptr) {
-    ForwardBatch batch;
+  Clock Step(model::ModelTrace* trace = nullptr, model::BlockTrace* mtp_trace = nullptr) {
+    model::ForwardBatch batch;
     const auto vocab = static_cast<uint32_t>(model_.config().vocab_size);
     for (size_t b = 0; b < pos_.size(); ++b) {
       std::vector<int32_t> ids(static_cast<size_t>(rows_));
@@ -243,7 +243,7 @@ class ForwardLoop {
     }
     logits_.resize(batch.logit_rows.size() * vocab);
     streams_.resize(static_cast<size_t>(batch.num_tokens() * model_.stream_width()));
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits_.data();
     out.streams = streams_.data();
     out.approx_logits = mtp_;  // as the proposer drafts
@@ -259,15 +259,15 @@ class ForwardLoop {
   }
 
  private:
-  const Model& model_;
+  const model::Model& model_;
   ThreadPool* pool_;
   int64_t rows_;
   bool mtp_;
   std::vector<std::vector<int32_t>> prompts_;
   int64_t prompt_len_;
   std::mt19937 rng_;
-  std::unique_ptr<ModelCache> cache_;
-  Workspace ws_;
+  std::unique_ptr<model::ModelCache> cache_;
+  model::Workspace ws_;
   std::vector<int64_t> pos_;
   std::vector<bf16> streams_, h_;
   std::vector<float> logits_;
@@ -284,11 +284,11 @@ struct StepBytes {
   std::vector<double> expert;  // [layer] bytes of one routed expert; back() = MTP
 };
 
-StepBytes CountBytes(const Model& model) {
-  const ModelConfig& cfg = model.config();
+StepBytes CountBytes(const model::Model& model) {
+  const checkpoint::ModelConfig& cfg = model.config();
   StepBytes s;
   s.expert.assign(static_cast<size_t>(cfg.num_hidden_layers + 1), 0);
-  const Checkpoint& ck = model.checkpoint();
+  const checkpoint::Checkpoint& ck = model.checkpoint();
   for (const std::string& name : ck.Names()) {
     const TensorView* v = ck.Find(name);
     if (v == nullptr) continue;
@@ -365,14 +365,14 @@ int Main(int argc, char** argv) {
       args.rounds < 1) {
     Die("need --model, batch >= 1, prompt-len >= 2, steps >= 1, rounds >= 1");
   }
-  ModelOptions mo;
+  model::ModelOptions mo;
   mo.prepacked = "off";  // checkpoint tensor names for the byte count
-  auto loaded = Model::Load(args.model, mo);
+  auto loaded = model::Model::Load(args.model, mo);
   if (!loaded.ok()) Die(loaded.status().ToString());
-  const Model& model = **loaded;
+  const model::Model& model = **loaded;
   if (!model.has_mtp()) Die("the checkpoint has no MTP layer");
   ThreadPool pool(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
-  const ModelConfig& cfg = model.config();
+  const checkpoint::ModelConfig& cfg = model.config();
 
   std::mt19937 rng(99);
   std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(args.batch));
@@ -443,7 +443,7 @@ int Main(int argc, char** argv) {
   // Routing of 2-row steps (batch 1: the union the verify reads).
   ForwardLoop trace_loop(model, &pool, args, 2, false, prompts);
   for (int64_t s = 0; s < 16; ++s) {
-    ModelTrace tr;
+    model::ModelTrace tr;
     trace_loop.Step(&tr);
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
       const auto& ids = tr.blocks[static_cast<size_t>(l)].expert_ids;

@@ -70,8 +70,8 @@ Result<server::ParsedRequest> Parse(const Json& body, const text::Tokenizer& tok
 
 Json ChatDefaults(const GenerateConfig& config) {
   const GenerateConfig base;
-  const SamplingParams& s = config.sampling;
-  const SamplingParams& b = base.sampling;
+  const engine::SamplingParams& s = config.sampling;
+  const engine::SamplingParams& b = base.sampling;
   Json d = Json::object();
   // Always: the server's chat default is the rest of the context, generate's
   // is max_new_tokens' default (256).

@@ -69,9 +69,10 @@ void PrintOpTables(const profile::SessionSummary& trace, int64_t batch) {
 // run by plain decoding.
 // The mapped tensors the forward pass reads: with a prepacked sidecar its
 // tensors plus the checkpoint's embed and head, else the checkpoint's.
-std::vector<std::pair<std::string, const TensorView*>> ForwardTensors(const Checkpoint& ckpt) {
+std::vector<std::pair<std::string, const TensorView*>> ForwardTensors(
+    const checkpoint::Checkpoint& ckpt) {
   std::vector<std::pair<std::string, const TensorView*>> out;
-  const SafetensorsFile* sidecar = ckpt.overlay();
+  const checkpoint::SafetensorsFile* sidecar = ckpt.overlay();
   std::vector<std::string> names = sidecar != nullptr ? sidecar->Names() : ckpt.Names();
   if (sidecar != nullptr) names.insert(names.end(), {"embed.weight", "head.weight"});
   for (const std::string& name : names) {
@@ -81,8 +82,8 @@ std::vector<std::pair<std::string, const TensorView*>> ForwardTensors(const Chec
   return out;
 }
 
-double WeightBytesPerDecodeToken(const Model& model) {
-  const ModelConfig& cfg = model.config();
+double WeightBytesPerDecodeToken(const model::Model& model) {
+  const checkpoint::ModelConfig& cfg = model.config();
   double bytes = 0;
   for (const auto& [name, v] : ForwardTensors(model.checkpoint())) {
     const double n = static_cast<double>(v->nbytes());
@@ -101,7 +102,7 @@ double WeightBytesPerDecodeToken(const Model& model) {
 
 // Reads one byte per 4 KiB page of every tensor so that page faults of the
 // memory-mapped checkpoint are not timed as prefill or decode.
-double TouchWeights(const Checkpoint& ckpt, double* bytes) {
+double TouchWeights(const checkpoint::Checkpoint& ckpt, double* bytes) {
   const auto t0 = std::chrono::steady_clock::now();
   volatile uint8_t sink = 0;
   *bytes = 0;
@@ -123,9 +124,9 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 // The median, not the mean: requests are submitted one by one to a running
 // engine, so the first one or two may start decoding before the others'
 // prefill step, and their TPOT then includes that whole step.
-double MedianTpotSeconds(const OfflineReport& report) {
+double MedianTpotSeconds(const engine::OfflineReport& report) {
   std::vector<double> tpot;
-  for (const OfflineOutput& o : report.outputs) {
+  for (const engine::OfflineOutput& o : report.outputs) {
     if (o.tokens.size() < 2) continue;
     tpot.push_back((o.total_seconds - o.first_token_seconds) /
                    static_cast<double>(o.tokens.size() - 1));
@@ -164,16 +165,16 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
       return 1;
     }
     std::mt19937 rng(99);
-    std::vector<GenerationRequest> reqs;
+    std::vector<engine::GenerationRequest> reqs;
     for (int64_t b = 0; b < args.batch; ++b) {
-      GenerationRequest r;
+      engine::GenerationRequest r;
       r.prompt.resize(static_cast<size_t>(args.prompt_len));
       for (auto& id : r.prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
       r.max_tokens = args.decode_steps;
       r.sampling.ignore_eos = true;
       reqs.push_back(std::move(r));
     }
-    auto report = RunOffline(**engine, std::move(reqs));
+    auto report = engine::RunOffline(**engine, std::move(reqs));
     (*engine)->Shutdown();
     if (!report.ok()) {
       std::cerr << "dsv4 bench: " << report.status().message() << "\n";
@@ -207,15 +208,15 @@ int RunBench(BenchArgs& args) {
   }
   args.model = location->dir;
   LogModel(*location);
-  ModelOptions model_options;
+  model::ModelOptions model_options;
   model_options.prepacked = args.prepacked;
-  auto model_or = Model::Load(args.model, model_options);
+  auto model_or = model::Model::Load(args.model, model_options);
   if (!model_or.ok()) {
     std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
     return 1;
   }
-  const Model& model = **model_or;
-  const ModelConfig& cfg = model.config();
+  const model::Model& model = **model_or;
+  const checkpoint::ModelConfig& cfg = model.config();
   // Sizes the flags' ranges cannot know: positions past the model's (the
   // rope tables and caches are not defined there) and triad arrays that do
   // not fit in memory (an allocation failure would abort).
@@ -225,7 +226,8 @@ int RunBench(BenchArgs& args) {
               << cfg.max_position_embeddings << " positions\n";
     return 2;
   }
-  if (auto mem = ReadMemInfo(); mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
+  if (auto mem = engine::ReadMemInfo();
+      mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
     std::cerr << "dsv4 bench: --triad-mib " << args.triad_mib << " needs 3 x " << args.triad_mib
               << " MiB, more than the " << (mem->available_bytes >> 20)
               << " MiB of available memory\n";
@@ -253,10 +255,10 @@ int RunBench(BenchArgs& args) {
               touch_sec);
 
   auto cache = model.NewCache(args.batch);
-  Workspace ws;
+  model::Workspace ws;
   Status s;
   std::mt19937 rng(1234);
-  ForwardBatch prefill;
+  model::ForwardBatch prefill;
   for (int64_t b = 0; b < args.batch; ++b) {
     std::vector<int32_t> ids(static_cast<size_t>(args.prompt_len));
     for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab_size));
@@ -264,7 +266,7 @@ int RunBench(BenchArgs& args) {
     prefill.logit_rows.push_back(prefill.num_tokens() - 1);
   }
   std::vector<float> logits(static_cast<size_t>(args.batch * cfg.vocab_size));
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.logits = logits.data();
   profile::SetThreadName("main");
   // The profile covers the timed prefill and decode loop (trace.json), and
@@ -297,7 +299,7 @@ int RunBench(BenchArgs& args) {
   argmax_rows();
   t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < args.decode_steps; ++step) {
-    ForwardBatch batch;
+    model::ForwardBatch batch;
     for (int64_t b = 0; b < args.batch; ++b) {
       batch.Add(b, args.prompt_len + step, {next[static_cast<size_t>(b)]});
       batch.logit_rows.push_back(b);

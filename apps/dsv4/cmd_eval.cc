@@ -177,7 +177,7 @@ int RunEval(EvalArgs& a) {
   auto location = ResolveModel(a.model);
   if (!location.ok()) return InputError(location.status().message());
   const std::string& dir = location->dir;
-  auto cfg = LoadModelConfig(dir);
+  auto cfg = checkpoint::LoadModelConfig(dir);
   if (!cfg.ok()) return InputError(cfg.status().message());
   eval::PerplexityOptions options;
   options.context = a.context.value_or(std::min(kDefaultContext, cfg->max_position_embeddings));
@@ -208,10 +208,10 @@ int RunEval(EvalArgs& a) {
   }
 
   LogModel(*location);
-  ModelOptions model_options;
+  model::ModelOptions model_options;
   model_options.prepacked = a.prepacked;
   model_options.load_mtp = options.mtp;
-  auto model = Model::Load(dir, model_options);
+  auto model = model::Model::Load(dir, model_options);
   if (!model.ok()) {
     std::cerr << "dsv4 eval: " << model.status().message() << "\n";
     return 1;

@@ -164,7 +164,7 @@ int RunGenerateCommand(GenerateArgs& args) {
   }
   auto prompts = BuildPrompts(args, config, tokenizer.get());
   if (!prompts.ok()) return UsageError(prompts.status().message());
-  auto model_config = LoadModelConfig(options.model_dir);
+  auto model_config = checkpoint::LoadModelConfig(options.model_dir);
   if (!model_config.ok()) return UsageError(model_config.status().message());
   // The engine refuses these too, but only after loading the weights (chat
   // prompts were checked by the server's parser, with their own max_tokens).

@@ -174,9 +174,10 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: " << engine.status().message() << "\n";
     return 1;
   }
-  AsyncEngine* serving = engine->get();
+  engine::AsyncEngine* serving = engine->get();
   if (a.hooks.wrap_engine) {
-    Result<AsyncEngine*> wrapped = a.hooks.wrap_engine(**engine, **tok, a.server.eos_token_id);
+    Result<engine::AsyncEngine*> wrapped =
+        a.hooks.wrap_engine(**engine, **tok, a.server.eos_token_id);
     if (!wrapped.ok()) {
       std::cerr << "dsv4 serve: " << wrapped.status().message() << "\n";
       return 2;

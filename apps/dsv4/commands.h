@@ -25,8 +25,8 @@ struct ServeHooks {
   std::function<void(CLI::App* serve)> add_flags;
   // The engine to serve in place of `engine` (which it may wrap; it must
   // outlive the server), or `engine` itself.  An error exits 2.
-  std::function<Result<AsyncEngine*>(AsyncEngine& engine, const text::Tokenizer& tokenizer,
-                                     int64_t eos_token_id)>
+  std::function<Result<engine::AsyncEngine*>(
+      engine::AsyncEngine& engine, const text::Tokenizer& tokenizer, int64_t eos_token_id)>
       wrap_engine;
   std::string banner_warning;  // printed by the banner when non-empty
 };

@@ -28,7 +28,7 @@ namespace dsv4::cli {
 // Integers are accepted where a number is expected; booleans never are.
 struct GenerateConfig {
   int64_t max_new_tokens = 256;
-  SamplingParams sampling;
+  engine::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool stream = false;

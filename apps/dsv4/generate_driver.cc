@@ -18,14 +18,14 @@ namespace {
 struct Channel {
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<size_t, GenerationOutput>> events;  // GUARDED_BY(mu)
+  std::deque<std::pair<size_t, engine::GenerationOutput>> events;  // GUARDED_BY(mu)
 
-  void Push(size_t index, const GenerationOutput& out) {
+  void Push(size_t index, const engine::GenerationOutput& out) {
     std::lock_guard<std::mutex> lock(mu);
     events.emplace_back(index, out);
     cv.notify_one();
   }
-  std::pair<size_t, GenerationOutput> Pop() {
+  std::pair<size_t, engine::GenerationOutput> Pop() {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [this] { return !events.empty(); });
     auto e = std::move(events.front());
@@ -42,25 +42,26 @@ struct Tracker {
   std::optional<OutputText> text;                  // plain prompts
   std::unique_ptr<server::ChoiceDecoder> decoder;  // chat prompts
   Section section = Section::kNone;
-  RequestId id = 0;
+  engine::RequestId id = 0;
   bool done = false;        // no further token counts (finished or stop string)
   bool final_seen = false;  // the engine's last output arrived
 };
 
-std::string FinishName(const GenerationOutput& out, const PromptResult& r, const GenerateJob& job) {
+std::string FinishName(const engine::GenerationOutput& out, const PromptResult& r,
+                       const GenerateJob& job) {
   switch (out.finish) {
-    case FinishReason::kStop:
+    case engine::FinishReason::kStop:
       return !job.config.sampling.ignore_eos && !r.tokens.empty() &&
                      r.tokens.back() == job.eos_token_id
                  ? "eos"
                  : "stop";
-    case FinishReason::kLength:
+    case engine::FinishReason::kLength:
       return "length";
-    case FinishReason::kAbort:
+    case engine::FinishReason::kAbort:
       return "aborted";
-    case FinishReason::kError:
+    case engine::FinishReason::kError:
       return "error";
-    case FinishReason::kNone:
+    case engine::FinishReason::kNone:
       break;
   }
   return "none";
@@ -93,8 +94,8 @@ void StreamChat(const server::ChoiceDelta& d, Tracker& t, std::ostream& os) {
 // Chat prompts: every token goes to the server's decoder, which owns stop
 // strings, the finish reason and when to abort (a stop string, malformed
 // model output).
-void HandleChat(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput& out,
-                Tracker& t) {
+void HandleChat(engine::AsyncEngine& engine, const GenerateJob& job,
+                const engine::GenerationOutput& out, Tracker& t) {
   t.result.tokens.insert(t.result.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
   t.result.logprobs.insert(t.result.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
   const server::ChoiceDelta d = t.decoder->Push(out);
@@ -107,9 +108,9 @@ void HandleChat(AsyncEngine& engine, const GenerateJob& job, const GenerationOut
   t.result.error = t.decoder->error();
 }
 
-void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput& out, Tracker& t,
-            GenerateStats* stats) {
-  if (out.finish != FinishReason::kNone) t.final_seen = true;
+void Handle(engine::AsyncEngine& engine, const GenerateJob& job,
+            const engine::GenerationOutput& out, Tracker& t, GenerateStats* stats) {
+  if (out.finish != engine::FinishReason::kNone) t.final_seen = true;
   if (t.done) return;  // tokens after a stop string were never ours
   if (out.num_draft_tokens > 0) {
     ++stats->num_verify_steps;
@@ -127,7 +128,7 @@ void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput&
       break;
     }
   }
-  if (!t.done && out.finish != FinishReason::kNone) {
+  if (!t.done && out.finish != engine::FinishReason::kNone) {
     t.done = true;
     t.result.finish = FinishName(out, t.result, job);
     t.result.error = out.error;
@@ -138,7 +139,7 @@ void Handle(AsyncEngine& engine, const GenerateJob& job, const GenerationOutput&
 
 }  // namespace
 
-Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const GenerateJob& job,
+Result<std::vector<PromptResult>> RunGenerate(engine::AsyncEngine& engine, const GenerateJob& job,
                                               GenerateStats* stats) {
   *stats = GenerateStats{};
   auto channel = std::make_shared<Channel>();
@@ -154,7 +155,7 @@ Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const Generat
   }
   for (size_t i = 0; i < job.prompts.size(); ++i) {
     const GeneratePrompt& prompt = job.prompts[i];
-    GenerationRequest request;
+    engine::GenerationRequest request;
     request.prompt = prompt.ids;
     if (prompt.chat) {
       auto decoder = server::ChoiceDecoder::Create(*prompt.chat, *job.tokenizer);
@@ -174,8 +175,9 @@ Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const Generat
     }
     // The callback owns a reference to the channel: it stays valid however
     // late the engine thread runs it.
-    auto id = engine.Submit(std::move(request),
-                            [channel, i](const GenerationOutput& out) { channel->Push(i, out); });
+    auto id = engine.Submit(std::move(request), [channel, i](const engine::GenerationOutput& out) {
+      channel->Push(i, out);
+    });
     if (!id.ok()) {
       submit_error = id.status().WithPrefix("prompt " + std::to_string(i + 1));
       break;

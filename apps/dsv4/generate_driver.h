@@ -31,8 +31,8 @@ struct GeneratePrompt {
 };
 
 struct PromptResult {
-  std::vector<int32_t> tokens;         // through the token that completed a stop string
-  std::vector<TokenLogprob> logprobs;  // aligned with tokens when requested
+  std::vector<int32_t> tokens;                 // through the token that completed a stop string
+  std::vector<engine::TokenLogprob> logprobs;  // aligned with tokens when requested
   // Plain prompts: stop string removed, empty without tokenizer.  Chat
   // prompts: the decoded output with special tokens (shown on a parse error).
   std::string text;
@@ -68,7 +68,7 @@ struct GenerateJob {
 // InvalidArgument when the engine refuses a request at submission (the
 // requests submitted before it are aborted and awaited) or a chat prompt has
 // no tokenizer.
-Result<std::vector<PromptResult>> RunGenerate(AsyncEngine& engine, const GenerateJob& job,
+Result<std::vector<PromptResult>> RunGenerate(engine::AsyncEngine& engine, const GenerateJob& job,
                                               GenerateStats* stats);
 
 }  // namespace dsv4::cli

@@ -36,7 +36,7 @@ void PrintTokenIds(std::ostream& os, const std::vector<int32_t>& tokens) {
   os << "\n";
 }
 
-void PrintLogprobs(std::ostream& os, const std::vector<TokenLogprob>& logprobs) {
+void PrintLogprobs(std::ostream& os, const std::vector<engine::TokenLogprob>& logprobs) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < logprobs.size() && i < kPrintedTokens; ++i) {
     nlohmann::json top = nlohmann::json::array();

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 inline constexpr int32_t kNoPage = -1;
 
@@ -27,4 +27,4 @@ struct BlockTable {
   }
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -5,7 +5,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 Result<CacheManager> CacheManager::Create(std::vector<CacheGroupSpec> groups,
                                           int32_t num_partitions,
@@ -197,4 +197,4 @@ bool CacheManager::AllFree() const {
                      [](const PagePool& p) { return p.num_free() == p.num_pages(); });
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

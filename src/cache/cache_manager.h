@@ -23,7 +23,7 @@
 #include "cache/cache_spec.h"
 #include "cache/page_pool.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 // Newly taken pages per group ([num_groups] lists).  Their contents belong to a
 // previous owner (or are uninitialised) and must be cleared before this step
@@ -104,4 +104,4 @@ class CacheManager {
   std::unordered_map<OwnerId, OwnerState> owners_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

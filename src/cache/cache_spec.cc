@@ -4,7 +4,7 @@
 
 #include "cache/block_table.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 int64_t CacheGroupSpec::LiveFrom(int64_t num_computed) const {
   if (!is_ring()) return 0;
@@ -113,4 +113,4 @@ Result<std::vector<CacheGroupSpec>> MakeDsv4CacheGroups(const Dsv4CacheGeometry&
   return groups;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

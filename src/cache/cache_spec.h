@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 enum class GroupKind : uint8_t { kRing, kFullHistory };
 
@@ -115,4 +115,4 @@ enum Dsv4Group : int {
 // The seven groups with page_bytes left 0.
 Result<std::vector<CacheGroupSpec>> MakeDsv4CacheGroups(const Dsv4CacheGeometry& geometry);
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-namespace dsv4 {
+namespace dsv4::cache {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -129,4 +129,4 @@ std::string DescribeCapacity(const std::vector<CacheGroupSpec>& groups, const Ca
   return s;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -31,7 +31,7 @@
 #include "base/status.h"
 #include "cache/cache_spec.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 // The most pages one request can hold in `spec` at any time, for contexts up
 // to `max_context` positions, prefill chunks of up to `max_step_tokens` that
@@ -73,4 +73,4 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
 std::string DescribeCapacity(const std::vector<CacheGroupSpec>& groups,
                              const CapacityOptions& options, const CapacityPlan& plan);
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

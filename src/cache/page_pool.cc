@@ -4,7 +4,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 PagePool::PagePool(int64_t num_pages) : in_use_(static_cast<size_t>(num_pages), 0) {
   DSV4_CHECK(num_pages >= 0 && num_pages <= INT32_MAX);
@@ -28,4 +28,4 @@ void PagePool::Release(int32_t page) {
   free_.push_back(page);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 class PagePool {
  public:
@@ -26,4 +26,4 @@ class PagePool {
   std::vector<uint8_t> in_use_;  // [num_pages] 1 while owned; catches double release
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

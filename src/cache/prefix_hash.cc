@@ -8,7 +8,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 namespace {
 
@@ -70,4 +70,4 @@ std::vector<PageHash> HashFullPages(std::span<const int32_t> tokens, int32_t pag
   return hashes;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

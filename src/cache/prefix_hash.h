@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 struct PageHash {
   uint64_t lo = 0;
@@ -37,4 +37,4 @@ PageHash HashPage(const PageHash& parent, std::span<const int32_t> tokens);
 std::vector<PageHash> HashFullPages(std::span<const int32_t> tokens, int32_t page_tokens,
                                     const PageHash& root);
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -4,7 +4,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 PrefixIndex::PrefixIndex(int32_t page_tokens) : page_tokens_(page_tokens) {
   DSV4_CHECK(page_tokens > 0);
@@ -45,4 +45,4 @@ const PrefixEntry* PrefixIndex::Find(const PageHash& hash) const {
   return it == entries_.end() ? nullptr : &it->second;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

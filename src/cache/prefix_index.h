@@ -15,7 +15,7 @@
 
 #include "cache/prefix_hash.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 struct PrefixEntry {
   PageHash hash;
@@ -51,4 +51,4 @@ class PrefixIndex {
   std::unordered_map<PageHash, PrefixEntry, PageHashHasher> entries_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -4,7 +4,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 SharedPagePool::SharedPagePool(int64_t num_pages)
     : refs_(static_cast<size_t>(num_pages), 0),
@@ -135,4 +135,4 @@ Status SharedPagePool::CheckInvariants() const {
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

@@ -17,7 +17,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::cache {
 
 class SharedPagePool {
  public:
@@ -64,4 +64,4 @@ class SharedPagePool {
   int64_t num_lru_ = 0;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::cache

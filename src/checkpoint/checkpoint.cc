@@ -8,7 +8,7 @@
 #include "base/logging.h"
 #include "base/mapped_file.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 namespace {
 
@@ -224,4 +224,4 @@ std::vector<std::string> Checkpoint::Names() const {
   return names;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

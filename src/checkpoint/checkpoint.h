@@ -16,7 +16,7 @@
 #include "checkpoint/safetensors.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 // The parsed model.safetensors.index.json.
 struct CheckpointIndex {
@@ -70,4 +70,4 @@ class Checkpoint {
   std::unique_ptr<SafetensorsFile> overlay_;          // null unless SetOverlay
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -8,7 +8,7 @@
 #include "base/file_util.h"
 #include "base/mapped_file.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 namespace {
 
@@ -382,4 +382,4 @@ Status ValidateModelConfig(const ModelConfig& c, const std::string& file) {
   return ValidateQuantization(c.quantization, file);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -7,7 +7,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 struct RopeScaling {
   std::string type;  // "yarn" or empty (none)
@@ -99,4 +99,4 @@ Result<ModelConfig> LoadModelConfig(const std::string& dir);
 // docs/checkpoint.md lists every rule.  ParseModelConfig already calls it.
 Status ValidateModelConfig(const ModelConfig& cfg, const std::string& file);
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

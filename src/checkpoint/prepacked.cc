@@ -20,7 +20,7 @@
 #include "base/sha256.h"
 #include "base/thread_pool.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -586,4 +586,4 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
   return d;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -19,7 +19,7 @@
 #include "checkpoint/safetensors.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 inline constexpr char kPrepackedFormat[] = "dsv4-stacked";
 // Bump whenever a name, dtype, shape, byte order or alignment of the layout
@@ -152,4 +152,4 @@ bool IsPrepackedSidecarFile(const std::string& path);
 // the last page).  Pure (tested directly).
 std::vector<std::pair<uint64_t, uint64_t>> ResidencyWindows(uint64_t file_size, uint64_t page_size);
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

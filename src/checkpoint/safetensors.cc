@@ -6,7 +6,7 @@
 #include <set>
 #include <utility>
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 namespace {
 
@@ -184,4 +184,4 @@ std::vector<std::string> SafetensorsFile::Names() const {
   return names;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 struct SafetensorsEntry {
   std::string name;
@@ -66,4 +66,4 @@ class SafetensorsFile {
   std::map<std::string, TensorView, std::less<>> views_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -16,7 +16,7 @@
 #include "base/checksum.h"
 #include "checkpoint/checkpoint.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 namespace {
 
@@ -375,4 +375,4 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   return s;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 struct SafetensorsTensorInfo {
   std::string name;
@@ -137,4 +137,4 @@ Status WriteIndexJson(const std::string& dir, const std::map<std::string, std::s
 // Replaces `path` with `contents` atomically (temp file, fsync, rename, fsync dir).
 Status WriteFileAtomic(const std::string& path, std::string_view contents);
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

@@ -4,7 +4,7 @@
 #include <set>
 #include <utility>
 
-namespace dsv4 {
+namespace dsv4::checkpoint {
 
 namespace {
 
@@ -307,4 +307,4 @@ Status ValidateCheckpoint(const Checkpoint& ckpt, const ModelConfig& cfg) {
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::checkpoint

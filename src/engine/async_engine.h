@@ -13,7 +13,7 @@
 #include "engine/request.h"
 #include "engine/sampling_params.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 // What a caller submits: the engine's Request (Submit assigns the id and
 // adds EOS to stop_token_ids unless sampling.ignore_eos; max_draft_tokens -1
@@ -56,4 +56,4 @@ class AsyncEngine {
   virtual void Shutdown() = 0;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -4,7 +4,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -45,9 +45,9 @@ CacheStorage CacheStorage::Fp8(const Dsv4CacheShapes& s) {
   return {nope + 2 * rope + 8, s.index_head_dim + 4LL, 4};
 }
 
-Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
-                              StatePageTokens state_pages) {
-  Dsv4CacheGeometry g;
+cache::Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
+                                     StatePageTokens state_pages) {
+  cache::Dsv4CacheGeometry g;
   g.block_size = block_size;
   g.window = shapes.window;
   g.csa_ratio = shapes.csa_ratio;
@@ -58,27 +58,29 @@ Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
   return g;
 }
 
-Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& s,
-                                                         const CacheStorage& st, int32_t block_size,
-                                                         StatePageTokens state_pages) {
-  DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
-                        MakeDsv4CacheGroups(GeometryFor(s, block_size, state_pages)));
+Result<std::vector<cache::CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& s,
+                                                                const CacheStorage& st,
+                                                                int32_t block_size,
+                                                                StatePageTokens state_pages) {
+  DSV4_ASSIGN_OR_RETURN(std::vector<cache::CacheGroupSpec> groups,
+                        cache::MakeDsv4CacheGroups(GeometryFor(s, block_size, state_pages)));
   const int64_t b = block_size;
   const int64_t d = s.head_dim;
   const int64_t di = s.index_head_dim;
   const int64_t e = st.state_elem_bytes;
-  groups[kGroupOri].page_bytes = (s.num_layers + s.num_mtp_layers) * b * st.kv_row_bytes;
-  groups[kGroupCmpC128].page_bytes =
-      s.num_hca_layers * groups[kGroupCmpC128].rows_per_page() * st.kv_row_bytes;
-  groups[kGroupCmpC4].page_bytes =
-      s.num_csa_layers * groups[kGroupCmpC4].rows_per_page() * st.kv_row_bytes;
-  groups[kGroupIdx].page_bytes =
-      s.num_csa_layers * groups[kGroupIdx].rows_per_page() * st.index_row_bytes;
+  groups[cache::kGroupOri].page_bytes = (s.num_layers + s.num_mtp_layers) * b * st.kv_row_bytes;
+  groups[cache::kGroupCmpC128].page_bytes =
+      s.num_hca_layers * groups[cache::kGroupCmpC128].rows_per_page() * st.kv_row_bytes;
+  groups[cache::kGroupCmpC4].page_bytes =
+      s.num_csa_layers * groups[cache::kGroupCmpC4].rows_per_page() * st.kv_row_bytes;
+  groups[cache::kGroupIdx].page_bytes =
+      s.num_csa_layers * groups[cache::kGroupIdx].rows_per_page() * st.index_row_bytes;
   // State rows are [kv | score]; the CSA compressors overlap two blocks, which
   // doubles both halves.
-  groups[kGroupHcaState].page_bytes = s.num_hca_layers * state_pages.hca * (2 * d) * e;
-  groups[kGroupCsaState].page_bytes = s.num_csa_layers * state_pages.csa * (2 * 2 * d) * e;
-  groups[kGroupCsaInnerState].page_bytes = s.num_csa_layers * state_pages.csa * (2 * 2 * di) * e;
+  groups[cache::kGroupHcaState].page_bytes = s.num_hca_layers * state_pages.hca * (2 * d) * e;
+  groups[cache::kGroupCsaState].page_bytes = s.num_csa_layers * state_pages.csa * (2 * 2 * d) * e;
+  groups[cache::kGroupCsaInnerState].page_bytes =
+      s.num_csa_layers * state_pages.csa * (2 * 2 * di) * e;
   return groups;
 }
 
@@ -87,7 +89,7 @@ Result<SlotComparison> CompareBytesPerSlot(const Dsv4CacheShapes& shapes,
                                            int64_t max_step_tokens, int64_t num_spec,
                                            int64_t prefill_tile) {
   const int32_t block = 128;
-  DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
+  DSV4_ASSIGN_OR_RETURN(std::vector<cache::CacheGroupSpec> groups,
                         BuildDsv4CacheGroups(shapes, storage, block));
   const std::vector<int64_t> reference_depth = {
       CeilDiv(shapes.window - 1 + kReferenceRingMargin, block) + 1,
@@ -100,8 +102,8 @@ Result<SlotComparison> CompareBytesPerSlot(const Dsv4CacheShapes& shapes,
   };
   SlotComparison c;
   for (size_t g = 0; g < groups.size(); ++g) {
-    const int64_t peak =
-        PeakPagesPerRequest(groups[g], max_model_len, max_step_tokens, num_spec, prefill_tile);
+    const int64_t peak = cache::PeakPagesPerRequest(groups[g], max_model_len, max_step_tokens,
+                                                    num_spec, prefill_tile);
     c.group_names.push_back(groups[g].name);
     c.ours.push_back(peak * groups[g].page_bytes);
     c.reference.push_back(reference_depth[g] * groups[g].page_bytes);
@@ -122,20 +124,21 @@ std::string DescribeSlotComparison(const SlotComparison& c) {
 }
 
 Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& o) {
-  DSV4_ASSIGN_OR_RETURN(std::vector<CacheGroupSpec> groups,
+  DSV4_ASSIGN_OR_RETURN(std::vector<cache::CacheGroupSpec> groups,
                         BuildDsv4CacheGroups(o.shapes, o.storage, o.block_size, o.state_pages));
   if (o.slot_ring_bytes > 0) {
-    for (CacheGroupSpec& g : groups) {
+    for (cache::CacheGroupSpec& g : groups) {
       if (g.is_ring()) g.page_bytes = 0;
     }
   }
   return CreateCache(std::move(groups), o);
 }
 
-Result<CacheSetup> CreateCache(std::vector<CacheGroupSpec> groups, const CachePlanOptions& o) {
+Result<CacheSetup> CreateCache(std::vector<cache::CacheGroupSpec> groups,
+                               const CachePlanOptions& o) {
   if (o.num_partitions <= 0)
     return InvalidArgument("--dp must be positive, got {}", o.num_partitions);
-  CapacityOptions capacity;
+  cache::CapacityOptions capacity;
   capacity.budget_bytes = o.budget_bytes / o.num_partitions;
   capacity.max_model_len = o.max_model_len;
   capacity.max_step_tokens = o.max_step_tokens;
@@ -143,13 +146,13 @@ Result<CacheSetup> CreateCache(std::vector<CacheGroupSpec> groups, const CachePl
   capacity.prefill_align = o.prefill_tile;
   capacity.max_seqs = CeilDiv(o.max_num_seqs, o.num_partitions);
   capacity.slot_ring_bytes = o.slot_ring_bytes;
-  DSV4_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(groups, capacity));
+  DSV4_ASSIGN_OR_RETURN(cache::CapacityPlan plan, cache::PlanCapacity(groups, capacity));
   std::string description = fmt::format("{} partition(s); {}", o.num_partitions,
-                                        DescribeCapacity(groups, capacity, plan));
-  DSV4_ASSIGN_OR_RETURN(CacheManager cache,
-                        CacheManager::Create(groups, o.num_partitions, plan.num_pages));
+                                        cache::DescribeCapacity(groups, capacity, plan));
+  DSV4_ASSIGN_OR_RETURN(cache::CacheManager cache,
+                        cache::CacheManager::Create(groups, o.num_partitions, plan.num_pages));
   DSV4_LOG_INFO("{}", description);
   return CacheSetup{std::move(cache), std::move(plan), std::move(description)};
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

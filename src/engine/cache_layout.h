@@ -15,7 +15,7 @@
 #include "cache/cache_spec.h"
 #include "cache/capacity.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct Dsv4CacheShapes {
   int32_t num_layers = 0;      // main layers (every one has a window in `ori`)
@@ -55,14 +55,14 @@ struct StatePageTokens {
   int32_t hca = 8;
 };
 
-Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
-                              StatePageTokens state_pages = {});
+cache::Dsv4CacheGeometry GeometryFor(const Dsv4CacheShapes& shapes, int32_t block_size,
+                                     StatePageTokens state_pages = {});
 
 // The seven groups with page_bytes = layers * rows per page * row bytes.
-Result<std::vector<CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& shapes,
-                                                         const CacheStorage& storage,
-                                                         int32_t block_size,
-                                                         StatePageTokens state_pages = {});
+Result<std::vector<cache::CacheGroupSpec>> BuildDsv4CacheGroups(const Dsv4CacheShapes& shapes,
+                                                                const CacheStorage& storage,
+                                                                int32_t block_size,
+                                                                StatePageTokens state_pages = {});
 
 // Bytes one max-length request costs, per group, ours against the reference's
 // fixed slot (its ring depths: ori ceil((window - 1 + 256) / block) + 1,
@@ -108,17 +108,18 @@ struct CacheSetupOptions : CachePlanOptions {
 };
 
 struct CacheSetup {
-  CacheManager cache;
-  CapacityPlan plan;
+  cache::CacheManager cache;
+  cache::CapacityPlan plan;
   std::string description;  // the startup log line
 };
 
 // Plans the pools of `groups` (their page_bytes set) for budget / dp bytes per
 // partition, creates the cache manager and logs the capacity.
-Result<CacheSetup> CreateCache(std::vector<CacheGroupSpec> groups, const CachePlanOptions& options);
+Result<CacheSetup> CreateCache(std::vector<cache::CacheGroupSpec> groups,
+                               const CachePlanOptions& options);
 
 // Prices the DeepSeek-V4 groups from options.shapes and options.storage (ring
 // groups at 0 bytes when options.slot_ring_bytes > 0), then CreateCache.
 Result<CacheSetup> CreateDsv4Cache(const CacheSetupOptions& options);
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

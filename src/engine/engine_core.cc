@@ -2,7 +2,7 @@
 
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 namespace {
 
 // The step span's batch arguments (docs/profiling.md "e2e level").
@@ -37,7 +37,7 @@ void TraceDecisions(const StepPlan& plan, const Scheduler& scheduler) {
     profile::Instant(profile::kVerbose, "scheduler", "release",
                      {{"partition", r.partition}, {"slot", r.slot}});
   }
-  const CacheManager& cache = scheduler.cache();
+  const cache::CacheManager& cache = scheduler.cache();
   int64_t used = 0;
   for (int g = 0; g < cache.num_groups(); ++g) {
     for (int32_t p = 0; p < cache.num_partitions(); ++p) {
@@ -92,4 +92,4 @@ Result<std::vector<RequestOutput>> EngineCore::Step(StepRecord* record) {
   return outputs;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

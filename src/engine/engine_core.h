@@ -10,7 +10,7 @@
 #include "engine/request_trace.h"
 #include "engine/scheduler.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 // One step as it crossed the step contract.
 struct StepRecord {
@@ -44,4 +44,4 @@ class EngineCore {
   RequestTracer tracer_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -4,7 +4,7 @@
 #include "base/status.h"
 #include "engine/step.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 class Executor {
  public:
@@ -19,4 +19,4 @@ class Executor {
   virtual Result<StepResult> Run(const StepPlan& plan) = 0;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

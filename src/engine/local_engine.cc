@@ -6,7 +6,7 @@
 #include "engine/sampling_params.h"
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 Result<std::unique_ptr<LocalEngine>> LocalEngine::Start(LocalEngineConfig config,
                                                         LocalEngineParts parts) {
@@ -194,15 +194,15 @@ void LocalEngine::Deliver(const std::vector<RequestOutput>& outputs) {
 
 void LocalEngine::UpdateStats() {
   const Scheduler& sched = parts_.core->scheduler();
-  const CacheManager& cache = sched.cache();
-  const CapacityPlan& plan = config_.plan;
+  const cache::CacheManager& cache = sched.cache();
+  const cache::CapacityPlan& plan = config_.plan;
   // Bytes, not pages: ring groups are per-slot storage here (their pages are
   // bookkeeping priced at 0), so a running request's rings count through its
   // slot and the history groups through their pages.
   int64_t used = 0;
   bool per_slot_rings = true;
   for (int g = 0; g < cache.num_groups(); ++g) {
-    const CacheGroupSpec& spec = cache.group(g);
+    const cache::CacheGroupSpec& spec = cache.group(g);
     if (spec.is_ring() && spec.page_bytes > 0) per_slot_rings = false;
     for (int32_t p = 0; p < cache.num_partitions(); ++p) {
       used += (cache.num_pages(g) - cache.num_free_pages(p, g)) * spec.page_bytes;
@@ -221,4 +221,4 @@ void LocalEngine::UpdateStats() {
   stats_.spec_accepted_per_pos = spec_.accepted_per_pos;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

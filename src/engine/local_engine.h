@@ -23,7 +23,7 @@
 #include "engine/engine_core.h"
 #include "engine/executor.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 // What Submit checks a request against, and how the cache usage of Stats is
 // priced.
@@ -32,7 +32,7 @@ struct LocalEngineConfig {
   int64_t eos_token_id = -1;   // added to stop_token_ids unless ignore_eos
   int64_t max_model_len = 0;   // prompt + max_tokens at most
   int64_t max_waiting = 1024;  // queued requests beyond which Submit fails
-  CapacityPlan plan;           // the cache plan the core's pools follow
+  cache::CapacityPlan plan;    // the cache plan the core's pools follow
   std::string description;     // the capacity line logged at start-up
 };
 
@@ -105,4 +105,4 @@ class LocalEngine : public AsyncEngine {
   std::thread thread_;  // started last, joined by Shutdown
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

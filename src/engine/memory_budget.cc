@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 Result<MemoryInfo> ParseMemInfo(const std::string& text) {
   MemoryInfo info;
@@ -61,4 +61,4 @@ Result<int64_t> ResolveKvBudget(const KvBudgetOptions& o, const MemoryInfo& m) {
   return budget;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -7,7 +7,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct MemoryInfo {
   int64_t total_bytes = 0;      // MemTotal
@@ -31,4 +31,4 @@ struct KvBudgetOptions {
 // already in use).  ResourceExhausted when nothing is left, naming the numbers.
 Result<int64_t> ResolveKvBudget(const KvBudgetOptions& options, const MemoryInfo& memory);
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -4,7 +4,7 @@
 
 #include "base/mutex.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 namespace {
 
@@ -101,4 +101,4 @@ Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequ
   return r;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -9,7 +9,7 @@
 #include "base/status.h"
 #include "engine/async_engine.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct OfflineOutput {
   RequestId id = 0;
@@ -47,4 +47,4 @@ struct OfflineReport {
 // after it; those already submitted are aborted).
 Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequest> requests);
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

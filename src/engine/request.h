@@ -9,7 +9,7 @@
 #include "base/status.h"
 #include "engine/sampling_params.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 using RequestId = int64_t;
 
@@ -87,4 +87,4 @@ struct SpecStats {
   }
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -2,7 +2,7 @@
 
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 namespace {
 
 constexpr const char* kCat = "request";
@@ -97,4 +97,4 @@ void RequestTracer::OnOutputs(const std::vector<RequestOutput>& outputs, int64_t
   }
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -14,7 +14,7 @@
 #include "engine/request.h"
 #include "engine/step.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 class RequestTracer {
  public:
@@ -42,4 +42,4 @@ class RequestTracer {
   std::unordered_map<RequestId, Live> live_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 namespace {
 
@@ -54,4 +54,4 @@ Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab) {
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

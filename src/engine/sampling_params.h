@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct SamplingParams {
   float temperature = 0.0f;  // 0 = greedy (argmax, lowest id on ties)
@@ -41,4 +41,4 @@ inline constexpr int32_t kMaxLogprobs = 20;
 // the sampler REQUIRES valid params.
 Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab);
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

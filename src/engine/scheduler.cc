@@ -5,7 +5,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 namespace {
 
 RequestOutput ErrorOutput(Status error) {
@@ -81,7 +81,7 @@ int64_t SchedulerConfig::PrefillExtent() const {
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config,
-                                                     CacheManager cache) {
+                                                     cache::CacheManager cache) {
   DSV4_RETURN_IF_ERROR(config.Validate());
   if (cache.num_partitions() != config.num_partitions) {
     return InvalidArgument("scheduler: --dp {} but the cache has {} partitions",
@@ -90,7 +90,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& conf
   return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(cache)));
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, CacheManager cache)
+Scheduler::Scheduler(const SchedulerConfig& config, cache::CacheManager cache)
     : config_(config), cache_(std::move(cache)) {
   for (int32_t p = 0; p < config_.num_partitions; ++p) {
     slots_.emplace_back(static_cast<int32_t>(config_.SlotsPerPartition()));
@@ -250,7 +250,7 @@ bool Scheduler::ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan) {
 
 int32_t Scheduler::PickPartition(const Seq& seq, int64_t chunk, const std::vector<int64_t>& load) {
   const int32_t num_partitions = config_.num_partitions;
-  const StepSpan first{0, chunk, 0};
+  const cache::StepSpan first{0, chunk, 0};
   int32_t best = -1;
   for (int32_t i = 0; i < num_partitions; ++i) {
     const int32_t p = (partition_cursor_ + i) % num_partitions;
@@ -520,4 +520,4 @@ Status Scheduler::CheckInvariants() const {
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -40,7 +40,7 @@
 #include "engine/slot_pool.h"
 #include "engine/step.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 8192;     // token budget of one step (drafts included)
@@ -76,7 +76,7 @@ class Scheduler {
  public:
   // `cache` must have config.num_partitions partitions.
   static Result<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config,
-                                                   CacheManager cache);
+                                                   cache::CacheManager cache);
 
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -108,7 +108,7 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   const SchedulerConfig& config() const { return config_; }
   const SchedulerStats& stats() const { return stats_; }
-  const CacheManager& cache() const { return cache_; }
+  const cache::CacheManager& cache() const { return cache_; }
   // Cache pages, slots and request bookkeeping agree (tests, debug builds).
   Status CheckInvariants() const;
 
@@ -133,7 +133,7 @@ class Scheduler {
     int64_t num_output() const { return num_tokens() - num_prompt; }
   };
 
-  Scheduler(const SchedulerConfig& config, CacheManager cache);
+  Scheduler(const SchedulerConfig& config, cache::CacheManager cache);
 
   int32_t DraftBudget(const Seq& seq) const;
   bool IsDecoding(const Seq& seq) const;
@@ -153,7 +153,7 @@ class Scheduler {
   Seq* FindLive(const ScheduledRequest& entry);
 
   SchedulerConfig config_;
-  CacheManager cache_;
+  cache::CacheManager cache_;
   std::vector<SlotPool> slots_;  // [num_partitions]
   std::unordered_map<RequestId, Seq> seqs_;
   std::map<int64_t, RequestId> waiting_;  // by arrival
@@ -168,4 +168,4 @@ class Scheduler {
   SchedulerStats stats_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

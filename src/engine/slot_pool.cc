@@ -5,7 +5,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 SlotPool::SlotPool(int32_t num_slots)
     : generation_(static_cast<size_t>(num_slots), 0), in_use_(static_cast<size_t>(num_slots), 0) {
@@ -30,4 +30,4 @@ void SlotPool::Release(int32_t slot) {
   free_.insert(std::upper_bound(free_.begin(), free_.end(), slot, std::greater<int32_t>()), slot);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

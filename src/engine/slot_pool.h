@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 struct SlotHandle {
   int32_t slot = -1;
@@ -42,4 +42,4 @@ class SlotPool {
   std::vector<uint8_t> in_use_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -12,7 +12,7 @@
 #include "cache/cache_manager.h"
 #include "engine/request.h"
 
-namespace dsv4 {
+namespace dsv4::engine {
 
 // Token id of a draft row in ScheduledRequest::token_ids: the scheduler only
 // reserves the position; the runner fills in the draft its MTP state holds.
@@ -45,10 +45,10 @@ struct ScheduledRequest {
   bool needs_logits = false;
   // [num_groups] the request's pages after this step's allocation.  Positions
   // in a ring's hole (kNoPage) are not stored: slot mapping -1.
-  std::vector<BlockTable> block_tables;
+  std::vector<cache::BlockTable> block_tables;
   // [num_groups] pages newly mapped for this request in this step, to clear
   // before the step writes them (a previous owner's data is in them).
-  FreshPages fresh_pages;
+  cache::FreshPages fresh_pages;
 
   // One tail row (+ drafts) of a request past its terminal prefill; false
   // for prefill chunks (including a recompute after preemption).
@@ -99,4 +99,4 @@ struct StepResult {
   std::vector<RequestResult> requests;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::engine

@@ -53,7 +53,7 @@ RowScore ScoreRow(std::span<const float> logits, int32_t target) {
 
 double HeadStats::perplexity() const { return scored > 0 ? std::exp(mean_nll()) : 0; }
 
-Status CheckOptions(const ModelConfig& cfg, const PerplexityOptions& options) {
+Status CheckOptions(const checkpoint::ModelConfig& cfg, const PerplexityOptions& options) {
   const int64_t context = options.context;
   if (context < 2) return InvalidArgument("context must be at least 2 tokens, got {}", context);
   if (context > cfg.max_position_embeddings) {
@@ -114,7 +114,7 @@ HeadStats Sum(const TargetScores& s, std::span<const int32_t> tokens) {
   return h;
 }
 
-std::string NoMtpReason(const Model& model, const PerplexityOptions& options) {
+std::string NoMtpReason(const model::Model& model, const PerplexityOptions& options) {
   if (!options.mtp) return "MTP scoring was turned off";
   if (model.config().num_nextn_predict_layers == 0) {
     return "the model has no MTP layer (num_nextn_predict_layers is 0)";
@@ -125,10 +125,11 @@ std::string NoMtpReason(const Model& model, const PerplexityOptions& options) {
 
 }  // namespace
 
-Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const int32_t> tokens,
+Result<PerplexityReport> EvaluatePerplexity(const model::Model& model,
+                                            std::span<const int32_t> tokens,
                                             const PerplexityOptions& options, ThreadPool* pool) {
   const auto start = std::chrono::steady_clock::now();
-  const ModelConfig& cfg = model.config();
+  const checkpoint::ModelConfig& cfg = model.config();
   DSV4_RETURN_IF_ERROR(CheckOptions(cfg, options));
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t vocab = cfg.vocab_size;
@@ -162,10 +163,10 @@ Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const 
   const int64_t batch = std::min<int64_t>(options.batch, rep.num_windows);
   const int64_t rows_per_window = std::clamp<int64_t>(
       options.max_logit_bytes / (batch * vocab * static_cast<int64_t>(sizeof(float))), 1, longest);
-  CacheOptions cache_options;
+  model::CacheOptions cache_options;
   cache_options.include_mtp = use_mtp;
-  std::unique_ptr<ModelCache> cache = model.NewCache(batch, cache_options);
-  Workspace ws;
+  std::unique_ptr<model::ModelCache> cache = model.NewCache(batch, cache_options);
+  model::Workspace ws;
   std::vector<float> logits(static_cast<size_t>(batch * rows_per_window * vocab));
   std::vector<bf16> streams(
       use_mtp ? static_cast<size_t>(batch * rows_per_window * model.stream_width()) : 0);
@@ -183,7 +184,7 @@ Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const 
     }
     // Positions [c0, c1) of every window of the group per call.
     for (int64_t c0 = 0; c0 < group_len; c0 += rows_per_window) {
-      ForwardBatch main_batch, mtp_batch;
+      model::ForwardBatch main_batch, mtp_batch;
       std::vector<int64_t> main_targets, mtp_targets;
       for (size_t b = 0; b < count; ++b) {
         const Window& w = windows[g + b];
@@ -211,7 +212,7 @@ Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const 
           }
         }
       }
-      ForwardOutputs out;
+      model::ForwardOutputs out;
       out.logits = logits.data();
       out.streams = use_mtp ? streams.data() : nullptr;
       DSV4_RETURN_IF_ERROR(model.Forward(main_batch, *cache, out, ws, pool));
@@ -219,7 +220,7 @@ Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const 
           ScoreRows(logits.data(), vocab, main_targets, tokens, main_scores, "main", pool));
       if (use_mtp) {
         // Every chunk runs, scored or not: the MTP window must see all positions.
-        ForwardOutputs mtp_out;
+        model::ForwardOutputs mtp_out;
         mtp_out.logits = logits.data();
         DSV4_RETURN_IF_ERROR(
             model.ForwardMtp(mtp_batch, streams.data(), *cache, mtp_out, ws, pool));

@@ -111,10 +111,11 @@ struct PerplexityReport {
 
 // The options against the model, before any weight is touched: context in
 // [2, max_position_embeddings], stride in [1, context] (0 = context), batch >= 1.
-Status CheckOptions(const ModelConfig& cfg, const PerplexityOptions& options);
+Status CheckOptions(const checkpoint::ModelConfig& cfg, const PerplexityOptions& options);
 
 // Scores every window of `tokens` (ids < vocab_size, at least 2).
-Result<PerplexityReport> EvaluatePerplexity(const Model& model, std::span<const int32_t> tokens,
+Result<PerplexityReport> EvaluatePerplexity(const model::Model& model,
+                                            std::span<const int32_t> tokens,
                                             const PerplexityOptions& options, ThreadPool* pool);
 
 }  // namespace dsv4::eval

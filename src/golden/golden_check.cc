@@ -30,7 +30,8 @@ constexpr double kMarginAgreement = 0.95;
 class GoldenFile {
  public:
   static Result<GoldenFile> Open(const std::string& path) {
-    DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(path));
+    DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsFile> f,
+                          checkpoint::SafetensorsFile::Open(path));
     GoldenFile g;
     g.f_ = std::move(f);
     return g;
@@ -65,7 +66,7 @@ class GoldenFile {
     }
     return t;
   }
-  std::unique_ptr<SafetensorsFile> f_;
+  std::unique_ptr<checkpoint::SafetensorsFile> f_;
 };
 
 // Element-wise comparison of BF16 results with FP32-stored references.
@@ -159,9 +160,10 @@ int64_t IndexOf(const std::vector<int64_t>& v, int64_t x) {
 // Runs the checks of docs/model.md "check-golden" on one model and golden file.
 class Checker {
  public:
-  Checker(const Model& model, const GoldenFile& golden, ThreadPool* pool, GoldenCheckReport* report)
+  Checker(const model::Model& model, const GoldenFile& golden, ThreadPool* pool,
+          GoldenCheckReport* report)
       : m_(model), g_(golden), pool_(pool), report_(report) {
-    const ModelConfig& c = model.config();
+    const checkpoint::ModelConfig& c = model.config();
     num_layers_ = c.num_hidden_layers;
     width_ = model.stream_width();
     vocab_ = c.vocab_size;
@@ -192,9 +194,9 @@ class Checker {
 
   // Agreement of a block trace with golden selections: indexer rows equal,
   // expert rows equal.  golden_topk [rows, k] (ascending, -1 pad), experts [rows, top_k].
-  static void CountAgreement(const BlockTrace& bt, const int64_t* golden_topk, int64_t topk_w,
-                             const int64_t* golden_experts, int64_t rows, int64_t* topk_agree,
-                             int64_t* expert_agree) {
+  static void CountAgreement(const model::BlockTrace& bt, const int64_t* golden_topk,
+                             int64_t topk_w, const int64_t* golden_experts, int64_t rows,
+                             int64_t* topk_agree, int64_t* expert_agree) {
     for (int64_t t = 0; t < rows; ++t) {
       if (golden_topk != nullptr && bt.attn.topk_width > 0) {
         bool same = true;
@@ -244,11 +246,11 @@ class Checker {
       } else {
         in = LayerRows(streams, t, l - 1);
       }
-      ForwardBatch b;
+      model::ForwardBatch b;
       b.Add(0, 0, ids);
       cache_->Reset(0);
       std::vector<bf16> out(in.size());
-      BlockTrace bt;
+      model::BlockTrace bt;
       DSV4_RETURN_IF_ERROR(m_.RunBlock(l, in.data(), b, *cache_, out.data(), ws_, pool_, &bt));
       const std::vector<bf16> want_b = LayerRows(streams, t, l);
       std::vector<float> want(want_b.size());
@@ -302,10 +304,10 @@ class Checker {
     const int64_t kw = topk_shape[2];
     const std::vector<bf16> in = ToBf16(SelRows(l - 1), t * width_);
     std::vector<bf16> out(in.size());
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, 0, ids);
     cache_->Reset(0);
-    BlockTrace bt;
+    model::BlockTrace bt;
     DSV4_RETURN_IF_ERROR(m_.RunBlock(l, in.data(), b, *cache_, out.data(), ws_, pool_, &bt));
     DiffStats d;
     d.Add(out.data(), SelRows(l), t * width_);
@@ -331,9 +333,9 @@ class Checker {
       const std::vector<bf16> step_in =
           ToBf16(ds.data() + (s * num_layers_ + l - 1) * width_, width_);
       std::vector<bf16> step_out(Sz(width_));
-      ForwardBatch sb;
+      model::ForwardBatch sb;
       sb.Add(0, t + s, {static_cast<int32_t>(dids[Sz(s)])});
-      BlockTrace st;
+      model::BlockTrace st;
       DSV4_RETURN_IF_ERROR(
           m_.RunBlock(l, step_in.data(), sb, *cache_, step_out.data(), ws_, pool_, &st));
       dd.Add(step_out.data(), ds.data() + (s * num_layers_ + l) * width_, width_);
@@ -398,10 +400,10 @@ class Checker {
   // One MTP call on consecutive positions from start; logits for every row.
   Status MtpCall(const std::vector<int32_t>& ids, int64_t start, const std::vector<bf16>& h,
                  float* logits) {
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, start, ids);
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits;
     return m_.ForwardMtp(b, h.data(), *cache_, out, ws_, pool_);
   }
@@ -447,10 +449,10 @@ class Checker {
   // rows [first_logit, n); streams (optional) receives all rows' streams.
   Status MainCall(const std::vector<int32_t>& ids, int64_t start, int64_t first_logit,
                   float* logits, bf16* streams) {
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, start, ids);
     for (int64_t r = first_logit; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits;
     out.streams = streams;
     return m_.Forward(b, *cache_, out, ws_, pool_);
@@ -560,12 +562,12 @@ class Checker {
     return Status::Ok();
   }
 
-  const Model& m_;
+  const model::Model& m_;
   const GoldenFile& g_;
   ThreadPool* pool_;
   GoldenCheckReport* report_;
-  std::unique_ptr<ModelCache> cache_;
-  Workspace ws_;
+  std::unique_ptr<model::ModelCache> cache_;
+  model::Workspace ws_;
   int64_t num_layers_ = 0, width_ = 0, vocab_ = 0;
   std::vector<int64_t> csa_layers_, sel_layers_;
   std::vector<float> sel_;  // prefill300.layer_streams_sel
@@ -583,7 +585,7 @@ bool GoldenCheckReport::ok() const {
 
 Result<GoldenCheckReport> CheckGolden(const std::string& model_dir, const std::string& golden_file,
                                       const GoldenCheckOptions& options) {
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(model_dir));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, model::Model::Load(model_dir));
   DSV4_ASSIGN_OR_RETURN(GoldenFile golden, GoldenFile::Open(golden_file));
   ThreadPool pool(options.num_threads > 0 ? options.num_threads : ThreadPool::DefaultThreads());
   GoldenCheckReport report;

@@ -21,7 +21,8 @@ struct EngineOptions {
   double memory_utilization = 0.9;     // fraction of available RAM for caches (when bytes = 0)
   int32_t num_speculative_tokens = 0;  // K; 0 = no MTP
   int64_t max_waiting = 1024;          // queued requests beyond which Submit fails (429/503)
-  std::string prepacked = "auto";      // sidecar policy: auto | off | PATH (model.h ModelOptions)
+  std::string prepacked =
+      "auto";  // sidecar policy: auto | off | PATH (model.h model::ModelOptions)
 };
 
 }  // namespace dsv4::launch

@@ -7,8 +7,8 @@
 
 namespace dsv4::launch {
 
-SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
-  SchedulerConfig c;
+engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
+  engine::SchedulerConfig c;
   c.max_num_batched_tokens = o.max_num_batched_tokens;
   c.max_num_seqs = o.max_num_seqs;
   c.long_prefill_token_threshold = o.long_prefill_token_threshold;
@@ -19,10 +19,10 @@ SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
   return c;
 }
 
-Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const EngineOptions& options,
-                                int64_t budget_bytes,
+Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
+                                const EngineOptions& options, int64_t budget_bytes,
                                 std::unique_ptr<speculation::DraftProposer> proposer) {
-  SchedulerConfig sc = SchedulerConfigFor(options);
+  engine::SchedulerConfig sc = SchedulerConfigFor(options);
   DSV4_RETURN_IF_ERROR(sc.Validate());
   if (options.max_model_len > model.config().max_position_embeddings) {
     return InvalidArgument("--max-model-len {} exceeds the model's {} positions",
@@ -31,11 +31,11 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   // The model declares its cache (groups, page geometry, bytes per page and
   // per slot, computed by the functions that size its storage); the plan,
   // the scheduler's cache manager and the executor's pools all follow it.
-  const CacheOptions cache_options =
+  const model::CacheOptions cache_options =
       runner::ModelExecutor::CacheOptionsFor(model, options.num_speculative_tokens);
-  DSV4_ASSIGN_OR_RETURN(CacheDeclaration declared,
+  DSV4_ASSIGN_OR_RETURN(model::CacheDeclaration declared,
                         model.DeclareCache(cache_options, options.block_size));
-  CachePlanOptions co;
+  engine::CachePlanOptions co;
   co.budget_bytes = budget_bytes;
   co.num_partitions = options.dp;
   co.max_model_len = options.max_model_len;
@@ -44,10 +44,11 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   co.prefill_tile = sc.prefill_tile;
   co.max_num_seqs = options.max_num_seqs;
   co.slot_ring_bytes = declared.slot_bytes;
-  DSV4_ASSIGN_OR_RETURN(CacheSetup setup, CreateCache(std::move(declared.groups), co));
+  DSV4_ASSIGN_OR_RETURN(engine::CacheSetup setup,
+                        engine::CreateCache(std::move(declared.groups), co));
 
   // The ring "requests" of the plan are the runner's slots per partition.
-  const CapacityPlan& plan = setup.plan;
+  const cache::CapacityPlan& plan = setup.plan;
   sc.slots_per_partition = plan.num_ring_requests;
   runner::ModelExecutorOptions eo;
   eo.num_partitions = options.dp;
@@ -60,17 +61,17 @@ Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const Engi
   EngineParts parts;
   DSV4_ASSIGN_OR_RETURN(parts.executor,
                         runner::ModelExecutor::Create(model, pool, eo, std::move(proposer)));
-  const ModelCache& cache = parts.executor->cache();
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Scheduler> scheduler,
-                        Scheduler::Create(sc, std::move(setup.cache)));
-  parts.core = std::make_unique<EngineCore>(std::move(scheduler), parts.executor.get());
+  const model::ModelCache& cache = parts.executor->cache();
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::Scheduler> scheduler,
+                        engine::Scheduler::Create(sc, std::move(setup.cache)));
+  parts.core = std::make_unique<engine::EngineCore>(std::move(scheduler), parts.executor.get());
   parts.plan = plan;
   const std::string model_cache = fmt::format(
       "model cache: {} slots x {} bytes of per-slot rings and compressor states, history pools "
       "cmp_c4/cmp_c128/idx of {}/{}/{} pages (lazily backed), {:.1f} MiB in all (= the plan), "
       "K = {}",
-      cache.num_slots(), cache.FixedBytesPerSlot(), cache.NumPoolPages(kGroupCmpC4),
-      cache.NumPoolPages(kGroupCmpC128), cache.NumPoolPages(kGroupIdx),
+      cache.num_slots(), cache.FixedBytesPerSlot(), cache.NumPoolPages(cache::kGroupCmpC4),
+      cache.NumPoolPages(cache::kGroupCmpC128), cache.NumPoolPages(cache::kGroupIdx),
       static_cast<double>(cache.AllocatedBytes()) / (1 << 20), options.num_speculative_tokens);
   DSV4_LOG_INFO("{}", model_cache);
   parts.description = setup.description + "; " + model_cache;
@@ -82,62 +83,62 @@ namespace {
 // What the engine thread runs on besides the executor: kept alive until the
 // thread has stopped and the executor is gone.
 struct Resources {
-  std::unique_ptr<Model> model;  // null when the caller owns it
+  std::unique_ptr<model::Model> model;  // null when the caller owns it
   std::unique_ptr<ThreadPool> pool;
 };
 
-Result<std::unique_ptr<LocalEngine>> Start(const Model& model, std::unique_ptr<Model> owned,
-                                           const EngineOptions& options, int64_t budget_bytes,
-                                           std::unique_ptr<speculation::DraftProposer> proposer) {
+Result<std::unique_ptr<engine::LocalEngine>> Start(
+    const model::Model& model, std::unique_ptr<model::Model> owned, const EngineOptions& options,
+    int64_t budget_bytes, std::unique_ptr<speculation::DraftProposer> proposer) {
   auto resources = std::make_shared<Resources>();
   resources->model = std::move(owned);
   const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
   DSV4_ASSIGN_OR_RETURN(resources->pool, ThreadPool::Create(threads));
   DSV4_ASSIGN_OR_RETURN(EngineParts built, BuildEngine(model, resources->pool.get(), options,
                                                        budget_bytes, std::move(proposer)));
-  LocalEngineConfig config;
+  engine::LocalEngineConfig config;
   config.vocab_size = model.config().vocab_size;
   config.eos_token_id = model.config().eos_token_id;
   config.max_model_len = options.max_model_len;
   config.max_waiting = options.max_waiting;
   config.plan = built.plan;
   config.description = built.description;
-  LocalEngineParts parts;
+  engine::LocalEngineParts parts;
   parts.resources = std::move(resources);
   parts.executor = std::move(built.executor);
   parts.core = std::move(built.core);
-  return LocalEngine::Start(std::move(config), std::move(parts));
+  return engine::LocalEngine::Start(std::move(config), std::move(parts));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<LocalEngine>> StartLocalEngine(
-    const Model& model, const EngineOptions& options, int64_t budget_bytes,
+Result<std::unique_ptr<engine::LocalEngine>> StartLocalEngine(
+    const model::Model& model, const EngineOptions& options, int64_t budget_bytes,
     std::unique_ptr<speculation::DraftProposer> proposer) {
   return Start(model, nullptr, options, budget_bytes, std::move(proposer));
 }
 
-Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
-  ModelOptions model_options;
+Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
+  model::ModelOptions model_options;
   model_options.prepacked = options.prepacked;
   model_options.prepacked_verify_threads = options.threads;
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                        Model::Load(options.model_dir, model_options));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
+                        model::Model::Load(options.model_dir, model_options));
   // Mapped weights sit in the page cache, which MemAvailable counts as
   // reclaimable: reserve them so the caches do not evict the weights.
-  KvBudgetOptions budget;
+  engine::KvBudgetOptions budget;
   budget.kv_cache_memory = options.kv_cache_memory;
   budget.memory_utilization = options.memory_utilization;
   budget.resident_reserve = model->MappedWeightBytes();
   int64_t bytes = options.kv_cache_memory;
   if (bytes <= 0) {
-    DSV4_ASSIGN_OR_RETURN(MemoryInfo memory, ReadMemInfo());
-    DSV4_ASSIGN_OR_RETURN(bytes, ResolveKvBudget(budget, memory));
+    DSV4_ASSIGN_OR_RETURN(engine::MemoryInfo memory, engine::ReadMemInfo());
+    DSV4_ASSIGN_OR_RETURN(bytes, engine::ResolveKvBudget(budget, memory));
   }
-  const Model& ref = *model;
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<LocalEngine> engine,
+  const model::Model& ref = *model;
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,
                         Start(ref, std::move(model), options, bytes, nullptr));
-  return std::unique_ptr<AsyncEngine>(std::move(engine));
+  return std::unique_ptr<engine::AsyncEngine>(std::move(engine));
 }
 
 }  // namespace dsv4::launch

@@ -27,31 +27,31 @@ namespace dsv4::launch {
 
 // The scheduler flags of `options`.  The CPU forward has no prefill tile
 // (any number of rows per call), so chunks are not padded: tile 1.
-SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
+engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
 
 struct EngineParts {
   std::unique_ptr<runner::ModelExecutor> executor;
-  std::unique_ptr<EngineCore> core;  // uses *executor
-  CapacityPlan plan;
+  std::unique_ptr<engine::EngineCore> core;  // uses *executor
+  cache::CapacityPlan plan;
   std::string description;  // capacity log line
 };
 
 // Builds scheduler, cache manager (budget_bytes for all partitions) and
 // executor for `model`.  `proposer` replaces the MTP proposer (tests).
-Result<EngineParts> BuildEngine(const Model& model, ThreadPool* pool, const EngineOptions& options,
-                                int64_t budget_bytes,
+Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
+                                const EngineOptions& options, int64_t budget_bytes,
                                 std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 
 // Loads options.model_dir, sizes the cache pools from the memory budget
 // (--kv-cache-memory, else --memory-utilization of RAM after the weights are
 // mapped) and starts the engine thread.
-Result<std::unique_ptr<AsyncEngine>> CreateLocalEngine(const EngineOptions& options);
+Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptions& options);
 
 // An engine thread over an already loaded model (not owned: it outlives the
 // engine) with budget_bytes of cache.  `proposer` replaces the MTP proposer
 // (tests).
-Result<std::unique_ptr<LocalEngine>> StartLocalEngine(
-    const Model& model, const EngineOptions& options, int64_t budget_bytes,
+Result<std::unique_ptr<engine::LocalEngine>> StartLocalEngine(
+    const model::Model& model, const EngineOptions& options, int64_t budget_bytes,
     std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 
 }  // namespace dsv4::launch

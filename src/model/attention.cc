@@ -15,11 +15,12 @@
 #include "model/indexer.h"
 #include "model/linear.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 namespace {
 
-Status CheckGeometry(const ModelConfig& cfg, int64_t layer_id, const std::string& prefix) {
+Status CheckGeometry(const checkpoint::ModelConfig& cfg, int64_t layer_id,
+                     const std::string& prefix) {
   if (layer_id < 0 || layer_id >= static_cast<int64_t>(cfg.compress_ratios.size())) {
     return InvalidArgument("{}: layer id {} outside compress_ratios (size {})", prefix, layer_id,
                            cfg.compress_ratios.size());
@@ -42,7 +43,7 @@ Status CheckGeometry(const ModelConfig& cfg, int64_t layer_id, const std::string
 
 // RoPE profile of a layer (docs/model.md "RoPE and YaRN"): ratio 0 -> rope_theta without
 // YaRN; ratio 4/128 -> compress_rope_theta with YaRN.
-std::vector<float> LayerFrequencies(const ModelConfig& cfg, int64_t ratio) {
+std::vector<float> LayerFrequencies(const checkpoint::ModelConfig& cfg, int64_t ratio) {
   kernels::YarnParams yarn;
   double base = cfg.rope_theta;
   if (ratio != 0) {
@@ -59,9 +60,9 @@ std::vector<float> LayerFrequencies(const ModelConfig& cfg, int64_t ratio) {
   return f;
 }
 
-Result<std::unique_ptr<AttentionWeights>> LoadWeights(const Checkpoint& ckpt,
-                                                      const ModelConfig& cfg, const std::string& p,
-                                                      int64_t ratio) {
+Result<std::unique_ptr<AttentionWeights>> LoadWeights(const checkpoint::Checkpoint& ckpt,
+                                                      const checkpoint::ModelConfig& cfg,
+                                                      const std::string& p, int64_t ratio) {
   auto w = std::make_unique<AttentionWeights>();
   w->dim = cfg.hidden_size;
   w->n_heads = cfg.num_attention_heads;
@@ -93,7 +94,8 @@ Result<std::unique_ptr<AttentionWeights>> LoadWeights(const Checkpoint& ckpt,
 Attention::Attention() = default;
 Attention::~Attention() = default;
 
-Result<std::unique_ptr<Attention>> Attention::Load(const Checkpoint& ckpt, const ModelConfig& cfg,
+Result<std::unique_ptr<Attention>> Attention::Load(const checkpoint::Checkpoint& ckpt,
+                                                   const checkpoint::ModelConfig& cfg,
                                                    int64_t layer_id, const std::string& prefix) {
   DSV4_RETURN_IF_ERROR(CheckGeometry(cfg, layer_id, prefix));
   std::unique_ptr<Attention> a(new Attention());
@@ -136,4 +138,4 @@ std::unique_ptr<AttentionCache> Attention::NewCache(int64_t num_slots,
   return std::make_unique<AttentionCache>(CacheGeometry(ring_capacity), num_slots);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

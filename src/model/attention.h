@@ -27,7 +27,7 @@
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 class Compressor;
 class Indexer;
@@ -47,7 +47,8 @@ class Attention {
   // prefix: "layers.{L}." or "mtp.{k}."; layer_id indexes cfg.compress_ratios
   // (an MTP layer is num_hidden_layers + k).  Checks every tensor's dtype and
   // shape; errors name the tensor.
-  static Result<std::unique_ptr<Attention>> Load(const Checkpoint& ckpt, const ModelConfig& cfg,
+  static Result<std::unique_ptr<Attention>> Load(const checkpoint::Checkpoint& ckpt,
+                                                 const checkpoint::ModelConfig& cfg,
                                                  int64_t layer_id, const std::string& prefix);
   ~Attention();
   Attention(const Attention&) = delete;
@@ -88,4 +89,4 @@ class Attention {
   std::unique_ptr<Indexer> indexer_;        // ratio 4
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -10,7 +10,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 // Self-managed page sizes (external caches take page_tokens / ratio).
@@ -280,24 +280,24 @@ namespace {
 
 // Row width of pooled `group` in a layer of `g`, 0 when the layer has no such
 // list.
-int64_t HistoryWidth(const AttentionCacheGeometry& g, Dsv4Group group) {
+int64_t HistoryWidth(const AttentionCacheGeometry& g, cache::Dsv4Group group) {
   switch (group) {
-    case kGroupCmpC4:
+    case cache::kGroupCmpC4:
       return g.compress_ratio == 4 ? g.head_dim : 0;
-    case kGroupCmpC128:
+    case cache::kGroupCmpC128:
       return g.compress_ratio > 4 ? g.head_dim : 0;
-    case kGroupIdx:
+    case cache::kGroupIdx:
       return g.compress_ratio == 4 ? g.index_head_dim : 0;
     default:
       return 0;
   }
 }
 
-const char* PagesName(Dsv4Group group) {
+const char* PagesName(cache::Dsv4Group group) {
   switch (group) {
-    case kGroupCmpC4:
+    case cache::kGroupCmpC4:
       return "cmp_c4 pages";
-    case kGroupCmpC128:
+    case cache::kGroupCmpC128:
       return "cmp_c128 pages";
     default:
       return "idx pages";
@@ -306,23 +306,23 @@ const char* PagesName(Dsv4Group group) {
 
 }  // namespace
 
-PagedRows* AttentionCache::history(Dsv4Group group) {
+PagedRows* AttentionCache::history(cache::Dsv4Group group) {
   if (HistoryWidth(g_, group) == 0) return nullptr;
-  return group == kGroupIdx ? &index_keys_ : &compressed_;
+  return group == cache::kGroupIdx ? &index_keys_ : &compressed_;
 }
 
-const PagedRows* AttentionCache::history(Dsv4Group group) const {
+const PagedRows* AttentionCache::history(cache::Dsv4Group group) const {
   return const_cast<AttentionCache*>(this)->history(group);
 }
 
-size_t AttentionCache::PoolPageBytes(const AttentionCacheGeometry& g, Dsv4Group group) {
+size_t AttentionCache::PoolPageBytes(const AttentionCacheGeometry& g, cache::Dsv4Group group) {
   const int64_t width = HistoryWidth(g, group);
   if (width == 0 || g.page_tokens <= 0) return 0;
   return PagedRows::PageBytesFor(width, g.page_tokens / g.compress_ratio);
 }
 
 Status AttentionCache::CheckPages(const SequenceSlice& s) const {
-  for (Dsv4Group group : kPooledGroups) {
+  for (cache::Dsv4Group group : kPooledGroups) {
     const PagedRows* rows = history(group);
     const std::span<const int32_t> table = s.pages.tables[Sz(group)];
     const std::span<const int32_t> fresh = s.pages.fresh[Sz(group)];
@@ -343,7 +343,7 @@ Status AttentionCache::CheckPages(const SequenceSlice& s) const {
 
 void AttentionCache::ApplyPages(const SequenceSlice& s) {
   if (!external_pages()) return;
-  for (Dsv4Group group : kPooledGroups) {
+  for (cache::Dsv4Group group : kPooledGroups) {
     const auto g = Sz(group);
     PagedRows* rows = history(group);
     if (rows == nullptr) continue;
@@ -376,4 +376,4 @@ float* AttentionCache::IndexStateScore(int64_t slot) {
   return index_state_score_.as<float>() + slot * index_state_elems();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -45,7 +45,7 @@
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // Anonymous zero-filled memory that the OS backs on first touch (mmap), so a
 // pool planned for gigabytes costs resident memory only for the pages
@@ -201,12 +201,12 @@ class AttentionCache {
   // The list of pooled `group` (kPooledGroups) in this layer, or null when the
   // layer has none (window-only layers; kGroupIdx on ratio-128 layers; any
   // group that is not pooled).
-  PagedRows* history(Dsv4Group group);
-  const PagedRows* history(Dsv4Group group) const;
+  PagedRows* history(cache::Dsv4Group group);
+  const PagedRows* history(cache::Dsv4Group group) const;
   // Bytes of one external pool page of `group` in a layer of `geometry`
   // (page_tokens > 0), 0 when such a layer has no list of the group.  The
   // pools are sized by it and Model::DeclareCache prices pages with it.
-  static size_t PoolPageBytes(const AttentionCacheGeometry& geometry, Dsv4Group group);
+  static size_t PoolPageBytes(const AttentionCacheGeometry& geometry, cache::Dsv4Group group);
   // Whether slice s's pages fit this layer (external caches: s.pages covers
   // every row kept after the rewind to s.start_pos and every row the call
   // appends, ids in range, kept rows' pages unchanged; self-managed caches:
@@ -250,4 +250,4 @@ class AttentionCache {
   PagedRows index_keys_;  // width di
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

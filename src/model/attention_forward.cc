@@ -17,7 +17,7 @@
 #include "model/op_profile.h"
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 size_t Sz(int64_t n) { return static_cast<size_t>(n); }
@@ -299,4 +299,4 @@ void Attention::Forward(const bf16* x, const ForwardBatch& batch, AttentionCache
   }
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

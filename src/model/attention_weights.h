@@ -8,7 +8,7 @@
 #include "model/linear.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 struct AttentionWeights {
   // Dimensions (the names of docs/model.md "Reference semantics").
@@ -35,4 +35,4 @@ struct AttentionWeights {
   std::vector<float> freqs;  // [rd/2], this layer's RoPE profile
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

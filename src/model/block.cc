@@ -6,11 +6,11 @@
 #include "kernels/norm.h"
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
-Result<std::unique_ptr<Block>> Block::Load(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                           int64_t layer_id, const std::string& prefix,
-                                           WeightStore& store) {
+Result<std::unique_ptr<Block>> Block::Load(const checkpoint::Checkpoint& ckpt,
+                                           const checkpoint::ModelConfig& cfg, int64_t layer_id,
+                                           const std::string& prefix, WeightStore& store) {
   std::unique_ptr<Block> b(new Block());
   b->layer_id_ = layer_id;
   b->hc_ = HcShape::FromConfig(cfg);
@@ -137,4 +137,4 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
   }
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -24,7 +24,7 @@
 #include "model/weights.h"
 #include "model/workspace.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // Optional debug output of one block call.
 struct BlockTrace {
@@ -36,9 +36,9 @@ struct BlockTrace {
 class Block {
  public:
   // Binds every tensor under `prefix`; copies small FP32 tensors into store.
-  static Result<std::unique_ptr<Block>> Load(const Checkpoint& ckpt, const ModelConfig& cfg,
-                                             int64_t layer_id, const std::string& prefix,
-                                             WeightStore& store);
+  static Result<std::unique_ptr<Block>> Load(const checkpoint::Checkpoint& ckpt,
+                                             const checkpoint::ModelConfig& cfg, int64_t layer_id,
+                                             const std::string& prefix, WeightStore& store);
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
@@ -67,4 +67,4 @@ class Block {
   MoeWeights moe_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

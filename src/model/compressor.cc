@@ -11,9 +11,9 @@
 #include "kernels/quant.h"
 #include "kernels/rope.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
-Result<std::unique_ptr<Compressor>> Compressor::Load(const Checkpoint& ckpt,
+Result<std::unique_ptr<Compressor>> Compressor::Load(const checkpoint::Checkpoint& ckpt,
                                                      const std::string& prefix,
                                                      const CompressorSpec& spec,
                                                      const float* rope_freqs) {
@@ -137,4 +137,4 @@ int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, const S
   return emitted;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -30,7 +30,7 @@
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 struct CompressorSpec {
   int64_t ratio = 0;     // 4 (overlapping) or 128
@@ -45,7 +45,8 @@ class Compressor {
  public:
   // prefix e.g. "layers.2.attn.compressor." (tensors wkv.weight, wgate.weight,
   // ape, norm.weight).  rope_freqs [rope_dim/2]: the layer's table.
-  static Result<std::unique_ptr<Compressor>> Load(const Checkpoint& ckpt, const std::string& prefix,
+  static Result<std::unique_ptr<Compressor>> Load(const checkpoint::Checkpoint& ckpt,
+                                                  const std::string& prefix,
                                                   const CompressorSpec& spec,
                                                   const float* rope_freqs);
   // Copies the given weights: wkv/wgate [coff*d, D], ape [ratio, coff*d], norm [d].
@@ -104,4 +105,4 @@ class Compressor {
   std::vector<float> freqs_;  // [rope_dim/2]
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -11,7 +11,7 @@
 
 #include "cache/cache_spec.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // The cache groups whose rows the model stores in page pools addressed by
 // the scheduler's block tables: the full-history lists (compressed KV rows of
@@ -20,7 +20,8 @@ namespace dsv4 {
 // states) are per-slot storage in the model and admission bookkeeping in the
 // scheduler (docs/engine.md "Cache groups").  Group ids are the cache's own
 // (Dsv4Group): one numbering from the scheduler to the kernels.
-inline constexpr std::array<Dsv4Group, 3> kPooledGroups = {kGroupCmpC4, kGroupCmpC128, kGroupIdx};
+inline constexpr std::array<cache::Dsv4Group, 3> kPooledGroups = {
+    cache::kGroupCmpC4, cache::kGroupCmpC128, cache::kGroupIdx};
 
 // One slice's pages in the fixed pools of a cache with external pages
 // (Model::NewCache with CachePools; empty for a self-managed cache).  Per
@@ -31,8 +32,8 @@ inline constexpr std::array<Dsv4Group, 3> kPooledGroups = {kGroupCmpC4, kGroupCm
 // groups are ignored.  The spans point into caller memory that must stay
 // valid for the call.
 struct SlicePages {
-  std::array<std::span<const int32_t>, kNumDsv4Groups> tables;
-  std::array<std::span<const int32_t>, kNumDsv4Groups> fresh;
+  std::array<std::span<const int32_t>, cache::kNumDsv4Groups> tables;
+  std::array<std::span<const int32_t>, cache::kNumDsv4Groups> fresh;
 };
 
 struct SequenceSlice {
@@ -66,4 +67,4 @@ struct ForwardBatch {
   }
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -9,7 +9,7 @@
 #include "kernels/quant.h"
 #include "kernels/rope.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 // Query rows scored together: bounds the score buffer at kRowTile x entries.
@@ -43,7 +43,8 @@ void ScoreRows(const bf16* q, int64_t rows, int64_t heads, int64_t dim, const bf
 
 }  // namespace
 
-Result<std::unique_ptr<Indexer>> Indexer::Load(const Checkpoint& ckpt, const ModelConfig& cfg,
+Result<std::unique_ptr<Indexer>> Indexer::Load(const checkpoint::Checkpoint& ckpt,
+                                               const checkpoint::ModelConfig& cfg,
                                                const std::string& prefix, const float* rope_freqs) {
   std::unique_ptr<Indexer> ix(new Indexer());
   ix->n_heads_ = cfg.index_n_heads;
@@ -155,4 +156,4 @@ void Indexer::Forward(const bf16* x, const bf16* qr, const ForwardBatch& batch,
   for (const SequenceSlice& s : batch.seqs) Select(s, q, w, cache, topk_out, ws, pool);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -18,13 +18,14 @@
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 class Indexer {
  public:
   // prefix e.g. "layers.2.attn.indexer."; rope_freqs [qk_rope_head_dim/2] is
   // the attention layer's (compressed-profile) table.
-  static Result<std::unique_ptr<Indexer>> Load(const Checkpoint& ckpt, const ModelConfig& cfg,
+  static Result<std::unique_ptr<Indexer>> Load(const checkpoint::Checkpoint& ckpt,
+                                               const checkpoint::ModelConfig& cfg,
                                                const std::string& prefix, const float* rope_freqs);
 
   int64_t topk() const { return topk_; }
@@ -62,4 +63,4 @@ class Indexer {
   std::vector<float> freqs_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

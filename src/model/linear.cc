@@ -8,7 +8,7 @@
 #include "kernels/int8_gemm.h"
 #include "kernels/quant.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -19,8 +19,8 @@ bool IsAligned(const void* p, size_t alignment) {
 
 }  // namespace
 
-Result<Fp8Linear> Fp8Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                  int64_t in) {
+Result<Fp8Linear> Fp8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                  int64_t out, int64_t in) {
   if (in % 128 != 0) {
     return InvalidArgument("{}: input width {} is not a multiple of 128 (FP8 activation blocks)",
                            name, in);
@@ -46,8 +46,8 @@ void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, Thread
   kernels::Fp8Gemm(codes, scales, m, w_, y, pool);
 }
 
-Result<Bf16Linear> Bf16Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                    int64_t in) {
+Result<Bf16Linear> Bf16Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                    int64_t out, int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kBF16, {out, in}));
   if (IsAligned(w->data, alignof(bf16))) {
@@ -66,8 +66,9 @@ Result<Bf16Linear> Bf16Linear::Load(const Checkpoint& ckpt, const std::string& n
   return l;
 }
 
-Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
-                                                  int64_t out, int64_t in) {
+Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const checkpoint::Checkpoint& ckpt,
+                                                  const std::string& name, int64_t out,
+                                                  int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
   const int64_t scale_cols = CeilDiv(in, 128);
@@ -122,8 +123,8 @@ void Bf16Linear::ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool
   kernels::GemmBf16F32(x, m, in_, w_, out_, y, pool);
 }
 
-Result<Int8Linear> Int8Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                    int64_t in) {
+Result<Int8Linear> Int8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                    int64_t out, int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w, ckpt.Require(name + ".weight", DType::kI8, {out, in}));
   const TensorView* s = ckpt.Find(name + ".scale");
   std::string scale_name = name + ".scale";
@@ -162,8 +163,8 @@ void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, Threa
   kernels::Int8Gemm(codes, scales, m, w_, y, pool);
 }
 
-Result<Linear> Linear::Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                            int64_t in) {
+Result<Linear> Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                            int64_t out, int64_t in) {
   const TensorView* w = ckpt.Find(name + ".weight");
   Linear l;
   if (w != nullptr && w->dtype == DType::kI8) {
@@ -192,8 +193,9 @@ void Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPoo
       impl_);
 }
 
-Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const Checkpoint& ckpt, const std::string& name,
-                                              int64_t out, int64_t in, int64_t group_rows) {
+Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt,
+                                              const std::string& name, int64_t out, int64_t in,
+                                              int64_t group_rows) {
   Bf16OrFp8Linear l;
   const TensorView* w = ckpt.Find(name + ".weight");
   if (w != nullptr && w->dtype == DType::kBF16) {
@@ -231,18 +233,20 @@ void Bf16OrFp8Linear::ForwardRows(const bf16* x, int64_t ldx, int64_t m, int64_t
   kernels::GemmBf16Fp8(x, ldx, m, part, y, ldy, pool);
 }
 
-Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+Result<Buffer> LoadF32Copy(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                           const Shape& shape) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kF32, shape));
   Buffer b(t->nbytes());
   std::memcpy(b.data(), t->data, t->nbytes());
   return b;
 }
 
-Result<Buffer> LoadBf16Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+Result<Buffer> LoadBf16Copy(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                            const Shape& shape) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kBF16, shape));
   Buffer b(t->nbytes());
   std::memcpy(b.data(), t->data, t->nbytes());
   return b;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

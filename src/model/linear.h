@@ -21,7 +21,7 @@
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // FP8 e4m3 weight with 128x128 E8M0 block scales ("<name>.weight" F8_E4M3
 // [out, in], "<name>.scale" F8_E8M0 [ceil(out/128), ceil(in/128)]).
@@ -37,8 +37,8 @@ class Fp8Linear {
 
   // `name` without the ".weight"/".scale" suffix, e.g. "layers.3.attn.wq_a".
   // REQUIRES (checked, error): in % 128 == 0 (activation quantization blocks).
-  static Result<Fp8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                int64_t in);
+  static Result<Fp8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                int64_t out, int64_t in);
 
   // y [m, out] = bf16(W . act_quant(x)), x [m, in] BF16.  Row r of y depends
   // only on row r of x.  Uses Workspace slots kLinCodes and kLinScales
@@ -65,13 +65,13 @@ class Bf16Linear {
   Bf16Linear& operator=(const Bf16Linear&) = delete;
 
   // Zero-copy unless the mapped data is not 2-byte aligned (then copied).
-  static Result<Bf16Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                 int64_t in);
+  static Result<Bf16Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                 int64_t out, int64_t in);
   // The FP8 weight "<name>.weight"/"<name>.scale" dequantized to BF16
   // (code value x block scale, exact in BF16 for the checkpoint's scales; an
   // inexact product is an error), as the reference's converter does for wo_a.
-  static Result<Bf16Linear> LoadDequantizedFp8(const Checkpoint& ckpt, const std::string& name,
-                                               int64_t out, int64_t in);
+  static Result<Bf16Linear> LoadDequantizedFp8(const checkpoint::Checkpoint& ckpt,
+                                               const std::string& name, int64_t out, int64_t in);
   // Copies w [out, in] (tests and synthetic weights).
   static Bf16Linear FromData(const bf16* w, int64_t out, int64_t in);
 
@@ -106,8 +106,8 @@ class Int8Linear {
   Int8Linear(const Int8Linear&) = delete;
   Int8Linear& operator=(const Int8Linear&) = delete;
 
-  static Result<Int8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                 int64_t in);
+  static Result<Int8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                 int64_t out, int64_t in);
 
   // y [m, out] = Int8Gemm(act_quant_int8(x)), x [m, in] BF16.  Row r of y
   // depends only on row r of x.  Uses Workspace slots kLinQ8 and kLinS8.
@@ -132,8 +132,8 @@ class Linear {
   Linear(Linear&&) noexcept = default;
   Linear& operator=(Linear&&) noexcept = default;
 
-  static Result<Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                             int64_t in);
+  static Result<Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                             int64_t out, int64_t in);
   void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
 
   bool is_fp8() const { return std::holds_alternative<Fp8Linear>(impl_); }
@@ -156,8 +156,8 @@ class Linear {
 class Bf16OrFp8Linear {
  public:
   // `group_rows`: ForwardRows is called on row ranges [g·group_rows, +group_rows).
-  static Result<Bf16OrFp8Linear> Load(const Checkpoint& ckpt, const std::string& name, int64_t out,
-                                      int64_t in, int64_t group_rows);
+  static Result<Bf16OrFp8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                      int64_t out, int64_t in, int64_t group_rows);
 
   // y [m, rows] (row stride ldy) = bf16(x [m, in] (row stride ldx) . W[row0 : row0 + rows]^T).
   // REQUIRES: row0 and rows multiples of Load's group_rows, row0 + rows <= out.
@@ -173,8 +173,10 @@ class Bf16OrFp8Linear {
 
 // An F32 tensor copied into aligned storage (mapped data may be misaligned).
 // Errors name the tensor when it is missing or its shape differs.
-Result<Buffer> LoadF32Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape);
+Result<Buffer> LoadF32Copy(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                           const Shape& shape);
 // A BF16 tensor (norm weights) as an aligned copy.
-Result<Buffer> LoadBf16Copy(const Checkpoint& ckpt, const std::string& name, const Shape& shape);
+Result<Buffer> LoadBf16Copy(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                            const Shape& shape);
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -3,9 +3,9 @@
 #include "base/logging.h"
 #include "kernels/mhc.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
-HcShape HcShape::FromConfig(const ModelConfig& cfg) {
+HcShape HcShape::FromConfig(const checkpoint::ModelConfig& cfg) {
   HcShape s;
   s.hc = cfg.hc_mult;
   s.dim = cfg.hidden_size;
@@ -15,7 +15,7 @@ HcShape HcShape::FromConfig(const ModelConfig& cfg) {
   return s;
 }
 
-Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefix,
+Result<HcWeights> LoadHcWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                 const HcShape& shape, bool head, WeightStore& store) {
   HcWeights w;
   w.num_mix = head ? shape.hc : (2 + shape.hc) * shape.hc;
@@ -53,4 +53,4 @@ void HcHead(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, 
   kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, y);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

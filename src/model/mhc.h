@@ -15,7 +15,7 @@
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // Shapes and constants shared by every mHC call of a model.
 struct HcShape {
@@ -25,7 +25,7 @@ struct HcShape {
   float norm_eps = 1e-6f;      // rms of the mixes (rms_norm_eps)
   float hc_eps = 1e-6f;        // Sinkhorn and pre epsilon
 
-  static HcShape FromConfig(const ModelConfig& cfg);
+  static HcShape FromConfig(const checkpoint::ModelConfig& cfg);
   int64_t width() const { return hc * dim; }
 };
 
@@ -40,7 +40,7 @@ struct HcWeights {
 
 // Loads `<prefix>_fn`, `<prefix>_base`, `<prefix>_scale` (e.g. prefix
 // "layers.3.hc_attn" or "mtp.0.hc_head").  head selects the hc_head shapes.
-Result<HcWeights> LoadHcWeights(const Checkpoint& ckpt, const std::string& prefix,
+Result<HcWeights> LoadHcWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                 const HcShape& shape, bool head, WeightStore& store);
 
 // hc_pre: x [n, hc, dim] -> a [n, dim] (BF16), post [n, hc], comb [n, hc, hc]
@@ -58,4 +58,4 @@ void HcPost(const HcShape& shape, const bf16* f, const bf16* res, int64_t n, con
 void HcHead(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* y,
             Workspace& ws, ThreadPool* pool);
 
-}  // namespace dsv4
+}  // namespace dsv4::model

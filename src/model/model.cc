@@ -13,7 +13,7 @@
 #include "model/op_profile.h"
 #include "profile/profile.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
@@ -43,12 +43,14 @@ Status CheckPageTokens(const std::vector<AttentionCacheGeometry>& geometries, in
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
-  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(dir));
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(dir));
+  DSV4_ASSIGN_OR_RETURN(checkpoint::ModelConfig cfg, checkpoint::LoadModelConfig(dir));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::Checkpoint> ckpt,
+                        checkpoint::Checkpoint::Open(dir));
   return Load(std::move(ckpt), std::move(cfg), options);
 }
 
-Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg,
+Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<checkpoint::Checkpoint> ckpt,
+                                           checkpoint::ModelConfig cfg,
                                            const ModelOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Model> m(new Model());
@@ -58,7 +60,7 @@ Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<Checkpoint> ckpt, Mod
   DSV4_RETURN_IF_ERROR(m->Bind(options));
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   DSV4_LOG_INFO("Bound the weights in {:.3f} s (prepacked sidecar {})", dt.count(),
-                PrepackedOutcomeName(m->prepacked_.outcome));
+                checkpoint::PrepackedOutcomeName(m->prepacked_.outcome));
   return m;
 }
 
@@ -66,39 +68,41 @@ Status Model::AttachPrepacked(const ModelOptions& options) {
   prepacked_ = PrepackedReport();
   if (options.prepacked == "off") return Status::Ok();
   const bool explicit_path = options.prepacked != "auto";
-  const std::string path =
-      explicit_path ? options.prepacked : ckpt_->dir() + "/" + PrepackedFileName(options.ranks);
-  PrepackedOpenOptions open;
+  const std::string path = explicit_path
+                               ? options.prepacked
+                               : ckpt_->dir() + "/" + checkpoint::PrepackedFileName(options.ranks);
+  checkpoint::PrepackedOpenOptions open;
   open.ranks = options.ranks;
   open.min_residency = options.prepacked_min_residency;
   open.verify_threads = options.prepacked_verify_threads;
-  DSV4_ASSIGN_OR_RETURN(PrepackedDecision d, OpenPrepacked(path, *ckpt_, cfg_, open));
+  DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedDecision d,
+                        checkpoint::OpenPrepacked(path, *ckpt_, cfg_, open));
   prepacked_ = {d.outcome, d.path, d.reason, d.residency};
   const char* fallback = "; repacking from the checkpoint";
   switch (d.outcome) {
-    case PrepackedOutcome::kUsed:
+    case checkpoint::PrepackedOutcome::kUsed:
       DSV4_LOG_INFO(
           "Using prepacked sidecar {} (sampled page-cache residency {:.1f}%, data checksum "
           "verified in {:.3f} s)",
           path, 100 * d.residency, d.verify_seconds);
       ckpt_->SetOverlay(std::move(d.file));
       break;
-    case PrepackedOutcome::kMissing:
+    case checkpoint::PrepackedOutcome::kMissing:
       if (explicit_path) return NotFound("prepacked sidecar {} does not exist", path);
       DSV4_LOG_INFO("No prepacked sidecar at {}{} (`dsv4 prepack` writes one)", path, fallback);
       break;
-    case PrepackedOutcome::kCold:
+    case checkpoint::PrepackedOutcome::kCold:
       DSV4_LOG_WARN("Skipping cold prepacked sidecar {} ({}){}", path, d.reason, fallback);
       break;
-    case PrepackedOutcome::kStale:
+    case checkpoint::PrepackedOutcome::kStale:
       DSV4_LOG_WARN("Ignoring stale prepacked sidecar {} ({}){}", path, d.reason, fallback);
       break;
-    case PrepackedOutcome::kMismatch:
+    case checkpoint::PrepackedOutcome::kMismatch:
       DSV4_LOG_WARN("Ignoring prepacked sidecar {}: its tensors differ from layout v{} ({}){}",
-                    path, kPrepackedLayoutVersion, d.reason, fallback);
+                    path, checkpoint::kPrepackedLayoutVersion, d.reason, fallback);
       break;
-    case PrepackedOutcome::kUnreadable:
-    case PrepackedOutcome::kDisabled:
+    case checkpoint::PrepackedOutcome::kUnreadable:
+    case checkpoint::PrepackedOutcome::kDisabled:
       DSV4_LOG_WARN("Ignoring unreadable prepacked sidecar {} ({}){}", path, d.reason, fallback);
       break;
   }
@@ -106,7 +110,7 @@ Status Model::AttachPrepacked(const ModelOptions& options) {
 }
 
 int64_t Model::MappedWeightBytes() const {
-  const SafetensorsFile* overlay = ckpt_->overlay();
+  const checkpoint::SafetensorsFile* overlay = ckpt_->overlay();
   int64_t bytes = 0;
   if (overlay == nullptr) {
     for (const auto& shard : ckpt_->shards()) bytes += static_cast<int64_t>(shard->file_size());
@@ -122,7 +126,7 @@ int64_t Model::MappedWeightBytes() const {
 }
 
 Status Model::Bind(const ModelOptions& options) {
-  const ModelConfig& c = cfg_;
+  const checkpoint::ModelConfig& c = cfg_;
   const int64_t d = c.hidden_size;
   const int64_t v = c.vocab_size;
   if (d % 128 != 0 || c.moe_intermediate_size % 128 != 0) {
@@ -198,8 +202,9 @@ Result<std::unique_ptr<ModelCache>> Model::NewCache(int64_t num_slots, const Cac
   for (size_t l = 0; l < geometries.size(); ++l) {
     AttentionCacheGeometry& g = geometries[l];
     g.page_tokens = pools.page_tokens;
-    g.compressed_pages = pools.num_pages[g.compress_ratio == 4 ? kGroupCmpC4 : kGroupCmpC128];
-    g.index_pages = pools.num_pages[kGroupIdx];
+    g.compressed_pages =
+        pools.num_pages[g.compress_ratio == 4 ? cache::kGroupCmpC4 : cache::kGroupCmpC128];
+    g.index_pages = pools.num_pages[cache::kGroupIdx];
     std::unique_ptr<AttentionCache> c;
     try {
       c = std::make_unique<AttentionCache>(g, num_slots);
@@ -222,7 +227,7 @@ Result<CacheDeclaration> Model::DeclareCache(const CacheOptions& options,
   if (page_tokens <= 0 || page_tokens > std::numeric_limits<int32_t>::max()) {
     return InvalidArgument("--block-size {} is out of range", page_tokens);
   }
-  Dsv4CacheGeometry shape;
+  cache::Dsv4CacheGeometry shape;
   shape.block_size = static_cast<int32_t>(page_tokens);
   shape.window = static_cast<int32_t>(cfg_.sliding_window);
   shape.csa_ratio = 4;
@@ -232,10 +237,10 @@ Result<CacheDeclaration> Model::DeclareCache(const CacheOptions& options,
   // The MTP block's window shares the ori pages, one row behind.
   shape.mtp_in_ori = static_cast<int64_t>(geometries.size()) > num_layers();
   CacheDeclaration d;
-  DSV4_ASSIGN_OR_RETURN(d.groups, MakeDsv4CacheGroups(shape));  // names --block-size
+  DSV4_ASSIGN_OR_RETURN(d.groups, cache::MakeDsv4CacheGroups(shape));  // names --block-size
   DSV4_RETURN_IF_ERROR(CheckPageTokens(geometries, num_layers(), page_tokens));
   for (AttentionCacheGeometry& g : geometries) g.page_tokens = page_tokens;
-  for (Dsv4Group group : kPooledGroups) {
+  for (cache::Dsv4Group group : kPooledGroups) {
     int64_t bytes = 0;
     for (const AttentionCacheGeometry& g : geometries) {
       bytes += static_cast<int64_t>(AttentionCache::PoolPageBytes(g, group));
@@ -474,4 +479,4 @@ Status Model::RunBlock(int64_t layer_id, const bf16* in, const ForwardBatch& bat
   return Status::Ok();
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -31,7 +31,7 @@
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 struct ModelOptions {
   bool load_mtp = true;  // bind mtp.{0}.* (ignored when the config has no MTP layer)
@@ -50,7 +50,7 @@ struct ModelOptions {
 
 // What Load decided about the sidecar.
 struct PrepackedReport {
-  PrepackedOutcome outcome = PrepackedOutcome::kDisabled;
+  checkpoint::PrepackedOutcome outcome = checkpoint::PrepackedOutcome::kDisabled;
   std::string path;
   std::string reason;     // why it was not used; empty when used
   double residency = -1;  // sampled page-cache residency; -1 if not sampled
@@ -70,8 +70,8 @@ struct CacheOptions {
 // source positions, and the caller addresses rows through per-slice page
 // tables (SlicePages).  Entries of the other groups are ignored.
 struct CachePools {
-  int64_t page_tokens = 0;                          // --block-size
-  std::array<int64_t, kNumDsv4Groups> num_pages{};  // per group, all DP partitions
+  int64_t page_tokens = 0;                                 // --block-size
+  std::array<int64_t, cache::kNumDsv4Groups> num_pages{};  // per group, all DP partitions
 };
 
 // The cache as this model stores it, for the engine's planner, scheduler and
@@ -82,8 +82,8 @@ struct CachePools {
 // compressor states) live in per-slot storage: page_bytes 0 (their pages are
 // admission bookkeeping) and their bytes are in slot_bytes.
 struct CacheDeclaration {
-  std::vector<CacheGroupSpec> groups;  // indexed by Dsv4Group
-  int64_t slot_bytes = 0;              // per-slot storage of every layer (and the MTP block)
+  std::vector<cache::CacheGroupSpec> groups;  // indexed by cache::Dsv4Group
+  int64_t slot_bytes = 0;                     // per-slot storage of every layer (and the MTP block)
   int64_t page_tokens = 0;
 };
 
@@ -113,14 +113,15 @@ class Model {
   // Opens <dir>/config.json and the checkpoint.
   static Result<std::unique_ptr<Model>> Load(const std::string& dir,
                                              const ModelOptions& options = {});
-  static Result<std::unique_ptr<Model>> Load(std::unique_ptr<Checkpoint> ckpt, ModelConfig cfg,
+  static Result<std::unique_ptr<Model>> Load(std::unique_ptr<checkpoint::Checkpoint> ckpt,
+                                             checkpoint::ModelConfig cfg,
                                              const ModelOptions& options = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  const ModelConfig& config() const { return cfg_; }
-  const Checkpoint& checkpoint() const { return *ckpt_; }
+  const checkpoint::ModelConfig& config() const { return cfg_; }
+  const checkpoint::Checkpoint& checkpoint() const { return *ckpt_; }
   const PrepackedReport& prepacked() const { return prepacked_; }
   // Bytes of mapped files the forward pass reads: the sidecar plus the
   // checkpoint tensors it does not cover when one is used, else the shards
@@ -202,8 +203,8 @@ class Model {
   void Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch& batch,
             const ForwardOutputs& out, Workspace& ws, ThreadPool* pool) const;
 
-  ModelConfig cfg_;
-  std::unique_ptr<Checkpoint> ckpt_;
+  checkpoint::ModelConfig cfg_;
+  std::unique_ptr<checkpoint::Checkpoint> ckpt_;
   PrepackedReport prepacked_;
   WeightStore store_;
   HcShape hc_;
@@ -215,4 +216,4 @@ class Model {
   MtpWeights mtp_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

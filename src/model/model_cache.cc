@@ -2,7 +2,7 @@
 
 #include "base/logging.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 ModelCache::ModelCache(std::vector<std::unique_ptr<AttentionCache>> layers,
                        std::unique_ptr<AttentionCache> mtp, int64_t num_slots)
@@ -73,7 +73,7 @@ bool ModelCache::external_pages() const {
   return !layers_.empty() && layers_.front()->external_pages();
 }
 
-size_t ModelCache::PageBytes(Dsv4Group group) const {
+size_t ModelCache::PageBytes(cache::Dsv4Group group) const {
   size_t n = 0;
   for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
     const PagedRows* rows = layer(l).history(group);
@@ -82,7 +82,7 @@ size_t ModelCache::PageBytes(Dsv4Group group) const {
   return n;
 }
 
-int64_t ModelCache::NumPoolPages(Dsv4Group group) const {
+int64_t ModelCache::NumPoolPages(cache::Dsv4Group group) const {
   for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
     const PagedRows* rows = layer(l).history(group);
     if (rows != nullptr) return rows->num_pages();
@@ -93,7 +93,7 @@ int64_t ModelCache::NumPoolPages(Dsv4Group group) const {
 size_t ModelCache::AllocatedBytes() const {
   size_t n = FixedBytesPerSlot() * static_cast<size_t>(num_slots_);
   for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
-    for (Dsv4Group g : kPooledGroups) {
+    for (cache::Dsv4Group g : kPooledGroups) {
       const PagedRows* rows = layer(l).history(g);
       if (rows != nullptr) n += rows->pool_bytes();
     }
@@ -103,11 +103,11 @@ size_t ModelCache::AllocatedBytes() const {
 
 void ModelCache::FillPools(bf16 value) {
   for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
-    for (Dsv4Group g : kPooledGroups) {
+    for (cache::Dsv4Group g : kPooledGroups) {
       PagedRows* rows = layer(l).history(g);
       if (rows != nullptr) rows->FillPool(value);
     }
   }
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

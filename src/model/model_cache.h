@@ -20,7 +20,7 @@
 #include "base/status.h"
 #include "model/attention_cache.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 class ModelCache {
  public:
@@ -60,10 +60,10 @@ class ModelCache {
   bool external_pages() const;
   // Bytes of one page of pooled `group` summed over every layer that has the
   // group (Model::DeclareCache computes the same from the geometries).
-  size_t PageBytes(Dsv4Group group) const;
+  size_t PageBytes(cache::Dsv4Group group) const;
   // Pool pages of pooled `group` (external: fixed; self-managed: allocated so
   // far, per layer).  0 when no layer has the group.
-  int64_t NumPoolPages(Dsv4Group group) const;
+  int64_t NumPoolPages(cache::Dsv4Group group) const;
   // Bytes allocated: per-slot state of every slot plus every page pool
   // (external pools count in full, resident or not).
   size_t AllocatedBytes() const;
@@ -77,4 +77,4 @@ class ModelCache {
   std::vector<bool> in_use_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -10,7 +10,7 @@
 #include "kernels/quant.h"
 #include "model/linear.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 constexpr int64_t kActBlock = 128;  // activation block along K (docs/model.md "Number formats")
@@ -58,7 +58,7 @@ const int8_t* AsInt8(const uint8_t* p) { return reinterpret_cast<const int8_t*>(
 
 }  // namespace
 
-MoeShape MoeShape::FromConfig(const ModelConfig& cfg) {
+MoeShape MoeShape::FromConfig(const checkpoint::ModelConfig& cfg) {
   MoeShape s;
   s.dim = cfg.hidden_size;
   s.inter = cfg.moe_intermediate_size;
@@ -76,8 +76,8 @@ namespace {
 // and `w2.*` [R, E/R, dim, ...].  Ranks hold consecutive experts, so expert e
 // is entry e of the flattened leading [R*E/R] dims, whatever R is (one process
 // binds every rank's experts).
-Status BindStackedExperts(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
-                          MoeWeights& w) {
+Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
+                          const MoeShape& shape, MoeWeights& w) {
   const std::string p = prefix + ".experts.";
   const TensorView* probe = ckpt.Find(p + "w13.weight");
   const int64_t e = shape.num_experts;
@@ -117,8 +117,8 @@ Status BindStackedExperts(const Checkpoint& ckpt, const std::string& prefix, con
   return Status::Ok();
 }
 
-Status BindExperts(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
-                   MoeWeights& w) {
+Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
+                   const MoeShape& shape, MoeWeights& w) {
   w.experts.resize(Sz(shape.num_experts));
   // Routed experts are MXFP4 natively, unpacked INT8 in W8A8 checkpoints.
   const TensorView* probe = ckpt.Find(prefix + ".experts.0.w1.weight");
@@ -146,8 +146,8 @@ Status BindExperts(const Checkpoint& ckpt, const std::string& prefix, const MoeS
 
 // The shared expert, in the routed experts' format (w.int8).  The sidecar's
 // fused `w13` replaces w1 and w3 when present.
-Status BindSharedExpert(const Checkpoint& ckpt, const std::string& prefix, const MoeShape& shape,
-                        MoeWeights& w) {
+Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
+                        const MoeShape& shape, MoeWeights& w) {
   const std::string p = prefix + ".shared_experts.";
   const int64_t si = shape.shared_inter;
   const int64_t d = shape.dim;
@@ -185,7 +185,7 @@ Status BindSharedExpert(const Checkpoint& ckpt, const std::string& prefix, const
 
 }  // namespace
 
-Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
+Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                   const MoeShape& shape, bool hash, int64_t vocab,
                                   WeightStore& store) {
   MoeWeights w;
@@ -302,4 +302,4 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   if (expert_ids_out != nullptr) kernels::SortRowsAscending(ids, n, k, expert_ids_out);
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -22,7 +22,7 @@
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 struct MoeShape {
   int64_t dim = 0;           // D
@@ -33,7 +33,7 @@ struct MoeShape {
   float route_scale = 1;
   float swiglu_limit = 0;
 
-  static MoeShape FromConfig(const ModelConfig& cfg);
+  static MoeShape FromConfig(const checkpoint::ModelConfig& cfg);
 };
 
 struct RouterWeights {
@@ -83,7 +83,7 @@ struct MoeWeights {
 // checkpoint.h), else from `<prefix>.experts.{e}.*`; the shared expert from
 // `<prefix>.shared_experts.w13.*` + `w2.*` or `w1/w2/w3.*` likewise.  hash
 // selects tid2eid routing (no bias).
-Result<MoeWeights> LoadMoeWeights(const Checkpoint& ckpt, const std::string& prefix,
+Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                   const MoeShape& shape, bool hash, int64_t vocab,
                                   WeightStore& store);
 
@@ -115,4 +115,4 @@ void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
                 int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool);
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -9,7 +9,7 @@
 
 #include "model/linear.h"
 
-namespace dsv4::op_cost {
+namespace dsv4::model::op_cost {
 
 inline int64_t GemmFlops(int64_t m, int64_t out, int64_t in) { return 2 * m * out * in; }
 
@@ -19,4 +19,4 @@ inline int64_t LinearBytes(const Linear& l, int64_t out, int64_t in) {
   return out * in * (l.is_bf16() ? 2 : 1);
 }
 
-}  // namespace dsv4::op_cost
+}  // namespace dsv4::model::op_cost

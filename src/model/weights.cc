@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace dsv4 {
+namespace dsv4::model {
 
 size_t WeightStore::TotalBytes() const {
   size_t n = 0;
@@ -10,8 +10,8 @@ size_t WeightStore::TotalBytes() const {
   return n;
 }
 
-Result<const bf16*> BindBf16(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                             WeightStore& store) {
+Result<const bf16*> BindBf16(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                             const Shape& shape, WeightStore& store) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kBF16, shape));
   if (reinterpret_cast<uintptr_t>(t->data) % alignof(bf16) == 0) return t->as<bf16>();
   bf16* copy = store.Allocate<bf16>(t->numel());
@@ -19,8 +19,8 @@ Result<const bf16*> BindBf16(const Checkpoint& ckpt, const std::string& name, co
   return static_cast<const bf16*>(copy);
 }
 
-Result<const float*> BindF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                             WeightStore& store) {
+Result<const float*> BindF32(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                             const Shape& shape, WeightStore& store) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* t, ckpt.Require(name, DType::kF32, shape));
   if (reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0) return t->as<float>();
   float* copy = store.Allocate<float>(t->numel());
@@ -28,8 +28,9 @@ Result<const float*> BindF32(const Checkpoint& ckpt, const std::string& name, co
   return static_cast<const float*>(copy);
 }
 
-Result<const int32_t*> BindIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
-                                   int64_t cols, int64_t max_value, WeightStore& store) {
+Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                   int64_t rows, int64_t cols, int64_t max_value,
+                                   WeightStore& store) {
   const TensorView* found = ckpt.Find(name);
   const bool narrow = found == nullptr || found->dtype != DType::kI32;
   DSV4_ASSIGN_OR_RETURN(const TensorView* t,
@@ -67,8 +68,8 @@ Result<const int32_t*> BindIdTable(const Checkpoint& ckpt, const std::string& na
   return in_place ? t->as<int32_t>() : static_cast<const int32_t*>(table);
 }
 
-Result<kernels::Fp4Weight> BindFp4Weight(const Checkpoint& ckpt, const std::string& prefix,
-                                         int64_t out, int64_t in) {
+Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
+                                         const std::string& prefix, int64_t out, int64_t in) {
   if (in % 32 != 0) {
     return InvalidArgument("{}: FP4 weight input width {} is not a multiple of 32", prefix, in);
   }
@@ -84,4 +85,4 @@ Result<kernels::Fp4Weight> BindFp4Weight(const Checkpoint& ckpt, const std::stri
   return r;
 }
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -19,7 +19,7 @@
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // Owns the copies made at load time.  Pointers it returns stay valid for the
 // store's lifetime (buffers never move once allocated).
@@ -41,24 +41,25 @@ class WeightStore {
 };
 
 // BF16 tensor `name` of exactly `shape`; zero-copy unless misaligned.
-Result<const bf16*> BindBf16(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                             WeightStore& store);
+Result<const bf16*> BindBf16(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                             const Shape& shape, WeightStore& store);
 
 // FP32 tensor `name` of exactly `shape`; zero-copy unless misaligned.
-Result<const float*> BindF32(const Checkpoint& ckpt, const std::string& name, const Shape& shape,
-                             WeightStore& store);
+Result<const float*> BindF32(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                             const Shape& shape, WeightStore& store);
 
 // Id table `name` [rows, cols] as int32: I64 (checkpoint) narrowed into the
 // store, or I32 (sidecar) bound in place.  Every value must lie in
 // [0, max_value) and each row must hold distinct values (the reference applies
 // a repeated expert once, so a repeated id would silently change the sum).
-Result<const int32_t*> BindIdTable(const Checkpoint& ckpt, const std::string& name, int64_t rows,
-                                   int64_t cols, int64_t max_value, WeightStore& store);
+Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                                   int64_t rows, int64_t cols, int64_t max_value,
+                                   WeightStore& store);
 
 // (FP8 block-scaled linears are bound by Fp8Linear::Load, model/linear.h.)
 // MXFP4 linear `<prefix>.weight` I8 [out, in/2] with `<prefix>.scale`
 // F8_E8M0 [out, in/32].  Zero-copy.
-Result<kernels::Fp4Weight> BindFp4Weight(const Checkpoint& ckpt, const std::string& prefix,
-                                         int64_t out, int64_t in);
+Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
+                                         const std::string& prefix, int64_t out, int64_t in);
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -10,7 +10,7 @@
 
 #include "tensor/tensor.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 
 // Every scratch buffer of a forward pass, one enumerator each (architecture
 // decision 10: intermediates are named).  A slot is an array index, so a
@@ -120,4 +120,4 @@ class Workspace {
   std::array<Buffer, static_cast<size_t>(WsSlot::kCount)> buffers_;
 };
 
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -14,7 +14,7 @@ namespace dsv4::runner {
 namespace {
 
 // Seed of an unseeded request: a mix of its id, so two requests differ.
-uint64_t RequestSeed(RequestId id) {
+uint64_t RequestSeed(engine::RequestId id) {
   uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -41,7 +41,7 @@ int64_t FirstNonFinite(const float* x, int64_t n) {
 }  // namespace
 
 Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
-    const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+    const model::Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
     std::unique_ptr<speculation::DraftProposer> proposer) {
   const int32_t k = options.num_speculative_tokens;
   if (options.num_partitions < 1 || options.slots_per_partition < 1 || k < 0) {
@@ -51,14 +51,14 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   if (k > 0 && proposer == nullptr && !model.has_mtp()) {
     return FailedPrecondition("--speculative K = {} needs the checkpoint's MTP layer", k);
   }
-  const CacheOptions cache_options = CacheOptionsFor(model, k);
+  const model::CacheOptions cache_options = CacheOptionsFor(model, k);
   const int64_t num_slots =
       static_cast<int64_t>(options.num_partitions) * options.slots_per_partition;
-  std::unique_ptr<ModelCache> cache;
+  std::unique_ptr<model::ModelCache> cache;
   if (options.page_tokens > 0) {
-    CachePools pools;
+    model::CachePools pools;
     pools.page_tokens = options.page_tokens;
-    for (Dsv4Group g : kPooledGroups) {
+    for (cache::Dsv4Group g : model::kPooledGroups) {
       const int64_t per = options.pages_per_partition[static_cast<size_t>(g)];
       if (per < 0 || per * options.num_partitions > std::numeric_limits<int32_t>::max()) {
         return InvalidArgument("{} pages per partition do not fit 32-bit page ids", per);
@@ -78,10 +78,10 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   return ex;
 }
 
-CacheOptions ModelExecutor::CacheOptionsFor(const Model& model, int32_t k) {
+model::CacheOptions ModelExecutor::CacheOptionsFor(const model::Model& model, int32_t k) {
   // Ring slack K on every layer: a step's rejected drafts are rewound.  The
   // MTP window also re-runs its K - 1 chained draft rows.
-  CacheOptions o;
+  model::CacheOptions o;
   if (k > 0) {
     o.ring_capacity = model.config().sliding_window + k;
     o.mtp_ring_capacity = model.config().sliding_window + k;
@@ -90,8 +90,9 @@ CacheOptions ModelExecutor::CacheOptionsFor(const Model& model, int32_t k) {
   return o;
 }
 
-ModelExecutor::ModelExecutor(const Model& model, ThreadPool* pool,
-                             const ModelExecutorOptions& options, std::unique_ptr<ModelCache> cache)
+ModelExecutor::ModelExecutor(const model::Model& model, ThreadPool* pool,
+                             const ModelExecutorOptions& options,
+                             std::unique_ptr<model::ModelCache> cache)
     : model_(model),
       pool_(pool),
       options_(options),
@@ -113,7 +114,7 @@ int64_t ModelExecutor::num_live_slots() const {
 }
 
 // A release of another generation refers to a previous occupant: ignored.
-void ModelExecutor::Release(const ReleasedSlot& r) {
+void ModelExecutor::Release(const engine::ReleasedSlot& r) {
   const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
   if (r.partition < 0 || r.partition >= options_.num_partitions || r.slot < 0 ||
       r.slot >= options_.slots_per_partition) {
@@ -130,7 +131,7 @@ void ModelExecutor::Release(const ReleasedSlot& r) {
 
 // Binds a plan entry to its slot (resetting it when new), checks that it
 // continues what the slot holds, records its new tokens and picks drafts.
-Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
+Status ModelExecutor::Bind(const engine::ScheduledRequest& e, Bound* b) {
   if (e.partition < 0 || e.partition >= options_.num_partitions || e.slot < 0 ||
       e.slot >= options_.slots_per_partition) {
     return InvalidArgument("slot ({}, {}) out of range", e.partition, e.slot);
@@ -186,17 +187,17 @@ Status ModelExecutor::Bind(const ScheduledRequest& e, Bound* b) {
 }
 
 // The entry's pages of the full-history groups as pool page ids.
-Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
-  if (static_cast<int>(e.block_tables.size()) != kNumDsv4Groups ||
-      static_cast<int>(e.fresh_pages.size()) != kNumDsv4Groups) {
+Status ModelExecutor::BindPages(const engine::ScheduledRequest& e, Bound* b) const {
+  if (static_cast<int>(e.block_tables.size()) != cache::kNumDsv4Groups ||
+      static_cast<int>(e.fresh_pages.size()) != cache::kNumDsv4Groups) {
     return InvalidArgument("plan entry has {} block tables and {} fresh lists, need {}",
-                           e.block_tables.size(), e.fresh_pages.size(), int{kNumDsv4Groups});
+                           e.block_tables.size(), e.fresh_pages.size(), int{cache::kNumDsv4Groups});
   }
-  for (Dsv4Group group : kPooledGroups) {
+  for (cache::Dsv4Group group : model::kPooledGroups) {
     const auto gs = static_cast<size_t>(group);
     const int64_t per = options_.pages_per_partition[gs];
     const int64_t base = per * e.partition;
-    const BlockTable& table = e.block_tables[gs];
+    const cache::BlockTable& table = e.block_tables[gs];
     if (table.first_page != 0 && !table.pages.empty()) {
       return InvalidArgument("full-history table of group {} starts at page {}", int{group},
                              table.first_page);
@@ -223,7 +224,7 @@ Status ModelExecutor::BindPages(const ScheduledRequest& e, Bound* b) const {
 // with its own sampler.
 void ModelExecutor::SampleEntry(const Bound& b, const float* logits, sampling::Sampler& sampler,
                                 Sampled* out) const {
-  const ScheduledRequest& e = *b.entry;
+  const engine::ScheduledRequest& e = *b.entry;
   // A corrupt-but-well-formed checkpoint (a NaN norm weight) yields NaN
   // logits, which every sampler would silently turn into token 0: fail the
   // request instead (docs/engine.md).  One pass over the entry's rows, a few
@@ -239,13 +240,13 @@ void ModelExecutor::SampleEntry(const Bound& b, const float* logits, sampling::S
   }
   const SlotState& st = slots_[static_cast<size_t>(b.slot)];
   const int64_t end = e.start_pos + e.num_real_tokens();
-  std::vector<TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &out->logprobs : nullptr;
+  std::vector<engine::TokenLogprob>* lp = st.sampling.logprobs >= 0 ? &out->logprobs : nullptr;
   const std::span<const int32_t> all(st.tokens);
   const auto num_prompt = static_cast<size_t>(std::min<int64_t>(st.num_prompt, end));
   const sampling::TokenHistory history{all.first(num_prompt),
                                        all.subspan(num_prompt, end - num_prompt)};
   if (b.drafts.empty()) {
-    TokenLogprob one;
+    engine::TokenLogprob one;
     out->tokens = {sampler.Sample(logits, st.sampling, st.rng, history, lp ? &one : nullptr)};
     if (lp != nullptr) lp->push_back(std::move(one));
     out->num_accepted = 0;
@@ -257,22 +258,23 @@ void ModelExecutor::SampleEntry(const Bound& b, const float* logits, sampling::S
   out->num_accepted = v.num_accepted;
 }
 
-RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* u) {
+engine::RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled,
+                                            speculation::DraftUpdate* u) {
   if (!sampled.error.ok()) {
     // Nothing committed (the scheduler ends the request); the proposer sees
     // an uncommitted entry, as for a prefill chunk without logits.
-    RequestResult r = Commit(b, Sampled{}, u, /*needs_logits=*/false);
+    engine::RequestResult r = Commit(b, Sampled{}, u, /*needs_logits=*/false);
     r.error = std::move(sampled.error);
     return r;
   }
   return Commit(b, std::move(sampled), u, b.entry->needs_logits);
 }
 
-RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* u,
-                                    bool needs_logits) {
-  const ScheduledRequest& e = *b.entry;
+engine::RequestResult ModelExecutor::Commit(const Bound& b, Sampled sampled,
+                                            speculation::DraftUpdate* u, bool needs_logits) {
+  const engine::ScheduledRequest& e = *b.entry;
   SlotState& st = slots_[static_cast<size_t>(b.slot)];
-  RequestResult r;
+  engine::RequestResult r;
   r.id = e.id;
   r.generation = e.generation;
   const int64_t s = e.start_pos;
@@ -323,13 +325,13 @@ std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<B
   return sampled;
 }
 
-Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
+Result<engine::StepResult> ModelExecutor::Run(const engine::StepPlan& plan) {
   step_id_ = plan.step_id;
   std::vector<Bound> bound;
-  ForwardBatch batch;
+  model::ForwardBatch batch;
   profile::Span bind(profile::kE2e, "runner", "bind");
-  for (const ReleasedSlot& r : plan.released) Release(r);
-  for (const ScheduledRequest& e : plan.requests) {
+  for (const engine::ReleasedSlot& r : plan.released) Release(r);
+  for (const engine::ScheduledRequest& e : plan.requests) {
     Bound b;
     const Status s = Bind(e, &b);
     if (!s.ok()) {  // left out of the result: the scheduler ends it with kError
@@ -351,18 +353,18 @@ Result<StepResult> ModelExecutor::Run(const StepPlan& plan) {
   }
   // The spans point into `bound`, which no longer moves.
   for (size_t i = 0; i < bound.size(); ++i) {
-    for (size_t g = 0; g < kNumDsv4Groups; ++g) {
+    for (size_t g = 0; g < cache::kNumDsv4Groups; ++g) {
       batch.seqs[i].pages.tables[g] = bound[i].tables[g];
       batch.seqs[i].pages.fresh[g] = bound[i].fresh[g];
     }
   }
   bind.End();
-  StepResult result;
+  engine::StepResult result;
   result.step_id = plan.step_id;
   if (bound.empty()) return result;
 
   logits_.resize(batch.logit_rows.size() * static_cast<size_t>(vocab_));
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.logits = logits_.data();
   if (proposer_ != nullptr) {
     streams_.resize(static_cast<size_t>(batch.num_tokens() * model_.stream_width()));

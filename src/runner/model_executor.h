@@ -45,29 +45,30 @@ struct ModelExecutorOptions {
   // block size, with pages_per_partition[g] pages of group g in every
   // partition (the capacity plan's num_pages; only kPooledGroups are read).
   int64_t page_tokens = 0;
-  std::array<int64_t, kNumDsv4Groups> pages_per_partition{};
+  std::array<int64_t, cache::kNumDsv4Groups> pages_per_partition{};
 };
 
-class ModelExecutor : public Executor {
+class ModelExecutor : public engine::Executor {
  public:
   // model and pool (may be null: inline) outlive the executor.  With K > 0
   // and no `proposer`, the model's MTP layer proposes (FailedPrecondition if
   // the model has none); a given proposer (tests) replaces it.
   static Result<std::unique_ptr<ModelExecutor>> Create(
-      const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+      const model::Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
       std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
   // The model cache options of K speculative tokens: rings of window + K rows
   // (rollback), the MTP block's cache only when K > 0.
-  static CacheOptions CacheOptionsFor(const Model& model, int32_t num_speculative_tokens);
+  static model::CacheOptions CacheOptionsFor(const model::Model& model,
+                                             int32_t num_speculative_tokens);
 
   ModelExecutor(const ModelExecutor&) = delete;
   ModelExecutor& operator=(const ModelExecutor&) = delete;
 
-  Result<StepResult> Run(const StepPlan& plan) override;
+  Result<engine::StepResult> Run(const engine::StepPlan& plan) override;
 
   int64_t num_cache_slots() const { return cache_->num_slots(); }
   // The model cache (bytes, pools and tables for setup checks and tests).
-  const ModelCache& cache() const { return *cache_; }
+  const model::ModelCache& cache() const { return *cache_; }
   // Slots holding a live request's state (0 once every request has ended
   // and its release reached the executor).
   int64_t num_live_slots() const;
@@ -76,59 +77,59 @@ class ModelExecutor : public Executor {
  private:
   struct SlotState {
     bool live = false;
-    RequestId id = 0;
+    engine::RequestId id = 0;
     uint32_t generation = 0;
-    SamplingParams sampling;
+    engine::SamplingParams sampling;
     sampling::SamplerState rng;
     int64_t num_prompt = 0;
     std::vector<int32_t> tokens;  // every token known so far: inputs seen, then sampled
   };
   // One plan entry bound to its cache slot.
   struct Bound {
-    const ScheduledRequest* entry = nullptr;
+    const engine::ScheduledRequest* entry = nullptr;
     int64_t slot = 0;
     int64_t row_offset = 0;
     int64_t first_logit = 0;  // index into the logits rows when entry->needs_logits
     std::vector<int32_t> drafts;
     // External pages: pool page ids of the entry's block tables and fresh
     // pages, per pooled group (SlicePages points into them).
-    std::array<std::vector<int32_t>, kNumDsv4Groups> tables;
-    std::array<std::vector<int32_t>, kNumDsv4Groups> fresh;
+    std::array<std::vector<int32_t>, cache::kNumDsv4Groups> tables;
+    std::array<std::vector<int32_t>, cache::kNumDsv4Groups> fresh;
   };
 
-  ModelExecutor(const Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
-                std::unique_ptr<ModelCache> cache);
-  void Release(const ReleasedSlot& r);
-  Status Bind(const ScheduledRequest& e, Bound* b);
-  Status BindPages(const ScheduledRequest& e, Bound* b) const;
+  ModelExecutor(const model::Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
+                std::unique_ptr<model::ModelCache> cache);
+  void Release(const engine::ReleasedSlot& r);
+  Status Bind(const engine::ScheduledRequest& e, Bound* b);
+  Status BindPages(const engine::ScheduledRequest& e, Bound* b) const;
   // What sampling one entry's logit rows gave.
   struct Sampled {
     std::vector<int32_t> tokens;  // accepted drafts + one target token
     int32_t num_accepted = 0;
-    std::vector<TokenLogprob> logprobs;  // one per token when requested
-    Status error;                        // non-finite logits: nothing sampled, the request fails
+    std::vector<engine::TokenLogprob> logprobs;  // one per token when requested
+    Status error;  // non-finite logits: nothing sampled, the request fails
   };
   void SampleEntry(const Bound& b, const float* logits, sampling::Sampler& sampler,
                    Sampled* out) const;
   std::vector<Sampled> SampleAll(const std::vector<Bound>& bound);
   // A failed sample (sampled.error) commits nothing and carries the error.
-  RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update);
-  RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update,
-                       bool needs_logits);
+  engine::RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update);
+  engine::RequestResult Commit(const Bound& b, Sampled sampled, speculation::DraftUpdate* update,
+                               bool needs_logits);
 
-  const Model& model_;
+  const model::Model& model_;
   ThreadPool* pool_;
   ModelExecutorOptions options_;
   int32_t k_;
   int64_t vocab_;
   uint64_t step_id_ = 0;  // of the plan Run is executing (error messages)
-  std::unique_ptr<ModelCache> cache_;
+  std::unique_ptr<model::ModelCache> cache_;
   std::unique_ptr<speculation::DraftProposer> proposer_;  // null when K = 0
   // One per pool thread (each holds [vocab] scratch): entries sample in
   // parallel after the forward.
   std::vector<std::unique_ptr<sampling::Sampler>> samplers_;
   std::vector<SlotState> slots_;  // [num cache slots]
-  Workspace ws_;
+  model::Workspace ws_;
   std::vector<float> logits_;  // [logit rows, vocab]
   std::vector<bf16> streams_;  // [rows, hc, D] when proposing
 };

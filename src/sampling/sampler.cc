@@ -46,7 +46,7 @@ void LogNonFinite(const TokenDistribution& dist, const TokenHistory& history) {
 // is norm(max(0, p - q))), and the committed token is bit-identical to
 // plain sampling: a seeded request's output does not change with MTP.
 int32_t VerifyDraft(TokenDistribution& dist, std::vector<double>& residual, const float* row,
-                    int32_t draft, const float* q, const SamplingParams& params,
+                    int32_t draft, const float* q, const engine::SamplingParams& params,
                     const TokenHistory& history, const PhiloxRng& rng, bool* accepted) {
   *accepted = false;
   dist.Compute(row, params, history);
@@ -88,9 +88,9 @@ struct Sampler::Scratch {
 Sampler::Sampler(int64_t vocab) : vocab_(vocab), scratch_(std::make_unique<Scratch>(vocab)) {}
 Sampler::~Sampler() = default;
 
-int32_t Sampler::Sample(const float* logits, const SamplingParams& params,
+int32_t Sampler::Sample(const float* logits, const engine::SamplingParams& params,
                         const SamplerState& state, const TokenHistory& history,
-                        TokenLogprob* logprob) {
+                        engine::TokenLogprob* logprob) {
   TokenDistribution& dist = scratch_->dist;
   dist.Compute(logits, params, history);
   LogNonFinite(dist, history);
@@ -110,9 +110,9 @@ int32_t Sampler::Sample(const float* logits, const SamplingParams& params,
 }
 
 VerifyResult Sampler::Verify(const float* target_logits, std::span<const int32_t> drafts,
-                             const float* draft_probs, const SamplingParams& params,
+                             const float* draft_probs, const engine::SamplingParams& params,
                              const SamplerState& state, const TokenHistory& history,
-                             std::vector<TokenLogprob>* logprobs) {
+                             std::vector<engine::TokenLogprob>* logprobs) {
   Scratch& s = *scratch_;
   s.output.assign(history.output.begin(), history.output.end());
   const PhiloxRng rng(state.seed);

@@ -28,7 +28,7 @@ struct SamplerState {
 
   // SamplingParams::seed when set, else `request_seed` (derived by the runner
   // from the request id, so unseeded requests differ from each other).
-  static SamplerState ForRequest(const SamplingParams& params, uint64_t request_seed) {
+  static SamplerState ForRequest(const engine::SamplingParams& params, uint64_t request_seed) {
     return SamplerState{params.seed.value_or(request_seed)};
   }
 };
@@ -61,8 +61,9 @@ class Sampler {
   // unmodified by the call).  Greedy: argmax after penalties, lowest id on
   // ties.  logprob (optional) receives the chosen token's logprob and the
   // top params.logprobs alternatives.
-  int32_t Sample(const float* logits, const SamplingParams& params, const SamplerState& state,
-                 const TokenHistory& history, TokenLogprob* logprob);
+  int32_t Sample(const float* logits, const engine::SamplingParams& params,
+                 const SamplerState& state, const TokenHistory& history,
+                 engine::TokenLogprob* logprob);
 
   // Speculative verification.  target_logits [drafts.size() + 1, vocab]: row
   // j scores the token after drafts[0..j) (row 0: after the tail).
@@ -78,9 +79,9 @@ class Sampler {
   // drafts[0..j).  logprobs (optional) receives one entry per committed
   // token.
   VerifyResult Verify(const float* target_logits, std::span<const int32_t> drafts,
-                      const float* draft_probs, const SamplingParams& params,
+                      const float* draft_probs, const engine::SamplingParams& params,
                       const SamplerState& state, const TokenHistory& history,
-                      std::vector<TokenLogprob>* logprobs);
+                      std::vector<engine::TokenLogprob>* logprobs);
 
  private:
   struct Scratch;

@@ -48,7 +48,7 @@ TokenDistribution::TokenDistribution(int64_t vocab)
   order_.reserve(static_cast<size_t>(vocab));
 }
 
-void TokenDistribution::Compute(const float* logits, const SamplingParams& params,
+void TokenDistribution::Compute(const float* logits, const engine::SamplingParams& params,
                                 const TokenHistory& history) {
   num_nonfinite_ = 0;
   for (int64_t v = 0; v < vocab_; ++v) {
@@ -77,7 +77,8 @@ void TokenDistribution::Compute(const float* logits, const SamplingParams& param
   Normalize();
 }
 
-void TokenDistribution::ApplyPenalties(const SamplingParams& params, const TokenHistory& history) {
+void TokenDistribution::ApplyPenalties(const engine::SamplingParams& params,
+                                       const TokenHistory& history) {
   const bool repetition = params.repetition_penalty != 1.0f;
   const bool additive = params.frequency_penalty != 0 || params.presence_penalty != 0;
   if (!repetition && !additive) return;
@@ -255,7 +256,7 @@ int32_t TokenDistribution::DrawFrom(std::span<const float> weights, double u) {
 }
 
 int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
-                    const SamplingParams& params, const SamplerState& state,
+                    const engine::SamplingParams& params, const SamplerState& state,
                     const TokenHistory& history, float* q) {
   dist.Compute(draft_logits, params, history);
   const int64_t vocab = dist.vocab();
@@ -274,7 +275,7 @@ int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
 }
 
 int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
-                     const SamplingParams& params, const SamplerState& state,
+                     const engine::SamplingParams& params, const SamplerState& state,
                      const TokenHistory& history) {
   // A greedy draft with nothing that moves a logit (the usual MTP request):
   // the argmax of the raw logits, which is what Compute then argmax() gives
@@ -303,7 +304,8 @@ int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
   return token >= 0 ? token : argmax;
 }
 
-TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int32_t num_top) {
+engine::TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token,
+                                 int32_t num_top) {
   // Non-finite logits (NaN, +inf) get logprob -inf, as in the distribution.
   auto usable = [logits](int64_t v) { return IsUsable(logits[v]); };
   double max = kNegInf;
@@ -319,7 +321,7 @@ TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int3
     return usable(v) ? static_cast<float>(static_cast<double>(logits[v]) - log_z)
                      : -std::numeric_limits<float>::infinity();
   };
-  TokenLogprob out;
+  engine::TokenLogprob out;
   out.token = token;
   out.logprob = logprob(token);
   const int64_t k = std::min<int64_t>(num_top, vocab);

@@ -38,7 +38,8 @@ class TokenDistribution {
   // (NaN, +inf) are excluded from the distribution and counted in
   // num_nonfinite(); -inf means probability 0.  REQUIRES: params valid
   // (ValidateSamplingParams), history ids in [0, vocab).
-  void Compute(const float* logits, const SamplingParams& params, const TokenHistory& history);
+  void Compute(const float* logits, const engine::SamplingParams& params,
+               const TokenHistory& history);
 
   int64_t vocab() const { return vocab_; }
   // Argmax of the penalised logits, lowest id on ties (-1 if no logit is finite).
@@ -56,7 +57,7 @@ class TokenDistribution {
   static int32_t DrawFrom(std::span<const float> weights, double u);
 
  private:
-  void ApplyPenalties(const SamplingParams& params, const TokenHistory& history);
+  void ApplyPenalties(const engine::SamplingParams& params, const TokenHistory& history);
   void ComputeArgmax();
   void Softmax(float temperature);
   void ApplyMinP(float min_p);
@@ -91,7 +92,7 @@ class TokenDistribution {
 // mass on it.  Drafting from q (not its argmax) is what lifts acceptance for
 // sampled requests (vLLM PR #41044, V4-Flash at T = 1: 10% -> 49% accepted).
 int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
-                    const SamplingParams& params, const SamplerState& state,
+                    const engine::SamplingParams& params, const SamplerState& state,
                     const TokenHistory& history, float* q);
 
 // The drafter's side of coupled drafting, what MTP uses for sampled
@@ -105,12 +106,13 @@ int32_t SampleDraft(TokenDistribution& dist, const float* draft_logits,
 // near their overlap (1 when q == p) instead of p(argmax q).  Greedy params
 // (or no finite logit): the argmax (lowest id on ties; 0 if none).
 int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
-                     const SamplingParams& params, const SamplerState& state,
+                     const engine::SamplingParams& params, const SamplerState& state,
                      const TokenHistory& history);
 
 // Log-softmax of the raw logits (vLLM v1's default logprobs mode,
 // "raw_logprobs": before penalties, temperature and truncation) for `token`
 // plus the top `num_top` tokens (descending, lower id first on ties).
-TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token, int32_t num_top);
+engine::TokenLogprob RawLogprobs(const float* logits, int64_t vocab, int32_t token,
+                                 int32_t num_top);
 
 }  // namespace dsv4::sampling

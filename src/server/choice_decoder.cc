@@ -74,7 +74,7 @@ void ChoiceDecoder::AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out)
   }
 }
 
-ChoiceDelta ChoiceDecoder::Push(const GenerationOutput& output) {
+ChoiceDelta ChoiceDecoder::Push(const engine::GenerationOutput& output) {
   ChoiceDelta out;
   if (finished()) return out;
   num_tokens_ += static_cast<int64_t>(output.new_tokens.size());
@@ -88,7 +88,7 @@ ChoiceDelta ChoiceDecoder::Push(const GenerationOutput& output) {
     if (!parser_->error().ok()) {
       error_ = parser_->error();
       finish_reason_ = "error";
-      needs_abort_ = output.finish == FinishReason::kNone;
+      needs_abort_ = output.finish == engine::FinishReason::kNone;
       return out;
     }
   } else {
@@ -96,14 +96,14 @@ ChoiceDelta ChoiceDecoder::Push(const GenerationOutput& output) {
   }
   if (stop_.stopped()) {
     finish_reason_ = "stop";
-    needs_abort_ = output.finish == FinishReason::kNone;
+    needs_abort_ = output.finish == engine::FinishReason::kNone;
     return out;
   }
-  if (output.finish != FinishReason::kNone) Finish(output, &out);
+  if (output.finish != engine::FinishReason::kNone) Finish(output, &out);
   return out;
 }
 
-void ChoiceDecoder::Finish(const GenerationOutput& output, ChoiceDelta* out) {
+void ChoiceDecoder::Finish(const engine::GenerationOutput& output, ChoiceDelta* out) {
   if (parser_) {
     AddParserDelta(parser_->Finish(), out);
     if (!parser_->error().ok()) error_ = parser_->error();
@@ -114,7 +114,7 @@ void ChoiceDecoder::Finish(const GenerationOutput& output, ChoiceDelta* out) {
   content_ += rest;
   out->content += rest;
   switch (output.finish) {
-    case FinishReason::kStop: {
+    case engine::FinishReason::kStop: {
       finish_reason_ = "stop";
       bool all_complete = !calls_.empty();
       if (parser_) {
@@ -125,10 +125,10 @@ void ChoiceDecoder::Finish(const GenerationOutput& output, ChoiceDelta* out) {
       if (all_complete) finish_reason_ = "tool_calls";
       break;
     }
-    case FinishReason::kLength:
+    case engine::FinishReason::kLength:
       finish_reason_ = "length";
       break;
-    case FinishReason::kAbort:
+    case engine::FinishReason::kAbort:
       finish_reason_ = "abort";
       break;
     default:

@@ -30,7 +30,7 @@ struct ChoiceDelta {
   std::string reasoning_content;
   std::string content;  // chat content, or completion text
   std::vector<ToolCallChunk> tool_calls;
-  std::vector<TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> logprobs;
   bool empty() const {
     return reasoning_content.empty() && content.empty() && tool_calls.empty() && logprobs.empty();
   }
@@ -51,7 +51,7 @@ class ChoiceDecoder {
   // Consumes one engine output.  After finished() turns true further outputs
   // are ignored; when it turned true because of a stop string or malformed
   // model output, needs_abort() says the engine request must be aborted.
-  ChoiceDelta Push(const GenerationOutput& output);
+  ChoiceDelta Push(const engine::GenerationOutput& output);
 
   bool finished() const { return !finish_reason_.empty(); }
   bool needs_abort() const { return needs_abort_; }
@@ -64,13 +64,13 @@ class ChoiceDecoder {
   const std::string& reasoning_content() const { return reasoning_; }
   const std::string& content() const { return content_; }
   const std::vector<ToolCallResult>& tool_calls() const { return calls_; }
-  const std::vector<TokenLogprob>& logprobs() const { return logprobs_; }
+  const std::vector<engine::TokenLogprob>& logprobs() const { return logprobs_; }
 
  private:
   explicit ChoiceDecoder(const ParsedRequest& request);
   void AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out);
   void AddText(std::string_view text, ChoiceDelta* out);
-  void Finish(const GenerationOutput& output, ChoiceDelta* out);
+  void Finish(const engine::GenerationOutput& output, ChoiceDelta* out);
   void CountReasoning(std::span<const int32_t> ids);
 
   const ParsedRequest& request_;
@@ -87,7 +87,7 @@ class ChoiceDecoder {
   int64_t num_reasoning_tokens_ = 0;
   std::string reasoning_, content_;
   std::vector<ToolCallResult> calls_;
-  std::vector<TokenLogprob> logprobs_;
+  std::vector<engine::TokenLogprob> logprobs_;
 };
 
 // "call_" + 24 random hex digits.

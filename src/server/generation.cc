@@ -2,7 +2,8 @@
 
 namespace dsv4::server {
 
-Generation::Generation(AsyncEngine& engine, const text::Tokenizer& tokenizer, ParsedRequest request)
+Generation::Generation(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,
+                       ParsedRequest request)
     : engine_(engine),
       tokenizer_(tokenizer),
       request_(std::move(request)),
@@ -20,7 +21,7 @@ std::optional<ApiError> Generation::Start() {
     decoders_.push_back(std::move(*d));
   }
   for (int c = 0; c < num_choices; ++c) {
-    GenerationRequest g;
+    engine::GenerationRequest g;
     g.prompt = request_.prompts[c / n];
     g.max_tokens = request_.max_tokens;
     g.stop_token_ids = request_.stop_token_ids;
@@ -28,13 +29,14 @@ std::optional<ApiError> Generation::Start() {
     // n > 1 with a seed: distinct but reproducible streams per choice.
     if (g.sampling.seed && c > 0) g.sampling.seed = *g.sampling.seed + static_cast<uint64_t>(c);
     std::shared_ptr<Queue> q = queue_;
-    Result<RequestId> id = engine_.Submit(std::move(g), [q, c](const GenerationOutput& out) {
-      {
-        MutexLock lock(&q->mu);
-        q->items.push_back({c, out});
-      }
-      q->cv.Signal();
-    });
+    Result<engine::RequestId> id =
+        engine_.Submit(std::move(g), [q, c](const engine::GenerationOutput& out) {
+          {
+            MutexLock lock(&q->mu);
+            q->items.push_back({c, out});
+          }
+          q->cv.Signal();
+        });
     if (!id.ok()) {
       AbortAll();
       return FromStatus(id.status());
@@ -56,7 +58,7 @@ std::vector<std::pair<int, ChoiceDelta>> Generation::Poll(std::chrono::milliseco
   }
   std::vector<std::pair<int, ChoiceDelta>> deltas;
   for (Pending& p : items) {
-    if (p.output.finish != FinishReason::kNone) engine_done_[p.choice] = true;
+    if (p.output.finish != engine::FinishReason::kNone) engine_done_[p.choice] = true;
     ChoiceDecoder& d = *decoders_[p.choice];
     if (d.finished()) continue;
     if (!p.output.new_tokens.empty() && p.choice == 0) {

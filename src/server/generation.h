@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 class Generation {
  public:
-  Generation(AsyncEngine& engine, const text::Tokenizer& tokenizer, ParsedRequest request);
+  Generation(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer, ParsedRequest request);
   ~Generation();  // aborts whatever is still running
 
   // Creates the decoders and submits every choice; on failure aborts what
@@ -47,7 +47,7 @@ class Generation {
  private:
   struct Pending {
     int choice;
-    GenerationOutput output;
+    engine::GenerationOutput output;
   };
   // Filled by the engine thread (the Submit callback), drained by Poll.
   struct Queue {
@@ -56,12 +56,12 @@ class Generation {
     std::deque<Pending> items GUARDED_BY(mu);
   };
 
-  AsyncEngine& engine_;
+  engine::AsyncEngine& engine_;
   const text::Tokenizer& tokenizer_;
   ParsedRequest request_;
   std::shared_ptr<Queue> queue_;  // shared with the engine callbacks
   std::vector<std::unique_ptr<ChoiceDecoder>> decoders_;
-  std::vector<RequestId> ids_;
+  std::vector<engine::RequestId> ids_;
   std::vector<bool> engine_done_;  // the engine delivered the final output
   Clock::time_point start_;
   Clock::time_point first_token_{};

@@ -76,7 +76,7 @@ void ServerMetrics::RecordHttpError(int status) {
   ++http_errors_[status];
 }
 
-std::string ServerMetrics::Render(const EngineStats& s) const {
+std::string ServerMetrics::Render(const engine::EngineStats& s) const {
   MutexLock lock(&mu_);
   std::string out;
   const std::string& l = labels_;

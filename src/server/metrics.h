@@ -43,7 +43,7 @@ class ServerMetrics {
   explicit ServerMetrics(std::string model_name);
   void RecordRequest(const RequestTiming& timing) EXCLUDES(mu_);
   void RecordHttpError(int status) EXCLUDES(mu_);
-  std::string Render(const EngineStats& stats) const EXCLUDES(mu_);
+  std::string Render(const engine::EngineStats& stats) const EXCLUDES(mu_);
 
  private:
   const std::string labels_;

@@ -86,7 +86,7 @@ HttpTransportOptions TransportOptions(const ServerOptions& o) {
 
 class OpenAiServer::Impl : public HttpRouter {
  public:
-  Impl(AsyncEngine& engine, const text::Tokenizer& tokenizer, ServerOptions options,
+  Impl(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer, ServerOptions options,
        std::atomic<int64_t>& in_flight)
       : engine_(engine),
         tok_(tokenizer),
@@ -120,7 +120,7 @@ class OpenAiServer::Impl : public HttpRouter {
   // Writes one chunk of a stream, as an e2e span.
   static bool WriteChunk(HttpExchange& ex, const std::string& out);
 
-  AsyncEngine& engine_;
+  engine::AsyncEngine& engine_;
   const text::Tokenizer& tok_;
   ServerOptions opt_;
   ServerMetrics metrics_;
@@ -505,7 +505,7 @@ void OpenAiServer::Impl::HandleDetokenize(const std::string& text, HttpExchange&
   ex.Respond(JsonResponse(Dump(Json{{"prompt", tok_.Decode(ids)}})));
 }
 
-OpenAiServer::OpenAiServer(AsyncEngine& engine, const text::Tokenizer& tokenizer,
+OpenAiServer::OpenAiServer(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,
                            ServerOptions options)
     : impl_(std::make_unique<Impl>(engine, tokenizer, std::move(options), in_flight_)) {}
 

@@ -24,7 +24,8 @@ namespace dsv4::server {
 class OpenAiServer {
  public:
   // REQUIRES: `engine` and `tokenizer` outlive the server.
-  OpenAiServer(AsyncEngine& engine, const text::Tokenizer& tokenizer, ServerOptions options);
+  OpenAiServer(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,
+               ServerOptions options);
   ~OpenAiServer();
   OpenAiServer(const OpenAiServer&) = delete;
   OpenAiServer& operator=(const OpenAiServer&) = delete;

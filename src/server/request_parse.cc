@@ -155,7 +155,7 @@ Err ReadStop(const Json& body, const RequestLimits& limits, ParsedRequest* out) 
 
 // OpenAI logit_bias: {"<token id>": bias in [-100, 100], ...}.  Ids beyond
 // the vocabulary are refused at submission (Sampler::Validate knows it).
-Err ReadLogitBias(const Json& body, SamplingParams* sp) {
+Err ReadLogitBias(const Json& body, engine::SamplingParams* sp) {
   const Json* lb = Field(body, "logit_bias");
   if (lb == nullptr) return std::nullopt;
   if (!lb->is_object()) return WrongType("logit_bias", "an object", *lb);
@@ -192,7 +192,7 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
       return e;
     }
   }
-  SamplingParams& sp = out->sampling;
+  engine::SamplingParams& sp = out->sampling;
   int64_t top_k = 0, n = 1;
   Err e;
   if ((e = ReadNumber(body, "temperature", 0.0, 2.0, &sp.temperature))) return e;

@@ -25,7 +25,7 @@ struct ParsedRequest {
   int32_t n = 1;
   bool stream = false;
   bool include_usage = false;
-  SamplingParams sampling;
+  engine::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool skip_special_tokens = true;

@@ -55,9 +55,9 @@ Json UsageJson(const Generation& gen) {
   return u;
 }
 
-Json ChatLogprobs(const std::vector<TokenLogprob>& lps, const text::Tokenizer& tok) {
+Json ChatLogprobs(const std::vector<engine::TokenLogprob>& lps, const text::Tokenizer& tok) {
   Json content = Json::array();
-  for (const TokenLogprob& lp : lps) {
+  for (const engine::TokenLogprob& lp : lps) {
     Json top = Json::array();
     for (const auto& [id, v] : lp.top) {
       top.push_back(Json{{"token", TokenText(tok, id)}, {"logprob", v}, {"bytes", Bytes(tok, id)}});
@@ -70,11 +70,11 @@ Json ChatLogprobs(const std::vector<TokenLogprob>& lps, const text::Tokenizer& t
   return Json{{"content", std::move(content)}};
 }
 
-Json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const text::Tokenizer& tok,
+Json CompletionLogprobs(const std::vector<engine::TokenLogprob>& lps, const text::Tokenizer& tok,
                         size_t* offset) {
   Json tokens = Json::array(), values = Json::array(), tops = Json::array(),
        offsets = Json::array();
-  for (const TokenLogprob& lp : lps) {
+  for (const engine::TokenLogprob& lp : lps) {
     const std::string t = TokenText(tok, lp.token);
     tokens.push_back(t);
     values.push_back(lp.logprob);

@@ -22,9 +22,9 @@ struct ResponseHeader {
 ResponseHeader NewHeader(bool chat, const std::string& model);
 
 Json UsageJson(const Generation& gen);
-Json ChatLogprobs(const std::vector<TokenLogprob>& lps, const text::Tokenizer& tok);
+Json ChatLogprobs(const std::vector<engine::TokenLogprob>& lps, const text::Tokenizer& tok);
 // `text_offset` continues from *offset (advanced by each token's text).
-Json CompletionLogprobs(const std::vector<TokenLogprob>& lps, const text::Tokenizer& tok,
+Json CompletionLogprobs(const std::vector<engine::TokenLogprob>& lps, const text::Tokenizer& tok,
                         size_t* offset);
 
 // Whole responses (non-streaming).

@@ -22,7 +22,7 @@ namespace dsv4::speculation {
 // target (MtpProposer's coupled drafts) needs the params, the request's
 // random stream and where the prompt ends (penalties, output indices).
 struct DraftSampling {
-  SamplingParams params;  // greedy by default
+  engine::SamplingParams params;  // greedy by default
   sampling::SamplerState state;
   int64_t num_prompt = 0;
 };
@@ -52,7 +52,7 @@ class DraftProposer {
   virtual int32_t max_drafts() const = 0;
   // A fresh sequence (request `id`, sampled as `sampling` says) starts in
   // `slot` at position 0.
-  virtual void AllocateState(int64_t slot, RequestId id, const DraftSampling& sampling) = 0;
+  virtual void AllocateState(int64_t slot, engine::RequestId id, const DraftSampling& sampling) = 0;
   // The sequence in `slot` is gone; its state must not leak into the next.
   virtual void FreeState(int64_t slot) = 0;
   // Drafts for the positions after the slot's last committed token
@@ -62,7 +62,7 @@ class DraftProposer {
   // the main model's pre-head streams), for the sequences in `updates`, which
   // may leave out sequences the proposer need not follow.  Drafts are
   // proposed for every update with `committed`.
-  virtual Status AfterVerify(const ForwardBatch& batch, const bf16* streams,
+  virtual Status AfterVerify(const model::ForwardBatch& batch, const bf16* streams,
                              std::span<const DraftUpdate> updates) = 0;
 };
 

@@ -7,8 +7,8 @@
 
 namespace dsv4::speculation {
 
-MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k,
-                         Workspace* ws)
+MtpProposer::MtpProposer(const model::Model& model, model::ModelCache& cache, ThreadPool* pool,
+                         int32_t k, model::Workspace* ws)
     : model_(model),
       cache_(cache),
       pool_(pool),
@@ -24,7 +24,8 @@ MtpProposer::MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool
   DSV4_CHECK(model.has_mtp() && cache.has_mtp() && k >= 1);
 }
 
-void MtpProposer::AllocateState(int64_t slot, RequestId /*id*/, const DraftSampling& sampling) {
+void MtpProposer::AllocateState(int64_t slot, engine::RequestId /*id*/,
+                                const DraftSampling& sampling) {
   SlotState& st = slots_[static_cast<size_t>(slot)];
   st.live = true;
   st.sampling = sampling;
@@ -47,8 +48,8 @@ std::span<const int32_t> MtpProposer::Propose(int64_t slot) const {
 
 // Rows q in [mtp_pos, end): h_q is the pending row (q == start - 1) or the
 // step's main streams; token_{q+1} comes from u.tokens.
-Status MtpProposer::AddTrueRows(const DraftUpdate& u, const bf16* streams, ForwardBatch* batch,
-                                std::vector<bf16>* h) {
+Status MtpProposer::AddTrueRows(const DraftUpdate& u, const bf16* streams,
+                                model::ForwardBatch* batch, std::vector<bf16>* h) {
   SlotState& st = slots_[static_cast<size_t>(u.slot)];
   const int64_t s = u.start_pos;
   const bool from_pending = st.has_pending && st.mtp_pos == s - 1;
@@ -81,9 +82,9 @@ Status MtpProposer::AddTrueRows(const DraftUpdate& u, const bf16* streams, Forwa
   return Status::Ok();
 }
 
-Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* streams,
+Status MtpProposer::AfterVerify(const model::ForwardBatch& /*batch*/, const bf16* streams,
                                 std::span<const DraftUpdate> updates) {
-  ForwardBatch mb;
+  model::ForwardBatch mb;
   std::vector<bf16> h;  // [mb.num_tokens(), hc, D]
   std::vector<int64_t> proposing;
   std::vector<std::span<const int32_t>> history;  // [proposing.size()]
@@ -96,7 +97,7 @@ Status MtpProposer::AfterVerify(const ForwardBatch& /*batch*/, const bf16* strea
   if (mb.num_tokens() == 0) return Status::Ok();
   std::vector<float> logits(mb.logit_rows.size() * static_cast<size_t>(vocab_));
   std::vector<bf16> out_streams(static_cast<size_t>(mb.num_tokens() * width_));
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.logits = logits.data();
   out.streams = out_streams.data();
   out.approx_logits = true;  // drafts are verified: their logits' last bits never matter
@@ -156,14 +157,14 @@ Status MtpProposer::Chain(const std::vector<int64_t>& slots,
   std::vector<float> logits(slots.size() * static_cast<size_t>(vocab_));
   std::vector<bf16> out_streams(last_streams.size());
   for (int32_t j = 1; j < k_; ++j) {
-    ForwardBatch cb;
+    model::ForwardBatch cb;
     for (int64_t slot : slots) {
       const SlotState& st = slots_[static_cast<size_t>(slot)];
       // Draft j sits at position mtp_pos + j; its row is one before.
       cb.Add(slot, st.mtp_pos + j - 1, {st.drafts.back()});
       cb.logit_rows.push_back(cb.num_tokens() - 1);
     }
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits.data();
     out.streams = out_streams.data();
     out.approx_logits = true;

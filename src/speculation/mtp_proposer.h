@@ -39,14 +39,14 @@ class MtpProposer : public DraftProposer {
   // is the caller's forward workspace (the executor's: its main forward and
   // the MTP forwards never overlap, and one set of scratch buffers stays
   // warmer in the caches than two); null = the proposer's own.
-  MtpProposer(const Model& model, ModelCache& cache, ThreadPool* pool, int32_t k,
-              Workspace* ws = nullptr);
+  MtpProposer(const model::Model& model, model::ModelCache& cache, ThreadPool* pool, int32_t k,
+              model::Workspace* ws = nullptr);
 
   int32_t max_drafts() const override { return k_; }
-  void AllocateState(int64_t slot, RequestId id, const DraftSampling& sampling) override;
+  void AllocateState(int64_t slot, engine::RequestId id, const DraftSampling& sampling) override;
   void FreeState(int64_t slot) override;
   std::span<const int32_t> Propose(int64_t slot) const override;
-  Status AfterVerify(const ForwardBatch& batch, const bf16* streams,
+  Status AfterVerify(const model::ForwardBatch& batch, const bf16* streams,
                      std::span<const DraftUpdate> updates) override;
 
  private:
@@ -60,7 +60,7 @@ class MtpProposer : public DraftProposer {
   };
 
   // Appends update u's true MTP rows to batch/h; false when it has none.
-  Status AddTrueRows(const DraftUpdate& u, const bf16* streams, ForwardBatch* batch,
+  Status AddTrueRows(const DraftUpdate& u, const bf16* streams, model::ForwardBatch* batch,
                      std::vector<bf16>* h);
   // Drafts 2..k for `slots` (draft 1 set), from the MTP streams of each
   // slot's last row in `last_streams` [slots.size(), hc, D]; `history[i]` is
@@ -82,15 +82,15 @@ class MtpProposer : public DraftProposer {
   void AppendDrafts(const std::vector<int64_t>& slots,
                     const std::vector<std::span<const int32_t>>& history, const float* logits);
 
-  const Model& model_;
-  ModelCache& cache_;
+  const model::Model& model_;
+  model::ModelCache& cache_;
   ThreadPool* pool_;
   int32_t k_;
   int64_t width_;  // hc * D
   int64_t vocab_;
   std::vector<SlotState> slots_;  // [cache.num_slots()]
-  Workspace own_ws_;
-  Workspace& ws_;                                       // own_ws_ or the caller's
+  model::Workspace own_ws_;
+  model::Workspace& ws_;                                // own_ws_ or the caller's
   std::vector<std::unique_ptr<DraftScratch>> scratch_;  // one per pool thread
 };
 

@@ -194,7 +194,7 @@ class Marker {
   Status SaveLocked() const REQUIRES(mu_) {
     OrderedJson j = j_;
     for (const auto& [file, rec] : records_) j["source_shards"][file] = RecordJson(rec);
-    return WriteFileAtomic(path_, j.dump(2) + "\n");
+    return checkpoint::WriteFileAtomic(path_, j.dump(2) + "\n");
   }
   std::string path_;
   OrderedJson j_;     // written only before and after the shard threads run
@@ -247,14 +247,15 @@ Status Marker::CheckShard(const Source& src, const std::string& file, const Shar
 // A finished output shard must hold exactly the planned tensors.  Returns
 // the checksum of its data region (base/checksum.h).
 Result<uint64_t> CheckExistingShard(const std::string& path, const ShardPlan& shard) {
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(path));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsFile> f,
+                        checkpoint::SafetensorsFile::Open(path));
   if (f->header().entries.size() != shard.outputs.size()) {
     return FailedPrecondition(
         "{}: existing shard holds {} tensors, expected {}; refusing to "
         "overwrite it",
         path, f->header().entries.size(), shard.outputs.size());
   }
-  for (const SafetensorsTensorInfo& t : shard.outputs) {
+  for (const checkpoint::SafetensorsTensorInfo& t : shard.outputs) {
     const TensorView* v = f->Find(t.name);
     if (v == nullptr || v->dtype != t.dtype || v->shape != t.shape) {
       return FailedPrecondition(
@@ -298,7 +299,7 @@ Status CopyAuxiliaryFiles(const std::string& in_dir, const std::string& out_dir)
     DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(dst.string()));
     if (exists) continue;
     DSV4_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(p.string()));
-    DSV4_RETURN_IF_ERROR(WriteFileAtomic(dst.string(), text));
+    DSV4_RETURN_IF_ERROR(checkpoint::WriteFileAtomic(dst.string(), text));
   }
   return Status::Ok();
 }
@@ -464,9 +465,9 @@ Result<ConvertSummary> ConvertToW8a8(const ConvertOptions& o) {
   DSV4_RETURN_IF_ERROR(marker.Save());
 
   DSV4_RETURN_IF_ERROR(RunShards(o, src, plan, marker, &sum));
-  DSV4_RETURN_IF_ERROR(WriteFileAtomic((fs::path(o.output_dir) / "config.json").string(),
-                                       convert_internal::OutputConfigText(src)));
-  DSV4_RETURN_IF_ERROR(WriteIndexJson(o.output_dir, plan.weight_map, plan.total_size));
+  DSV4_RETURN_IF_ERROR(checkpoint::WriteFileAtomic(
+      (fs::path(o.output_dir) / "config.json").string(), convert_internal::OutputConfigText(src)));
+  DSV4_RETURN_IF_ERROR(checkpoint::WriteIndexJson(o.output_dir, plan.weight_map, plan.total_size));
   DSV4_RETURN_IF_ERROR(CopyAuxiliaryFiles(o.input_dir, o.output_dir));
   marker.SetComplete();
   DSV4_RETURN_IF_ERROR(marker.Save());

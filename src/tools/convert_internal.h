@@ -25,18 +25,18 @@ using OrderedJson = nlohmann::ordered_json;
 struct SourceShard {
   std::string file;  // plain name inside the input dir
   std::string path;
-  std::unique_ptr<SafetensorsFile> st;  // header only is touched (data read with pread)
+  std::unique_ptr<checkpoint::SafetensorsFile> st;  // header only is touched (data read with pread)
 };
 
 struct Source {
   std::string dir;
   std::string config_text, index_text;
   OrderedJson config_json;
-  ModelConfig cfg;
-  CheckpointIndex index;
+  checkpoint::ModelConfig cfg;
+  checkpoint::CheckpointIndex index;
   std::vector<SourceShard> shards;
   // tensor name -> (shard position, header entry)
-  std::map<std::string, std::pair<size_t, const SafetensorsEntry*>> where;
+  std::map<std::string, std::pair<size_t, const checkpoint::SafetensorsEntry*>> where;
 };
 
 enum class Action {
@@ -58,8 +58,8 @@ struct TensorJob {
 
 struct ShardPlan {
   std::string file;
-  std::vector<TensorJob> jobs;                 // in source data-offset order
-  std::vector<SafetensorsTensorInfo> outputs;  // output header tensors
+  std::vector<TensorJob> jobs;                             // in source data-offset order
+  std::vector<checkpoint::SafetensorsTensorInfo> outputs;  // output header tensors
 };
 
 struct Plan {

@@ -61,13 +61,13 @@ Status OpenShards(Source* src, const std::string& index_path) {
       }
       return st.WithPrefix(fmt::format("{}: shard '{}'", index_path, file));
     }
-    DSV4_ASSIGN_OR_RETURN(s.st, SafetensorsFile::Open(s.path));
+    DSV4_ASSIGN_OR_RETURN(s.st, checkpoint::SafetensorsFile::Open(s.path));
     src->shards.push_back(std::move(s));
   }
   // Each shard's tensor set must equal the index's.
   for (size_t i = 0; i < src->shards.size(); ++i) {
     const SourceShard& s = src->shards[i];
-    for (const SafetensorsEntry& e : s.st->header().entries) {
+    for (const checkpoint::SafetensorsEntry& e : s.st->header().entries) {
       const auto it = src->index.weight_map.find(e.name);
       if (it == src->index.weight_map.end() || it->second != s.file) {
         return InvalidArgument(
@@ -89,11 +89,13 @@ Status OpenShards(Source* src, const std::string& index_path) {
 // Every tensor's dtype and shape from the headers against the native layout;
 // INT8-bound weights must have their scale.
 Status CheckLayout(const Source& src, const std::string& index_path) {
-  const std::vector<WeightSpec> specs = ExpectedWeights(src.cfg);
+  const std::vector<checkpoint::WeightSpec> specs = checkpoint::ExpectedWeights(src.cfg);
   std::set<std::string> expected;
-  for (const WeightSpec& s : specs) expected.insert(s.name);
-  for (const WeightSpec& s : specs) {
-    if (s.kind != WeightSpec::kFp8Weight && s.kind != WeightSpec::kFp4Weight) continue;
+  for (const checkpoint::WeightSpec& s : specs) expected.insert(s.name);
+  for (const checkpoint::WeightSpec& s : specs) {
+    if (s.kind != checkpoint::WeightSpec::kFp8Weight &&
+        s.kind != checkpoint::WeightSpec::kFp4Weight)
+      continue;
     const std::string module = s.name.substr(0, s.name.size() - 7);  // drop ".weight"
     if (IsInt8Module(module, src.cfg.compress_ratios, src.cfg.num_hidden_layers) &&
         src.where.count(s.name) && !src.where.count(module + ".scale")) {
@@ -101,13 +103,13 @@ Status CheckLayout(const Source& src, const std::string& index_path) {
                              index_path, s.name, module);
     }
   }
-  for (const WeightSpec& s : specs) {
+  for (const checkpoint::WeightSpec& s : specs) {
     const auto it = src.where.find(s.name);
     if (it == src.where.end()) {
       return NotFound("{}: tensor '{}' ({}) is missing", index_path, s.name,
                       Describe(s.dtype, s.shape));
     }
-    const SafetensorsEntry& e = *it->second.second;
+    const checkpoint::SafetensorsEntry& e = *it->second.second;
     if (e.dtype != s.dtype || e.shape != s.shape) {
       return InvalidArgument("{}: tensor '{}': expected {}, found {}",
                              src.shards[it->second.first].path, s.name, Describe(s.dtype, s.shape),
@@ -136,7 +138,7 @@ Result<Source> LoadSource(const std::string& dir) {
     return InvalidArgument("{}: not a JSON object", config_path);
   }
   DSV4_RETURN_IF_ERROR(CheckIdentity(src.config_json, config_path));
-  DSV4_ASSIGN_OR_RETURN(src.cfg, ParseModelConfig(src.config_text, config_path));
+  DSV4_ASSIGN_OR_RETURN(src.cfg, checkpoint::ParseModelConfig(src.config_text, config_path));
   if (Status st = CheckRegularFile(index_path); !st.ok()) {
     if (st.code() == StatusCode::kNotFound) {
       return NotFound("{}: missing (the converter needs a sharded checkpoint with an index)",
@@ -145,39 +147,44 @@ Result<Source> LoadSource(const std::string& dir) {
     return st;
   }
   DSV4_ASSIGN_OR_RETURN(src.index_text, ReadFileToString(index_path));
-  DSV4_ASSIGN_OR_RETURN(src.index, ParseCheckpointIndex(src.index_text, index_path));
+  DSV4_ASSIGN_OR_RETURN(src.index, checkpoint::ParseCheckpointIndex(src.index_text, index_path));
   DSV4_RETURN_IF_ERROR(OpenShards(&src, index_path));
   DSV4_RETURN_IF_ERROR(CheckLayout(src, index_path));
   return src;
 }
 
 Result<Plan> BuildPlan(const Source& src) {
-  ModelConfig out_cfg = src.cfg;
-  out_cfg.quantization = QuantizationConfig{};
+  checkpoint::ModelConfig out_cfg = src.cfg;
+  out_cfg.quantization = checkpoint::QuantizationConfig{};
   out_cfg.quantization.quant_method = "compressed-tensors";
-  std::map<std::string, WeightSpec> out_specs;
-  for (WeightSpec& s : ExpectedWeights(out_cfg)) out_specs.emplace(s.name, std::move(s));
-  std::map<std::string, WeightSpec> in_specs;
-  for (WeightSpec& s : ExpectedWeights(src.cfg)) in_specs.emplace(s.name, std::move(s));
+  std::map<std::string, checkpoint::WeightSpec> out_specs;
+  for (checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(out_cfg))
+    out_specs.emplace(s.name, std::move(s));
+  std::map<std::string, checkpoint::WeightSpec> in_specs;
+  for (checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(src.cfg))
+    in_specs.emplace(s.name, std::move(s));
 
   Plan plan;
   for (const SourceShard& shard : src.shards) {
     ShardPlan sp;
     sp.file = shard.file;
-    for (const SafetensorsEntry& e : shard.st->header().entries) {
-      const WeightSpec& in = in_specs.at(e.name);
+    for (const checkpoint::SafetensorsEntry& e : shard.st->header().entries) {
+      const checkpoint::WeightSpec& in = in_specs.at(e.name);
       TensorJob job;
       job.name = e.name;
-      const bool is_weight = in.kind == WeightSpec::kFp8Weight || in.kind == WeightSpec::kFp4Weight;
-      if (in.kind == WeightSpec::kFp8Scale || in.kind == WeightSpec::kFp4Scale) {
+      const bool is_weight = in.kind == checkpoint::WeightSpec::kFp8Weight ||
+                             in.kind == checkpoint::WeightSpec::kFp4Weight;
+      if (in.kind == checkpoint::WeightSpec::kFp8Scale ||
+          in.kind == checkpoint::WeightSpec::kFp4Scale) {
         job.action = Action::kDropScale;
       } else if (is_weight) {
-        const WeightSpec& out = out_specs.at(e.name);
+        const checkpoint::WeightSpec& out = out_specs.at(e.name);
         job.scale_name = e.name.substr(0, e.name.size() - 7) + ".scale";
         job.out_dtype = out.dtype;
         job.out_shape = out.shape;
-        if (out.kind == WeightSpec::kInt8Weight) {
-          job.action = in.kind == WeightSpec::kFp8Weight ? Action::kFp8ToInt8 : Action::kFp4ToInt8;
+        if (out.kind == checkpoint::WeightSpec::kInt8Weight) {
+          job.action = in.kind == checkpoint::WeightSpec::kFp8Weight ? Action::kFp8ToInt8
+                                                                     : Action::kFp4ToInt8;
           ++plan.num_int8;
         } else {
           // Only FP8 weights have a BF16 fallback; MXFP4 are all experts.
@@ -198,7 +205,7 @@ Result<Plan> BuildPlan(const Source& src) {
       }
       sp.jobs.push_back(std::move(job));
     }
-    for (const SafetensorsTensorInfo& t : sp.outputs) {
+    for (const checkpoint::SafetensorsTensorInfo& t : sp.outputs) {
       plan.weight_map[t.name] = sp.file;
       plan.total_size += static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype);
     }
@@ -208,7 +215,7 @@ Result<Plan> BuildPlan(const Source& src) {
 }
 
 std::string OutputConfigText(const Source& src) {
-  const ModelConfig& c = src.cfg;
+  const checkpoint::ModelConfig& c = src.cfg;
   OrderedJson ignore = OrderedJson::array();
   auto attn = [&](const std::string& p) {
     for (const char* m : {"attn.wq_a", "attn.wkv", "attn.wo_a"}) ignore.push_back(p + m);

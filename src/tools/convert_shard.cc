@@ -105,7 +105,7 @@ struct Buffers {
 };
 
 Status ConvertWeight(const Source& src, const TensorJob& job, SequentialReader& in,
-                     SafetensorsWriter& out, Buffers& buf) {
+                     checkpoint::SafetensorsWriter& out, Buffers& buf) {
   const int64_t rows = job.out_shape[0];
   const int64_t cols = job.out_shape[1];
   const int64_t src_row_bytes = job.action == Action::kFp4ToInt8 ? cols / 2 : cols;
@@ -140,8 +140,8 @@ Status ConvertWeight(const Source& src, const TensorJob& job, SequentialReader& 
   return out.Write(job.scale_name, row_scales.data(), row_scales.size() * sizeof(float));
 }
 
-Status CopyTensor(const TensorJob& job, uint64_t size, SequentialReader& in, SafetensorsWriter& out,
-                  Buffers& buf) {
+Status CopyTensor(const TensorJob& job, uint64_t size, SequentialReader& in,
+                  checkpoint::SafetensorsWriter& out, Buffers& buf) {
   buf.src.resize(kChunkBytes);
   for (uint64_t done = 0; done < size;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, size - done));
@@ -164,16 +164,16 @@ Status ConvertShard(const Source& src, const ShardPlan& shard, const std::string
   DSV4_ASSIGN_OR_RETURN(const int raw, OpenRead(s.path));
   Fd fd(raw);
   SequentialReader in(fd.get(), s.path);
-  SafetensorsWriterOptions wo;
+  checkpoint::SafetensorsWriterOptions wo;
   wo.data_checksum = true;  // recorded in the marker, verified by --resume
-  DSV4_ASSIGN_OR_RETURN(
-      std::unique_ptr<SafetensorsWriter> out,
-      SafetensorsWriter::Create(out_dir + "/" + shard.file, shard.outputs, {{"format", "pt"}}, wo));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsWriter> out,
+                        checkpoint::SafetensorsWriter::Create(
+                            out_dir + "/" + shard.file, shard.outputs, {{"format", "pt"}}, wo));
   Buffers buf;
   std::vector<uint8_t> scratch(kChunkBytes);
   const uint64_t data_start = s.st->header().data_start;
   for (const TensorJob& job : shard.jobs) {
-    const SafetensorsEntry& e = *src.where.at(job.name).second;
+    const checkpoint::SafetensorsEntry& e = *src.where.at(job.name).second;
     DSV4_RETURN_IF_ERROR(in.SkipTo(data_start + e.begin, scratch));
     switch (job.action) {
       case Action::kDropScale:

@@ -33,13 +33,14 @@ constexpr size_t kGrainBytes = size_t{64} << 10;
 
 struct Shard {
   std::string file;
-  std::vector<const WeightSpec*> tensors;
+  std::vector<const checkpoint::WeightSpec*> tensors;
 };
 
 // Shards like the real checkpoint and tiny-a: embed and the first half of the
 // main layers, then the second half with the final norm/head/hc_head, then the
 // MTP blocks (a model without MTP has two shards).
-std::vector<Shard> AssignShards(const std::vector<WeightSpec>& specs, const ModelConfig& cfg) {
+std::vector<Shard> AssignShards(const std::vector<checkpoint::WeightSpec>& specs,
+                                const checkpoint::ModelConfig& cfg) {
   const int64_t num_layers = cfg.num_hidden_layers;
   const int64_t half = (num_layers + 1) / 2;
   const size_t num_shards = cfg.num_nextn_predict_layers > 0 ? 3 : 2;
@@ -47,7 +48,7 @@ std::vector<Shard> AssignShards(const std::vector<WeightSpec>& specs, const Mode
   for (size_t i = 0; i < num_shards; ++i) {
     shards[i].file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, num_shards);
   }
-  for (const WeightSpec& s : specs) {
+  for (const checkpoint::WeightSpec& s : specs) {
     size_t shard;
     if (s.layer < 0) {
       shard = s.name == "embed.weight" ? 0 : 1;
@@ -65,8 +66,9 @@ std::vector<Shard> AssignShards(const std::vector<WeightSpec>& specs, const Mode
 
 // Generates one tensor chunk by chunk (rows split over the pool) and streams
 // it into the writer.
-Status WriteTensor(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed, ThreadPool* pool,
-                   std::vector<uint8_t>* buffer, SafetensorsWriter* writer) {
+Status WriteTensor(const checkpoint::WeightSpec& spec, const checkpoint::ModelConfig& cfg,
+                   uint64_t seed, ThreadPool* pool, std::vector<uint8_t>* buffer,
+                   checkpoint::SafetensorsWriter* writer) {
   const TensorGenerator gen(spec, cfg, seed);
   const size_t row_bytes = gen.row_bytes();
   if (gen.num_rows() == 0 || row_bytes == 0) return writer->Write(spec.name, nullptr, 0);
@@ -84,15 +86,17 @@ Status WriteTensor(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed
   return Status::Ok();
 }
 
-Status WriteShard(const std::string& dir, const Shard& shard, const ModelConfig& cfg, uint64_t seed,
-                  ThreadPool* pool, uint64_t* data_bytes) {
-  std::vector<SafetensorsTensorInfo> infos;
-  for (const WeightSpec* s : shard.tensors) infos.push_back({s->name, s->dtype, s->shape});
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
-                        SafetensorsWriter::Create((fs::path(dir) / shard.file).string(),
-                                                  std::move(infos), {{"format", "pt"}}));
+Status WriteShard(const std::string& dir, const Shard& shard, const checkpoint::ModelConfig& cfg,
+                  uint64_t seed, ThreadPool* pool, uint64_t* data_bytes) {
+  std::vector<checkpoint::SafetensorsTensorInfo> infos;
+  for (const checkpoint::WeightSpec* s : shard.tensors)
+    infos.push_back({s->name, s->dtype, s->shape});
+  DSV4_ASSIGN_OR_RETURN(
+      std::unique_ptr<checkpoint::SafetensorsWriter> writer,
+      checkpoint::SafetensorsWriter::Create((fs::path(dir) / shard.file).string(), std::move(infos),
+                                            {{"format", "pt"}}));
   std::vector<uint8_t> buffer;
-  for (const WeightSpec* s : shard.tensors) {
+  for (const checkpoint::WeightSpec* s : shard.tensors) {
     DSV4_RETURN_IF_ERROR(WriteTensor(*s, cfg, seed, pool, &buffer, writer.get()));
   }
   DSV4_RETURN_IF_ERROR(writer->Finish());
@@ -137,8 +141,9 @@ Result<std::string> LocateTokenizer(const std::string& explicit_path) {
 Status WriteTokenizerFiles(const std::string& out_dir, const CutTokenizerFiles& tokenizer) {
   const fs::path dir = out_dir;
   DSV4_RETURN_IF_ERROR(
-      WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
-  return WriteFileAtomic((dir / "tokenizer_config.json").string(), tokenizer.tokenizer_config_json);
+      checkpoint::WriteFileAtomic((dir / "tokenizer.json").string(), tokenizer.tokenizer_json));
+  return checkpoint::WriteFileAtomic((dir / "tokenizer_config.json").string(),
+                                     tokenizer.tokenizer_config_json);
 }
 
 }  // namespace
@@ -147,8 +152,9 @@ Status MakeTiny(const MakeTinyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   DSV4_RETURN_IF_ERROR(CheckOutDir(options.out_dir, options.force));
   DSV4_ASSIGN_OR_RETURN(std::string config_text, PresetConfigJson(options.preset));
-  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg,
-                        ParseModelConfig(config_text, "make-tiny preset " + options.preset));
+  DSV4_ASSIGN_OR_RETURN(
+      checkpoint::ModelConfig cfg,
+      checkpoint::ParseModelConfig(config_text, "make-tiny preset " + options.preset));
   if (options.vocab_size != 0 && !options.tokenizer_only) {
     return InvalidArgument(
         "--vocab-size only applies to --tokenizer-only (a checkpoint's vocabulary comes from its "
@@ -164,7 +170,7 @@ Status MakeTiny(const MakeTinyOptions& options) {
   DSV4_RETURN_IF_ERROR(CreateOutDir(options.out_dir));
   if (options.tokenizer_only) return WriteTokenizerFiles(options.out_dir, tokenizer);
 
-  const std::vector<WeightSpec> specs = ExpectedWeights(cfg);
+  const std::vector<checkpoint::WeightSpec> specs = checkpoint::ExpectedWeights(cfg);
   const std::vector<Shard> shards = AssignShards(specs, cfg);
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<ThreadPool> pool_owner,
                         ThreadPool::Create(options.num_threads > 0 ? options.num_threads
@@ -176,13 +182,13 @@ Status MakeTiny(const MakeTinyOptions& options) {
     uint64_t bytes = 0;
     DSV4_RETURN_IF_ERROR(WriteShard(options.out_dir, shard, cfg, options.seed, &pool, &bytes));
     total_bytes += bytes;
-    for (const WeightSpec* s : shard.tensors) weight_map[s->name] = shard.file;
+    for (const checkpoint::WeightSpec* s : shard.tensors) weight_map[s->name] = shard.file;
   }
-  DSV4_RETURN_IF_ERROR(WriteIndexJson(options.out_dir, weight_map, total_bytes));
+  DSV4_RETURN_IF_ERROR(checkpoint::WriteIndexJson(options.out_dir, weight_map, total_bytes));
   const fs::path dir = options.out_dir;
-  DSV4_RETURN_IF_ERROR(WriteFileAtomic((dir / "config.json").string(), config_text));
-  DSV4_RETURN_IF_ERROR(
-      WriteFileAtomic((dir / "generation_config.json").string(), GenerationConfigJson()));
+  DSV4_RETURN_IF_ERROR(checkpoint::WriteFileAtomic((dir / "config.json").string(), config_text));
+  DSV4_RETURN_IF_ERROR(checkpoint::WriteFileAtomic((dir / "generation_config.json").string(),
+                                                   GenerationConfigJson()));
   DSV4_RETURN_IF_ERROR(WriteTokenizerFiles(options.out_dir, tokenizer));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -112,7 +112,8 @@ uint8_t EncodeE2M1(float x) {
   return sign | code;
 }
 
-TensorGenerator::TensorGenerator(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed)
+TensorGenerator::TensorGenerator(const checkpoint::WeightSpec& spec,
+                                 const checkpoint::ModelConfig& cfg, uint64_t seed)
     : kind_(spec.kind), num_experts_(cfg.n_routed_experts) {
   const std::string_view name = spec.name;
   if (spec.shape.size() >= 2) num_rows_ = spec.shape[0];
@@ -124,8 +125,8 @@ TensorGenerator::TensorGenerator(const WeightSpec& spec, const ModelConfig& cfg,
   scale_key_ = StreamKey(seed ^ 0x5CA1E5CA1E5CA1E5ull, linear);
   const float inv_sqrt_in = 1.0f / std::sqrt(static_cast<float>(in_));
   switch (spec.kind) {
-    case WeightSpec::kFp8Weight:
-    case WeightSpec::kFp8Scale:
+    case checkpoint::WeightSpec::kFp8Weight:
+    case checkpoint::WeightSpec::kFp8Scale:
       rule_ = Rule::kFp8;
       std_ = LinearGain(linear) * inv_sqrt_in;
       scale_cols_ = (in_ + kFp8Block - 1) / kFp8Block;
@@ -133,21 +134,21 @@ TensorGenerator::TensorGenerator(const WeightSpec& spec, const ModelConfig& cfg,
       // value land in 28 .. 224 (tiny-a: 2^-9 .. 2^-6 for σ = 1/16).
       fp8_base_exponent_ = CeilLog2(4.0f * std_ / 448.0f) + 1;
       return;
-    case WeightSpec::kFp4Weight:
-    case WeightSpec::kFp4Scale:
+    case checkpoint::WeightSpec::kFp4Weight:
+    case checkpoint::WeightSpec::kFp4Scale:
       rule_ = Rule::kFp4;
       std_ = LinearGain(linear) * inv_sqrt_in;
       return;
-    case WeightSpec::kInt8Weight:
-    case WeightSpec::kInt8Scale:
+    case checkpoint::WeightSpec::kInt8Weight:
+    case checkpoint::WeightSpec::kInt8Scale:
       rule_ = Rule::kInt8;
       std_ = LinearGain(linear) * inv_sqrt_in;
       return;
-    case WeightSpec::kI64:
+    case checkpoint::WeightSpec::kI64:
       rule_ = Rule::kTid2eid;
       return;
-    case WeightSpec::kBf16:
-    case WeightSpec::kF32:
+    case checkpoint::WeightSpec::kBf16:
+    case checkpoint::WeightSpec::kF32:
       break;
   }
   // Plain BF16/F32 parameters, by role (values from tiny-a's statistics).
@@ -183,8 +184,8 @@ void TensorGenerator::FillRows(int64_t begin, int64_t end, uint8_t* out) const {
     case Rule::kUniform:
       return FillFloats(begin, end, out);
     case Rule::kFp8:
-      return kind_ == WeightSpec::kFp8Weight ? FillFp8Weight(begin, end, out)
-                                             : FillFp8Scale(begin, end, out);
+      return kind_ == checkpoint::WeightSpec::kFp8Weight ? FillFp8Weight(begin, end, out)
+                                                         : FillFp8Scale(begin, end, out);
     case Rule::kFp4:
       return FillFp4(begin, end, out);
     case Rule::kInt8:
@@ -195,7 +196,7 @@ void TensorGenerator::FillRows(int64_t begin, int64_t end, uint8_t* out) const {
 }
 
 void TensorGenerator::FillFloats(int64_t begin, int64_t end, uint8_t* out) const {
-  const bool is_bf16 = kind_ == WeightSpec::kBf16;
+  const bool is_bf16 = kind_ == checkpoint::WeightSpec::kBf16;
   for (int64_t i = begin * row_elems_; i < end * row_elems_; ++i) {
     const uint64_t bits = RandomBits(value_key_, static_cast<uint64_t>(i));
     const float r = rule_ == Rule::kUniform ? UniformFromBits(bits) : NormalFromBits(bits);
@@ -268,7 +269,7 @@ void TensorGenerator::FillFp4(int64_t begin, int64_t end, uint8_t* out) const {
   for (int64_t r = begin; r < end; ++r) {
     for (int64_t c = 0; c < in_; c += kFp4Group) {
       const int e = Fp4GroupValues(r, c, v);
-      if (kind_ == WeightSpec::kFp4Scale) {
+      if (kind_ == checkpoint::WeightSpec::kFp4Scale) {
         *out++ = static_cast<uint8_t>(e + 127);
         continue;
       }
@@ -291,7 +292,7 @@ float TensorGenerator::Int8RowScale(int64_t r) const {
 void TensorGenerator::FillInt8(int64_t begin, int64_t end, uint8_t* out) const {
   for (int64_t r = begin; r < end; ++r) {
     const float s = Int8RowScale(r);
-    if (kind_ == WeightSpec::kInt8Scale) {
+    if (kind_ == checkpoint::WeightSpec::kInt8Scale) {
       std::memcpy(out, &s, 4);
       out += 4;
       continue;

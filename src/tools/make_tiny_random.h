@@ -49,7 +49,8 @@ uint8_t EncodeE2M1(float x);  // e2m1 code in the low 4 bits
 // Thread-safe: FillRows may run concurrently on disjoint ranges.
 class TensorGenerator {
  public:
-  TensorGenerator(const WeightSpec& spec, const ModelConfig& cfg, uint64_t seed);
+  TensorGenerator(const checkpoint::WeightSpec& spec, const checkpoint::ModelConfig& cfg,
+                  uint64_t seed);
 
   int64_t num_rows() const { return num_rows_; }
   size_t row_bytes() const { return row_bytes_; }
@@ -74,7 +75,7 @@ class TensorGenerator {
   float Fp4RowStd(int64_t r) const;
   float Int8RowScale(int64_t r) const;
 
-  WeightSpec::Kind kind_;
+  checkpoint::WeightSpec::Kind kind_;
   Rule rule_ = Rule::kNormal;
   int64_t num_rows_ = 1;
   int64_t row_elems_ = 1;  // stored elements per row

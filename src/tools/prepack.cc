@@ -35,7 +35,7 @@ void DropPages(const void* p, size_t n) {
   ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advisory
 }
 
-Status CopyBytes(const TensorView& v, const std::string& name, SafetensorsWriter& w) {
+Status CopyBytes(const TensorView& v, const std::string& name, checkpoint::SafetensorsWriter& w) {
   const auto* p = static_cast<const uint8_t*>(v.data);
   for (size_t done = 0; done < v.nbytes();) {
     const size_t n = std::min(kChunkBytes, v.nbytes() - done);
@@ -48,7 +48,8 @@ Status CopyBytes(const TensorView& v, const std::string& name, SafetensorsWriter
 
 // tid2eid: I64 -> I32 with the loader's checks (ids in [0, max_id), distinct
 // per row), so a sidecar never holds a table the checkpoint path would reject.
-Status WriteNarrowedIds(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
+Status WriteNarrowedIds(const checkpoint::Checkpoint& ckpt, const checkpoint::PackedTensor& t,
+                        checkpoint::SafetensorsWriter& w) {
   const TensorView& v = *ckpt.Find(t.sources[0]);
   const int64_t rows = t.shape[0];
   const int64_t cols = t.shape[1];
@@ -74,11 +75,12 @@ Status WriteNarrowedIds(const Checkpoint& ckpt, const PackedTensor& t, Safetenso
   return Status::Ok();
 }
 
-Status WriteTensor(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWriter& w) {
+Status WriteTensor(const checkpoint::Checkpoint& ckpt, const checkpoint::PackedTensor& t,
+                   checkpoint::SafetensorsWriter& w) {
   switch (t.kind) {
-    case PackedTensor::kI64ToI32:
+    case checkpoint::PackedTensor::kI64ToI32:
       return WriteNarrowedIds(ckpt, t, w);
-    case PackedTensor::kConcat:
+    case checkpoint::PackedTensor::kConcat:
       break;
   }
   for (const std::string& src : t.sources) {
@@ -88,7 +90,7 @@ Status WriteTensor(const Checkpoint& ckpt, const PackedTensor& t, SafetensorsWri
 }
 
 // The files the checkpoint is read from: what the output must never be.
-std::vector<std::string> InputFiles(const Checkpoint& ckpt, const std::string& dir) {
+std::vector<std::string> InputFiles(const checkpoint::Checkpoint& ckpt, const std::string& dir) {
   std::vector<std::string> files = {dir + "/config.json", dir + "/model.safetensors.index.json"};
   for (const auto& shard : ckpt.shards()) files.push_back(shard->path());
   return files;
@@ -97,7 +99,8 @@ std::vector<std::string> InputFiles(const Checkpoint& ckpt, const std::string& d
 // --output must not name an input (by path or by inode: a hard link, a
 // symlink, "dir/./shard"), and --force replaces only an earlier sidecar,
 // never another file (a checkpoint shard, tokenizer.json).
-Status CheckOutput(const std::string& path, const Checkpoint& ckpt, const PrepackOptions& o) {
+Status CheckOutput(const std::string& path, const checkpoint::Checkpoint& ckpt,
+                   const PrepackOptions& o) {
   std::error_code ec;
   const fs::path canon_out = fs::weakly_canonical(path, ec);
   for (const std::string& in : InputFiles(ckpt, o.model_dir)) {
@@ -111,11 +114,11 @@ Status CheckOutput(const std::string& path, const Checkpoint& ckpt, const Prepac
   DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(path));
   if (!exists) return Status::Ok();
   if (!o.force) return InvalidArgument("{} already exists (pass --force to replace it)", path);
-  if (!IsPrepackedSidecarFile(path)) {
+  if (!checkpoint::IsPrepackedSidecarFile(path)) {
     return InvalidArgument(
         "{} exists and is not a prepacked sidecar (no '{}' format in its header); --force "
         "replaces only a sidecar, remove this file yourself if it is a damaged one",
-        path, kPrepackedFormat);
+        path, checkpoint::kPrepackedFormat);
   }
   return Status::Ok();
 }
@@ -124,30 +127,36 @@ Status CheckOutput(const std::string& path, const Checkpoint& ckpt, const Prepac
 
 Result<PrepackSummary> Prepack(const PrepackOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
-  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, LoadModelConfig(options.model_dir));
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> ckpt, Checkpoint::Open(options.model_dir));
-  const std::string path = options.output.empty()
-                               ? options.model_dir + "/" + PrepackedFileName(options.ranks)
-                               : options.output;
+  DSV4_ASSIGN_OR_RETURN(checkpoint::ModelConfig cfg,
+                        checkpoint::LoadModelConfig(options.model_dir));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::Checkpoint> ckpt,
+                        checkpoint::Checkpoint::Open(options.model_dir));
+  const std::string path = options.output.empty() ? options.model_dir + "/" +
+                                                        checkpoint::PrepackedFileName(options.ranks)
+                                                  : options.output;
   DSV4_RETURN_IF_ERROR(CheckOutput(path, *ckpt, options));
   struct stat st;
   // Fingerprint first: what the sidecar claims to derive from is what was
   // there when packing started (and is checked again before publishing).
-  DSV4_ASSIGN_OR_RETURN(PrepackedSource source, DescribePrepackedSource(*ckpt, options.ranks));
-  DSV4_ASSIGN_OR_RETURN(std::vector<PackedTensor> plan,
-                        PlanPrepackedLayout(*ckpt, cfg, options.ranks));
-  std::vector<SafetensorsTensorInfo> infos;
-  for (const PackedTensor& t : plan) infos.push_back({t.name, t.dtype, t.shape});
-  SafetensorsWriterOptions wo;
-  wo.alignment = kPrepackedAlignment;
+  DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedSource source,
+                        checkpoint::DescribePrepackedSource(*ckpt, options.ranks));
+  DSV4_ASSIGN_OR_RETURN(std::vector<checkpoint::PackedTensor> plan,
+                        checkpoint::PlanPrepackedLayout(*ckpt, cfg, options.ranks));
+  std::vector<checkpoint::SafetensorsTensorInfo> infos;
+  for (const checkpoint::PackedTensor& t : plan) infos.push_back({t.name, t.dtype, t.shape});
+  checkpoint::SafetensorsWriterOptions wo;
+  wo.alignment = checkpoint::kPrepackedAlignment;
   wo.unique_temp = true;
   wo.data_checksum = true;  // verified by every load (docs/prepack.md)
-  wo.checksum_metadata_key = kPrepackedChecksumKey;
+  wo.checksum_metadata_key = checkpoint::kPrepackedChecksumKey;
   if (::stat(ckpt->shards().front()->path().c_str(), &st) == 0) wo.mode = st.st_mode & 0666;
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
-                        SafetensorsWriter::Create(path, infos, PrepackedMetadata(source), wo));
-  for (const PackedTensor& t : plan) DSV4_RETURN_IF_ERROR(WriteTensor(*ckpt, t, *writer));
-  DSV4_ASSIGN_OR_RETURN(PrepackedSource after, DescribePrepackedSource(*ckpt, options.ranks));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsWriter> writer,
+                        checkpoint::SafetensorsWriter::Create(
+                            path, infos, checkpoint::PrepackedMetadata(source), wo));
+  for (const checkpoint::PackedTensor& t : plan)
+    DSV4_RETURN_IF_ERROR(WriteTensor(*ckpt, t, *writer));
+  DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedSource after,
+                        checkpoint::DescribePrepackedSource(*ckpt, options.ranks));
   if (after.Fingerprint() != source.Fingerprint()) {
     return FailedPrecondition(
         "{}: the checkpoint changed while packing; nothing was written (run prepack again)",

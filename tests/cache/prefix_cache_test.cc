@@ -33,26 +33,26 @@ std::vector<int32_t> Iota(int32_t n, int32_t first) {
 }
 
 TEST(PrefixHashTest, ChainsFullPagesOnly) {
-  const PageHash root = RootPageHash(7);
+  const cache::PageHash root = cache::RootPageHash(7);
   const std::vector<int32_t> tokens = Iota(10, 100);
-  const std::vector<PageHash> h = HashFullPages(tokens, 4, root);
+  const std::vector<cache::PageHash> h = cache::HashFullPages(tokens, 4, root);
   ASSERT_EQ(h.size(), 2u);  // the 2 trailing tokens make no page
-  EXPECT_EQ(h[0], HashPage(root, std::span<const int32_t>(tokens).subspan(0, 4)));
-  EXPECT_EQ(h[1], HashPage(h[0], std::span<const int32_t>(tokens).subspan(4, 4)));
+  EXPECT_EQ(h[0], cache::HashPage(root, std::span<const int32_t>(tokens).subspan(0, 4)));
+  EXPECT_EQ(h[1], cache::HashPage(h[0], std::span<const int32_t>(tokens).subspan(4, 4)));
   EXPECT_NE(h[0], h[1]);
 }
 
 TEST(PrefixHashTest, EveryLaterPageDependsOnEveryEarlierToken) {
-  const PageHash root = RootPageHash(7);
+  const cache::PageHash root = cache::RootPageHash(7);
   std::vector<int32_t> tokens = Iota(12, 5);
-  const std::vector<PageHash> a = HashFullPages(tokens, 4, root);
+  const std::vector<cache::PageHash> a = cache::HashFullPages(tokens, 4, root);
   tokens[1] += 1;
-  const std::vector<PageHash> b = HashFullPages(tokens, 4, root);
+  const std::vector<cache::PageHash> b = cache::HashFullPages(tokens, 4, root);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NE(a[i], b[i]) << i;
   tokens[1] -= 1;
-  EXPECT_EQ(HashFullPages(tokens, 4, root), a);
+  EXPECT_EQ(cache::HashFullPages(tokens, 4, root), a);
   // Another salt (another model or cache configuration): nothing is shared.
-  const std::vector<PageHash> c = HashFullPages(tokens, 4, RootPageHash(8));
+  const std::vector<cache::PageHash> c = cache::HashFullPages(tokens, 4, cache::RootPageHash(8));
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NE(a[i], c[i]) << i;
 }
 
@@ -60,8 +60,8 @@ TEST(PrefixHashTest, StableAcrossProcessesAndBuilds) {
   // Pinned values: the byte layout (tags, parent, little-endian ids) and
   // XXH3-128 are fixed, so another process, build or host computes the same
   // hashes; a change here silently invalidates every hash a peer computed.
-  const PageHash root = RootPageHash(0x1234);
-  const PageHash h = HashPage(root, std::vector<int32_t>{0, 1, 2, 128000, -1, 7});
+  const cache::PageHash root = cache::RootPageHash(0x1234);
+  const cache::PageHash h = cache::HashPage(root, std::vector<int32_t>{0, 1, 2, 128000, -1, 7});
   EXPECT_EQ(root.lo, kPinnedRootLo);
   EXPECT_EQ(root.hi, kPinnedRootHi);
   EXPECT_EQ(h.lo, kPinnedPageLo);
@@ -120,7 +120,7 @@ TEST(SharedPagePoolTest, MatchesTheReferenceModelUnderRandomOperations) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);
     const int32_t n = 1 + int32_t(rng() % 12);
-    SharedPagePool pool(n);
+    cache::SharedPagePool pool(n);
     PoolModel model(n);
     for (int step = 0; step < 2000; ++step) {
       const int32_t p = int32_t(rng() % uint32_t(n));
@@ -166,7 +166,7 @@ TEST(SharedPagePoolTest, MatchesTheReferenceModelUnderRandomOperations) {
 }
 
 TEST(SharedPagePoolTest, EvictsOnlyUnreferencedCachedPagesLeastRecentFirst) {
-  SharedPagePool pool(3);
+  cache::SharedPagePool pool(3);
   bool evicted = false;
   const int32_t a = pool.Take(&evicted);
   const int32_t b = pool.Take(&evicted);
@@ -186,9 +186,9 @@ TEST(SharedPagePoolTest, EvictsOnlyUnreferencedCachedPagesLeastRecentFirst) {
   EXPECT_TRUE(pool.CheckInvariants().ok());
 }
 
-PrefixEntry Entry(const std::vector<PageHash>& hashes, const PageHash& root, size_t i,
-                  const std::vector<int32_t>& tokens, int32_t per, int32_t page) {
-  PrefixEntry e;
+cache::PrefixEntry Entry(const std::vector<cache::PageHash>& hashes, const cache::PageHash& root,
+                         size_t i, const std::vector<int32_t>& tokens, int32_t per, int32_t page) {
+  cache::PrefixEntry e;
   e.hash = hashes[i];
   e.parent = i == 0 ? root : hashes[i - 1];
   e.tokens.assign(tokens.begin() + long(i) * per, tokens.begin() + long(i + 1) * per);
@@ -198,25 +198,25 @@ PrefixEntry Entry(const std::vector<PageHash>& hashes, const PageHash& root, siz
 
 TEST(PrefixIndexTest, MatchesTheLongestVerifiedPrefix) {
   constexpr int32_t kPer = 4;
-  const PageHash root = RootPageHash(1);
+  const cache::PageHash root = cache::RootPageHash(1);
   const std::vector<int32_t> a = Iota(14, 10);  // 3 full pages
-  const std::vector<PageHash> ha = HashFullPages(a, kPer, root);
-  PrefixIndex index(kPer);
+  const std::vector<cache::PageHash> ha = cache::HashFullPages(a, kPer, root);
+  cache::PrefixIndex index(kPer);
   for (size_t i = 0; i < ha.size(); ++i)
     ASSERT_TRUE(index.Insert(Entry(ha, root, i, a, kPer, 40 + int(i))));
   EXPECT_FALSE(index.Insert(Entry(ha, root, 0, a, kPer, 99)));  // a second copy stays unshared
 
-  std::vector<const PrefixEntry*> hits = index.Match(root, ha, a, -1);
+  std::vector<const cache::PrefixEntry*> hits = index.Match(root, ha, a, -1);
   ASSERT_EQ(hits.size(), 3u);
   EXPECT_EQ(hits[2]->pages[0], 42);
 
   // Diverging in page 1: only page 0 hits.
   std::vector<int32_t> b = a;
   b[5] = 7;
-  EXPECT_EQ(index.Match(root, HashFullPages(b, kPer, root), b, -1).size(), 1u);
+  EXPECT_EQ(index.Match(root, cache::HashFullPages(b, kPer, root), b, -1).size(), 1u);
   // Another salt: nothing.
-  const PageHash other = RootPageHash(2);
-  EXPECT_TRUE(index.Match(other, HashFullPages(a, kPer, other), a, -1).empty());
+  const cache::PageHash other = cache::RootPageHash(2);
+  EXPECT_TRUE(index.Match(other, cache::HashFullPages(a, kPer, other), a, -1).empty());
   // Partition filter.
   EXPECT_TRUE(index.Match(root, ha, a, 1).empty());
   EXPECT_EQ(index.Match(root, ha, a, 0).size(), 3u);
@@ -224,20 +224,20 @@ TEST(PrefixIndexTest, MatchesTheLongestVerifiedPrefix) {
 
 TEST(PrefixIndexTest, ACollisionIsAMissNeverAnotherRequestsCache) {
   constexpr int32_t kPer = 4;
-  const PageHash root = RootPageHash(1);
+  const cache::PageHash root = cache::RootPageHash(1);
   const std::vector<int32_t> a = Iota(8, 10);
-  const std::vector<PageHash> ha = HashFullPages(a, kPer, root);
-  PrefixIndex index(kPer);
+  const std::vector<cache::PageHash> ha = cache::HashFullPages(a, kPer, root);
+  cache::PrefixIndex index(kPer);
   // A foreign entry stored under a's page-0 hash (as a collision would):
   // other tokens.
-  PrefixEntry forged = Entry(ha, root, 0, a, kPer, 1);
+  cache::PrefixEntry forged = Entry(ha, root, 0, a, kPer, 1);
   forged.tokens[2] += 1;
   ASSERT_TRUE(index.Insert(forged));
   EXPECT_TRUE(index.Match(root, ha, a, -1).empty());
   // Right tokens but a foreign parent: a miss too.
   index.Erase(ha[0]);
-  PrefixEntry orphan = Entry(ha, root, 0, a, kPer, 1);
-  orphan.parent = RootPageHash(3);
+  cache::PrefixEntry orphan = Entry(ha, root, 0, a, kPer, 1);
+  orphan.parent = cache::RootPageHash(3);
   ASSERT_TRUE(index.Insert(orphan));
   EXPECT_TRUE(index.Match(root, ha, a, -1).empty());
 }
@@ -252,15 +252,15 @@ TEST(PrefixIndexTest, ACollisionIsAMissNeverAnotherRequestsCache) {
 TEST(PrefixCacheSimulationTest, SharedPrefixesUnderEvictionKeepEveryInvariant) {
   constexpr int32_t kPer = 4;
   constexpr int32_t kPages = 24;
-  const PageHash root = RootPageHash(9);
+  const cache::PageHash root = cache::RootPageHash(9);
   std::mt19937 rng(5);
   std::vector<std::vector<int32_t>> stems;
   for (int s = 0; s < 4; ++s) stems.push_back(Iota(kPer * (1 + s % 3), 1000 * (s + 1)));
 
-  SharedPagePool pool(kPages);
-  PrefixIndex index(kPer);
-  std::vector<PageHash> content(kPages);  // what each page holds
-  std::map<int32_t, PageHash> named;      // cached page -> its entry's hash
+  cache::SharedPagePool pool(kPages);
+  cache::PrefixIndex index(kPer);
+  std::vector<cache::PageHash> content(kPages);  // what each page holds
+  std::map<int32_t, cache::PageHash> named;      // cached page -> its entry's hash
   struct Running {
     std::vector<int32_t> pages;
   };
@@ -274,7 +274,7 @@ TEST(PrefixCacheSimulationTest, SharedPrefixesUnderEvictionKeepEveryInvariant) {
     for (int32_t p = 0; p < kPages; ++p) cached += pool.cached(p) ? 1 : 0;
     ASSERT_EQ(cached, index.size());
     for (const auto& [page, hash] : named) {
-      const PrefixEntry* e = index.Find(hash);
+      const cache::PrefixEntry* e = index.Find(hash);
       ASSERT_NE(e, nullptr);
       ASSERT_EQ(e->pages[0], page);
       ASSERT_TRUE(pool.cached(page));
@@ -290,12 +290,12 @@ TEST(PrefixCacheSimulationTest, SharedPrefixesUnderEvictionKeepEveryInvariant) {
       std::vector<int32_t> tokens = stems[rng() % stems.size()];
       const int extra = int(rng() % 10);
       for (int i = 0; i < extra; ++i) tokens.push_back(int32_t(rng() % 50));
-      const std::vector<PageHash> hashes = HashFullPages(tokens, kPer, root);
+      const std::vector<cache::PageHash> hashes = cache::HashFullPages(tokens, kPer, root);
       const auto needed = int64_t((tokens.size() + kPer - 1) / kPer);
-      std::vector<const PrefixEntry*> hit = index.Match(root, hashes, tokens, -1);
+      std::vector<const cache::PrefixEntry*> hit = index.Match(root, hashes, tokens, -1);
       if (int64_t(hit.size()) + pool.num_available() < needed) continue;  // would not fit
       Running r;
-      for (const PrefixEntry* e : hit) {
+      for (const cache::PrefixEntry* e : hit) {
         ASSERT_EQ(content[size_t(e->pages[0])], e->hash);  // the hit holds that page
         pool.Ref(e->pages[0]);
         r.pages.push_back(e->pages[0]);
@@ -313,7 +313,7 @@ TEST(PrefixCacheSimulationTest, SharedPrefixesUnderEvictionKeepEveryInvariant) {
         // "Compute" the page, then register it if it is full.
         if (size_t(i) < hashes.size()) {
           content[size_t(p)] = hashes[size_t(i)];
-          PrefixEntry e;
+          cache::PrefixEntry e;
           e.hash = hashes[size_t(i)];
           e.parent = i == 0 ? root : hashes[size_t(i - 1)];
           e.tokens.assign(tokens.begin() + i * kPer, tokens.begin() + (i + 1) * kPer);
@@ -323,7 +323,7 @@ TEST(PrefixCacheSimulationTest, SharedPrefixesUnderEvictionKeepEveryInvariant) {
             named[p] = hashes[size_t(i)];
           }
         } else {
-          content[size_t(p)] = PageHash{};  // a partial page: never shared
+          content[size_t(p)] = cache::PageHash{};  // a partial page: never shared
         }
       }
       running[next_id++] = std::move(r);

@@ -27,7 +27,7 @@ using testing::OwnedTensor;
 using testing::TempDir;
 
 std::string OpenError(const std::string& dir) {
-  auto r = Checkpoint::Open(dir);
+  auto r = checkpoint::Checkpoint::Open(dir);
   EXPECT_FALSE(r.ok());
   if (r.ok()) return "";
   EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
@@ -35,7 +35,7 @@ std::string OpenError(const std::string& dir) {
 }
 
 std::string IndexError(const std::string& text) {
-  auto r = ParseCheckpointIndex(text, "idx.json");
+  auto r = checkpoint::ParseCheckpointIndex(text, "idx.json");
   EXPECT_FALSE(r.ok());
   if (r.ok()) return "";
   EXPECT_THAT(r.status().message(), ::testing::StartsWith("idx.json: "));
@@ -43,9 +43,9 @@ std::string IndexError(const std::string& text) {
 }
 
 TEST(Checkpoint, OpensTinyA) {
-  auto r = Checkpoint::Open(testing::TinyADir());
+  auto r = checkpoint::Checkpoint::Open(testing::TinyADir());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const Checkpoint& c = **r;
+  const checkpoint::Checkpoint& c = **r;
   EXPECT_EQ(c.Names().size(), 585u);
   EXPECT_EQ(c.shards().size(), 3u);
   EXPECT_EQ(c.FileOf("embed.weight"), testing::TinyADir() + "/" + kShard1);
@@ -62,7 +62,7 @@ TEST(Checkpoint, OpensTinyA) {
 }
 
 TEST(Checkpoint, RequireMessages) {
-  auto r = Checkpoint::Open(testing::TinyADir());
+  auto r = checkpoint::Checkpoint::Open(testing::TinyADir());
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)->Require("layers.0.attn.wq_a.weight", DType::kBF16, {128, 256}).status().message(),
             testing::TinyADir() + "/" + kShard1 +
@@ -77,13 +77,14 @@ TEST(Checkpoint, RequireMessages) {
 }
 
 TEST(CheckpointIndex, ParsesAndRejectsMalformed) {
-  auto ok = ParseCheckpointIndex(
+  auto ok = checkpoint::ParseCheckpointIndex(
       R"({"metadata": {"total_size": 12}, "weight_map": {"a": "s1.safetensors", "b": "s2"}})",
       "idx.json");
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(*ok->total_size, 12u);
   EXPECT_EQ(ok->weight_map.at("b"), "s2");
-  EXPECT_FALSE(ParseCheckpointIndex(R"({"weight_map": {"a": "s"}})", "i")->total_size.has_value());
+  EXPECT_FALSE(checkpoint::ParseCheckpointIndex(R"({"weight_map": {"a": "s"}})", "i")
+                   ->total_size.has_value());
 
   EXPECT_THAT(IndexError("{"), HasSubstr("not valid JSON"));
   EXPECT_THAT(IndexError("[]"), HasSubstr("top-level JSON value is not an object"));
@@ -109,8 +110,8 @@ TEST(CheckpointIndex, UnsafeShardNames) {
     const std::string text = json{{"weight_map", {{"t", name}}}}.dump();
     EXPECT_THAT(IndexError(text), HasSubstr("tensor 't': unsafe shard name")) << name;
   }
-  EXPECT_TRUE(IsSafeShardName("model-00001-of-00046.safetensors"));
-  EXPECT_FALSE(IsSafeShardName(std::string_view("a\0b", 3)));
+  EXPECT_TRUE(checkpoint::IsSafeShardName("model-00001-of-00046.safetensors"));
+  EXPECT_FALSE(checkpoint::IsSafeShardName(std::string_view("a\0b", 3)));
 }
 
 TEST(Checkpoint, UnsafeShardNameInDirectory) {
@@ -146,8 +147,9 @@ TEST(Checkpoint, FifoAndSymlinkLoopAreErrorsNotHangs) {
     testing::CopyTinyA(dir.path());
     std::filesystem::remove(dir.File(victim));
     ASSERT_EQ(::mkfifo(dir.File(victim).c_str(), 0644), 0);
-    const Status s = std::string(victim) == "config.json" ? LoadModelConfig(dir.path()).status()
-                                                          : Checkpoint::Open(dir.path()).status();
+    const Status s = std::string(victim) == "config.json"
+                         ? checkpoint::LoadModelConfig(dir.path()).status()
+                         : checkpoint::Checkpoint::Open(dir.path()).status();
     EXPECT_EQ(s.message(), dir.File(victim) + ": is a FIFO, expected a regular file");
   }
   TempDir dir;
@@ -162,7 +164,7 @@ TEST(Checkpoint, FifoAndSymlinkLoopAreErrorsNotHangs) {
   std::filesystem::create_symlink(loops.File("a"), loops.File("b"));
   EXPECT_THAT(OpenError(loops.File("a")),
               HasSubstr("checkpoint directory " + loops.File("a") + ": Too many levels"));
-  EXPECT_THAT(LoadModelConfig(loops.File("a")).status().message(),
+  EXPECT_THAT(checkpoint::LoadModelConfig(loops.File("a")).status().message(),
               HasSubstr("model directory " + loops.File("a") + ": Too many levels"));
   EXPECT_THAT(OpenError(dir.File("config.json")), HasSubstr("is not a directory"));
 }
@@ -214,15 +216,16 @@ TEST(Checkpoint, TotalSizeMismatchIsOnlyAWarning) {
   TempDir dir;
   testing::CopyTinyA(dir.path());
   testing::EditIndex(dir.path(), [](json& j) { j["metadata"]["total_size"] = 1; });
-  auto r = Checkpoint::Open(dir.path());
+  auto r = checkpoint::Checkpoint::Open(dir.path());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 TEST(Checkpoint, TinyATotalSizeMatchesPayload) {
   // The documented total_size equals the summed tensor bytes of the shards.
-  auto idx = ParseCheckpointIndex(testing::ReadText(testing::TinyADir() + "/" + kIndex), "i");
+  auto idx =
+      checkpoint::ParseCheckpointIndex(testing::ReadText(testing::TinyADir() + "/" + kIndex), "i");
   ASSERT_TRUE(idx.ok());
-  auto r = Checkpoint::Open(testing::TinyADir());
+  auto r = checkpoint::Checkpoint::Open(testing::TinyADir());
   ASSERT_TRUE(r.ok());
   uint64_t sum = 0;
   for (const auto& s : (*r)->shards()) {
@@ -246,11 +249,11 @@ TEST(Checkpoint, SingleFileAndAmbiguousLayouts) {
   EXPECT_THAT(OpenError(dir.path()), HasSubstr("neither model.safetensors nor"));
   testing::WriteAllTensors(dir.File("model.safetensors"),
                            {{"a", DType::kF32, {2}, std::vector<uint8_t>(8, 1)}});
-  auto r = Checkpoint::Open(dir.path());
+  auto r = checkpoint::Checkpoint::Open(dir.path());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->Names(), std::vector<std::string>{"a"});
   EXPECT_EQ((*r)->FileOf("a"), dir.File("model.safetensors"));
-  ASSERT_TRUE(WriteIndexJson(dir.path(), {{"a", "model.safetensors"}}, 8).ok());
+  ASSERT_TRUE(checkpoint::WriteIndexJson(dir.path(), {{"a", "model.safetensors"}}, 8).ok());
   EXPECT_THAT(OpenError(dir.path()), HasSubstr("both model.safetensors and"));
 }
 
@@ -261,15 +264,16 @@ TEST(Checkpoint, WriteIndexJsonRoundTrip) {
   testing::WriteAllTensors(dir.File("s2.safetensors"),
                            {{"b", DType::kI64, {1}, std::vector<uint8_t>(8, 2)}});
   ASSERT_TRUE(
-      WriteIndexJson(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16).ok());
-  auto idx = ParseCheckpointIndex(testing::ReadText(dir.File(kIndex)), kIndex);
+      checkpoint::WriteIndexJson(dir.path(), {{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}, 16)
+          .ok());
+  auto idx = checkpoint::ParseCheckpointIndex(testing::ReadText(dir.File(kIndex)), kIndex);
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();
   EXPECT_EQ(*idx->total_size, 16u);
   EXPECT_EQ(idx->weight_map.size(), 2u);
-  auto r = Checkpoint::Open(dir.path());
+  auto r = checkpoint::Checkpoint::Open(dir.path());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->FileOf("b"), dir.File("s2.safetensors"));
-  EXPECT_THAT(WriteIndexJson(dir.path(), {{"a", "../s1"}}, 0).message(),
+  EXPECT_THAT(checkpoint::WriteIndexJson(dir.path(), {{"a", "../s1"}}, 0).message(),
               HasSubstr("tensor 'a': unsafe shard name '../s1'"));
 }
 

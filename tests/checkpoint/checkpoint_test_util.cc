@@ -59,7 +59,7 @@ void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 std::vector<OwnedTensor> ReadAllTensors(const std::string& safetensors_path) {
-  auto f = SafetensorsFile::Open(safetensors_path);
+  auto f = checkpoint::SafetensorsFile::Open(safetensors_path);
   if (!f.ok()) throw std::runtime_error(f.status().ToString());
   std::vector<OwnedTensor> out;
   // Header entries are in data-offset order: keep it, so a rewrite is
@@ -73,9 +73,9 @@ std::vector<OwnedTensor> ReadAllTensors(const std::string& safetensors_path) {
 }
 
 void WriteAllTensors(const std::string& path, const std::vector<OwnedTensor>& tensors) {
-  std::vector<SafetensorsTensorData> data;
+  std::vector<checkpoint::SafetensorsTensorData> data;
   for (const auto& t : tensors) data.push_back({t.name, t.dtype, t.shape, t.bytes.data()});
-  Status s = WriteSafetensorsFile(path, data, {{"format", "pt"}});
+  Status s = checkpoint::WriteSafetensorsFile(path, data, {{"format", "pt"}});
   ASSERT_TRUE(s.ok()) << s.ToString();
 }
 

@@ -23,7 +23,7 @@ template <typename Edit>
 std::string ErrorAfter(Edit edit) {
   json j = TinyConfig();
   edit(j);
-  auto r = ParseModelConfig(j.dump(), "config.json");
+  auto r = checkpoint::ParseModelConfig(j.dump(), "config.json");
   if (r.ok()) return "";
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
@@ -31,9 +31,9 @@ std::string ErrorAfter(Edit edit) {
 }
 
 TEST(ModelConfig, LoadsTinyA) {
-  auto r = LoadModelConfig(testing::TinyADir());
+  auto r = checkpoint::LoadModelConfig(testing::TinyADir());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const ModelConfig& c = *r;
+  const checkpoint::ModelConfig& c = *r;
   EXPECT_EQ(c.model_type, "deepseek_v4");
   EXPECT_EQ(c.architectures, std::vector<std::string>{"DeepseekV4ForCausalLM"});
   EXPECT_EQ(c.vocab_size, 1024);
@@ -99,15 +99,16 @@ TEST(ModelConfig, LoadsTinyA) {
 }
 
 TEST(ModelConfig, FileErrors) {
-  auto missing = LoadModelConfig("/nonexistent/dir");
+  auto missing = checkpoint::LoadModelConfig("/nonexistent/dir");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(),
               HasSubstr("model directory /nonexistent/dir does not exist"));
   testing::TempDir dir;
-  EXPECT_THAT(LoadModelConfig(dir.path()).status().message(),
+  EXPECT_THAT(checkpoint::LoadModelConfig(dir.path()).status().message(),
               HasSubstr(dir.File("config.json") + ": no such file"));
-  EXPECT_EQ(ParseModelConfig("{", "config.json").status().message(), "config.json: not valid JSON");
-  EXPECT_THAT(ParseModelConfig("[1]", "config.json").status().message(),
+  EXPECT_EQ(checkpoint::ParseModelConfig("{", "config.json").status().message(),
+            "config.json: not valid JSON");
+  EXPECT_THAT(checkpoint::ParseModelConfig("[1]", "config.json").status().message(),
               HasSubstr("top-level JSON value is not an object"));
 }
 
@@ -292,7 +293,7 @@ TEST(ModelConfig, AcceptedVariations) {
   j["rope_scaling"].erase("type");
   j["rope_scaling"]["rope_type"] = "yarn";
   j["eos_token_id"] = {1, 2};
-  auto r = ParseModelConfig(j.dump(), "config.json");
+  auto r = checkpoint::ParseModelConfig(j.dump(), "config.json");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->hc_eps, 1e-6);
   EXPECT_EQ(r->rope_scaling.type, "yarn");
@@ -302,7 +303,7 @@ TEST(ModelConfig, AcceptedVariations) {
   j.erase("rope_scaling");
   j["compress_ratios"] = {0, 0, 128, 128, 0, 128, 0};
   j["index_topk"] = 0;
-  r = ParseModelConfig(j.dump(), "config.json");
+  r = checkpoint::ParseModelConfig(j.dump(), "config.json");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->rope_scaling.type, "");
 }
@@ -312,7 +313,7 @@ TEST(ModelConfig, CompressedTensorsIsAccepted) {
   j["quantization_config"] = {{"quant_method", "compressed-tensors"},
                               {"format", "int-quantized"},
                               {"config_groups", {{"group_0", {{"targets", {"Linear"}}}}}}};
-  auto r = ParseModelConfig(j.dump(), "config.json");
+  auto r = checkpoint::ParseModelConfig(j.dump(), "config.json");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->quantization.is_w8a8());
   EXPECT_EQ(r->quantization.format, "int-quantized");

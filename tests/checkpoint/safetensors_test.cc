@@ -33,7 +33,7 @@ std::vector<uint8_t> Image(const std::string& header, size_t data_bytes) {
 }
 
 std::string ParseError(const std::vector<uint8_t>& img) {
-  auto r = ParseSafetensorsHeader(img.data(), img.size(), img.size(), "x.safetensors");
+  auto r = checkpoint::ParseSafetensorsHeader(img.data(), img.size(), img.size(), "x.safetensors");
   EXPECT_FALSE(r.ok());
   if (r.ok()) return "";
   EXPECT_THAT(r.status().message(), ::testing::StartsWith("x.safetensors: "));
@@ -51,7 +51,7 @@ TEST(SafetensorsHeader, AcceptsValidHeader) {
       R"("a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},)"
       R"("z":{"dtype":"I64","shape":[0,3],"data_offsets":[12,12]}})",
       12);
-  auto r = ParseSafetensorsHeader(img.data(), img.size(), img.size(), "x");
+  auto r = checkpoint::ParseSafetensorsHeader(img.data(), img.size(), img.size(), "x");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->entries.size(), 3u);
   EXPECT_EQ(r->entries[0].name, "a");  // data-offset order
@@ -166,7 +166,7 @@ TEST(SafetensorsHeader, MetadataTypes) {
 
 TEST(SafetensorsHeader, HeaderNotFullyAvailable) {
   const auto img = Image("{}      ", 0);
-  auto r = ParseSafetensorsHeader(img.data(), 9, img.size(), "x");
+  auto r = checkpoint::ParseSafetensorsHeader(img.data(), 9, img.size(), "x");
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("header not fully available"));
 }
@@ -177,7 +177,7 @@ TEST(SafetensorsFile, TruncatedShard) {
   bytes.resize(bytes.size() - 100);
   const std::string path = dir.File("cut.safetensors");
   testing::WriteBytes(path, bytes);
-  auto r = SafetensorsFile::Open(path);
+  auto r = checkpoint::SafetensorsFile::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(path + ": tensor '"));
   EXPECT_THAT(r.status().message(), HasSubstr("outside the data region"));
@@ -189,7 +189,7 @@ TEST(SafetensorsFile, CorruptLengthInRealShard) {
   bytes[6] = 0x7f;
   const std::string path = dir.File("bad.safetensors");
   testing::WriteBytes(path, bytes);
-  auto r = SafetensorsFile::Open(path);
+  auto r = checkpoint::SafetensorsFile::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(path + ": header length"));
 }
@@ -201,12 +201,12 @@ TEST(SafetensorsWriter, RoundTripAndPadding) {
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 1);
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(255 - i);
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i);
-  auto w = SafetensorsWriter::Create(path,
-                                     {{"a.weight", DType::kBF16, {2, 3}},
-                                      {"empty", DType::kF32, {0, 4}},
-                                      {"b", DType::kF32, {3}},
-                                      {"c", DType::kF8E4M3, {5}}},
-                                     {{"format", "pt"}});
+  auto w = checkpoint::SafetensorsWriter::Create(path,
+                                                 {{"a.weight", DType::kBF16, {2, 3}},
+                                                  {"empty", DType::kF32, {0, 4}},
+                                                  {"b", DType::kF32, {3}},
+                                                  {"c", DType::kF8E4M3, {5}}},
+                                                 {{"format", "pt"}});
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_EQ((*w)->data_bytes(), 12u + 12u + 5u);
   ASSERT_TRUE((*w)->Write("a.weight", a.data(), 5).ok());  // chunked
@@ -218,7 +218,7 @@ TEST(SafetensorsWriter, RoundTripAndPadding) {
   ASSERT_TRUE((*w)->Finish().ok());
   EXPECT_FALSE(std::filesystem::exists(dir.File(".rt.safetensors.tmp")));
 
-  auto f = SafetensorsFile::Open(path);
+  auto f = checkpoint::SafetensorsFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)->header().data_start % 8, 0u);
   EXPECT_EQ((*f)->metadata().at("format"), "pt");
@@ -256,12 +256,12 @@ TEST(SafetensorsWriter, OutOfOrderWritesAndAlignedLayout) {
   TempDir dir;
   const std::string path = dir.File("al.safetensors");
   // Odd byte sizes first: declared order would misalign everything after them.
-  const std::vector<SafetensorsTensorInfo> infos = {{"s", DType::kF8E8M0, {3}},
-                                                    {"h", DType::kBF16, {3}},
-                                                    {"f", DType::kF32, {3}},
-                                                    {"q", DType::kI64, {2}},
-                                                    {"b", DType::kI8, {1}}};
-  auto w = SafetensorsWriter::Create(path, infos);
+  const std::vector<checkpoint::SafetensorsTensorInfo> infos = {{"s", DType::kF8E8M0, {3}},
+                                                                {"h", DType::kBF16, {3}},
+                                                                {"f", DType::kF32, {3}},
+                                                                {"q", DType::kI64, {2}},
+                                                                {"b", DType::kI8, {1}}};
+  auto w = checkpoint::SafetensorsWriter::Create(path, infos);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   const std::vector<uint8_t> f = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   ASSERT_TRUE((*w)->Write("f", f.data(), 12).ok());
@@ -274,7 +274,7 @@ TEST(SafetensorsWriter, OutOfOrderWritesAndAlignedLayout) {
   const std::vector<uint8_t> h = {1, 0, 2, 0, 3, 0};
   ASSERT_TRUE((*w)->Write("h", h.data(), 6).ok());
   ASSERT_TRUE((*w)->Finish().ok());
-  auto file = SafetensorsFile::Open(path);
+  auto file = checkpoint::SafetensorsFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   for (const auto& info : infos) {
     const TensorView* v = (*file)->Find(info.name);
@@ -297,7 +297,8 @@ TEST(SafetensorsWriter, MisuseIsAnErrorAndPublishesNothing) {
   const std::string path = dir.File("bad.safetensors");
   const uint8_t bytes[8] = {};
   {
-    auto w = SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}, {"y", DType::kF32, {1}}});
+    auto w = checkpoint::SafetensorsWriter::Create(
+        path, {{"x", DType::kF32, {1}}, {"y", DType::kF32, {1}}});
     ASSERT_TRUE(w.ok());
     EXPECT_THAT((*w)->Write("z", bytes, 4).message(), HasSubstr("tensor 'z' was not declared"));
     // A failed writer stays failed.
@@ -305,42 +306,47 @@ TEST(SafetensorsWriter, MisuseIsAnErrorAndPublishesNothing) {
     EXPECT_FALSE((*w)->Finish().ok());
   }
   {
-    auto w = SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}});
+    auto w = checkpoint::SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}});
     ASSERT_TRUE(w.ok());
     EXPECT_THAT((*w)->Write("x", bytes, 8).message(), HasSubstr("more than its 4 bytes"));
   }
   {
-    auto w = SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}});
+    auto w = checkpoint::SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}});
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->Write("x", bytes, 4).ok());
     EXPECT_THAT((*w)->Write("x", bytes, 4).message(), HasSubstr("tensor 'x' is already complete"));
   }
   {
-    auto w = SafetensorsWriter::Create(path, {{"x", DType::kF32, {2}}});
+    auto w = checkpoint::SafetensorsWriter::Create(path, {{"x", DType::kF32, {2}}});
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE((*w)->Write("x", bytes, 4).ok());
     EXPECT_THAT((*w)->Finish().message(), HasSubstr("tensor 'x' is incomplete (4 of 8 bytes"));
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(dir.File(".bad.safetensors.tmp")));
-  EXPECT_THAT(SafetensorsWriter::Create(path, {{"x", DType::kF32, {1}}, {"x", DType::kF32, {1}}})
+  EXPECT_THAT(checkpoint::SafetensorsWriter::Create(
+                  path, {{"x", DType::kF32, {1}}, {"x", DType::kF32, {1}}})
                   .status()
                   .message(),
               HasSubstr("tensor 'x' given twice"));
+  EXPECT_THAT(checkpoint::SafetensorsWriter::Create(path, {{"__metadata__", DType::kF32, {1}}})
+                  .status()
+                  .message(),
+              HasSubstr("invalid tensor name"));
   EXPECT_THAT(
-      SafetensorsWriter::Create(path, {{"__metadata__", DType::kF32, {1}}}).status().message(),
-      HasSubstr("invalid tensor name"));
-  EXPECT_THAT(SafetensorsWriter::Create(path, {{"x", DType::kF32, {-1}}}).status().message(),
-              HasSubstr("negative dimension"));
-  EXPECT_EQ(SafetensorsWriter::Create(dir.File("no/such/dir.safetensors"), {}).status().code(),
+      checkpoint::SafetensorsWriter::Create(path, {{"x", DType::kF32, {-1}}}).status().message(),
+      HasSubstr("negative dimension"));
+  EXPECT_EQ(checkpoint::SafetensorsWriter::Create(dir.File("no/such/dir.safetensors"), {})
+                .status()
+                .code(),
             StatusCode::kIoError);
 }
 
 TEST(SafetensorsWriter, AtomicFileReplace) {
   TempDir dir;
   const std::string path = dir.File("config.json");
-  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
+  ASSERT_TRUE(checkpoint::WriteFileAtomic(path, "first").ok());
+  ASSERT_TRUE(checkpoint::WriteFileAtomic(path, "second").ok());
   EXPECT_EQ(testing::ReadText(path), "second");
   EXPECT_FALSE(std::filesystem::exists(dir.File(".config.json.tmp")));
 }

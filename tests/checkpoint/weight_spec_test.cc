@@ -25,14 +25,14 @@ using testing::kShard2;
 using testing::OwnedTensor;
 using testing::TempDir;
 
-ModelConfig TinyA() {
-  auto r = LoadModelConfig(testing::TinyADir());
+checkpoint::ModelConfig TinyA() {
+  auto r = checkpoint::LoadModelConfig(testing::TinyADir());
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return *r;
 }
 
 // DeepSeek-V4-Flash's config.json values (docs/checkpoint.md "DeepSeek-V4-Flash values").
-ModelConfig Flash() {
+checkpoint::ModelConfig Flash() {
   json j = json::parse(testing::ReadText(testing::TinyADir() + "/config.json"));
   std::vector<int64_t> ratios = {0, 0};
   for (int i = 0; i < 20; ++i) ratios.insert(ratios.end(), {4, 128});
@@ -53,38 +53,39 @@ ModelConfig Flash() {
                 {"n_routed_experts", 256},
                 {"num_experts_per_tok", 6},
                 {"moe_intermediate_size", 2048}});
-  auto r = ParseModelConfig(j.dump(), "flash/config.json");
+  auto r = checkpoint::ParseModelConfig(j.dump(), "flash/config.json");
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return *r;
 }
 
-std::map<std::string, WeightSpec> ByName(const std::vector<WeightSpec>& specs) {
-  std::map<std::string, WeightSpec> m;
+std::map<std::string, checkpoint::WeightSpec> ByName(
+    const std::vector<checkpoint::WeightSpec>& specs) {
+  std::map<std::string, checkpoint::WeightSpec> m;
   for (const auto& s : specs) EXPECT_TRUE(m.emplace(s.name, s).second) << "dup " << s.name;
   return m;
 }
 
 std::string ValidateError(const std::string& dir) {
-  auto ckpt = Checkpoint::Open(dir);
+  auto ckpt = checkpoint::Checkpoint::Open(dir);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   if (!ckpt.ok()) return "";
-  Status s = ValidateCheckpoint(**ckpt, TinyA());
+  Status s = checkpoint::ValidateCheckpoint(**ckpt, TinyA());
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.message().find('\n'), std::string::npos);
   return s.message();
 }
 
 TEST(WeightSpec, TinyAValidates) {
-  auto ckpt = Checkpoint::Open(testing::TinyADir());
+  auto ckpt = checkpoint::Checkpoint::Open(testing::TinyADir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  const ModelConfig cfg = TinyA();
-  EXPECT_EQ(ExpectedWeights(cfg).size(), 585u);
-  Status s = ValidateCheckpoint(**ckpt, cfg);
+  const checkpoint::ModelConfig cfg = TinyA();
+  EXPECT_EQ(checkpoint::ExpectedWeights(cfg).size(), 585u);
+  Status s = checkpoint::ValidateCheckpoint(**ckpt, cfg);
   EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 TEST(WeightSpec, TinyAShapesFromGoldenReadme) {
-  const auto m = ByName(ExpectedWeights(TinyA()));
+  const auto m = ByName(checkpoint::ExpectedWeights(TinyA()));
   auto shape = [&](const std::string& n) { return m.at(n).shape; };
   EXPECT_EQ(shape("layers.0.hc_attn_fn"), (Shape{24, 1024}));
   EXPECT_EQ(shape("hc_head_fn"), (Shape{4, 1024}));
@@ -95,7 +96,7 @@ TEST(WeightSpec, TinyAShapesFromGoldenReadme) {
   EXPECT_EQ(shape("layers.1.ffn.experts.7.w2.weight"), (Shape{256, 64}));
   EXPECT_EQ(shape("layers.1.ffn.experts.7.w2.scale"), (Shape{256, 4}));
   EXPECT_EQ(m.at("layers.1.ffn.experts.7.w2.weight").logical_shape, (Shape{256, 128}));
-  EXPECT_EQ(m.at("layers.1.ffn.experts.7.w2.weight").kind, WeightSpec::kFp4Weight);
+  EXPECT_EQ(m.at("layers.1.ffn.experts.7.w2.weight").kind, checkpoint::WeightSpec::kFp4Weight);
   EXPECT_EQ(m.at("layers.2.ffn.gate.tid2eid").dtype, DType::kI64);
   EXPECT_EQ(m.count("layers.3.ffn.gate.tid2eid"), 0u);
   EXPECT_EQ(m.at("mtp.0.ffn.gate.bias").layer, 6);
@@ -104,7 +105,7 @@ TEST(WeightSpec, TinyAShapesFromGoldenReadme) {
 }
 
 TEST(WeightSpec, FlashMatchesModelDoc) {
-  const std::vector<WeightSpec> specs = ExpectedWeights(Flash());
+  const std::vector<checkpoint::WeightSpec> specs = checkpoint::ExpectedWeights(Flash());
   EXPECT_EQ(specs.size(), 69187u);  // the official 46-shard index
   std::map<std::string, int> suffix;
   for (const auto& s : specs) {
@@ -158,13 +159,13 @@ TEST(WeightSpec, FlashMatchesModelDoc) {
 }
 
 TEST(WeightSpec, W8a8Layout) {
-  ModelConfig cfg = TinyA();
-  cfg.quantization = QuantizationConfig{};
+  checkpoint::ModelConfig cfg = TinyA();
+  cfg.quantization = checkpoint::QuantizationConfig{};
   cfg.quantization.quant_method = "compressed-tensors";
-  const auto m = ByName(ExpectedWeights(cfg));
+  const auto m = ByName(checkpoint::ExpectedWeights(cfg));
   EXPECT_EQ(m.at("layers.0.attn.wq_a.weight").dtype, DType::kBF16);
   EXPECT_EQ(m.count("layers.0.attn.wq_a.scale"), 0u);
-  EXPECT_EQ(m.at("layers.0.attn.wq_b.weight").kind, WeightSpec::kInt8Weight);
+  EXPECT_EQ(m.at("layers.0.attn.wq_b.weight").kind, checkpoint::WeightSpec::kInt8Weight);
   EXPECT_EQ(m.at("layers.0.attn.wq_b.scale").shape, (Shape{512}));
   EXPECT_EQ(m.at("layers.0.attn.wq_b.scale").dtype, DType::kF32);
   EXPECT_EQ(m.at("layers.0.ffn.experts.3.w1.weight").shape, (Shape{128, 256}));  // unpacked
@@ -266,17 +267,17 @@ TEST(WeightSpec, Tid2EidRowsMustBeDistinctAndInRange) {
 // A W8A8 checkpoint of tiny-a's shapes (zero payload, valid tid2eid rows)
 // with every INT8 scale under `naming`; `shape_of` picks each scale's shape
 // from its [out].
-void WriteW8a8(const std::string& dir, const ModelConfig& cfg, const std::string& naming,
-               const std::function<Shape(int64_t)>& shape_of) {
+void WriteW8a8(const std::string& dir, const checkpoint::ModelConfig& cfg,
+               const std::string& naming, const std::function<Shape(int64_t)>& shape_of) {
   std::vector<OwnedTensor> ts;
-  for (const WeightSpec& s : ExpectedWeights(cfg)) {
+  for (const checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(cfg)) {
     OwnedTensor t{s.name, s.dtype, s.shape, {}};
-    if (s.kind == WeightSpec::kInt8Scale) {
+    if (s.kind == checkpoint::WeightSpec::kInt8Scale) {
       t.name = s.name.substr(0, s.name.size() - 6) + naming;
       t.shape = shape_of(s.shape[0]);
     }
     t.bytes.assign(static_cast<size_t>(NumElements(t.shape)) * DTypeSize(t.dtype), 0);
-    if (s.kind == WeightSpec::kI64) {
+    if (s.kind == checkpoint::WeightSpec::kI64) {
       for (int64_t r = 0; r < s.shape[0]; ++r) {
         for (int64_t c = 0; c < s.shape[1]; ++c) {
           const int64_t id = c;
@@ -292,16 +293,16 @@ void WriteW8a8(const std::string& dir, const ModelConfig& cfg, const std::string
 // ValidateCheckpoint accepts the compressed-tensors scale naming the loader
 // accepts ("<module>.weight_scale" F32 [out] or [out, 1]) and checks its shape.
 TEST(WeightSpec, W8a8AcceptsWeightScaleNaming) {
-  ModelConfig cfg = TinyA();
-  cfg.quantization = QuantizationConfig{};
+  checkpoint::ModelConfig cfg = TinyA();
+  cfg.quantization = checkpoint::QuantizationConfig{};
   cfg.quantization.quant_method = "compressed-tensors";
   for (const char* naming : {".scale", ".weight_scale"}) {
     SCOPED_TRACE(naming);
     TempDir dir;
     WriteW8a8(dir.path(), cfg, naming, [](int64_t out) { return Shape{out, 1}; });
-    auto ckpt = Checkpoint::Open(dir.path());
+    auto ckpt = checkpoint::Checkpoint::Open(dir.path());
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    const Status s = ValidateCheckpoint(**ckpt, cfg);
+    const Status s = checkpoint::ValidateCheckpoint(**ckpt, cfg);
     if (std::string(naming) == ".weight_scale") {
       EXPECT_TRUE(s.ok()) << s.ToString();
     } else {  // ".scale" is dsv4's own naming and stays [out] only
@@ -310,9 +311,9 @@ TEST(WeightSpec, W8a8AcceptsWeightScaleNaming) {
   }
   TempDir dir;
   WriteW8a8(dir.path(), cfg, ".weight_scale", [](int64_t out) { return Shape{out, 2}; });
-  auto ckpt = Checkpoint::Open(dir.path());
+  auto ckpt = checkpoint::Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  EXPECT_THAT(ValidateCheckpoint(**ckpt, cfg).message(),
+  EXPECT_THAT(checkpoint::ValidateCheckpoint(**ckpt, cfg).message(),
               HasSubstr("tensor 'layers.0.attn.wq_b.weight_scale': expected F32 [512] (or [512, "
                         "1]), found F32 [512, 2]"));
 }

@@ -21,53 +21,54 @@ namespace {
 // Replays a script of outputs per request at Submit time (all queued before
 // the driver reads any).  Abort delivers a final kAbort unless the script
 // already finished the request.
-class ScriptedEngine : public AsyncEngine {
+class ScriptedEngine : public engine::AsyncEngine {
  public:
-  explicit ScriptedEngine(std::vector<std::vector<GenerationOutput>> scripts)
+  explicit ScriptedEngine(std::vector<std::vector<engine::GenerationOutput>> scripts)
       : scripts_(std::move(scripts)) {}
 
-  Result<RequestId> Submit(GenerationRequest request, OutputCallback on_output) override {
+  Result<engine::RequestId> Submit(engine::GenerationRequest request,
+                                   OutputCallback on_output) override {
     const size_t index = submitted_.size();
     if (index == refuse_at_) return InvalidArgument("refused");
-    const RequestId id = static_cast<RequestId>(100 + index);
+    const engine::RequestId id = static_cast<engine::RequestId>(100 + index);
     submitted_.push_back(std::move(request));
     callbacks_[id] = on_output;
     bool finished = false;
-    for (GenerationOutput out : scripts_[index]) {
+    for (engine::GenerationOutput out : scripts_[index]) {
       out.id = id;
-      finished = finished || out.finish != FinishReason::kNone;
+      finished = finished || out.finish != engine::FinishReason::kNone;
       on_output(out);
     }
     finished_[id] = finished;
     return id;
   }
-  void Abort(RequestId id) override {
+  void Abort(engine::RequestId id) override {
     aborted_.push_back(id);
     if (!finished_[id]) {
       finished_[id] = true;
-      GenerationOutput out;
+      engine::GenerationOutput out;
       out.id = id;
-      out.finish = FinishReason::kAbort;
+      out.finish = engine::FinishReason::kAbort;
       callbacks_[id](out);
     }
   }
-  EngineStats Stats() const override { return {}; }
+  engine::EngineStats Stats() const override { return {}; }
   bool Ready() const override { return true; }
   void Shutdown() override {}
 
   size_t refuse_at_ = SIZE_MAX;
-  std::vector<GenerationRequest> submitted_;
-  std::vector<RequestId> aborted_;
+  std::vector<engine::GenerationRequest> submitted_;
+  std::vector<engine::RequestId> aborted_;
 
  private:
-  std::vector<std::vector<GenerationOutput>> scripts_;
-  std::map<RequestId, OutputCallback> callbacks_;
-  std::map<RequestId, bool> finished_;
+  std::vector<std::vector<engine::GenerationOutput>> scripts_;
+  std::map<engine::RequestId, OutputCallback> callbacks_;
+  std::map<engine::RequestId, bool> finished_;
 };
 
-GenerationOutput Step(std::vector<int32_t> tokens, int32_t drafts = 0, int32_t accepted = 0,
-                      FinishReason finish = FinishReason::kNone) {
-  GenerationOutput out;
+engine::GenerationOutput Step(std::vector<int32_t> tokens, int32_t drafts = 0, int32_t accepted = 0,
+                              engine::FinishReason finish = engine::FinishReason::kNone) {
+  engine::GenerationOutput out;
   out.new_tokens = std::move(tokens);
   out.num_draft_tokens = drafts;
   out.num_accepted_tokens = accepted;
@@ -119,15 +120,15 @@ class GenerateDriverTest : public ::testing::Test {
 
   // The output as `per_step`-token steps (accepted MTP drafts), the last one
   // carrying `last`.
-  static std::vector<GenerationOutput> Steps(const std::vector<int32_t>& ids, size_t per_step,
-                                             FinishReason last) {
-    std::vector<GenerationOutput> steps;
+  static std::vector<engine::GenerationOutput> Steps(const std::vector<int32_t>& ids,
+                                                     size_t per_step, engine::FinishReason last) {
+    std::vector<engine::GenerationOutput> steps;
     for (size_t i = 0; i < ids.size(); i += per_step) {
       const size_t end = std::min(ids.size(), i + per_step);
       const auto n = static_cast<int32_t>(end - i);
       steps.push_back(
           Step({ids.begin() + static_cast<ptrdiff_t>(i), ids.begin() + static_cast<ptrdiff_t>(end)},
-               n - 1, n - 1, end == ids.size() ? last : FinishReason::kNone));
+               n - 1, n - 1, end == ids.size() ? last : engine::FinishReason::kNone));
     }
     return steps;
   }
@@ -174,7 +175,7 @@ TEST_F(GenerateDriverTest, StopStringInsideAMultiTokenStepCutsTheStep) {
   EXPECT_EQ(r.text, " alpha beta");
   EXPECT_EQ(r.tokens, (std::vector<int32_t>{ids[0], ids[1], ids[2]}));
   EXPECT_EQ(streamed.str(), " alpha beta");
-  EXPECT_EQ(engine.aborted_, (std::vector<RequestId>{100}));
+  EXPECT_EQ(engine.aborted_, (std::vector<engine::RequestId>{100}));
   // Counters cover the steps up to the stop; the later step is not ours.
   EXPECT_EQ(stats.num_verify_steps, 1);
   EXPECT_EQ(stats.num_draft_tokens, 2);
@@ -183,8 +184,8 @@ TEST_F(GenerateDriverTest, StopStringInsideAMultiTokenStepCutsTheStep) {
 }
 
 TEST_F(GenerateDriverTest, SubmitsTheConfiguredRequests) {
-  ScriptedEngine engine(
-      {{Step({}, 0, 0, FinishReason::kLength)}, {Step({}, 0, 0, FinishReason::kLength)}});
+  ScriptedEngine engine({{Step({}, 0, 0, engine::FinishReason::kLength)},
+                         {Step({}, 0, 0, engine::FinishReason::kLength)}});
   GenerateJob job = Job(2);
   job.prompts[1].ids = {8, 9};
   job.config.stop_token_ids = {9};
@@ -205,9 +206,9 @@ TEST_F(GenerateDriverTest, SubmitsTheConfiguredRequests) {
 TEST_F(GenerateDriverTest, EosStopTokenAndLength) {
   const std::vector<int32_t> ids = Ids(" one two");
   ScriptedEngine engine({
-      {Step({ids[0], 1}, 0, 0, FinishReason::kStop)},
-      {Step({ids[0], 9}, 0, 0, FinishReason::kStop)},
-      {Step({ids[0]}), Step({ids[1]}, 0, 0, FinishReason::kLength)},
+      {Step({ids[0], 1}, 0, 0, engine::FinishReason::kStop)},
+      {Step({ids[0], 9}, 0, 0, engine::FinishReason::kStop)},
+      {Step({ids[0]}), Step({ids[1]}, 0, 0, engine::FinishReason::kLength)},
   });
   GenerateJob job = Job(3);
   job.config.stop_token_ids = {9};
@@ -222,7 +223,7 @@ TEST_F(GenerateDriverTest, EosStopTokenAndLength) {
   EXPECT_TRUE(engine.aborted_.empty());
   EXPECT_EQ(stats.num_tokens, 6);
   // With ignore_eos an EOS-terminated output would be a stop token.
-  ScriptedEngine engine2({{Step({ids[0], 1}, 0, 0, FinishReason::kStop)}});
+  ScriptedEngine engine2({{Step({ids[0], 1}, 0, 0, engine::FinishReason::kStop)}});
   job = Job(1);
   job.config.sampling.ignore_eos = true;
   results = RunGenerate(engine2, job, &stats);
@@ -238,7 +239,7 @@ TEST_F(GenerateDriverTest, ARefusedSubmissionAbortsTheOthers) {
   auto results = RunGenerate(engine, Job(3), &stats);
   ASSERT_FALSE(results.ok());
   EXPECT_EQ(results.status().message(), "prompt 3: refused");
-  EXPECT_EQ(engine.aborted_, (std::vector<RequestId>{100, 101}));
+  EXPECT_EQ(engine.aborted_, (std::vector<engine::RequestId>{100, 101}));
 }
 
 TEST_F(GenerateDriverTest, ChatToolCallIsPrintedAsTheServerParsesIt) {
@@ -252,8 +253,8 @@ TEST_F(GenerateDriverTest, ChatToolCallIsPrintedAsTheServerParsesIt) {
   const std::vector<int32_t> plain = tokenizer_->Encode(" one two");
   const std::vector<int32_t> answer = tokenizer_->Encode(kToolAnswer);
   ASSERT_EQ(answer.back(), 1);
-  ScriptedEngine engine(
-      {Steps(plain, 1, FinishReason::kLength), Steps(answer, 3, FinishReason::kStop)});
+  ScriptedEngine engine({Steps(plain, 1, engine::FinishReason::kLength),
+                         Steps(answer, 3, engine::FinishReason::kStop)});
   GenerateStats stats;
   auto results = RunGenerate(engine, job, &stats);
   ASSERT_TRUE(results.ok()) << results.status().message();
@@ -295,7 +296,7 @@ TEST_F(GenerateDriverTest, ChatStreamingPrintsEachSectionUnderItsHeader) {
   job.prompts.push_back(ChatPrompt(kToolRequest));
   std::ostringstream streamed;
   job.stream = &streamed;
-  ScriptedEngine engine({Steps(tokenizer_->Encode(kToolAnswer), 2, FinishReason::kStop)});
+  ScriptedEngine engine({Steps(tokenizer_->Encode(kToolAnswer), 2, engine::FinishReason::kStop)});
   GenerateStats stats;
   ASSERT_TRUE(RunGenerate(engine, job, &stats).ok());
   EXPECT_EQ(streamed.str(),
@@ -310,7 +311,7 @@ TEST_F(GenerateDriverTest, ChatStopStringsCutTheContentOnly) {
   GenerateJob job;
   job.tokenizer = tokenizer_;
   job.prompts.push_back(ChatPrompt(body));
-  ScriptedEngine engine({Steps(tokenizer_->Encode(kToolAnswer), 1, FinishReason::kStop)});
+  ScriptedEngine engine({Steps(tokenizer_->Encode(kToolAnswer), 1, engine::FinishReason::kStop)});
   GenerateStats stats;
   auto results = RunGenerate(engine, job, &stats);
   ASSERT_TRUE(results.ok()) << results.status().message();
@@ -319,7 +320,7 @@ TEST_F(GenerateDriverTest, ChatStopStringsCutTheContentOnly) {
   EXPECT_EQ(r.content, "S");
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.finish, "stop");
-  EXPECT_EQ(engine.aborted_, (std::vector<RequestId>{100}));
+  EXPECT_EQ(engine.aborted_, (std::vector<engine::RequestId>{100}));
 }
 
 TEST_F(GenerateDriverTest, MalformedChatOutputIsAnErrorWithTheRawText) {
@@ -328,14 +329,14 @@ TEST_F(GenerateDriverTest, MalformedChatOutputIsAnErrorWithTheRawText) {
   job.prompts.push_back(ChatPrompt(R"({"messages":[{"role":"user","content":"Hi"}]})"));
   // A DSML marker outside a tag: the parser refuses it, the request is aborted.
   const std::vector<int32_t> ids = tokenizer_->Encode("Hi ｜DSML｜ there and more");
-  ScriptedEngine engine({Steps(ids, 2, FinishReason::kLength)});
+  ScriptedEngine engine({Steps(ids, 2, engine::FinishReason::kLength)});
   GenerateStats stats;
   auto results = RunGenerate(engine, job, &stats);
   ASSERT_TRUE(results.ok()) << results.status().message();
   const PromptResult& r = (*results)[0];
   EXPECT_EQ(r.finish, "error");
   EXPECT_FALSE(r.error.ok());
-  EXPECT_EQ(engine.aborted_, (std::vector<RequestId>{100}));
+  EXPECT_EQ(engine.aborted_, (std::vector<engine::RequestId>{100}));
   std::ostringstream os;
   PrintResults(os, *results, job, stats, 0);
   const std::string printed = os.str();
@@ -349,7 +350,7 @@ TEST_F(GenerateDriverTest, MalformedChatOutputIsAnErrorWithTheRawText) {
 TEST_F(GenerateDriverTest, AChatPromptNeedsATokenizer) {
   GenerateJob job;
   job.prompts.push_back(ChatPrompt(kToolRequest));
-  ScriptedEngine engine(std::vector<std::vector<GenerationOutput>>(1));
+  ScriptedEngine engine(std::vector<std::vector<engine::GenerationOutput>>(1));
   GenerateStats stats;
   auto results = RunGenerate(engine, job, &stats);
   ASSERT_FALSE(results.ok());

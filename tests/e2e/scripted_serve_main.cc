@@ -23,14 +23,14 @@ int main(int argc, char** argv) {
                       "TEST ONLY: replay token ids from FILE instead of the sampled ones "
                       "(one JSON array of ids or string per line)");
   };
-  hooks.wrap_engine = [state](AsyncEngine& engine, const text::Tokenizer& tokenizer,
-                              int64_t eos_token_id) -> Result<AsyncEngine*> {
+  hooks.wrap_engine = [state](engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,
+                              int64_t eos_token_id) -> Result<engine::AsyncEngine*> {
     if (state->script_path.empty()) return &engine;
     DSV4_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> scripts,
                           server::LoadTokenScripts(state->script_path, tokenizer));
     state->engine =
         std::make_unique<server::ScriptedEngine>(engine, std::move(scripts), eos_token_id);
-    return static_cast<AsyncEngine*>(state->engine.get());
+    return static_cast<engine::AsyncEngine*>(state->engine.get());
   };
   hooks.banner_warning =
       "this is dsv4_scripted_serve, a TEST build: --test-script-ids replays "

@@ -15,20 +15,20 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t Hash(RequestId id, int64_t pos, uint64_t salt) {
+uint64_t Hash(engine::RequestId id, int64_t pos, uint64_t salt) {
   return Mix(Mix(static_cast<uint64_t>(id) * 1000003ull + salt) ^ static_cast<uint64_t>(pos));
 }
 
 }  // namespace
 
-int32_t FakeModelToken(RequestId id, int64_t pos, int stop_per_mille) {
+int32_t FakeModelToken(engine::RequestId id, int64_t pos, int stop_per_mille) {
   const uint64_t h = Hash(id, pos, 17);
   if (static_cast<int>(h % 1000) < stop_per_mille) return kFakeStopToken;
   return 2 + static_cast<int32_t>((h >> 10) % 49998);
 }
 
-FakeExecutor::FakeExecutor(const CacheManager& cache,
-                           std::function<int32_t(RequestId, int64_t)> true_token,
+FakeExecutor::FakeExecutor(const cache::CacheManager& cache,
+                           std::function<int32_t(engine::RequestId, int64_t)> true_token,
                            int accept_percent)
     : cache_(cache), true_token_(std::move(true_token)), accept_percent_(accept_percent) {
   store_.resize(size_t(cache.num_partitions()));
@@ -39,17 +39,17 @@ FakeExecutor::FakeExecutor(const CacheManager& cache,
   }
 }
 
-FakeExecutor::Cell* FakeExecutor::CellAt(const ScheduledRequest& e, int g, int64_t pos) {
-  const CacheGroupSpec& spec = cache_.group(g);
+FakeExecutor::Cell* FakeExecutor::CellAt(const engine::ScheduledRequest& e, int g, int64_t pos) {
+  const cache::CacheGroupSpec& spec = cache_.group(g);
   const int32_t page = e.block_tables[size_t(g)].At(spec.PageOf(pos));
-  if (page == kNoPage) return nullptr;
+  if (page == cache::kNoPage) return nullptr;
   auto& cells = store_[size_t(e.partition)][size_t(g)];
   return &cells[size_t(page) * size_t(spec.tokens_per_page) + size_t(pos % spec.tokens_per_page)];
 }
 
-void FakeExecutor::CheckReads(const ScheduledRequest& e) {
+void FakeExecutor::CheckReads(const engine::ScheduledRequest& e) {
   for (int g = 0; g < cache_.num_groups(); ++g) {
-    const CacheGroupSpec& spec = cache_.group(g);
+    const cache::CacheGroupSpec& spec = cache_.group(g);
     for (int64_t pos = spec.LiveFrom(e.start_pos); pos < e.start_pos; ++pos) {
       const Cell* cell = CellAt(e, g, pos);
       if (cell == nullptr) {
@@ -70,10 +70,11 @@ void FakeExecutor::CheckReads(const ScheduledRequest& e) {
   }
 }
 
-void FakeExecutor::Write(const ScheduledRequest& e, const std::vector<int32_t>& row_tokens) {
+void FakeExecutor::Write(const engine::ScheduledRequest& e,
+                         const std::vector<int32_t>& row_tokens) {
   const int64_t end = e.start_pos + e.num_tokens();
   for (int g = 0; g < cache_.num_groups(); ++g) {
-    const CacheGroupSpec& spec = cache_.group(g);
+    const cache::CacheGroupSpec& spec = cache_.group(g);
     // Every position a commit may leave live must be stored.
     const int64_t must_from =
         spec.is_ring() ? std::max(e.start_pos, spec.LiveFrom(end - e.num_draft)) : e.start_pos;
@@ -93,8 +94,8 @@ void FakeExecutor::Write(const ScheduledRequest& e, const std::vector<int32_t>& 
   }
 }
 
-RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
-  RequestResult r;
+engine::RequestResult FakeExecutor::RunRequest(const engine::ScheduledRequest& e) {
+  engine::RequestResult r;
   r.id = e.id;
   r.generation = e.generation;
   const auto key = std::make_pair(e.partition, e.slot);
@@ -120,7 +121,8 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
     }
   }
   for (int64_t i = num_real; i < e.num_tokens(); ++i) {
-    if (e.token_ids[size_t(i)] != kDraftToken) Error(fmt::format("request {}: draft row id", e.id));
+    if (e.token_ids[size_t(i)] != engine::kDraftToken)
+      Error(fmt::format("request {}: draft row id", e.id));
   }
   CheckReads(e);
   // Drafts: right with probability accept_percent, else a different token.
@@ -148,8 +150,8 @@ RequestResult FakeExecutor::RunRequest(const ScheduledRequest& e) {
   return r;
 }
 
-Result<StepResult> FakeExecutor::Run(const StepPlan& plan) {
-  for (const ReleasedSlot& rel : plan.released) {
+Result<engine::StepResult> FakeExecutor::Run(const engine::StepPlan& plan) {
+  for (const engine::ReleasedSlot& rel : plan.released) {
     auto it = slots_.find({rel.partition, rel.slot});
     if (it == slots_.end() || it->second.id != rel.id || it->second.generation != rel.generation) {
       Error(fmt::format("release of request {} slot {} gen {} that is not live", rel.id, rel.slot,
@@ -158,7 +160,7 @@ Result<StepResult> FakeExecutor::Run(const StepPlan& plan) {
     }
     slots_.erase(it);
   }
-  for (const ScheduledRequest& e : plan.requests) {
+  for (const engine::ScheduledRequest& e : plan.requests) {
     for (int g = 0; g < cache_.num_groups(); ++g) {
       const int64_t t = cache_.group(g).tokens_per_page;
       for (int32_t page : e.fresh_pages[size_t(g)]) {
@@ -172,15 +174,15 @@ Result<StepResult> FakeExecutor::Run(const StepPlan& plan) {
     fail_next_ = false;
     // Lifecycle changes apply even though the compute fails: the scheduler
     // releases this plan's slots in the next plan.
-    for (const ScheduledRequest& e : plan.requests) {
+    for (const engine::ScheduledRequest& e : plan.requests) {
       if (e.is_new)
         slots_.insert_or_assign({e.partition, e.slot}, SlotState{e.id, e.generation, 0});
     }
     return Internal("injected executor failure in step {}", plan.step_id);
   }
-  StepResult result;
+  engine::StepResult result;
   result.step_id = plan.step_id;
-  for (const ScheduledRequest& e : plan.requests) result.requests.push_back(RunRequest(e));
+  for (const engine::ScheduledRequest& e : plan.requests) result.requests.push_back(RunRequest(e));
   return result;
 }
 

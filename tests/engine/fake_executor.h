@@ -33,16 +33,16 @@ inline constexpr int32_t kFakeStopToken = 1;
 
 // Deterministic output token of request `id` at position `pos`: in [2, 50000),
 // or kFakeStopToken with probability stop_per_mille / 1000.
-int32_t FakeModelToken(RequestId id, int64_t pos, int stop_per_mille);
+int32_t FakeModelToken(engine::RequestId id, int64_t pos, int stop_per_mille);
 
-class FakeExecutor : public Executor {
+class FakeExecutor : public engine::Executor {
  public:
   // `true_token(id, pos)` is the request's token at `pos` (its prompt below
   // the prompt length, FakeModelToken above).
-  FakeExecutor(const CacheManager& cache, std::function<int32_t(RequestId, int64_t)> true_token,
-               int accept_percent);
+  FakeExecutor(const cache::CacheManager& cache,
+               std::function<int32_t(engine::RequestId, int64_t)> true_token, int accept_percent);
 
-  Result<StepResult> Run(const StepPlan& plan) override;
+  Result<engine::StepResult> Run(const engine::StepPlan& plan) override;
 
   // Contract violations seen so far (empty when all is well).
   const std::vector<std::string>& errors() const { return errors_; }
@@ -53,25 +53,25 @@ class FakeExecutor : public Executor {
 
  private:
   struct Cell {
-    RequestId id = -1;
+    engine::RequestId id = -1;
     uint32_t generation = 0;
     int64_t pos = -1;
     int32_t token = -1;
   };
   struct SlotState {
-    RequestId id = 0;
+    engine::RequestId id = 0;
     uint32_t generation = 0;
     int64_t next_pos = 0;
   };
   void Error(std::string message) { errors_.push_back(std::move(message)); }
   std::vector<Cell>& Page(int32_t partition, int g, int32_t page);
-  Cell* CellAt(const ScheduledRequest& e, int g, int64_t pos);
-  void CheckReads(const ScheduledRequest& e);
-  void Write(const ScheduledRequest& e, const std::vector<int32_t>& row_tokens);
-  RequestResult RunRequest(const ScheduledRequest& e);
+  Cell* CellAt(const engine::ScheduledRequest& e, int g, int64_t pos);
+  void CheckReads(const engine::ScheduledRequest& e);
+  void Write(const engine::ScheduledRequest& e, const std::vector<int32_t>& row_tokens);
+  engine::RequestResult RunRequest(const engine::ScheduledRequest& e);
 
-  const CacheManager& cache_;
-  std::function<int32_t(RequestId, int64_t)> true_token_;
+  const cache::CacheManager& cache_;
+  std::function<int32_t(engine::RequestId, int64_t)> true_token_;
   int accept_percent_;
   // [partition][group] -> cells of all pages, [num_pages * tokens_per_page]
   std::vector<std::vector<std::vector<Cell>>> store_;

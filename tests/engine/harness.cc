@@ -2,8 +2,8 @@
 
 namespace dsv4::testing {
 
-Dsv4CacheShapes TinyShapes() {
-  Dsv4CacheShapes s;
+engine::Dsv4CacheShapes TinyShapes() {
+  engine::Dsv4CacheShapes s;
   s.num_layers = 4;
   s.num_csa_layers = 2;
   s.num_hca_layers = 1;
@@ -16,29 +16,32 @@ Dsv4CacheShapes TinyShapes() {
   return s;
 }
 
-CacheManager TinyCache(int32_t partitions, int64_t ring_pages, int64_t history_pages) {
-  Result<std::vector<CacheGroupSpec>> groups = BuildDsv4CacheGroups(
-      TinyShapes(), CacheStorage::Bf16(TinyShapes()), kTinyBlock, StatePageTokens{4, 8});
+cache::CacheManager TinyCache(int32_t partitions, int64_t ring_pages, int64_t history_pages) {
+  Result<std::vector<cache::CacheGroupSpec>> groups =
+      engine::BuildDsv4CacheGroups(TinyShapes(), engine::CacheStorage::Bf16(TinyShapes()),
+                                   kTinyBlock, engine::StatePageTokens{4, 8});
   EXPECT_TRUE(groups.ok());
   std::vector<int64_t> pages;
-  for (const CacheGroupSpec& g : *groups) pages.push_back(g.is_ring() ? ring_pages : history_pages);
-  Result<CacheManager> cache = CacheManager::Create(*groups, partitions, pages);
+  for (const cache::CacheGroupSpec& g : *groups)
+    pages.push_back(g.is_ring() ? ring_pages : history_pages);
+  Result<cache::CacheManager> cache = cache::CacheManager::Create(*groups, partitions, pages);
   EXPECT_TRUE(cache.ok());
   return std::move(cache).value();
 }
 
-Harness::Harness(const SchedulerConfig& config, CacheManager cache, int accept_percent,
-                 int stop_per_mille)
+Harness::Harness(const engine::SchedulerConfig& config, cache::CacheManager cache,
+                 int accept_percent, int stop_per_mille)
     : stop_per_mille_(stop_per_mille) {
-  Result<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(config, std::move(cache));
+  Result<std::unique_ptr<engine::Scheduler>> scheduler =
+      engine::Scheduler::Create(config, std::move(cache));
   EXPECT_TRUE(scheduler.ok()) << scheduler.status().ToString();
   scheduler_ = std::move(scheduler).value();
   fake_ = std::make_unique<FakeExecutor>(
-      scheduler_->cache(), [this](RequestId id, int64_t pos) { return TrueToken(id, pos); },
+      scheduler_->cache(), [this](engine::RequestId id, int64_t pos) { return TrueToken(id, pos); },
       accept_percent);
 }
 
-int32_t Harness::TrueToken(RequestId id, int64_t pos) const {
+int32_t Harness::TrueToken(engine::RequestId id, int64_t pos) const {
   auto it = limits_.find(id);
   if (it != limits_.end() && pos < it->second.prompt_len) {
     return 2 + static_cast<int32_t>((id * 131 + pos * 7) % 1000);
@@ -46,10 +49,10 @@ int32_t Harness::TrueToken(RequestId id, int64_t pos) const {
   return FakeModelToken(id, pos, stop_per_mille_);
 }
 
-Status Harness::Add(RequestId id, int64_t prompt_len, int64_t max_tokens, int32_t max_draft,
+Status Harness::Add(engine::RequestId id, int64_t prompt_len, int64_t max_tokens, int32_t max_draft,
                     bool stop_on_fake_stop) {
   limits_[id] = {prompt_len, max_tokens, stop_on_fake_stop};
-  Request r;
+  engine::Request r;
   r.id = id;
   for (int64_t p = 0; p < prompt_len; ++p) r.prompt.push_back(TrueToken(id, p));
   r.max_tokens = max_tokens;
@@ -58,38 +61,38 @@ Status Harness::Add(RequestId id, int64_t prompt_len, int64_t max_tokens, int32_
   return scheduler_->AddRequest(std::move(r));
 }
 
-Finished Harness::Expected(RequestId id) const {
+Finished Harness::Expected(engine::RequestId id) const {
   const Limits& l = limits_.at(id);
   Finished f;
   for (int64_t pos = l.prompt_len;; ++pos) {
     const int32_t t = TrueToken(id, pos);
     f.tokens.push_back(t);
     if (l.stop && t == kFakeStopToken) {
-      f.reason = FinishReason::kStop;
+      f.reason = engine::FinishReason::kStop;
       break;
     }
     if (static_cast<int64_t>(f.tokens.size()) >= l.max_tokens ||
         pos + 1 >= scheduler_->config().max_model_len) {
-      f.reason = FinishReason::kLength;
+      f.reason = engine::FinishReason::kLength;
       break;
     }
   }
   return f;
 }
 
-void Harness::Collect(std::vector<RequestOutput> outputs) {
-  for (RequestOutput& o : outputs) {
+void Harness::Collect(std::vector<engine::RequestOutput> outputs) {
+  for (engine::RequestOutput& o : outputs) {
     EXPECT_EQ(finished_.count(o.id), 0u) << "output after finish for request " << o.id;
     auto& tokens = streamed_[o.id];
     tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-    if (o.finish != FinishReason::kNone) finished_[o.id] = {tokens, o.finish, o.error};
+    if (o.finish != engine::FinishReason::kNone) finished_[o.id] = {tokens, o.finish, o.error};
   }
 }
 
-StepPlan Harness::Step() {
-  StepPlan plan = scheduler_->Schedule();
+engine::StepPlan Harness::Step() {
+  engine::StepPlan plan = scheduler_->Schedule();
   EXPECT_LE(plan.num_tokens, scheduler_->config().max_num_batched_tokens);
-  Result<StepResult> result = fake_->Run(plan);
+  Result<engine::StepResult> result = fake_->Run(plan);
   if (result.ok()) {
     EXPECT_TRUE(scheduler_->Commit(plan, *result).ok());
   } else {

@@ -28,10 +28,10 @@ int32_t PromptToken(int64_t pos) { return 2 + static_cast<int32_t>(pos * 3); }
 
 // Runs plans on `inner` once opened: holds the engine thread inside its
 // first step so that submissions pile up deterministically.
-class GatedExecutor : public Executor {
+class GatedExecutor : public engine::Executor {
  public:
-  explicit GatedExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
-  Result<StepResult> Run(const StepPlan& plan) override {
+  explicit GatedExecutor(std::unique_ptr<engine::Executor> inner) : inner_(std::move(inner)) {}
+  Result<engine::StepResult> Run(const engine::StepPlan& plan) override {
     {
       MutexLock lock(&mu_);
       cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return open_; });
@@ -45,7 +45,7 @@ class GatedExecutor : public Executor {
   }
 
  private:
-  std::unique_ptr<Executor> inner_;
+  std::unique_ptr<engine::Executor> inner_;
   Mutex mu_;
   CondVar cv_;
   bool open_ GUARDED_BY(mu_) = false;
@@ -54,16 +54,16 @@ class GatedExecutor : public Executor {
 // Outputs as callers see them: appended on the engine thread, read by the test.
 class Collector {
  public:
-  AsyncEngine::OutputCallback Callback() {
-    return [this](const GenerationOutput& o) {
+  engine::AsyncEngine::OutputCallback Callback() {
+    return [this](const engine::GenerationOutput& o) {
       MutexLock lock(&mu_);
       Seen& s = seen_[o.id];
-      EXPECT_EQ(s.finish, FinishReason::kNone) << "output after the final one for " << o.id;
+      EXPECT_EQ(s.finish, engine::FinishReason::kNone) << "output after the final one for " << o.id;
       s.tokens.insert(s.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
       s.finish = o.finish;
       s.drafts += o.num_draft_tokens;
       s.accepted += o.num_accepted_tokens;
-      if (o.finish != FinishReason::kNone) {
+      if (o.finish != engine::FinishReason::kNone) {
         ++num_finished_;
         cv_.SignalAll();
       }
@@ -75,11 +75,11 @@ class Collector {
   }
   struct Seen {
     std::vector<int32_t> tokens;
-    FinishReason finish = FinishReason::kNone;
+    engine::FinishReason finish = engine::FinishReason::kNone;
     int64_t drafts = 0;
     int64_t accepted = 0;
   };
-  std::map<RequestId, Seen> seen() {
+  std::map<engine::RequestId, Seen> seen() {
     MutexLock lock(&mu_);
     return seen_;
   }
@@ -87,29 +87,30 @@ class Collector {
  private:
   Mutex mu_;
   CondVar cv_;
-  std::map<RequestId, Seen> seen_ GUARDED_BY(mu_);
+  std::map<engine::RequestId, Seen> seen_ GUARDED_BY(mu_);
   int64_t num_finished_ GUARDED_BY(mu_) = 0;
 };
 
 class LocalEngineTest : public ::testing::Test {
  protected:
   void Start(int64_t max_waiting = 1024, bool gated = false) {
-    SchedulerConfig c;
+    engine::SchedulerConfig c;
     c.max_num_batched_tokens = 64;
     c.max_num_seqs = 4;
     c.max_model_len = 128;
     c.prefill_tile = kTinyBlock;
     c.num_speculative_tokens = 2;
-    Result<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(c, TinyCache(1, 64, 64));
+    Result<std::unique_ptr<engine::Scheduler>> scheduler =
+        engine::Scheduler::Create(c, TinyCache(1, 64, 64));
     ASSERT_TRUE(scheduler.ok()) << scheduler.status().ToString();
     auto fake = std::make_unique<FakeExecutor>(
         (*scheduler)->cache(),
-        [](RequestId id, int64_t pos) {
+        [](engine::RequestId id, int64_t pos) {
           return pos < kPromptLen ? PromptToken(pos) : FakeModelToken(id, pos, 0);
         },
         60);
     fake_ = fake.get();
-    LocalEngineParts parts;
+    engine::LocalEngineParts parts;
     if (gated) {
       auto gate = std::make_unique<GatedExecutor>(std::move(fake));
       gate_ = gate.get();
@@ -117,19 +118,20 @@ class LocalEngineTest : public ::testing::Test {
     } else {
       parts.executor = std::move(fake);
     }
-    parts.core = std::make_unique<EngineCore>(std::move(scheduler).value(), parts.executor.get());
-    LocalEngineConfig config;
+    parts.core =
+        std::make_unique<engine::EngineCore>(std::move(scheduler).value(), parts.executor.get());
+    engine::LocalEngineConfig config;
     config.vocab_size = kVocab;
     config.eos_token_id = -1;  // the fake's tokens run to max_tokens
     config.max_model_len = 128;
     config.max_waiting = max_waiting;
-    Result<std::unique_ptr<LocalEngine>> engine =
-        LocalEngine::Start(std::move(config), std::move(parts));
+    Result<std::unique_ptr<engine::LocalEngine>> engine =
+        engine::LocalEngine::Start(std::move(config), std::move(parts));
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     engine_ = std::move(engine).value();
   }
-  static GenerationRequest MakeRequest(int64_t max_tokens) {
-    GenerationRequest r;
+  static engine::GenerationRequest MakeRequest(int64_t max_tokens) {
+    engine::GenerationRequest r;
     for (int64_t p = 0; p < kPromptLen; ++p) r.prompt.push_back(PromptToken(p));
     r.max_tokens = max_tokens;
     return r;
@@ -143,7 +145,7 @@ class LocalEngineTest : public ::testing::Test {
   Collector out_;
   FakeExecutor* fake_ = nullptr;   // owned by engine_
   GatedExecutor* gate_ = nullptr;  // owned by engine_ when gated
-  std::unique_ptr<LocalEngine> engine_;
+  std::unique_ptr<engine::LocalEngine> engine_;
 };
 
 TEST_F(LocalEngineTest, ConcurrentSubmittersEachGetTheirWholeOutput) {
@@ -154,12 +156,12 @@ TEST_F(LocalEngineTest, ConcurrentSubmittersEachGetTheirWholeOutput) {
   // A request's tokens depend on its id, which the engine assigns: each
   // submitter records the ids it got, and every id's output is checked.
   Mutex mu;
-  std::vector<RequestId> ids;
+  std::vector<engine::RequestId> ids;
   std::vector<std::thread> submitters;
   for (int t = 0; t < kThreads; ++t) {
     submitters.emplace_back([&] {
       for (int i = 0; i < kPerThread; ++i) {
-        Result<RequestId> id = engine_->Submit(MakeRequest(9), out_.Callback());
+        Result<engine::RequestId> id = engine_->Submit(MakeRequest(9), out_.Callback());
         ASSERT_TRUE(id.ok()) << id.status().ToString();
         MutexLock lock(&mu);
         ids.push_back(*id);
@@ -168,10 +170,10 @@ TEST_F(LocalEngineTest, ConcurrentSubmittersEachGetTheirWholeOutput) {
   }
   for (std::thread& t : submitters) t.join();
   out_.WaitFinished(kThreads * kPerThread);
-  const std::map<RequestId, Collector::Seen> seen = out_.seen();
+  const std::map<engine::RequestId, Collector::Seen> seen = out_.seen();
   ASSERT_EQ(seen.size(), static_cast<size_t>(kThreads * kPerThread));
   for (const auto& [id, s] : seen) {
-    EXPECT_EQ(s.finish, FinishReason::kLength) << id;
+    EXPECT_EQ(s.finish, engine::FinishReason::kLength) << id;
     ASSERT_EQ(s.tokens.size(), 9u) << id;
     for (int64_t i = 0; i < 9; ++i) {
       EXPECT_EQ(s.tokens[size_t(i)], FakeModelToken(id, kPromptLen + i, 0)) << id << " " << i;
@@ -185,7 +187,7 @@ TEST_F(LocalEngineTest, ConcurrentSubmittersEachGetTheirWholeOutput) {
   // Stats follow the step that delivered the outputs: read them once the
   // thread has stopped.
   StopAndCheckContract();
-  const EngineStats stats = engine_->Stats();
+  const engine::EngineStats stats = engine_->Stats();
   EXPECT_EQ(stats.generation_tokens_total, 9 * kThreads * kPerThread);
   EXPECT_EQ(stats.prompt_tokens_total, kPromptLen * kThreads * kPerThread);
   EXPECT_EQ(stats.num_running, 0);
@@ -194,9 +196,9 @@ TEST_F(LocalEngineTest, ConcurrentSubmittersEachGetTheirWholeOutput) {
 
 TEST_F(LocalEngineTest, OutputsMatchTheModelAndCountSpeculation) {
   Start();
-  constexpr RequestId kN = 6;
-  for (RequestId id = 1; id <= kN; ++id) {
-    Result<RequestId> got = engine_->Submit(MakeRequest(12), out_.Callback());
+  constexpr engine::RequestId kN = 6;
+  for (engine::RequestId id = 1; id <= kN; ++id) {
+    Result<engine::RequestId> got = engine_->Submit(MakeRequest(12), out_.Callback());
     ASSERT_TRUE(got.ok());
     ASSERT_EQ(*got, id);  // ids are assigned in submission order from 1
   }
@@ -212,7 +214,7 @@ TEST_F(LocalEngineTest, OutputsMatchTheModelAndCountSpeculation) {
     accepted += s.accepted;
   }
   StopAndCheckContract();
-  const EngineStats stats = engine_->Stats();
+  const engine::EngineStats stats = engine_->Stats();
   EXPECT_GT(drafts, 0);
   EXPECT_EQ(stats.spec_num_draft_tokens, drafts);  // one set of counters, summed from outputs
   EXPECT_EQ(stats.spec_num_accepted_tokens, accepted);
@@ -227,8 +229,8 @@ TEST_F(LocalEngineTest, AbortEndsOneRequestWhileOthersCarryOn) {
   gate_->Open();
   out_.WaitFinished(2);
   const auto seen = out_.seen();
-  EXPECT_EQ(seen.at(1).finish, FinishReason::kAbort);
-  EXPECT_EQ(seen.at(2).finish, FinishReason::kLength);
+  EXPECT_EQ(seen.at(1).finish, engine::FinishReason::kAbort);
+  EXPECT_EQ(seen.at(2).finish, engine::FinishReason::kLength);
   EXPECT_EQ(seen.at(2).tokens.size(), 6u);
   StopAndCheckContract();
 }
@@ -242,7 +244,7 @@ TEST_F(LocalEngineTest, ShutdownAbortsEveryRequestInFlight) {
   // in before it are in flight too.
   int64_t submitted = 2;
   while (true) {
-    Result<RequestId> probe = engine_->Submit(MakeRequest(100), out_.Callback());
+    Result<engine::RequestId> probe = engine_->Submit(MakeRequest(100), out_.Callback());
     if (probe.ok()) {
       ++submitted;
     } else if (probe.status().code() == StatusCode::kUnavailable) {
@@ -255,27 +257,27 @@ TEST_F(LocalEngineTest, ShutdownAbortsEveryRequestInFlight) {
   gate_->Open();  // one step runs, then the loop sees the stop
   stopper.join();
   out_.WaitFinished(submitted);
-  for (const auto& [id, s] : out_.seen()) EXPECT_EQ(s.finish, FinishReason::kAbort) << id;
+  for (const auto& [id, s] : out_.seen()) EXPECT_EQ(s.finish, engine::FinishReason::kAbort) << id;
   EXPECT_FALSE(engine_->Ready());
   StopAndCheckContract();  // a second Shutdown is a no-op
 }
 
 TEST_F(LocalEngineTest, SubmitRefusesMalformedRequestsOnTheCallersThread) {
   Start();
-  auto code = [&](GenerationRequest r) {
+  auto code = [&](engine::GenerationRequest r) {
     return engine_->Submit(std::move(r), out_.Callback()).status().code();
   };
-  GenerationRequest empty;
+  engine::GenerationRequest empty;
   EXPECT_EQ(code(empty), StatusCode::kInvalidArgument);
-  GenerationRequest out_of_vocab = MakeRequest(4);
+  engine::GenerationRequest out_of_vocab = MakeRequest(4);
   out_of_vocab.prompt.push_back(static_cast<int32_t>(kVocab));
   EXPECT_EQ(code(out_of_vocab), StatusCode::kInvalidArgument);
-  GenerationRequest bad_stop = MakeRequest(4);
+  engine::GenerationRequest bad_stop = MakeRequest(4);
   bad_stop.stop_token_ids = {-1};
   EXPECT_EQ(code(bad_stop), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(MakeRequest(0)), StatusCode::kInvalidArgument);
   EXPECT_EQ(code(MakeRequest(124)), StatusCode::kInvalidArgument);  // 5 + 124 > 128
-  GenerationRequest bad_sampling = MakeRequest(4);
+  engine::GenerationRequest bad_sampling = MakeRequest(4);
   bad_sampling.sampling.top_p = 0;
   EXPECT_EQ(code(bad_sampling), StatusCode::kInvalidArgument);
   // Nothing was queued: the next request gets id 1.
@@ -291,7 +293,7 @@ TEST_F(LocalEngineTest, WaitingQueueBoundRefusesWithResourceExhausted) {
   int accepted = 0;
   StatusCode refused = StatusCode::kOk;
   for (int i = 0; i < 10 && refused == StatusCode::kOk; ++i) {
-    Result<RequestId> id = engine_->Submit(MakeRequest(6), out_.Callback());
+    Result<engine::RequestId> id = engine_->Submit(MakeRequest(6), out_.Callback());
     if (id.ok()) {
       ++accepted;
     } else {
@@ -305,7 +307,7 @@ TEST_F(LocalEngineTest, WaitingQueueBoundRefusesWithResourceExhausted) {
   EXPECT_LE(accepted, 4);
   gate_->Open();
   out_.WaitFinished(accepted);  // everything accepted still completes
-  for (const auto& [id, s] : out_.seen()) EXPECT_EQ(s.finish, FinishReason::kLength) << id;
+  for (const auto& [id, s] : out_.seen()) EXPECT_EQ(s.finish, engine::FinishReason::kLength) << id;
   StopAndCheckContract();
 }
 

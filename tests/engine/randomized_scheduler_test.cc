@@ -29,7 +29,7 @@ class RandomizedSchedulerTest : public ::testing::TestWithParam<Scenario> {};
 TEST_P(RandomizedSchedulerTest, InvariantsHoldEveryStep) {
   const Scenario sc = GetParam();
   std::mt19937 rng(sc.seed);
-  SchedulerConfig config;
+  engine::SchedulerConfig config;
   config.max_num_batched_tokens = sc.budget_tokens;
   config.max_num_seqs = sc.max_num_seqs;
   config.long_prefill_token_threshold = sc.threshold;
@@ -41,9 +41,9 @@ TEST_P(RandomizedSchedulerTest, InvariantsHoldEveryStep) {
   ASSERT_TRUE(config.Validate().ok());
 
   // Pools sized the production way, for a budget of a few max-length slots.
-  CacheSetupOptions setup;
+  engine::CacheSetupOptions setup;
   setup.shapes = TinyShapes();
-  setup.storage = CacheStorage::Bf16(setup.shapes);
+  setup.storage = engine::CacheStorage::Bf16(setup.shapes);
   setup.block_size = kTinyBlock;
   setup.state_pages = {4, 8};
   setup.num_partitions = sc.dp;
@@ -53,17 +53,17 @@ TEST_P(RandomizedSchedulerTest, InvariantsHoldEveryStep) {
   setup.prefill_tile = config.prefill_tile;
   setup.max_num_seqs = config.max_num_seqs;
   setup.budget_bytes = 1LL << 40;
-  Result<CacheSetup> probe = CreateDsv4Cache(setup);
+  Result<engine::CacheSetup> probe = engine::CreateDsv4Cache(setup);
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   setup.budget_bytes = sc.slots_of_memory * probe->plan.bytes_per_slot * sc.dp;
-  Result<CacheSetup> cache = CreateDsv4Cache(setup);
+  Result<engine::CacheSetup> cache = engine::CreateDsv4Cache(setup);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const std::vector<int64_t> peak = cache->plan.peak_pages;
 
   Harness h(config, std::move(cache->cache), /*accept_percent=*/60, /*stop_per_mille=*/15);
-  std::set<RequestId> live;
-  std::set<RequestId> aborted;
-  RequestId next_id = 1;
+  std::set<engine::RequestId> live;
+  std::set<engine::RequestId> aborted;
+  engine::RequestId next_id = 1;
   const int kSteps = 3000;
   for (int step = 0; step < kSteps + 20000 && (step < kSteps || h.scheduler().HasUnfinished());
        ++step) {
@@ -81,10 +81,10 @@ TEST_P(RandomizedSchedulerTest, InvariantsHoldEveryStep) {
       aborted.insert(*it);
       live.erase(it);
     }
-    const StepPlan plan = h.Step();
+    const engine::StepPlan plan = h.Step();
     ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << step;
-    std::set<RequestId> in_plan;
-    for (const ScheduledRequest& e : plan.requests) {
+    std::set<engine::RequestId> in_plan;
+    for (const engine::ScheduledRequest& e : plan.requests) {
       ASSERT_TRUE(in_plan.insert(e.id).second) << "request twice in one plan";
       ASSERT_LE(e.num_real_tokens(), config.PrefillExtent());
       if (!e.decode) {
@@ -110,19 +110,19 @@ TEST_P(RandomizedSchedulerTest, InvariantsHoldEveryStep) {
   int64_t num_done = 0;
   for (const auto& [id, f] : h.finished()) {
     const Finished want = h.Expected(id);
-    if (aborted.count(id) != 0 && f.reason == FinishReason::kAbort) {
+    if (aborted.count(id) != 0 && f.reason == engine::FinishReason::kAbort) {
       ASSERT_LE(f.tokens.size(), want.tokens.size());
       EXPECT_TRUE(std::equal(f.tokens.begin(), f.tokens.end(), want.tokens.begin())) << id;
       continue;
     }
-    EXPECT_NE(f.reason, FinishReason::kError) << id << ": " << f.error.ToString();
+    EXPECT_NE(f.reason, engine::FinishReason::kError) << id << ": " << f.error.ToString();
     EXPECT_EQ(f.tokens, want.tokens) << "request " << id;
     EXPECT_EQ(f.reason, want.reason) << "request " << id;
     ++num_done;
   }
   EXPECT_EQ(static_cast<int64_t>(h.finished().size()), next_id - 1);
   EXPECT_GT(num_done, 150);
-  const SchedulerStats& stats = h.scheduler().stats();
+  const engine::SchedulerStats& stats = h.scheduler().stats();
   RecordProperty("preemptions", static_cast<int>(stats.num_preemptions));
   if (sc.slots_of_memory <= 2) {
     EXPECT_GT(stats.num_preemptions, 0);

@@ -9,8 +9,8 @@
 namespace dsv4::testing {
 namespace {
 
-SchedulerConfig TinyConfig() {
-  SchedulerConfig c;
+engine::SchedulerConfig TinyConfig() {
+  engine::SchedulerConfig c;
   c.max_num_batched_tokens = 64;
   c.max_num_seqs = 8;
   c.max_model_len = 256;
@@ -19,15 +19,15 @@ SchedulerConfig TinyConfig() {
   return c;
 }
 
-const ScheduledRequest* Find(const StepPlan& plan, RequestId id) {
-  for (const ScheduledRequest& e : plan.requests) {
+const engine::ScheduledRequest* Find(const engine::StepPlan& plan, engine::RequestId id) {
+  for (const engine::ScheduledRequest& e : plan.requests) {
     if (e.id == id) return &e;
   }
   return nullptr;
 }
 
 TEST(SchedulerConfigTest, ValidatesFlags) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   EXPECT_TRUE(c.Validate().ok());
   c.max_num_batched_tokens = 0;
   EXPECT_NE(c.Validate().message().find("--max-num-batched-tokens"), std::string::npos);
@@ -54,22 +54,22 @@ TEST(SchedulerTest, RejectsBadRequests) {
   EXPECT_FALSE(h.Add(3, 4, 0).ok());    // max_tokens 0
   EXPECT_TRUE(h.Add(4, 4, 4).ok());
   EXPECT_EQ(h.Add(4, 4, 4).code(), StatusCode::kInvalidArgument);  // duplicate id
-  Request negative;
+  engine::Request negative;
   negative.id = 5;
   negative.prompt = {3, -1};
   EXPECT_FALSE(h.scheduler().AddRequest(negative).ok());
 }
 
 TEST(SchedulerTest, ChunkedPrefillInWholeTilesThenDecode) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.max_num_batched_tokens = 40;
   Harness h(c, TinyCache(1, 64, 64), /*accept_percent=*/100);
   ASSERT_TRUE(h.Add(1, 100, 10).ok());
   std::vector<int64_t> chunks, padded;
   for (int i = 0; i < 3; ++i) {
-    StepPlan plan = h.Step();
+    engine::StepPlan plan = h.Step();
     ASSERT_EQ(plan.requests.size(), 1u);
-    const ScheduledRequest& e = plan.requests[0];
+    const engine::ScheduledRequest& e = plan.requests[0];
     EXPECT_EQ(e.start_pos % kTinyBlock, 0);
     EXPECT_EQ(e.is_new, i == 0);
     EXPECT_FALSE(e.decode);
@@ -81,27 +81,27 @@ TEST(SchedulerTest, ChunkedPrefillInWholeTilesThenDecode) {
   // chunk padded to the tile.
   EXPECT_EQ(chunks, (std::vector<int64_t>{32, 32, 36}));
   EXPECT_EQ(padded, (std::vector<int64_t>{32, 32, 48}));
-  StepPlan decode = h.Step();
+  engine::StepPlan decode = h.Step();
   ASSERT_EQ(decode.requests.size(), 1u);
   EXPECT_TRUE(decode.requests[0].decode);
   EXPECT_EQ(decode.requests[0].num_draft, 2);
   EXPECT_EQ(decode.requests[0].start_pos, 100);
-  EXPECT_EQ(decode.requests[0].token_ids[1], kDraftToken);
+  EXPECT_EQ(decode.requests[0].token_ids[1], engine::kDraftToken);
   EXPECT_EQ(decode.requests[0].num_padded_tokens, 3);
   h.RunToCompletion();
   EXPECT_EQ(h.finished().at(1).tokens, h.Expected(1).tokens);
-  EXPECT_EQ(h.finished().at(1).reason, FinishReason::kLength);
+  EXPECT_EQ(h.finished().at(1).reason, engine::FinishReason::kLength);
 }
 
 TEST(SchedulerTest, PrefillAndDecodeShareAStep) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   Harness h(c, TinyCache(1, 64, 64), 0);
   ASSERT_TRUE(h.Add(1, 8, 50).ok());
   h.Step();  // prefill of 1
   ASSERT_TRUE(h.Add(2, 200, 5).ok());
-  StepPlan plan = h.Step();
-  const ScheduledRequest* decode = Find(plan, 1);
-  const ScheduledRequest* prefill = Find(plan, 2);
+  engine::StepPlan plan = h.Step();
+  const engine::ScheduledRequest* decode = Find(plan, 1);
+  const engine::ScheduledRequest* prefill = Find(plan, 2);
   ASSERT_NE(decode, nullptr);
   ASSERT_NE(prefill, nullptr);
   EXPECT_TRUE(decode->decode);
@@ -116,14 +116,14 @@ TEST(SchedulerTest, PrefillAndDecodeShareAStep) {
 }
 
 TEST(SchedulerTest, ProtectsLaterDecodersFromAnOlderPrefill) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.max_num_batched_tokens = 49;
   Harness h(c, TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 200, 4).ok());  // oldest, long prompt
   ASSERT_TRUE(h.Add(2, 1, 20).ok());
-  StepPlan first = h.Step();
+  engine::StepPlan first = h.Step();
   ASSERT_EQ(first.requests.size(), 2u);  // 48 prompt tokens of 1, the 1-token prompt of 2
-  StepPlan second = h.Step();
+  engine::StepPlan second = h.Step();
   // Without the reservation request 1 would take 48 tokens and leave 2 one
   // row without drafts; with it, 1 takes 32 and 2 gets its 1 + 2 rows.
   ASSERT_NE(Find(second, 1), nullptr);
@@ -137,7 +137,7 @@ TEST(SchedulerTest, ProtectsLaterDecodersFromAnOlderPrefill) {
 }
 
 TEST(SchedulerTest, ThresholdCapsTheChunk) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.long_prefill_token_threshold = 32;
   Harness h(c, TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 100, 2).ok());
@@ -148,33 +148,33 @@ TEST(SchedulerTest, DraftsReservedAcrossAPageBoundary) {
   Harness h(TinyConfig(), TinyCache(1, 64, 64), /*accept_percent=*/0);
   ASSERT_TRUE(h.Add(1, 15, 10).ok());
   h.Step();  // prefill 0..14, token at 15 committed
-  StepPlan plan = h.Step();
+  engine::StepPlan plan = h.Step();
   ASSERT_EQ(plan.requests.size(), 1u);
-  const ScheduledRequest& e = plan.requests[0];
+  const engine::ScheduledRequest& e = plan.requests[0];
   EXPECT_EQ(e.start_pos, 15);
   EXPECT_EQ(e.num_draft, 2);  // positions 16 and 17: the next 16-token page
-  for (int g : {kGroupCmpC4, kGroupIdx, kGroupCmpC128}) {
-    EXPECT_NE(e.block_tables[size_t(g)].At(1), kNoPage) << g;
+  for (int g : {cache::kGroupCmpC4, cache::kGroupIdx, cache::kGroupCmpC128}) {
+    EXPECT_NE(e.block_tables[size_t(g)].At(1), cache::kNoPage) << g;
   }
   // Both drafts rejected: 16 computed positions fill page 0 exactly, and the
   // page reserved for the drafts went back.
-  EXPECT_EQ(h.scheduler().cache().NumPagesHeld(1, kGroupCmpC4), 1);
+  EXPECT_EQ(h.scheduler().cache().NumPagesHeld(1, cache::kGroupCmpC4), 1);
   h.RunToCompletion();
   EXPECT_EQ(h.finished().at(1).tokens, h.Expected(1).tokens);
 }
 
 TEST(SchedulerTest, PreemptsTheCheapestNewerRequest) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.num_speculative_tokens = 0;
   Harness h(c, TinyCache(1, 64, 7));
   ASSERT_TRUE(h.Add(1, 16, 60).ok());
   ASSERT_TRUE(h.Add(2, 16, 60).ok());
   ASSERT_TRUE(h.Add(3, 48, 20).ok());  // newest, but the most computed tokens
-  RequestId first_victim = -1;
+  engine::RequestId first_victim = -1;
   for (int i = 0; i < 200 && first_victim < 0; ++i) {
-    StepPlan plan = h.Step();
+    engine::StepPlan plan = h.Step();
     ASSERT_FALSE(::testing::Test::HasFailure());
-    for (const ReleasedSlot& r : plan.released) {
+    for (const engine::ReleasedSlot& r : plan.released) {
       if (h.finished().count(r.id) == 0) first_victim = r.id;
     }
   }
@@ -182,7 +182,7 @@ TEST(SchedulerTest, PreemptsTheCheapestNewerRequest) {
   EXPECT_GE(h.scheduler().stats().num_preemptions, 1);
   h.RunToCompletion();
   // Recompute reproduces exactly what an uninterrupted run yields.
-  for (RequestId id : {1, 2, 3}) {
+  for (engine::RequestId id : {1, 2, 3}) {
     EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens) << id;
   }
 }
@@ -190,7 +190,7 @@ TEST(SchedulerTest, PreemptsTheCheapestNewerRequest) {
 // Runs the head-of-line scenario; returns whether request 5, which fits,
 // was admitted while request 2 (which does not) kept waiting.
 bool AdmitsPastABlockedHead(int32_t max_admission_skips) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.max_num_batched_tokens = 128;
   c.num_speculative_tokens = 0;
   c.max_admission_skips = max_admission_skips;
@@ -199,7 +199,7 @@ bool AdmitsPastABlockedHead(int32_t max_admission_skips) {
   h.Step();
   EXPECT_TRUE(h.Add(2, 100, 4).ok());  // its 100-token chunk needs 7 pages
   EXPECT_TRUE(h.Add(3, 10, 2).ok());
-  StepPlan plan = h.Step();
+  engine::StepPlan plan = h.Step();
   EXPECT_EQ(Find(plan, 2), nullptr);
   EXPECT_NE(Find(plan, 3), nullptr);  // admitted past the blocked head
   EXPECT_TRUE(h.Add(4, 10, 2).ok());
@@ -210,7 +210,7 @@ bool AdmitsPastABlockedHead(int32_t max_admission_skips) {
   EXPECT_EQ(Find(plan, 2), nullptr);
   const bool admitted = Find(plan, 5) != nullptr;
   h.RunToCompletion();
-  for (RequestId id : {1, 2, 3, 4, 5}) {
+  for (engine::RequestId id : {1, 2, 3, 4, 5}) {
     EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens) << id;
   }
   return admitted;
@@ -223,49 +223,49 @@ TEST(SchedulerTest, NoHeadOfLineBlockingWithinTheSkipLimit) {
 }
 
 TEST(SchedulerTest, AbortAnywhereReleasesEverythingOnce) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   Harness h(c, TinyCache(1, 64, 64));
-  for (RequestId id = 1; id <= 4; ++id) ASSERT_TRUE(h.Add(id, 100, 30).ok());
+  for (engine::RequestId id = 1; id <= 4; ++id) ASSERT_TRUE(h.Add(id, 100, 30).ok());
   // Waiting.
   ASSERT_TRUE(h.scheduler().Abort(4).ok());
   EXPECT_EQ(h.scheduler().Abort(4).code(), StatusCode::kNotFound);
   h.Step();
-  EXPECT_EQ(h.finished().at(4).reason, FinishReason::kAbort);
+  EXPECT_EQ(h.finished().at(4).reason, engine::FinishReason::kAbort);
   // Running, mid-prefill.
   ASSERT_TRUE(h.scheduler().Abort(1).ok());
   h.Step();
   // Between Schedule and Commit: the step's result for it is ignored.
-  StepPlan plan = h.scheduler().Schedule();
+  engine::StepPlan plan = h.scheduler().Schedule();
   ASSERT_NE(Find(plan, 2), nullptr);
   ASSERT_TRUE(h.scheduler().Abort(2).ok());
-  Result<StepResult> result = h.fake().Run(plan);
+  Result<engine::StepResult> result = h.fake().Run(plan);
   ASSERT_TRUE(result.ok());
   ASSERT_TRUE(h.scheduler().Commit(plan, *result).ok());
   h.Collect(h.scheduler().TakeOutputs());
   EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
   h.RunToCompletion();
-  for (RequestId id : {1, 2, 4}) {
-    EXPECT_EQ(h.finished().at(id).reason, FinishReason::kAbort) << id;
+  for (engine::RequestId id : {1, 2, 4}) {
+    EXPECT_EQ(h.finished().at(id).reason, engine::FinishReason::kAbort) << id;
     EXPECT_TRUE(h.finished().at(id).tokens.empty()) << id;
   }
   EXPECT_EQ(h.finished().at(3).tokens, h.Expected(3).tokens);
 }
 
 TEST(SchedulerTest, StaleStepNeverTouchesAReusedSlot) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.max_num_seqs = 1;
   Harness h(c, TinyCache(1, 64, 64), 50);
   ASSERT_TRUE(h.Add(1, 20, 30).ok());
   h.Step();
-  StepPlan stale = h.scheduler().Schedule();
+  engine::StepPlan stale = h.scheduler().Schedule();
   ASSERT_EQ(stale.requests.size(), 1u);
   EXPECT_EQ(stale.requests[0].generation, 1u);
   ASSERT_TRUE(h.scheduler().Abort(1).ok());
-  Result<StepResult> stale_result = h.fake().Run(stale);
+  Result<engine::StepResult> stale_result = h.fake().Run(stale);
   ASSERT_TRUE(stale_result.ok());
   ASSERT_TRUE(h.scheduler().Commit(stale, *stale_result).ok());  // ignored
   ASSERT_TRUE(h.Add(2, 20, 30).ok());
-  StepPlan next = h.Step();
+  engine::StepPlan next = h.Step();
   ASSERT_EQ(next.requests.size(), 1u);
   EXPECT_EQ(next.requests[0].slot, stale.requests[0].slot);  // reused ...
   EXPECT_EQ(next.requests[0].generation, 2u);                // ... with a new generation
@@ -277,7 +277,7 @@ TEST(SchedulerTest, StaleStepNeverTouchesAReusedSlot) {
 }
 
 TEST(SchedulerTest, RoutesToTheLeastLoadedPartition) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.num_partitions = 2;
   c.max_num_batched_tokens = 256;
   Harness h(c, TinyCache(2, 64, 64));
@@ -285,7 +285,7 @@ TEST(SchedulerTest, RoutesToTheLeastLoadedPartition) {
   ASSERT_TRUE(h.Add(2, 10, 4).ok());
   ASSERT_TRUE(h.Add(3, 10, 4).ok());
   ASSERT_TRUE(h.Add(4, 10, 4).ok());
-  StepPlan plan = h.Step();
+  engine::StepPlan plan = h.Step();
   ASSERT_EQ(plan.requests.size(), 4u);
   EXPECT_EQ(Find(plan, 1)->partition, 0);
   // Held tokens, not request counts: 10 + 10 + 10 < 100.
@@ -293,29 +293,30 @@ TEST(SchedulerTest, RoutesToTheLeastLoadedPartition) {
   EXPECT_EQ(Find(plan, 3)->partition, 1);
   EXPECT_EQ(Find(plan, 4)->partition, 1);
   // Page ids are partition-local: both partitions start at page 0.
-  EXPECT_EQ(Find(plan, 1)->block_tables[kGroupCmpC4].At(0), 0);
-  EXPECT_EQ(Find(plan, 2)->block_tables[kGroupCmpC4].At(0), 0);
+  EXPECT_EQ(Find(plan, 1)->block_tables[cache::kGroupCmpC4].At(0), 0);
+  EXPECT_EQ(Find(plan, 2)->block_tables[cache::kGroupCmpC4].At(0), 0);
   h.RunToCompletion();
 }
 
 TEST(SchedulerTest, FinishReasons) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   Harness h(c, TinyCache(1, 64, 64), 60, /*stop_per_mille=*/150);
   ASSERT_TRUE(h.Add(1, 10, 200, -1, /*stop_on_fake_stop=*/true).ok());
   ASSERT_TRUE(h.Add(2, 10, 7).ok());    // max_tokens
   ASSERT_TRUE(h.Add(3, 250, 50).ok());  // max_model_len 256: 6 tokens
   h.RunToCompletion();
-  EXPECT_EQ(h.finished().at(1).reason, FinishReason::kStop);
+  EXPECT_EQ(h.finished().at(1).reason, engine::FinishReason::kStop);
   EXPECT_EQ(h.finished().at(1).tokens.back(), kFakeStopToken);
-  EXPECT_EQ(h.finished().at(2).reason, FinishReason::kLength);
+  EXPECT_EQ(h.finished().at(2).reason, engine::FinishReason::kLength);
   EXPECT_EQ(h.finished().at(2).tokens.size(), 7u);
-  EXPECT_EQ(h.finished().at(3).reason, FinishReason::kLength);
+  EXPECT_EQ(h.finished().at(3).reason, engine::FinishReason::kLength);
   EXPECT_EQ(h.finished().at(3).tokens.size(), 6u);
-  for (RequestId id : {1, 2, 3}) EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens);
+  for (engine::RequestId id : {1, 2, 3})
+    EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens);
 }
 
 TEST(SchedulerTest, AFailedStepEndsOnlyItsRequests) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.max_num_seqs = 1;
   Harness h(c, TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 20, 10).ok());
@@ -323,20 +324,21 @@ TEST(SchedulerTest, AFailedStepEndsOnlyItsRequests) {
   h.Step();
   h.fake().FailNextRun();
   h.Step();
-  EXPECT_EQ(h.finished().at(1).reason, FinishReason::kError);
+  EXPECT_EQ(h.finished().at(1).reason, engine::FinishReason::kError);
   EXPECT_NE(h.finished().at(1).error.message().find("injected"), std::string::npos);
   h.RunToCompletion();
   EXPECT_EQ(h.finished().at(2).tokens, h.Expected(2).tokens);
 }
 
 // Adds one token too many to one request's result.
-class CorruptingExecutor : public Executor {
+class CorruptingExecutor : public engine::Executor {
  public:
-  CorruptingExecutor(Executor* inner, RequestId victim) : inner_(inner), victim_(victim) {}
-  Result<StepResult> Run(const StepPlan& plan) override {
-    Result<StepResult> r = inner_->Run(plan);
+  CorruptingExecutor(engine::Executor* inner, engine::RequestId victim)
+      : inner_(inner), victim_(victim) {}
+  Result<engine::StepResult> Run(const engine::StepPlan& plan) override {
+    Result<engine::StepResult> r = inner_->Run(plan);
     if (r.ok()) {
-      for (RequestResult& rr : r->requests) {
+      for (engine::RequestResult& rr : r->requests) {
         if (rr.id == victim_ && !rr.tokens.empty()) rr.tokens.push_back(7);
       }
     }
@@ -344,23 +346,23 @@ class CorruptingExecutor : public Executor {
   }
 
  private:
-  Executor* inner_;
-  RequestId victim_;
+  engine::Executor* inner_;
+  engine::RequestId victim_;
 };
 
 TEST(SchedulerTest, AMalformedResultEndsOnlyThatRequest) {
-  SchedulerConfig c = TinyConfig();
+  engine::SchedulerConfig c = TinyConfig();
   c.num_speculative_tokens = 0;
   Harness h(c, TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 20, 10).ok());
   ASSERT_TRUE(h.Add(2, 20, 10).ok());
   CorruptingExecutor bad(&h.fake(), 1);
-  StepPlan plan = h.scheduler().Schedule();
-  Result<StepResult> result = bad.Run(plan);
+  engine::StepPlan plan = h.scheduler().Schedule();
+  Result<engine::StepResult> result = bad.Run(plan);
   ASSERT_TRUE(result.ok());
   ASSERT_TRUE(h.scheduler().Commit(plan, *result).ok());
   h.Collect(h.scheduler().TakeOutputs());
-  EXPECT_EQ(h.finished().at(1).reason, FinishReason::kError);
+  EXPECT_EQ(h.finished().at(1).reason, engine::FinishReason::kError);
   EXPECT_EQ(h.finished().count(2), 0u);
   // The fake advanced its own state for 1 beyond what the scheduler accepted;
   // that slot is released and never read again.
@@ -371,12 +373,12 @@ TEST(SchedulerTest, AMalformedResultEndsOnlyThatRequest) {
 TEST(SchedulerTest, ResultOfAnotherStepIsRejected) {
   Harness h(TinyConfig(), TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 20, 10).ok());
-  StepPlan plan = h.scheduler().Schedule();
-  StepResult wrong;
+  engine::StepPlan plan = h.scheduler().Schedule();
+  engine::StepResult wrong;
   wrong.step_id = plan.step_id + 5;
   EXPECT_EQ(h.scheduler().Commit(plan, wrong).code(), StatusCode::kInternal);
   h.Collect(h.scheduler().TakeOutputs());
-  EXPECT_EQ(h.finished().at(1).reason, FinishReason::kError);
+  EXPECT_EQ(h.finished().at(1).reason, engine::FinishReason::kError);
   EXPECT_TRUE(h.scheduler().CheckInvariants().ok());
 }
 
@@ -384,10 +386,10 @@ TEST(FakeExecutorTest, CatchesAWrongBlockTable) {
   Harness h(TinyConfig(), TinyCache(1, 64, 64));
   ASSERT_TRUE(h.Add(1, 40, 10).ok());
   h.Step();
-  StepPlan plan = h.scheduler().Schedule();
+  engine::StepPlan plan = h.scheduler().Schedule();
   ASSERT_EQ(plan.requests.size(), 1u);
   // Point the window's live page somewhere else: the read check must notice.
-  std::vector<int32_t>& ori = plan.requests[0].block_tables[kGroupOri].pages;
+  std::vector<int32_t>& ori = plan.requests[0].block_tables[cache::kGroupOri].pages;
   ASSERT_FALSE(ori.empty());
   ori[0] = 50;
   ASSERT_TRUE(h.fake().Run(plan).ok());

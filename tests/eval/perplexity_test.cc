@@ -119,7 +119,7 @@ class PerplexityTest : public ::testing::Test {
     o.tokenizer_json = DSV4_TEST_DATA_DIR "/tokenizer/deepseek_v3_tokenizer.json";
     Status s = tools::MakeTiny(o);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    auto model = Model::Load(dir_.string());
+    auto model = model::Model::Load(dir_.string());
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     model_ = model->release();
     auto tok = text::Tokenizer::Load((dir_ / "tokenizer.json").string());
@@ -133,7 +133,7 @@ class PerplexityTest : public ::testing::Test {
   }
 
   static inline fs::path dir_;
-  static inline Model* model_ = nullptr;
+  static inline model::Model* model_ = nullptr;
   static inline std::vector<int32_t>* tokens_ = nullptr;
 };
 
@@ -155,12 +155,12 @@ long double LogProb(const float* row, int64_t vocab, int32_t target, int32_t* ar
   return static_cast<long double>(row[target]) - std::log(sum);
 }
 
-Reference ComputeReference(const Model& model, const std::vector<int32_t>& tokens, int64_t context,
-                           int64_t stride) {
+Reference ComputeReference(const model::Model& model, const std::vector<int32_t>& tokens,
+                           int64_t context, int64_t stride) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t vocab = model.config().vocab_size;
   Reference ref;
-  Workspace ws;
+  model::Workspace ws;
   int64_t prev_end = 0;
   for (int64_t begin = 0;; begin += stride) {
     const int64_t end = std::min(begin + context, n);
@@ -169,12 +169,12 @@ Reference ComputeReference(const Model& model, const std::vector<int32_t>& token
     prev_end = end;
     const int64_t len = end - begin;
     std::vector<int32_t> ids(tokens.begin() + begin, tokens.begin() + end);
-    ForwardBatch batch;
+    model::ForwardBatch batch;
     batch.Add(0, 0, ids);
     for (int64_t r = 0; r < len; ++r) batch.logit_rows.push_back(r);
     std::vector<float> logits(static_cast<size_t>(len * vocab));
     std::vector<bf16> streams(static_cast<size_t>(len * model.stream_width()));
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits.data();
     out.streams = streams.data();
     auto cache = model.NewCache(1);
@@ -190,11 +190,11 @@ Reference ComputeReference(const Model& model, const std::vector<int32_t>& token
     }
     if (model.has_mtp() && len >= 2) {
       // Row q: token q + 1 at position q with the main streams of q -> q + 2.
-      ForwardBatch mtp;
+      model::ForwardBatch mtp;
       mtp.Add(0, 0, std::vector<int32_t>(ids.begin() + 1, ids.end()));
       for (int64_t q = 0; q + 1 < len; ++q) mtp.logit_rows.push_back(q);
       std::vector<float> mtp_logits(static_cast<size_t>((len - 1) * vocab));
-      ForwardOutputs mout;
+      model::ForwardOutputs mout;
       mout.logits = mtp_logits.data();
       EXPECT_TRUE(model.ForwardMtp(mtp, streams.data(), *cache, mout, ws, nullptr).ok());
       for (int64_t t = std::max(first, begin + 2); t < end; ++t) {
@@ -317,7 +317,7 @@ TEST_F(PerplexityTest, MtpTurnedOffIsSaidNotScored) {
 }
 
 TEST_F(PerplexityTest, RejectsBadInput) {
-  const ModelConfig& cfg = model_->config();
+  const checkpoint::ModelConfig& cfg = model_->config();
   PerplexityOptions o;
   EXPECT_TRUE(CheckOptions(cfg, o).ok());
   o.context = 1;

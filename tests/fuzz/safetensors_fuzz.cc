@@ -22,7 +22,7 @@ void Require(bool cond) {
 }
 
 void FuzzSafetensors(const uint8_t* data, size_t size) {
-  auto r = dsv4::ParseSafetensorsHeader(data, size, size, "fuzz.safetensors");
+  auto r = dsv4::checkpoint::ParseSafetensorsHeader(data, size, size, "fuzz.safetensors");
   if (!r.ok()) return;
   // Postconditions: tensors tile the data region in offset order, sizes match.
   const auto& h = *r;
@@ -39,26 +39,26 @@ void FuzzSafetensors(const uint8_t* data, size_t size) {
 
 void FuzzIndex(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto r = dsv4::ParseCheckpointIndex(text, "fuzz.index.json");
+  auto r = dsv4::checkpoint::ParseCheckpointIndex(text, "fuzz.index.json");
   if (!r.ok()) return;
   Require(!r->weight_map.empty());
   for (const auto& [tensor, shard] : r->weight_map) {
-    Require(!tensor.empty() && dsv4::IsSafeShardName(shard));
+    Require(!tensor.empty() && dsv4::checkpoint::IsSafeShardName(shard));
   }
 }
 
 void FuzzConfig(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto r = dsv4::ParseModelConfig(text, "fuzz/config.json");
+  auto r = dsv4::checkpoint::ParseModelConfig(text, "fuzz/config.json");
   if (!r.ok()) return;
-  const dsv4::ModelConfig& c = *r;
+  const dsv4::checkpoint::ModelConfig& c = *r;
   Require(static_cast<int64_t>(c.compress_ratios.size()) == c.num_layers_with_mtp());
   // The spec generator must accept every validated config; bound the work so
   // a config with millions of experts does not just measure allocation speed.
   const int64_t blocks = c.num_layers_with_mtp();
   if (blocks > 64 || c.n_routed_experts > 64) return;
   std::set<std::string> names;
-  for (const auto& s : dsv4::ExpectedWeights(c)) {
+  for (const auto& s : dsv4::checkpoint::ExpectedWeights(c)) {
     Require(names.insert(s.name).second);
     for (int64_t d : s.shape) Require(d >= 0);
   }

@@ -99,7 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(static_cast<int64_t>(r.stop.size()) <= options.limits.max_stop_strings &&
               static_cast<int64_t>(r.stop_token_ids.size()) <= options.limits.max_stop_token_ids,
           "stop lists over their limits");
-  const dsv4::SamplingParams& s = r.sampling;
+  const dsv4::engine::SamplingParams& s = r.sampling;
   Require(s.temperature >= 0 && s.temperature <= 2, "temperature outside [0, 2]");
   Require(s.top_p > 0 && s.top_p <= 1, "top_p outside (0, 1]");
   Require(s.top_k >= 0, "negative top_k");

@@ -79,8 +79,8 @@ struct GemmCase {
 };
 
 // The activation quantization feeding the golden GEMM must itself match.
-void CheckActivation(const SafetensorsFile& f, const std::string& name, const GemmCase& c,
-                     std::vector<uint8_t>* codes, std::vector<float>* scales) {
+void CheckActivation(const checkpoint::SafetensorsFile& f, const std::string& name,
+                     const GemmCase& c, std::vector<uint8_t>* codes, std::vector<float>* scales) {
   const auto x = ReadBf16(f, name + ".x");
   codes->assign(c.m * c.k, 0);
   scales->assign(c.m * c.k / 128, 0.0f);

@@ -32,7 +32,7 @@ struct IndexerCase {
   int64_t heads = 0;
 };
 
-IndexerCase LoadCase(const SafetensorsFile& f, const std::string& p) {
+IndexerCase LoadCase(const checkpoint::SafetensorsFile& f, const std::string& p) {
   IndexerCase c;
   Shape shape;
   c.q = ReadBf16(f, p + ".q", &shape);

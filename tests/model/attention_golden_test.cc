@@ -17,17 +17,17 @@
 #include "model/attention.h"
 #include "testing/golden.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 class AttentionGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string dir = testing::TestDataPath("golden/tiny-a");
-    auto cfg = LoadModelConfig(dir);
+    auto cfg = checkpoint::LoadModelConfig(dir);
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
     cfg_ = *cfg;
-    auto ckpt = Checkpoint::Open(dir);
+    auto ckpt = checkpoint::Checkpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
     ckpt_ = std::move(ckpt).value();
     golden_ = testing::OpenGolden("golden/tiny-a/golden.safetensors");
@@ -106,9 +106,9 @@ class AttentionGoldenTest : public ::testing::Test {
     return equal;
   }
 
-  ModelConfig cfg_;
-  std::unique_ptr<Checkpoint> ckpt_;
-  std::unique_ptr<SafetensorsFile> golden_;
+  checkpoint::ModelConfig cfg_;
+  std::unique_ptr<checkpoint::Checkpoint> ckpt_;
+  std::unique_ptr<checkpoint::SafetensorsFile> golden_;
   Workspace ws_;
 };
 
@@ -166,4 +166,4 @@ TEST_F(AttentionGoldenTest, IndexerTopkPrefill300ThenDecode) {
 }
 
 }  // namespace
-}  // namespace dsv4
+}  // namespace dsv4::model

@@ -20,7 +20,7 @@
 #include "kernels/norm.h"
 #include "testing/golden.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 constexpr int64_t kSeqLen = 300;  // > sliding_window (16), > 2 HCA blocks, > index_topk * 4
@@ -29,10 +29,10 @@ class AttentionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string dir = testing::TestDataPath("golden/tiny-a");
-    auto cfg = LoadModelConfig(dir);
+    auto cfg = checkpoint::LoadModelConfig(dir);
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
-    cfg_ = new ModelConfig(*cfg);
-    auto ckpt = Checkpoint::Open(dir);
+    cfg_ = new checkpoint::ModelConfig(*cfg);
+    auto ckpt = checkpoint::Checkpoint::Open(dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().message();
     ckpt_ = std::move(ckpt).value().release();
   }
@@ -89,13 +89,13 @@ class AttentionTest : public ::testing::Test {
     return out;
   }
 
-  static ModelConfig* cfg_;
-  static Checkpoint* ckpt_;
+  static checkpoint::ModelConfig* cfg_;
+  static checkpoint::Checkpoint* ckpt_;
   Workspace ws_;
 };
 
-ModelConfig* AttentionTest::cfg_ = nullptr;
-Checkpoint* AttentionTest::ckpt_ = nullptr;
+checkpoint::ModelConfig* AttentionTest::cfg_ = nullptr;
+checkpoint::Checkpoint* AttentionTest::ckpt_ = nullptr;
 
 int64_t BitDiffs(const std::vector<bf16>& a, const std::vector<bf16>& b) {
   return testing::CountUlpDiffs(a, b, 0);
@@ -294,4 +294,4 @@ TEST_F(AttentionTest, LoadRejectsBadLayer) {
 }
 
 }  // namespace
-}  // namespace dsv4
+}  // namespace dsv4::model

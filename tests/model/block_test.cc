@@ -20,8 +20,8 @@ using testing::ReadBf16;
 using testing::ReadF32;
 using testing::ReadI64;
 
-HcShape OpsHcShape() {
-  HcShape s;
+model::HcShape OpsHcShape() {
+  model::HcShape s;
   s.hc = 4;
   s.dim = 256;
   s.sinkhorn_iters = 20;
@@ -38,16 +38,16 @@ void ExpectBitEqual(const std::vector<bf16>& got, const std::vector<bf16>& want)
 TEST(MhcTest, PrePostAndHeadMatchOpsGoldens) {
   auto f = OpenGolden("golden/ops/ops.safetensors");
   ASSERT_NE(f, nullptr);
-  const HcShape shape = OpsHcShape();
+  const model::HcShape shape = OpsHcShape();
   const std::vector<bf16> x = ReadBf16(*f, "hc_pre.s6.x");
   const int64_t n = 6;
   const std::vector<float> fn = ReadF32(*f, "hc_pre.s6.fn"), base = ReadF32(*f, "hc_pre.s6.base"),
                            scale = ReadF32(*f, "hc_pre.s6.scale");
-  HcWeights w{fn.data(), base.data(), scale.data(), 24};
+  model::HcWeights w{fn.data(), base.data(), scale.data(), 24};
   std::vector<bf16> a(static_cast<size_t>(n * 256));
   std::vector<float> post(static_cast<size_t>(n * 4)), comb(static_cast<size_t>(n * 16));
-  Workspace ws;
-  HcPre(shape, w, x.data(), n, a.data(), post.data(), comb.data(), ws, nullptr);
+  model::Workspace ws;
+  model::HcPre(shape, w, x.data(), n, a.data(), post.data(), comb.data(), ws, nullptr);
   ExpectBitEqual(a, ReadBf16(*f, "hc_pre.s6.y"));
   const std::vector<float> want_post = ReadF32(*f, "hc_pre.s6.post");
   const std::vector<float> want_comb = ReadF32(*f, "hc_pre.s6.comb");
@@ -68,18 +68,18 @@ TEST(MhcTest, PrePostAndHeadMatchOpsGoldens) {
   const std::vector<float> hfn = ReadF32(*f, "hc_head.s6.fn"),
                            hbase = ReadF32(*f, "hc_head.s6.base"),
                            hscale = ReadF32(*f, "hc_head.s6.scale");
-  HcWeights hw{hfn.data(), hbase.data(), hscale.data(), 4};
+  model::HcWeights hw{hfn.data(), hbase.data(), hscale.data(), 4};
   std::vector<bf16> h(static_cast<size_t>(n * 256));
-  HcHead(shape, hw, ReadBf16(*f, "hc_head.s6.x").data(), n, h.data(), ws, nullptr);
+  model::HcHead(shape, hw, ReadBf16(*f, "hc_head.s6.x").data(), n, h.data(), ws, nullptr);
   ExpectBitEqual(h, ReadBf16(*f, "hc_head.s6.y"));
 }
 
 // Block 0 of tiny-a (window attention, hash routing) on the embeddings of
 // prompt37 against the reference's stored output streams.
 TEST(BlockTest, FirstBlockMatchesReferenceStreams) {
-  auto m = Model::Load(testing::TestDataPath("golden/tiny-a"));
+  auto m = model::Model::Load(testing::TestDataPath("golden/tiny-a"));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  const Model& model = **m;
+  const model::Model& model = **m;
   auto g = OpenGolden("golden/tiny-a/golden.safetensors");
   ASSERT_NE(g, nullptr);
   const std::vector<int64_t> ids64 = ReadI64(*g, "prompt37.ids");
@@ -90,10 +90,10 @@ TEST(BlockTest, FirstBlockMatchesReferenceStreams) {
   std::vector<bf16> in(static_cast<size_t>(t * width)), out(in.size());
   model.EmbedStreams(ids.data(), t, in.data());
   auto cache = model.NewCache(1);
-  ForwardBatch b;
+  model::ForwardBatch b;
   b.Add(0, 0, ids);
-  Workspace ws;
-  BlockTrace trace;
+  model::Workspace ws;
+  model::BlockTrace trace;
   ASSERT_TRUE(model.RunBlock(0, in.data(), b, *cache, out.data(), ws, nullptr, &trace).ok());
 
   const std::vector<float> want = ReadF32(*g, "prefill37.layer_streams");

@@ -12,7 +12,7 @@
 #include "kernels/rope.h"
 #include "testing/golden.h"
 
-namespace dsv4 {
+namespace dsv4::model {
 namespace {
 
 using testing::OpenGolden;
@@ -85,7 +85,7 @@ class CompressorGoldenTest : public ::testing::TestWithParam<Variant> {
     return entries;
   }
 
-  std::unique_ptr<SafetensorsFile> file_;
+  std::unique_ptr<checkpoint::SafetensorsFile> file_;
   std::vector<bf16> x_;
   int64_t n_ = 0;
   int64_t dim_ = 0;
@@ -184,4 +184,4 @@ INSTANTIATE_TEST_SUITE_P(Ops, CompressorGoldenTest,
                          });
 
 }  // namespace
-}  // namespace dsv4
+}  // namespace dsv4::model

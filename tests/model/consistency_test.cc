@@ -30,14 +30,14 @@ class ConsistencyTest : public testing::TinyModelTest {
     std::vector<float> logits;
     std::vector<bf16> streams;
   };
-  CallResult Run(const ForwardBatch& batch, ModelCache& cache) {
-    ForwardBatch b = batch;
+  CallResult Run(const model::ForwardBatch& batch, model::ModelCache& cache) {
+    model::ForwardBatch b = batch;
     b.logit_rows.clear();
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
     CallResult res;
     res.logits.resize(static_cast<size_t>(b.num_tokens() * vocab()));
     res.streams.resize(static_cast<size_t>(b.num_tokens() * model_->stream_width()));
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = res.logits.data();
     out.streams = res.streams.data();
     const Status s = model_->Forward(b, cache, out, ws_, pool_);
@@ -51,7 +51,7 @@ class ConsistencyTest : public testing::TinyModelTest {
     CallResult all;
     for (size_t s = 0; s < ids.size(); s += static_cast<size_t>(chunk)) {
       const size_t e = std::min(ids.size(), s + static_cast<size_t>(chunk));
-      ForwardBatch b;
+      model::ForwardBatch b;
       b.Add(0, static_cast<int64_t>(s), std::vector<int32_t>(ids.begin() + s, ids.begin() + e));
       CallResult r = Run(b, *cache);
       all.logits.insert(all.logits.end(), r.logits.begin(), r.logits.end());
@@ -74,7 +74,7 @@ class ConsistencyTest : public testing::TinyModelTest {
         << what;
   }
 
-  Workspace ws_;
+  model::Workspace ws_;
 };
 
 TEST_F(ConsistencyTest, ChunkedPrefillEqualsOneShot) {
@@ -97,11 +97,11 @@ TEST_F(ConsistencyTest, DecodeStepsEqualLongerPrefill) {
   const std::vector<int32_t> ids = Tokens(320, 3);
   const CallResult longer = Chunked(ids, 320);
   auto cache = model_->NewCache(1);
-  ForwardBatch pre;
+  model::ForwardBatch pre;
   pre.Add(0, 0, std::vector<int32_t>(ids.begin(), ids.begin() + 300));
   Run(pre, *cache);
   for (int64_t p = 300; p < 320; ++p) {
-    ForwardBatch step;
+    model::ForwardBatch step;
     step.Add(0, p, {ids[static_cast<size_t>(p)]});
     const CallResult r = Run(step, *cache);
     ExpectSameRows(r, 0, longer, static_cast<size_t>(p), 1, "decode step");
@@ -113,15 +113,15 @@ TEST_F(ConsistencyTest, MultiTokenStepEqualsSingleSteps) {
   const int64_t prompt = 131;  // ends inside a ratio-4 block and crosses one
   auto single = model_->NewCache(1);
   auto multi = model_->NewCache(1);
-  ForwardBatch pre;
+  model::ForwardBatch pre;
   pre.Add(0, 0, std::vector<int32_t>(ids.begin(), ids.begin() + prompt));
   Run(pre, *single);
   Run(pre, *multi);
-  ForwardBatch s_tokens;
+  model::ForwardBatch s_tokens;
   s_tokens.Add(0, prompt, std::vector<int32_t>(ids.begin() + prompt, ids.end()));
   const CallResult m = Run(s_tokens, *multi);
   for (int64_t p = prompt; p < static_cast<int64_t>(ids.size()); ++p) {
-    ForwardBatch step;
+    model::ForwardBatch step;
     step.Add(0, p, {ids[static_cast<size_t>(p)]});
     const CallResult r = Run(step, *single);
     ExpectSameRows(r, 0, m, static_cast<size_t>(p - prompt), 1, "S-token step");
@@ -133,11 +133,11 @@ TEST_F(ConsistencyTest, BatchOfThreeEqualsEachAlone) {
   // Sequences at different stages: a fresh, b after a 100-token prefix, c after 260.
   const std::vector<int32_t> b_pre = Tokens(100, 8), c_pre = Tokens(260, 9);
   auto together = model_->NewCache(3);
-  ForwardBatch warm;
+  model::ForwardBatch warm;
   warm.Add(1, 0, b_pre);
   warm.Add(2, 0, c_pre);
   Run(warm, *together);
-  ForwardBatch batch;
+  model::ForwardBatch batch;
   batch.Add(0, 0, a);
   batch.Add(1, 100, b);
   batch.Add(2, 260, c);
@@ -153,12 +153,12 @@ TEST_F(ConsistencyTest, BatchOfThreeEqualsEachAlone) {
     auto cache = model_->NewCache(1);
     int64_t start = 0;
     if (s.pre != nullptr) {
-      ForwardBatch p;
+      model::ForwardBatch p;
       p.Add(0, 0, *s.pre);
       Run(p, *cache);
       start = static_cast<int64_t>(s.pre->size());
     }
-    ForwardBatch one;
+    model::ForwardBatch one;
     one.Add(0, start, *s.ids);
     const CallResult r = Run(one, *cache);
     ExpectSameRows(r, 0, all, s.row, s.ids->size(), "batched sequence");
@@ -175,7 +175,7 @@ TEST_F(ConsistencyTest, RewoundDraftsLeaveNoTrace) {
   for (int64_t k : {1, 3, 5}) {
     const std::vector<int32_t> ids = Tokens(140, 77 + static_cast<uint32_t>(k));
     const CallResult want = Chunked(ids, static_cast<int64_t>(ids.size()));
-    CacheOptions opts;
+    model::CacheOptions opts;
     opts.ring_capacity = window + k;
     auto cache = model_->NewCache(1, opts);
     std::vector<float> got_logits;
@@ -184,7 +184,7 @@ TEST_F(ConsistencyTest, RewoundDraftsLeaveNoTrace) {
     // every 4th position (ratio 4) inside the rejected rows.
     int64_t pos = 0;
     {
-      ForwardBatch b;
+      model::ForwardBatch b;
       b.Add(0, 0, std::vector<int32_t>(ids.begin(), ids.begin() + 126));
       CallResult r = Run(b, *cache);
       got_logits = r.logits;
@@ -194,7 +194,7 @@ TEST_F(ConsistencyTest, RewoundDraftsLeaveNoTrace) {
       std::vector<int32_t> step = {ids[static_cast<size_t>(pos)]};
       for (int64_t j = 0; j < k; ++j)
         step.push_back(static_cast<int32_t>((pos * 31 + j * 7) % vocab()));
-      ForwardBatch verify;
+      model::ForwardBatch verify;
       verify.Add(0, pos, step);
       CallResult r = Run(verify, *cache);
       // Only the first row is "accepted"; the K drafts are rejected.
@@ -227,11 +227,11 @@ TEST_F(ConsistencyTest, MtpChunkedEqualsOneShot) {
     std::vector<float> logits;
     for (int64_t s = 0; s < n; s += chunk) {
       const int64_t e = std::min(n, s + chunk);
-      ForwardBatch b;
+      model::ForwardBatch b;
       b.Add(0, s, std::vector<int32_t>(next.begin() + s, next.begin() + e));
       for (int64_t r = 0; r < e - s; ++r) b.logit_rows.push_back(r);
       std::vector<float> l(static_cast<size_t>((e - s) * vocab()));
-      ForwardOutputs out;
+      model::ForwardOutputs out;
       out.logits = l.data();
       const Status st = model_->ForwardMtp(b, main_out.streams.data() + s * model_->stream_width(),
                                            *cache, out, ws_, pool_);

@@ -18,7 +18,7 @@ namespace {
 class ModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = Model::Load(testing::TestDataPath("golden/tiny-a"));
+    auto m = model::Model::Load(testing::TestDataPath("golden/tiny-a"));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value();
   }
@@ -28,41 +28,41 @@ class ModelTest : public ::testing::Test {
       v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 11) % 1024);
     return v;
   }
-  std::unique_ptr<Model> model_;
-  Workspace ws_;
+  std::unique_ptr<model::Model> model_;
+  model::Workspace ws_;
 };
 
 TEST_F(ModelTest, LoadReportsMissingDirectory) {
-  auto m = Model::Load(testing::TestDataPath("golden/does-not-exist"));
+  auto m = model::Model::Load(testing::TestDataPath("golden/does-not-exist"));
   EXPECT_FALSE(m.ok());
 }
 
 TEST_F(ModelTest, MalformedBatchesAreRejectedWithoutTouchingTheCache) {
   auto cache = model_->NewCache(2);
-  ForwardOutputs none;
-  ForwardBatch bad_id;
+  model::ForwardOutputs none;
+  model::ForwardBatch bad_id;
   bad_id.Add(0, 0, {1, 2, 1024});
   EXPECT_EQ(model_->Forward(bad_id, *cache, none, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
-  ForwardBatch bad_slot;
+  model::ForwardBatch bad_slot;
   bad_slot.Add(2, 0, {1});
   EXPECT_EQ(model_->Forward(bad_slot, *cache, none, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
-  ForwardBatch repeated;
+  model::ForwardBatch repeated;
   repeated.Add(0, 0, {1});
   repeated.Add(0, 1, {2});
   EXPECT_EQ(model_->Forward(repeated, *cache, none, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
-  ForwardBatch gap;  // position 5 on an empty sequence
+  model::ForwardBatch gap;  // position 5 on an empty sequence
   gap.Add(0, 5, {1});
   EXPECT_EQ(model_->Forward(gap, *cache, none, ws_, nullptr).code(),
             StatusCode::kFailedPrecondition);
-  ForwardBatch bad_rows;
+  model::ForwardBatch bad_rows;
   bad_rows.Add(0, 0, {1, 2});
   bad_rows.logit_rows = {1, 0};
   EXPECT_EQ(model_->Forward(bad_rows, *cache, none, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
-  ForwardBatch bad_pos;
+  model::ForwardBatch bad_pos;
   bad_pos.Add(0, 0, {1, 2});
   bad_pos.positions[1] = 7;
   EXPECT_EQ(model_->Forward(bad_pos, *cache, none, ws_, nullptr).code(),
@@ -76,13 +76,13 @@ TEST_F(ModelTest, RunBlockChainEqualsForwardStreams) {
   const std::vector<int32_t> ids = Ids(40);
   const int64_t n = 40;
   const size_t elems = static_cast<size_t>(n * model_->stream_width());
-  ForwardBatch b;
+  model::ForwardBatch b;
   b.Add(0, 0, ids);
   auto cache = model_->NewCache(1);
-  ModelTrace trace;
+  model::ModelTrace trace;
   trace.capture_streams = true;
   std::vector<bf16> final_streams(elems);
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.streams = final_streams.data();
   ASSERT_TRUE(model_->Forward(b, *cache, out, ws_, nullptr, &trace).ok());
 
@@ -104,19 +104,19 @@ TEST_F(ModelTest, RunBlockChainEqualsForwardStreams) {
 TEST_F(ModelTest, LogitRowSubsetEqualsAllRows) {
   const std::vector<int32_t> ids = Ids(20);
   const int64_t v = model_->config().vocab_size;
-  ForwardBatch all;
+  model::ForwardBatch all;
   all.Add(0, 0, ids);
   for (int64_t r = 0; r < 20; ++r) all.logit_rows.push_back(r);
   std::vector<float> la(static_cast<size_t>(20 * v));
   auto c1 = model_->NewCache(1);
-  ForwardOutputs o1;
+  model::ForwardOutputs o1;
   o1.logits = la.data();
   ASSERT_TRUE(model_->Forward(all, *c1, o1, ws_, nullptr).ok());
-  ForwardBatch some = all;
+  model::ForwardBatch some = all;
   some.logit_rows = {3, 19};
   std::vector<float> ls(static_cast<size_t>(2 * v));
   auto c2 = model_->NewCache(1);
-  ForwardOutputs o2;
+  model::ForwardOutputs o2;
   o2.logits = ls.data();
   ASSERT_TRUE(model_->Forward(some, *c2, o2, ws_, nullptr).ok());
   EXPECT_EQ(std::memcmp(ls.data(), la.data() + 3 * v, static_cast<size_t>(v) * 4), 0);
@@ -132,15 +132,15 @@ TEST_F(ModelTest, WarmWorkspaceDoesNotAllocate) {
   size_t bytes = 0;
   for (int pass = 0; pass < 2; ++pass) {
     cache->Reset(0);
-    ForwardBatch pre;
+    model::ForwardBatch pre;
     pre.Add(0, 0, Ids(30));
-    ForwardOutputs none;
+    model::ForwardOutputs none;
     ASSERT_TRUE(model_->Forward(pre, *cache, none, ws_, nullptr).ok());
     for (int64_t p = 30; p < 50; ++p) {
-      ForwardBatch step;
+      model::ForwardBatch step;
       step.Add(0, p, {static_cast<int32_t>(p)});
       step.logit_rows = {0};
-      ForwardOutputs out;
+      model::ForwardOutputs out;
       out.logits = logits.data();
       ASSERT_TRUE(model_->Forward(step, *cache, out, ws_, nullptr).ok());
       if (pass == 1) {
@@ -153,12 +153,13 @@ TEST_F(ModelTest, WarmWorkspaceDoesNotAllocate) {
 
 TEST_F(ModelTest, MtpNeedsItsInputs) {
   auto cache = model_->NewCache(1);
-  ForwardBatch b;
+  model::ForwardBatch b;
   b.Add(0, 0, {5});
-  ForwardOutputs none;
+  model::ForwardOutputs none;
   EXPECT_EQ(model_->ForwardMtp(b, nullptr, *cache, none, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
-  auto no_mtp = Model::Load(testing::TestDataPath("golden/tiny-a"), ModelOptions{false});
+  auto no_mtp =
+      model::Model::Load(testing::TestDataPath("golden/tiny-a"), model::ModelOptions{false});
   ASSERT_TRUE(no_mtp.ok());
   EXPECT_FALSE((*no_mtp)->has_mtp());
 }
@@ -171,23 +172,23 @@ TEST_F(ModelTest, ApproxLogitsAreForMtpDraftsOnly) {
   const int64_t vocab = model_->config().vocab_size;
   const int64_t n = 24;
   auto main_cache = model_->NewCache(1);
-  ForwardBatch b;
+  model::ForwardBatch b;
   b.Add(0, 0, Ids(n + 1));
   std::vector<bf16> h(static_cast<size_t>((n + 1) * model_->stream_width()));
-  ForwardOutputs main_out;
+  model::ForwardOutputs main_out;
   main_out.streams = h.data();
   ASSERT_TRUE(model_->Forward(b, *main_cache, main_out, ws_, nullptr).ok());
   std::vector<float> logits[2];
   std::vector<bf16> streams[2];
   for (int approx = 0; approx < 2; ++approx) {
     auto cache = model_->NewCache(1);
-    ForwardBatch mb;
+    model::ForwardBatch mb;
     const std::vector<int32_t> ids = Ids(n + 1);
     mb.Add(0, 0, std::vector<int32_t>(ids.begin() + 1, ids.end()));
     for (int64_t r = 0; r < n; ++r) mb.logit_rows.push_back(r);
     logits[approx].resize(static_cast<size_t>(n * vocab));
     streams[approx].resize(static_cast<size_t>(n * model_->stream_width()));
-    ForwardOutputs out{logits[approx].data(), nullptr, streams[approx].data(), approx == 1};
+    model::ForwardOutputs out{logits[approx].data(), nullptr, streams[approx].data(), approx == 1};
     ASSERT_TRUE(model_->ForwardMtp(mb, h.data(), *cache, out, ws_, nullptr).ok());
   }
   EXPECT_EQ(std::memcmp(streams[0].data(), streams[1].data(), streams[0].size() * sizeof(bf16)), 0);
@@ -203,11 +204,11 @@ TEST_F(ModelTest, ApproxLogitsAreForMtpDraftsOnly) {
               std::max_element(exact, exact + vocab) - exact)
         << "row " << r;
   }
-  ForwardBatch step;
+  model::ForwardBatch step;
   step.Add(0, n + 1, {7});
   step.logit_rows = {0};
   std::vector<float> one(static_cast<size_t>(vocab));
-  ForwardOutputs refused{one.data(), nullptr, nullptr, true};
+  model::ForwardOutputs refused{one.data(), nullptr, nullptr, true};
   EXPECT_EQ(model_->Forward(step, *main_cache, refused, ws_, nullptr).code(),
             StatusCode::kInvalidArgument);
 }

@@ -53,12 +53,12 @@ TEST_P(GateGoldenTest, MatchesReferenceGate) {
   const std::vector<bf16> x = ReadBf16(*f, p + ".x", &xs);
   const std::vector<bf16> w = ReadBf16(*f, p + ".w", &ws_shape);
   const int64_t n = xs[0];
-  MoeShape shape;
+  model::MoeShape shape;
   shape.dim = xs[1];
   shape.num_experts = ws_shape[0];
   shape.top_k = gc.k;
   shape.route_scale = 1.5f;
-  RouterWeights rw;
+  model::RouterWeights rw;
   rw.gate = w.data();
   std::vector<float> bias;
   std::vector<int32_t> table, ids;
@@ -74,7 +74,7 @@ TEST_P(GateGoldenTest, MatchesReferenceGate) {
   }
   std::vector<int32_t> got_ids(static_cast<size_t>(n * gc.k));
   std::vector<float> got_w(got_ids.size()), got_logits(static_cast<size_t>(n * shape.num_experts));
-  Workspace ws;
+  model::Workspace ws;
   Route(shape, rw, x.data(), gc.hash ? ids.data() : nullptr, n, got_ids.data(), got_w.data(),
         got_logits.data(), ws, nullptr);
 
@@ -103,8 +103,8 @@ INSTANTIATE_TEST_SUITE_P(Ops, GateGoldenTest,
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // The ops goldens' MoE geometry: hidden 256, 8 experts of width 128, top-2.
-MoeShape OpsMoeShape() {
-  MoeShape s;
+model::MoeShape OpsMoeShape() {
+  model::MoeShape s;
   s.dim = 256;
   s.inter = 128;
   s.shared_inter = 128;
@@ -144,7 +144,7 @@ struct OpsExperts {
 TEST(ExpertGoldenTest, RoutedFp4AndSharedFp8MatchBitExactly) {
   auto f = OpenGolden("golden/ops/ops.safetensors");
   ASSERT_NE(f, nullptr);
-  const MoeShape shape = OpsMoeShape();
+  const model::MoeShape shape = OpsMoeShape();
   for (const bool routed : {true, false}) {
     const std::string p = routed ? "expert.routed_fp4." : "expert.shared_fp8.";
     Shape xs;
@@ -154,7 +154,7 @@ TEST(ExpertGoldenTest, RoutedFp4AndSharedFp8MatchBitExactly) {
     std::vector<float> scales(static_cast<size_t>(m * shape.dim / 128));
     kernels::ActQuantFp8(x.data(), m, shape.dim, 128, codes.data(), scales.data());
     std::vector<bf16> y(x.size());
-    Workspace ws;
+    model::Workspace ws;
     if (routed) {
       OpsExperts e;
       e.w1 = ReadU8(*f, p + "w1_packed");
@@ -163,11 +163,11 @@ TEST(ExpertGoldenTest, RoutedFp4AndSharedFp8MatchBitExactly) {
       e.w2s = ReadU8(*f, p + "w2_scale_e8m0");
       e.w3 = ReadU8(*f, p + "w3_packed");
       e.w3s = ReadU8(*f, p + "w3_scale_e8m0");
-      RoutedExpertWeights w{Fp4(e.w1, e.w1s, 0, 128, 256), Fp4(e.w2, e.w2s, 0, 256, 128),
-                            Fp4(e.w3, e.w3s, 0, 128, 256)};
+      model::RoutedExpertWeights w{Fp4(e.w1, e.w1s, 0, 128, 256), Fp4(e.w2, e.w2s, 0, 256, 128),
+                                   Fp4(e.w3, e.w3s, 0, 128, 256)};
       const std::vector<float> rw = ReadF32(*f, p + "route_weight");
-      RoutedExpertForward(shape, w, codes.data(), scales.data(), m, rw.data(), y.data(), ws,
-                          nullptr);
+      model::RoutedExpertForward(shape, w, codes.data(), scales.data(), m, rw.data(), y.data(), ws,
+                                 nullptr);
     } else {
       OpsExperts e;
       e.s1 = ReadU8(*f, p + "w1_codes");
@@ -176,9 +176,9 @@ TEST(ExpertGoldenTest, RoutedFp4AndSharedFp8MatchBitExactly) {
       e.s2s = ReadU8(*f, p + "w2_scale_e8m0");
       e.s3 = ReadU8(*f, p + "w3_codes");
       e.s3s = ReadU8(*f, p + "w3_scale_e8m0");
-      SharedExpertWeights w{Fp8(e.s1, e.s1s, 128, 256), Fp8(e.s2, e.s2s, 256, 128),
-                            Fp8(e.s3, e.s3s, 128, 256)};
-      SharedExpertForward(shape, w, codes.data(), scales.data(), m, y.data(), ws, nullptr);
+      model::SharedExpertWeights w{Fp8(e.s1, e.s1s, 128, 256), Fp8(e.s2, e.s2s, 256, 128),
+                                   Fp8(e.s3, e.s3s, 128, 256)};
+      model::SharedExpertForward(shape, w, codes.data(), scales.data(), m, y.data(), ws, nullptr);
     }
     ExpectBitEqual(y, ReadBf16(*f, p + "y"), p + "y");
   }
@@ -211,8 +211,8 @@ class MoeGoldenTest : public ::testing::Test {
     e_.s3s = ReadU8(*f_, c + "shared_w3_scale_e8m0");
   }
 
-  MoeWeights Weights(bool hash) const {
-    MoeWeights w;
+  model::MoeWeights Weights(bool hash) const {
+    model::MoeWeights w;
     w.router.gate = gate_.data();
     if (hash) {
       w.router.tid2eid = table_.data();
@@ -229,7 +229,7 @@ class MoeGoldenTest : public ::testing::Test {
     return w;
   }
 
-  std::unique_ptr<SafetensorsFile> f_;
+  std::unique_ptr<checkpoint::SafetensorsFile> f_;
   std::vector<bf16> x_, gate_;
   std::vector<float> bias_;
   std::vector<int32_t> ids_, table_;
@@ -238,14 +238,14 @@ class MoeGoldenTest : public ::testing::Test {
 };
 
 TEST_F(MoeGoldenTest, ScoreAndHashRoutingMatchBitExactly) {
-  const MoeShape shape = OpsMoeShape();
+  const model::MoeShape shape = OpsMoeShape();
   for (const bool hash : {false, true}) {
     const std::string p = hash ? "moe.hash." : "moe.score.";
-    const MoeWeights w = Weights(hash);
+    const model::MoeWeights w = Weights(hash);
     std::vector<bf16> y(x_.size());
     std::vector<int32_t> experts(static_cast<size_t>(n_ * shape.top_k));
-    Workspace ws;
-    MoeForward(shape, w, x_.data(), ids_.data(), n_, y.data(), experts.data(), ws, nullptr);
+    model::Workspace ws;
+    model::MoeForward(shape, w, x_.data(), ids_.data(), n_, y.data(), experts.data(), ws, nullptr);
     ExpectBitEqual(y, ReadBf16(*f_, p + "y"), p + "y");
     const std::vector<int64_t> want = ReadI64(*f_, p + "indices");
     for (int64_t t = 0; t < n_; ++t) {
@@ -258,16 +258,17 @@ TEST_F(MoeGoldenTest, ScoreAndHashRoutingMatchBitExactly) {
 }
 
 TEST_F(MoeGoldenTest, EachTokenAloneEqualsTheBatch) {
-  const MoeShape shape = OpsMoeShape();
-  const MoeWeights w = Weights(false);
+  const model::MoeShape shape = OpsMoeShape();
+  const model::MoeWeights w = Weights(false);
   const int64_t d = shape.dim;
   std::vector<bf16> batch(x_.size());
-  Workspace ws;
+  model::Workspace ws;
   ThreadPool pool(2);
-  MoeForward(shape, w, x_.data(), ids_.data(), n_, batch.data(), nullptr, ws, &pool);
+  model::MoeForward(shape, w, x_.data(), ids_.data(), n_, batch.data(), nullptr, ws, &pool);
   for (int64_t t = 0; t < n_; ++t) {
     std::vector<bf16> one(static_cast<size_t>(d));
-    MoeForward(shape, w, x_.data() + t * d, ids_.data() + t, 1, one.data(), nullptr, ws, nullptr);
+    model::MoeForward(shape, w, x_.data() + t * d, ids_.data() + t, 1, one.data(), nullptr, ws,
+                      nullptr);
     for (int64_t c = 0; c < d; ++c) {
       ASSERT_EQ(one[static_cast<size_t>(c)].bits, batch[static_cast<size_t>(t * d + c)].bits)
           << "token " << t << " channel " << c;

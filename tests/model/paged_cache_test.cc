@@ -37,7 +37,7 @@ size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 class Pager {
  public:
   Pager() {
-    for (int g : kPooledGroups) {
+    for (int g : model::kPooledGroups) {
       std::vector<int32_t> order(Sz(kPoolPages));
       for (int64_t i = 0; i < kPoolPages; ++i) order[Sz(i)] = static_cast<int32_t>(i);
       std::mt19937 rng(static_cast<uint32_t>(17 + g));
@@ -53,7 +53,7 @@ class Pager {
     auto& fresh = fresh_[slot];
     const auto keep = Sz((start + kPageTokens - 1) / kPageTokens);
     const auto need = Sz((end + kPageTokens - 1) / kPageTokens);
-    for (int g : kPooledGroups) {
+    for (int g : model::kPooledGroups) {
       std::vector<int32_t>& t = tables[Sz(g)];
       while (t.size() > keep) {
         free_[Sz(g)].insert(free_[Sz(g)].begin(), t.back());
@@ -70,23 +70,23 @@ class Pager {
   }
 
   // Points every slice's SlicePages at this pager's tables.
-  void Attach(ForwardBatch* b) const {
-    for (SequenceSlice& s : b->seqs) {
-      for (int g : kPooledGroups) {
+  void Attach(model::ForwardBatch* b) const {
+    for (model::SequenceSlice& s : b->seqs) {
+      for (int g : model::kPooledGroups) {
         s.pages.tables[Sz(g)] = tables_.at(s.cache_slot)[Sz(g)];
         s.pages.fresh[Sz(g)] = fresh_.at(s.cache_slot)[Sz(g)];
       }
     }
   }
 
-  const std::vector<int32_t>& table(int64_t slot, Dsv4Group g) const {
+  const std::vector<int32_t>& table(int64_t slot, cache::Dsv4Group g) const {
     return tables_.at(slot)[Sz(g)];
   }
 
  private:
-  std::array<std::vector<int32_t>, kNumDsv4Groups> free_;
-  std::map<int64_t, std::array<std::vector<int32_t>, kNumDsv4Groups>> tables_;
-  std::map<int64_t, std::array<std::vector<int32_t>, kNumDsv4Groups>> fresh_;
+  std::array<std::vector<int32_t>, cache::kNumDsv4Groups> free_;
+  std::map<int64_t, std::array<std::vector<int32_t>, cache::kNumDsv4Groups>> tables_;
+  std::map<int64_t, std::array<std::vector<int32_t>, cache::kNumDsv4Groups>> fresh_;
 };
 
 struct Slice {
@@ -95,15 +95,15 @@ struct Slice {
 
 class PagedCacheTest : public testing::TinyModelTest {
  protected:
-  static CacheOptions Options() {
-    CacheOptions o;
+  static model::CacheOptions Options() {
+    model::CacheOptions o;
     o.ring_capacity = model_->config().sliding_window + kSlack;
     o.include_mtp = false;
     return o;
   }
-  static std::unique_ptr<ModelCache> EngineCache(int64_t num_slots,
-                                                 int64_t num_pages = kPoolPages) {
-    CachePools pools;
+  static std::unique_ptr<model::ModelCache> EngineCache(int64_t num_slots,
+                                                        int64_t num_pages = kPoolPages) {
+    model::CachePools pools;
     pools.page_tokens = kPageTokens;
     pools.num_pages.fill(num_pages);
     auto c = model_->NewCache(num_slots, Options(), pools);
@@ -119,9 +119,9 @@ class PagedCacheTest : public testing::TinyModelTest {
   static int64_t vocab() { return model_->config().vocab_size; }
 
   // One call over `slices` of sequences ids[slot]; logits of every row.
-  ForwardBatch Batch(const std::vector<Slice>& slices,
-                     const std::map<int64_t, std::vector<int32_t>>& ids) {
-    ForwardBatch b;
+  model::ForwardBatch Batch(const std::vector<Slice>& slices,
+                            const std::map<int64_t, std::vector<int32_t>>& ids) {
+    model::ForwardBatch b;
     for (const Slice& s : slices) {
       const std::vector<int32_t>& t = ids.at(s.slot);
       b.Add(s.slot, s.start, std::vector<int32_t>(t.begin() + s.start, t.begin() + s.end));
@@ -129,9 +129,9 @@ class PagedCacheTest : public testing::TinyModelTest {
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
     return b;
   }
-  Status Run(const ForwardBatch& b, ModelCache& cache, std::vector<float>* logits) {
+  Status Run(const model::ForwardBatch& b, model::ModelCache& cache, std::vector<float>* logits) {
     logits->assign(Sz(b.num_tokens() * vocab()), 0.0f);
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.logits = logits->data();
     return model_->Forward(b, cache, out, ws_, pool_);
   }
@@ -160,7 +160,7 @@ class PagedCacheTest : public testing::TinyModelTest {
     std::vector<float> want, got;
     for (size_t c = 0; c < calls.size(); ++c) {
       for (const Slice& s : calls[c]) pager_.Step(s.slot, s.start, s.end);
-      ForwardBatch b = Batch(calls[c], ids);
+      model::ForwardBatch b = Batch(calls[c], ids);
       ASSERT_TRUE(Run(b, *ref, &want).ok());
       pager_.Attach(&b);
       const Status st = Run(b, *engine_, &got);
@@ -171,10 +171,10 @@ class PagedCacheTest : public testing::TinyModelTest {
     // Same rows, and each lies where its table says.
     int64_t num_checked = 0;
     for (int64_t l = 0; l < model_->num_layers(); ++l) {
-      for (int g : kPooledGroups) {
-        const auto group = static_cast<Dsv4Group>(g);
-        const PagedRows* e = engine_->layer(l).history(group);
-        const PagedRows* r = ref->layer(l).history(group);
+      for (int g : model::kPooledGroups) {
+        const auto group = static_cast<cache::Dsv4Group>(g);
+        const model::PagedRows* e = engine_->layer(l).history(group);
+        const model::PagedRows* r = ref->layer(l).history(group);
         ASSERT_EQ(e == nullptr, r == nullptr);
         if (e == nullptr) continue;
         for (int64_t slot = 0; slot < 2; ++slot) {
@@ -194,8 +194,8 @@ class PagedCacheTest : public testing::TinyModelTest {
     EXPECT_GT(num_checked, 400);
   }
 
-  Workspace ws_;
-  std::unique_ptr<ModelCache> engine_;
+  model::Workspace ws_;
+  std::unique_ptr<model::ModelCache> engine_;
   Pager pager_;
 };
 
@@ -214,18 +214,18 @@ TEST_F(PagedCacheTest, FreshPagesAreZeroedInEveryLayer) {
   cache->FillPools(bf16{kPoisonBits});
   Pager pager;
   pager.Step(0, 0, 10);
-  ForwardBatch b = Batch({{0, 0, 10}}, {{0, Tokens(10, 7)}});
+  model::ForwardBatch b = Batch({{0, 0, 10}}, {{0, Tokens(10, 7)}});
   pager.Attach(&b);
   std::vector<float> logits;
   ASSERT_TRUE(Run(b, *cache, &logits).ok());
   int64_t num_layers_checked = 0;
   for (int64_t l = 0; l < model_->num_layers(); ++l) {
-    for (int g : kPooledGroups) {
-      const auto group = static_cast<Dsv4Group>(g);
-      const PagedRows* rows = cache->layer(l).history(group);
+    for (int g : model::kPooledGroups) {
+      const auto group = static_cast<cache::Dsv4Group>(g);
+      const model::PagedRows* rows = cache->layer(l).history(group);
       if (rows == nullptr) continue;
       ++num_layers_checked;
-      const int64_t written = g == kGroupCmpC128 ? 0 : 2;
+      const int64_t written = g == cache::kGroupCmpC128 ? 0 : 2;
       ASSERT_EQ(rows->size(0), written);
       const int32_t page = pager.table(0, group)[0];
       for (int64_t r = 0; r < rows->rows_per_page(); ++r) {
@@ -255,15 +255,15 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   const std::map<int64_t, std::vector<int32_t>> ids = {{0, Tokens(200, 8)}};
   Pager pager;
   pager.Step(0, 0, 10);
-  ForwardBatch first = Batch({{0, 0, 10}}, ids);
+  model::ForwardBatch first = Batch({{0, 0, 10}}, ids);
   pager.Attach(&first);
   std::vector<float> logits;
   ASSERT_TRUE(Run(first, *cache, &logits).ok());
-  const PagedRows& c4 = *cache->layer(2).history(kGroupCmpC4);
-  const int32_t page0 = pager.table(0, kGroupCmpC4)[0];
+  const model::PagedRows& c4 = *cache->layer(2).history(cache::kGroupCmpC4);
+  const int32_t page0 = pager.table(0, cache::kGroupCmpC4)[0];
   const std::vector<bf16> before(c4.PageData(page0), c4.PageData(page0) + 2 * c4.width());
 
-  auto expect_refused = [&](ForwardBatch b, StatusCode code, const char* what) {
+  auto expect_refused = [&](model::ForwardBatch b, StatusCode code, const char* what) {
     const Status s = Run(b, *cache, &logits);
     EXPECT_EQ(s.code(), code) << what << ": " << s.ToString();
     EXPECT_EQ(cache->NumCachedTokens(0), 10) << what;
@@ -274,43 +274,43 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
   // [10, 140) reaches logical page 1 of every group; give only page 0, and
   // page 0 as "fresh" (it must not be zeroed by a refused call).
   const std::vector<int32_t> short_table = {page0};
-  ForwardBatch b = Batch({{0, 10, 140}}, ids);
-  for (int g : kPooledGroups) {
-    b.seqs[0].pages.tables[Sz(g)] = pager.table(0, static_cast<Dsv4Group>(g));
+  model::ForwardBatch b = Batch({{0, 10, 140}}, ids);
+  for (int g : model::kPooledGroups) {
+    b.seqs[0].pages.tables[Sz(g)] = pager.table(0, static_cast<cache::Dsv4Group>(g));
     b.seqs[0].pages.fresh[Sz(g)] = b.seqs[0].pages.tables[Sz(g)];
   }
-  b.seqs[0].pages.tables[kGroupCmpC4] = short_table;
+  b.seqs[0].pages.tables[cache::kGroupCmpC4] = short_table;
   expect_refused(b, StatusCode::kFailedPrecondition, "table too short");
 
   pager.Step(0, 10, 140);
-  ForwardBatch ok = Batch({{0, 10, 140}}, ids);
+  model::ForwardBatch ok = Batch({{0, 10, 140}}, ids);
   pager.Attach(&ok);
   const std::vector<int32_t> out_of_range = {page0, static_cast<int32_t>(kPoolPages)};
   b = ok;
-  b.seqs[0].pages.tables[kGroupIdx] = out_of_range;
+  b.seqs[0].pages.tables[cache::kGroupIdx] = out_of_range;
   expect_refused(b, StatusCode::kInvalidArgument, "page id out of range");
-  std::vector<int32_t> moved = pager.table(0, kGroupCmpC4);
+  std::vector<int32_t> moved = pager.table(0, cache::kGroupCmpC4);
   moved[0] = moved[1];
   b = ok;
-  b.seqs[0].pages.tables[kGroupCmpC4] = moved;
+  b.seqs[0].pages.tables[cache::kGroupCmpC4] = moved;
   expect_refused(b, StatusCode::kFailedPrecondition, "page of kept rows moved");
   const std::vector<int32_t> bad_fresh = {-1};
   b = ok;
-  b.seqs[0].pages.fresh[kGroupCmpC128] = bad_fresh;
+  b.seqs[0].pages.fresh[cache::kGroupCmpC128] = bad_fresh;
   expect_refused(b, StatusCode::kInvalidArgument, "fresh page out of range");
   b = ok;
-  b.seqs[0].pages = SlicePages();
+  b.seqs[0].pages = model::SlicePages();
   expect_refused(b, StatusCode::kFailedPrecondition, "no pages for an external cache");
   ASSERT_TRUE(Run(ok, *cache, &logits).ok());
   EXPECT_EQ(cache->NumCachedTokens(0), 140);
 
   // A self-managed cache refuses page tables; pools need whole ratio blocks.
   auto self = model_->NewCache(1, Options());
-  ForwardBatch with_pages = Batch({{0, 0, 10}}, ids);
-  with_pages.seqs[0].pages.tables[kGroupCmpC4] = short_table;
+  model::ForwardBatch with_pages = Batch({{0, 0, 10}}, ids);
+  with_pages.seqs[0].pages.tables[cache::kGroupCmpC4] = short_table;
   EXPECT_EQ(Run(with_pages, *self, &logits).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(self->NumCachedTokens(0), 0);
-  CachePools odd;
+  model::CachePools odd;
   odd.page_tokens = 100;
   EXPECT_EQ(model_->NewCache(1, Options(), odd).status().code(), StatusCode::kInvalidArgument);
 }
@@ -325,26 +325,26 @@ TEST_F(PagedCacheTest, PagesThatDoNotFitAreAnErrorAndChangeNothing) {
 TEST_F(PagedCacheTest, DeclaredCacheIsWhatNewCacheAllocates) {
   for (int64_t page_tokens : {int64_t{128}, int64_t{256}}) {
     for (bool mtp : {false, true}) {
-      CacheOptions o = Options();
+      model::CacheOptions o = Options();
       o.include_mtp = mtp;
-      Result<CacheDeclaration> d = model_->DeclareCache(o, page_tokens);
+      Result<model::CacheDeclaration> d = model_->DeclareCache(o, page_tokens);
       ASSERT_TRUE(d.ok()) << d.status().ToString();
-      ASSERT_EQ(d->groups.size(), size_t{kNumDsv4Groups});
+      ASSERT_EQ(d->groups.size(), size_t{cache::kNumDsv4Groups});
       EXPECT_EQ(d->page_tokens, page_tokens);
-      CachePools pools;
+      model::CachePools pools;
       pools.page_tokens = page_tokens;
       pools.num_pages.fill(3);
-      Result<std::unique_ptr<ModelCache>> cache = model_->NewCache(2, o, pools);
+      Result<std::unique_ptr<model::ModelCache>> cache = model_->NewCache(2, o, pools);
       ASSERT_TRUE(cache.ok()) << cache.status().ToString();
       int64_t pool_bytes = 0;
-      for (int g = 0; g < kNumDsv4Groups; ++g) {
-        const CacheGroupSpec& spec = d->groups[Sz(g)];
-        EXPECT_TRUE(ValidateGroupSpec(spec).ok()) << spec.name;
+      for (int g = 0; g < cache::kNumDsv4Groups; ++g) {
+        const cache::CacheGroupSpec& spec = d->groups[Sz(g)];
+        EXPECT_TRUE(cache::ValidateGroupSpec(spec).ok()) << spec.name;
         if (!spec.is_ring()) {
           EXPECT_EQ(spec.tokens_per_page, page_tokens) << spec.name;
         }
-        const bool pooled =
-            std::find(kPooledGroups.begin(), kPooledGroups.end(), g) != kPooledGroups.end();
+        const bool pooled = std::find(model::kPooledGroups.begin(), model::kPooledGroups.end(),
+                                      g) != model::kPooledGroups.end();
         EXPECT_EQ(pooled, !spec.is_ring()) << spec.name;
         if (!pooled) {
           EXPECT_EQ(spec.page_bytes, 0) << spec.name;
@@ -352,18 +352,18 @@ TEST_F(PagedCacheTest, DeclaredCacheIsWhatNewCacheAllocates) {
         }
         EXPECT_GT(spec.page_bytes, 0) << spec.name;
         EXPECT_EQ(spec.page_bytes,
-                  static_cast<int64_t>((*cache)->PageBytes(static_cast<Dsv4Group>(g))))
+                  static_cast<int64_t>((*cache)->PageBytes(static_cast<cache::Dsv4Group>(g))))
             << spec.name << " page_tokens=" << page_tokens;
         pool_bytes += 3 * spec.page_bytes;
       }
       EXPECT_EQ(d->slot_bytes, static_cast<int64_t>((*cache)->FixedBytesPerSlot()));
       EXPECT_EQ(static_cast<int64_t>((*cache)->AllocatedBytes()), 2 * d->slot_bytes + pool_bytes);
       // The MTP block's window rides in ori one row behind: one more row of lookback.
-      EXPECT_EQ(d->groups[kGroupOri].lookback,
+      EXPECT_EQ(d->groups[cache::kGroupOri].lookback,
                 model_->config().sliding_window - 1 + (mtp && model_->has_mtp() ? 1 : 0));
     }
   }
-  Result<CacheDeclaration> bad = model_->DeclareCache(Options(), 100);
+  Result<model::CacheDeclaration> bad = model_->DeclareCache(Options(), 100);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("--block-size 100"), std::string::npos)
       << bad.status().ToString();
@@ -371,16 +371,16 @@ TEST_F(PagedCacheTest, DeclaredCacheIsWhatNewCacheAllocates) {
 }
 
 TEST(PagedCacheBytesTest, FlashPerSlotRings) {
-  AttentionCacheGeometry g;
+  model::AttentionCacheGeometry g;
   g.head_dim = 512;
   g.sliding_window = 128;
   g.ring_capacity = 129;
   g.index_head_dim = 128;
-  const size_t swa = AttentionCache::FixedBytesFor(g);
+  const size_t swa = model::AttentionCache::FixedBytesFor(g);
   g.compress_ratio = 4;
-  const size_t csa = AttentionCache::FixedBytesFor(g);
+  const size_t csa = model::AttentionCache::FixedBytesFor(g);
   g.compress_ratio = 128;
-  const size_t hca = AttentionCache::FixedBytesFor(g);
+  const size_t hca = model::AttentionCache::FixedBytesFor(g);
   EXPECT_EQ(swa, 129u * 512 * 2);
   EXPECT_EQ(csa, swa + 2 * (9 * 2 * 512 + 9 * 2 * 128) * 4);
   EXPECT_EQ(hca, swa + 2 * 129 * 512 * 4);
@@ -406,7 +406,7 @@ TEST_F(PagedCacheTest, PoolsAreBackedLazily) {
             size_t{65536} * (4 * 32 * 128 * 2 + 2 * 1 * 128 * 2));
   Pager pager;
   pager.Step(0, 0, 10);
-  ForwardBatch b = Batch({{0, 0, 10}}, {{0, Tokens(10, 9)}});
+  model::ForwardBatch b = Batch({{0, 0, 10}}, {{0, Tokens(10, 9)}});
   pager.Attach(&b);
   std::vector<float> logits;
   ASSERT_TRUE(Run(b, *cache, &logits).ok());

@@ -13,7 +13,7 @@ namespace dsv4::testing {
 class TinyModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = Model::Load(TestDataPath("golden/tiny-a"));
+    auto m = model::Model::Load(TestDataPath("golden/tiny-a"));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     model_ = std::move(m).value().release();
     pool_ = new ThreadPool(2);
@@ -26,7 +26,7 @@ class TinyModelTest : public ::testing::Test {
   }
   void SetUp() override { ASSERT_NE(model_, nullptr); }
 
-  static inline Model* model_ = nullptr;
+  static inline model::Model* model_ = nullptr;
   static inline ThreadPool* pool_ = nullptr;
 };
 

@@ -60,10 +60,10 @@ class W8a8Test : public ::testing::Test {
     delete dir_;
   }
   void SetUp() override {
-    auto n = Model::Load(testing::TestDataPath("golden/tiny-a"));
+    auto n = model::Model::Load(testing::TestDataPath("golden/tiny-a"));
     ASSERT_TRUE(n.ok()) << n.status().ToString();
     native_ = std::move(n).value();
-    auto q = Model::Load(*dir_);
+    auto q = model::Model::Load(*dir_);
     ASSERT_TRUE(q.ok()) << q.status().ToString();
     w8a8_ = std::move(q).value();
     ASSERT_TRUE(w8a8_->config().quantization.is_w8a8());
@@ -77,16 +77,16 @@ class W8a8Test : public ::testing::Test {
   }
 
   // Logits of every row of `ids` (one prefill), and optionally the streams.
-  static std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& ids,
+  static std::vector<float> AllLogits(const model::Model& m, const std::vector<int32_t>& ids,
                                       std::vector<bf16>* streams = nullptr) {
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, 0, ids);
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
     std::vector<float> logits(ids.size() * static_cast<size_t>(m.config().vocab_size));
     if (streams != nullptr) streams->resize(ids.size() * static_cast<size_t>(m.stream_width()));
     auto cache = m.NewCache(1);
-    Workspace ws;
-    ForwardOutputs out;
+    model::Workspace ws;
+    model::ForwardOutputs out;
     out.logits = logits.data();
     if (streams != nullptr) out.streams = streams->data();
     EXPECT_TRUE(m.Forward(b, *cache, out, ws, nullptr).ok());
@@ -94,7 +94,7 @@ class W8a8Test : public ::testing::Test {
   }
 
   static std::string* dir_;
-  std::unique_ptr<Model> native_, w8a8_;
+  std::unique_ptr<model::Model> native_, w8a8_;
 };
 
 std::string* W8a8Test::dir_ = nullptr;
@@ -164,16 +164,16 @@ TEST_F(W8a8Test, LogitsTrackTheNativePath) {
 TEST_F(W8a8Test, GreedyTokensAgreeWhereMarginsAreLarge) {
   const int64_t v = native_->config().vocab_size;
   auto cn = native_->NewCache(1), cq = w8a8_->NewCache(1);
-  Workspace wn, wq;
+  model::Workspace wn, wq;
   std::vector<float> ln(static_cast<size_t>(v)), lq(static_cast<size_t>(v));
   std::vector<int32_t> feed = Ids(12, v);
   int64_t pos = 0, large = 0, agree = 0;
   const int kSteps = 32;
   for (int step = 0; step < kSteps; ++step) {
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, pos, feed);
     b.logit_rows = {b.num_tokens() - 1};
-    ForwardOutputs on, oq;
+    model::ForwardOutputs on, oq;
     on.logits = ln.data();
     oq.logits = lq.data();
     ASSERT_TRUE(native_->Forward(b, *cn, on, wn, nullptr).ok());
@@ -201,14 +201,14 @@ TEST_F(W8a8Test, MtpLogitsTrackTheNativePath) {
   std::vector<bf16> hn, hq;
   AllLogits(*native_, std::vector<int32_t>(ids.begin(), ids.end() - 1), &hn);
   AllLogits(*w8a8_, std::vector<int32_t>(ids.begin(), ids.end() - 1), &hq);
-  auto run = [&](const Model& m, const std::vector<bf16>& h) {
-    ForwardBatch b;
+  auto run = [&](const model::Model& m, const std::vector<bf16>& h) {
+    model::ForwardBatch b;
     b.Add(0, 0, std::vector<int32_t>(ids.begin() + 1, ids.end()));  // token q+1 at position q
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
     std::vector<float> logits(static_cast<size_t>(b.num_tokens() * v));
     auto cache = m.NewCache(1);
-    Workspace ws;
-    ForwardOutputs out;
+    model::Workspace ws;
+    model::ForwardOutputs out;
     out.logits = logits.data();
     EXPECT_TRUE(m.ForwardMtp(b, h.data(), *cache, out, ws, nullptr).ok());
     return logits;
@@ -233,8 +233,8 @@ double RelRms(const std::vector<bf16>& y, const std::vector<double>& exact) {
 }
 
 TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
-  const Checkpoint& nat = native_->checkpoint();
-  const Checkpoint& q8 = w8a8_->checkpoint();
+  const checkpoint::Checkpoint& nat = native_->checkpoint();
+  const checkpoint::Checkpoint& q8 = w8a8_->checkpoint();
   const int64_t m = 16;
   for (const char* name :
        {"layers.0.attn.wq_b", "layers.0.attn.wo_b", "layers.2.attn.indexer.wq_b",
@@ -272,9 +272,9 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
         exact[static_cast<size_t>(r * out + o)] = acc;
       }
     }
-    Workspace ws;
+    model::Workspace ws;
     std::vector<bf16> y8(static_cast<size_t>(m * out)), yn(static_cast<size_t>(m * out));
-    Result<Linear> l8 = Linear::Load(q8, n, out, in);
+    Result<model::Linear> l8 = model::Linear::Load(q8, n, out, in);
     ASSERT_TRUE(l8.ok()) << l8.status().ToString();
     ASSERT_TRUE(l8->is_int8());
     l8->Forward(x.data(), m, y8.data(), ws, nullptr);
@@ -286,7 +286,7 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
                        kernels::Fp4Weight{w->as<uint8_t>(), s->as<uint8_t>(), out, in}, yn.data(),
                        nullptr);
     } else {
-      Result<Linear> ln = Linear::Load(nat, n, out, in);
+      Result<model::Linear> ln = model::Linear::Load(nat, n, out, in);
       ASSERT_TRUE(ln.ok() && ln->is_fp8());
       ln->Forward(x.data(), m, yn.data(), ws, nullptr);
     }
@@ -305,21 +305,21 @@ TEST(W8a8Manual, DISABLED_BenchPresetLogits) {
   const char* native_dir = std::getenv("DSV4_W8A8_NATIVE");
   const char* converted_dir = std::getenv("DSV4_W8A8_CONVERTED");
   if (native_dir == nullptr || converted_dir == nullptr) GTEST_SKIP() << "set the directories";
-  auto n = Model::Load(native_dir);
-  auto q = Model::Load(converted_dir);
+  auto n = model::Model::Load(native_dir);
+  auto q = model::Model::Load(converted_dir);
   ASSERT_TRUE(n.ok() && q.ok());
   const int64_t v = (*n)->config().vocab_size;
   std::vector<int32_t> ids(32);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 977 + 5) % v);
   ThreadPool pool(2);
-  auto run = [&](const Model& m) {
-    ForwardBatch b;
+  auto run = [&](const model::Model& m) {
+    model::ForwardBatch b;
     b.Add(0, 0, ids);
     for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
     std::vector<float> logits(ids.size() * static_cast<size_t>(v));
     auto cache = m.NewCache(1);
-    Workspace ws;
-    ForwardOutputs out;
+    model::Workspace ws;
+    model::ForwardOutputs out;
     out.logits = logits.data();
     EXPECT_TRUE(m.Forward(b, *cache, out, ws, &pool).ok());
     return logits;
@@ -353,31 +353,31 @@ TEST(Int8Linear, AcceptsBothScaleNamings) {
     fs::remove_all(base);
     fs::create_directories(base);
     const bool ct = std::string(naming) == ".weight_scale";
-    ASSERT_TRUE(WriteSafetensorsFile((base / "model.safetensors").string(),
-                                     {{"l.weight", DType::kI8, {out, in}, w.data()},
-                                      {std::string("l") + naming, DType::kF32,
-                                       ct ? Shape{out, 1} : Shape{out}, s.data()}})
+    ASSERT_TRUE(checkpoint::WriteSafetensorsFile((base / "model.safetensors").string(),
+                                                 {{"l.weight", DType::kI8, {out, in}, w.data()},
+                                                  {std::string("l") + naming, DType::kF32,
+                                                   ct ? Shape{out, 1} : Shape{out}, s.data()}})
                     .ok());
-    auto ck = Checkpoint::Open(base.string());
+    auto ck = checkpoint::Checkpoint::Open(base.string());
     ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-    Result<Linear> lin = Linear::Load(**ck, "l", out, in);
+    Result<model::Linear> lin = model::Linear::Load(**ck, "l", out, in);
     ASSERT_TRUE(lin.ok()) << lin.status().ToString();
     EXPECT_TRUE(lin->is_int8());
     std::vector<bf16> y(m * out);
-    Workspace ws;
+    model::Workspace ws;
     lin->Forward(x.data(), m, y.data(), ws, nullptr);
     for (int64_t i = 0; i < m * out; ++i) EXPECT_EQ(y[i].bits, want[i].bits) << i;
   }
   // A wrong scale shape is an error naming the tensor.
   fs::remove_all(base);
   fs::create_directories(base);
-  ASSERT_TRUE(WriteSafetensorsFile((base / "model.safetensors").string(),
-                                   {{"l.weight", DType::kI8, {out, in}, w.data()},
-                                    {"l.scale", DType::kF32, {out - 1}, s.data()}})
+  ASSERT_TRUE(checkpoint::WriteSafetensorsFile((base / "model.safetensors").string(),
+                                               {{"l.weight", DType::kI8, {out, in}, w.data()},
+                                                {"l.scale", DType::kF32, {out - 1}, s.data()}})
                   .ok());
-  auto ck = Checkpoint::Open(base.string());
+  auto ck = checkpoint::Checkpoint::Open(base.string());
   ASSERT_TRUE(ck.ok());
-  Result<Linear> bad = Linear::Load(**ck, "l", out, in);
+  Result<model::Linear> bad = model::Linear::Load(**ck, "l", out, in);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tensor 'l.scale': expected F32 [5]"), std::string::npos)
       << bad.status().message();

@@ -30,7 +30,7 @@ constexpr int64_t kPromptLen = 5;
 int32_t PromptToken(int64_t pos) { return 2 + static_cast<int32_t>(pos * 3); }
 
 struct Seen {
-  FinishReason finish = FinishReason::kNone;
+  engine::FinishReason finish = engine::FinishReason::kNone;
   int64_t tokens = 0;
   int64_t accepted = 0;
   int64_t drafts = 0;
@@ -38,15 +38,15 @@ struct Seen {
 
 class Outputs {
  public:
-  AsyncEngine::OutputCallback Callback() {
-    return [this](const GenerationOutput& o) {
+  engine::AsyncEngine::OutputCallback Callback() {
+    return [this](const engine::GenerationOutput& o) {
       MutexLock lock(&mu_);
       Seen& s = seen_[o.id];
       s.tokens += static_cast<int64_t>(o.new_tokens.size());
       s.accepted += o.num_accepted_tokens;
       s.drafts += o.num_draft_tokens;
       s.finish = o.finish;
-      if (o.finish != FinishReason::kNone) {
+      if (o.finish != engine::FinishReason::kNone) {
         ++finished_;
         cv_.SignalAll();
       }
@@ -56,7 +56,7 @@ class Outputs {
     MutexLock lock(&mu_);
     cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return finished_ >= n; });
   }
-  std::map<RequestId, Seen> seen() {
+  std::map<engine::RequestId, Seen> seen() {
     MutexLock lock(&mu_);
     return seen_;
   }
@@ -64,40 +64,42 @@ class Outputs {
  private:
   Mutex mu_;
   CondVar cv_;
-  std::map<RequestId, Seen> seen_ GUARDED_BY(mu_);
+  std::map<engine::RequestId, Seen> seen_ GUARDED_BY(mu_);
   int64_t finished_ GUARDED_BY(mu_) = 0;
 };
 
-std::unique_ptr<LocalEngine> StartEngine() {
-  SchedulerConfig c;
+std::unique_ptr<engine::LocalEngine> StartEngine() {
+  engine::SchedulerConfig c;
   c.max_num_batched_tokens = 16;  // several steps per prompt batch: chunks
   c.max_num_seqs = 4;
   c.max_model_len = 128;
   c.prefill_tile = 1;
   c.num_speculative_tokens = 2;
-  Result<std::unique_ptr<Scheduler>> scheduler = Scheduler::Create(c, TinyCache(1, 64, 64));
+  Result<std::unique_ptr<engine::Scheduler>> scheduler =
+      engine::Scheduler::Create(c, TinyCache(1, 64, 64));
   EXPECT_TRUE(scheduler.ok()) << scheduler.status().ToString();
   auto fake = std::make_unique<FakeExecutor>((*scheduler)->cache(),
-                                             [](RequestId id, int64_t pos) {
+                                             [](engine::RequestId id, int64_t pos) {
                                                return pos < kPromptLen ? PromptToken(pos)
                                                                        : FakeModelToken(id, pos, 0);
                                              },
                                              60);
-  LocalEngineParts parts;
+  engine::LocalEngineParts parts;
   parts.executor = std::move(fake);
-  parts.core = std::make_unique<EngineCore>(std::move(scheduler).value(), parts.executor.get());
-  LocalEngineConfig config;
+  parts.core =
+      std::make_unique<engine::EngineCore>(std::move(scheduler).value(), parts.executor.get());
+  engine::LocalEngineConfig config;
   config.vocab_size = 50000;
   config.eos_token_id = -1;
   config.max_model_len = 128;
-  Result<std::unique_ptr<LocalEngine>> engine =
-      LocalEngine::Start(std::move(config), std::move(parts));
+  Result<std::unique_ptr<engine::LocalEngine>> engine =
+      engine::LocalEngine::Start(std::move(config), std::move(parts));
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
 }
 
-GenerationRequest MakeRequest(int64_t max_tokens) {
-  GenerationRequest r;
+engine::GenerationRequest MakeRequest(int64_t max_tokens) {
+  engine::GenerationRequest r;
   for (int64_t p = 0; p < kPromptLen; ++p) r.prompt.push_back(PromptToken(p));
   r.max_tokens = max_tokens;
   return r;
@@ -112,12 +114,12 @@ TEST(EngineTrace, EveryRequestHasItsTrackAndEveryStepItsChildren) {
   o.path = (dir / "trace.json").string();
   ASSERT_TRUE(profile::StartSession(o).ok());
 
-  std::unique_ptr<LocalEngine> engine = StartEngine();
+  std::unique_ptr<engine::LocalEngine> engine = StartEngine();
   Outputs out;
   constexpr int kRequests = 10;
-  std::vector<RequestId> ids;
+  std::vector<engine::RequestId> ids;
   for (int i = 0; i < kRequests; ++i) {
-    Result<RequestId> id = engine->Submit(MakeRequest(3 + i), out.Callback());
+    Result<engine::RequestId> id = engine->Submit(MakeRequest(3 + i), out.Callback());
     ASSERT_TRUE(id.ok());
     ids.push_back(*id);
   }
@@ -130,7 +132,7 @@ TEST(EngineTrace, EveryRequestHasItsTrackAndEveryStepItsChildren) {
 
   std::ifstream in(summary->path);
   const json trace = json::parse(in);
-  const std::map<RequestId, Seen> seen = out.seen();
+  const std::map<engine::RequestId, Seen> seen = out.seen();
 
   // Per request track: balanced nested phases, one closing event with the
   // finish reason the caller saw.
@@ -160,10 +162,10 @@ TEST(EngineTrace, EveryRequestHasItsTrackAndEveryStepItsChildren) {
       output_tokens[id] = e.at("args").at("output_tokens");
     }
   }
-  for (RequestId id : ids) {
+  for (engine::RequestId id : ids) {
     const auto track = static_cast<uint64_t>(id);
     ASSERT_TRUE(finish.count(track)) << "request " << id << " missing from the trace";
-    EXPECT_EQ(finish[track], FinishReasonName(seen.at(id).finish)) << id;
+    EXPECT_EQ(finish[track], engine::FinishReasonName(seen.at(id).finish)) << id;
     EXPECT_EQ(output_tokens[track], seen.at(id).tokens) << id;
     EXPECT_TRUE(open[track].empty()) << id;
   }

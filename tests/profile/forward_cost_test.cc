@@ -37,18 +37,18 @@ double Median(std::vector<double> v) {
 TEST(ProfileForwardCost, DISABLED_Timing) {
   const char* env = std::getenv("DSV4_PROFILE_MODEL");
   const std::string dir = env != nullptr ? env : testing::TestDataPath("golden/tiny-a");
-  auto model = Model::Load(dir);
+  auto model = model::Model::Load(dir);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  const ModelConfig& cfg = (*model)->config();
+  const checkpoint::ModelConfig& cfg = (*model)->config();
   ThreadPool pool(EnvInt("DSV4_PROFILE_THREADS", 2));
   const int rounds = EnvInt("DSV4_PROFILE_ROUNDS", 8);
   const int steps = EnvInt("DSV4_PROFILE_STEPS", 16);
   auto cache = (*model)->NewCache(1);
-  Workspace ws;
+  model::Workspace ws;
   std::vector<float> logits(static_cast<size_t>(cfg.vocab_size));
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.logits = logits.data();
-  ForwardBatch prefill;
+  model::ForwardBatch prefill;
   std::vector<int32_t> ids;
   for (int i = 0; i < 32; ++i) ids.push_back(3 + i);
   prefill.Add(0, 0, ids);
@@ -58,7 +58,7 @@ TEST(ProfileForwardCost, DISABLED_Timing) {
   auto decode = [&](int n) {
     const int64_t t0 = profile::NowNs();
     for (int i = 0; i < n; ++i) {
-      ForwardBatch b;
+      model::ForwardBatch b;
       b.Add(0, pos++, {static_cast<int32_t>(5 + pos % 100)});
       b.logit_rows.push_back(0);
       EXPECT_TRUE((*model)->Forward(b, *cache, out, ws, &pool).ok());

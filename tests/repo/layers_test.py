@@ -7,7 +7,9 @@ Fails when
   - a layer's documented `->` dependencies differ from the DEPS its CMakeLists.txt declares,
   - a source file includes a header of a layer that its own layer does not declare directly
     (the build only catches layers that are not reachable at all, since include roots follow
-    the link graph transitively).
+    the link graph transitively),
+  - a header under src/M/ opens a namespace other than dsv4::M (or one nested in it); base/
+    and tensor/ are the shared vocabulary and stay in dsv4.
 Usage: layers_test.py <repository root>
 """
 import pathlib
@@ -71,6 +73,18 @@ for name, deps in sorted(declared.items()):
             if m and m.group(1) in declared and m.group(1) != name and m.group(1) not in deps:
                 errors.append(f"{f.relative_to(root)}:{n}: includes {m.group(1)}/, "
                               f"which layer {name} does not declare")
+
+# Namespaces follow the layers.
+vocabulary = {"base", "tensor"}
+opens = re.compile(r"^namespace (dsv4[\w:]*) \{")
+for name in sorted(declared):
+    want = "dsv4" if name in vocabulary else f"dsv4::{name}"
+    for f in sorted((root / "src" / name).rglob("*.h")):
+        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            m = opens.match(line)
+            if m and m.group(1) != want and not m.group(1).startswith(want + "::"):
+                errors.append(f"{f.relative_to(root)}:{n}: opens namespace {m.group(1)}, "
+                              f"layer {name} lives in {want}")
 
 for e in errors:
     print(e)

@@ -21,16 +21,16 @@ namespace {
 struct Sink {
   std::mutex mu;
   std::condition_variable cv;
-  std::map<RequestId, Finished> done;  // GUARDED_BY(mu)
-  std::map<RequestId, int> num_final;  // GUARDED_BY(mu)
-  int64_t num_final_total = 0;         // GUARDED_BY(mu)
+  std::map<engine::RequestId, Finished> done;  // GUARDED_BY(mu)
+  std::map<engine::RequestId, int> num_final;  // GUARDED_BY(mu)
+  int64_t num_final_total = 0;                 // GUARDED_BY(mu)
 
-  AsyncEngine::OutputCallback Callback() {
-    return [this](const GenerationOutput& g) {
+  engine::AsyncEngine::OutputCallback Callback() {
+    return [this](const engine::GenerationOutput& g) {
       std::lock_guard<std::mutex> lock(mu);
       Finished& f = done[g.id];
       f.tokens.insert(f.tokens.end(), g.new_tokens.begin(), g.new_tokens.end());
-      if (g.finish != FinishReason::kNone) {
+      if (g.finish != engine::FinishReason::kNone) {
         f.reason = g.finish;
         ++num_final[g.id];
         ++num_final_total;
@@ -46,8 +46,8 @@ struct Sink {
   }
 };
 
-GenerationRequest Gen(int64_t i, int64_t max_tokens) {
-  GenerationRequest g;
+engine::GenerationRequest Gen(int64_t i, int64_t max_tokens) {
+  engine::GenerationRequest g;
   g.prompt = TestPrompt(i, TinyModel().config().vocab_size);
   g.max_tokens = max_tokens;
   g.sampling.ignore_eos = true;  // the comparison below has no stop tokens
@@ -64,14 +64,14 @@ TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   EXPECT_TRUE((*engine)->Ready());
   Sink sink;
   std::mutex ids_mu;
-  std::map<RequestId, int64_t> prompt_of;  // id -> prompt index
-  std::set<RequestId> aborted;
+  std::map<engine::RequestId, int64_t> prompt_of;  // id -> prompt index
+  std::set<engine::RequestId> aborted;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int j = 0; j < kPerThread; ++j) {
         const int64_t idx = t * kPerThread + j;
-        Result<RequestId> id = (*engine)->Submit(Gen(idx, 6 + idx % 7), sink.Callback());
+        Result<engine::RequestId> id = (*engine)->Submit(Gen(idx, 6 + idx % 7), sink.Callback());
         ASSERT_TRUE(id.ok()) << id.status().ToString();
         {
           std::lock_guard<std::mutex> lock(ids_mu);
@@ -89,11 +89,11 @@ TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   for (auto& th : threads) th.join();
   sink.WaitFor(kThreads * kPerThread);
   // Single-threaded reference for the requests that were not aborted.
-  std::vector<Request> reqs;
+  std::vector<engine::Request> reqs;
   for (const auto& [id, idx] : prompt_of) {
-    Request r;
+    engine::Request r;
     r.id = id;
-    GenerationRequest g = Gen(idx, 6 + idx % 7);
+    engine::GenerationRequest g = Gen(idx, 6 + idx % 7);
     r.prompt = g.prompt;
     r.max_tokens = g.max_tokens;
     reqs.push_back(r);
@@ -104,13 +104,15 @@ TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
     EXPECT_EQ(sink.num_final[id], 1) << "request " << id;
     const Finished& f = sink.done[id];
     if (aborted.count(id) != 0) {
-      EXPECT_TRUE(f.reason == FinishReason::kAbort || f.reason == FinishReason::kLength) << id;
+      EXPECT_TRUE(f.reason == engine::FinishReason::kAbort ||
+                  f.reason == engine::FinishReason::kLength)
+          << id;
       // Whatever came before the abort is a prefix of the true output.
       const auto& w = want.at(id).tokens;
       ASSERT_LE(f.tokens.size(), w.size());
       EXPECT_TRUE(std::equal(f.tokens.begin(), f.tokens.end(), w.begin())) << id;
     } else {
-      EXPECT_EQ(f.reason, FinishReason::kLength) << id;
+      EXPECT_EQ(f.reason, engine::FinishReason::kLength) << id;
       EXPECT_EQ(f.tokens, want.at(id).tokens) << id;
     }
   }
@@ -118,7 +120,7 @@ TEST(ModelEngineTest, ConcurrentSubmitAndAbortFromManyThreads) {
   for (int i = 0; i < 100 && (*engine)->Stats().cache_usage > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const EngineStats s = (*engine)->Stats();
+  const engine::EngineStats s = (*engine)->Stats();
   EXPECT_EQ(s.num_running, 0);
   EXPECT_EQ(s.num_waiting, 0);
   EXPECT_EQ(s.cache_usage, 0.0);
@@ -143,7 +145,7 @@ TEST(ModelEngineTest, ShutdownAbortsInFlight) {
   EXPECT_FALSE((*engine)->Ready());
   std::lock_guard<std::mutex> lock(sink.mu);
   EXPECT_EQ(sink.num_final_total, 6);
-  for (const auto& [id, f] : sink.done) EXPECT_EQ(f.reason, FinishReason::kAbort) << id;
+  for (const auto& [id, f] : sink.done) EXPECT_EQ(f.reason, engine::FinishReason::kAbort) << id;
   EXPECT_FALSE((*engine)->Submit(Gen(0, 4), sink.Callback()).ok());
   auto quick = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(quick.ok());
@@ -160,16 +162,16 @@ TEST(ModelEngineTest, SubmitValidates) {
   auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
   Sink sink;
-  GenerationRequest empty;
+  engine::GenerationRequest empty;
   EXPECT_EQ((*engine)->Submit(empty, sink.Callback()).status().code(),
             StatusCode::kInvalidArgument);
-  GenerationRequest bad_id = Gen(1, 4);
+  engine::GenerationRequest bad_id = Gen(1, 4);
   bad_id.prompt[0] = 5000;
   EXPECT_EQ((*engine)->Submit(bad_id, sink.Callback()).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ((*engine)->Submit(Gen(1, 600), sink.Callback()).status().code(),
             StatusCode::kInvalidArgument);  // over max_model_len
-  GenerationRequest sampled = Gen(1, 4);
+  engine::GenerationRequest sampled = Gen(1, 4);
   sampled.sampling.temperature = -1;
   EXPECT_EQ((*engine)->Submit(sampled, sink.Callback()).status().code(),
             StatusCode::kInvalidArgument);
@@ -180,17 +182,17 @@ TEST(ModelEngineTest, RunOfflineReportsOutputsAndAcceptance) {
   o.threads = 2;
   auto engine = launch::StartLocalEngine(TinyModel(), o, 256 << 20);
   ASSERT_TRUE(engine.ok());
-  std::vector<GenerationRequest> reqs;
+  std::vector<engine::GenerationRequest> reqs;
   for (int i = 0; i < 6; ++i) {
     reqs.push_back(Gen(i + 30, 8));
     reqs.back().sampling.logprobs = 2;
   }
-  Result<OfflineReport> r = RunOffline(**engine, reqs);
+  Result<engine::OfflineReport> r = engine::RunOffline(**engine, reqs);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->outputs.size(), 6u);
   EXPECT_EQ(r->generated_tokens, 48);
-  for (const OfflineOutput& out : r->outputs) {
-    EXPECT_EQ(out.finish, FinishReason::kLength);
+  for (const engine::OfflineOutput& out : r->outputs) {
+    EXPECT_EQ(out.finish, engine::FinishReason::kLength);
     ASSERT_EQ(out.logprobs.size(), out.tokens.size());
     for (size_t i = 0; i < out.tokens.size(); ++i) {
       EXPECT_EQ(out.logprobs[i].token, out.tokens[i]);

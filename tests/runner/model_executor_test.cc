@@ -18,11 +18,11 @@
 namespace dsv4::testing {
 namespace {
 
-std::vector<Request> MakeRequests(int64_t n, int64_t max_tokens, int64_t first = 0) {
-  std::vector<Request> reqs;
+std::vector<engine::Request> MakeRequests(int64_t n, int64_t max_tokens, int64_t first = 0) {
+  std::vector<engine::Request> reqs;
   const int64_t vocab = TinyModel().config().vocab_size;
   for (int64_t i = 0; i < n; ++i) {
-    Request r;
+    engine::Request r;
     r.id = i + 1;
     r.prompt = TestPrompt(first + i, vocab);
     r.max_tokens = max_tokens + (i % 5) * 3;  // mixed output lengths
@@ -31,8 +31,8 @@ std::vector<Request> MakeRequests(int64_t n, int64_t max_tokens, int64_t first =
   return reqs;
 }
 
-void ExpectSame(const std::map<RequestId, Finished>& want, const std::map<RequestId, Finished>& got,
-                const char* what) {
+void ExpectSame(const std::map<engine::RequestId, Finished>& want,
+                const std::map<engine::RequestId, Finished>& got, const char* what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   for (const auto& [id, w] : want) {
     const Finished& g = got.at(id);
@@ -53,7 +53,7 @@ void PrintSpec(int32_t k, const RunStats& s) {
 }
 
 TEST(ModelExecutorTest, GreedyMtpEqualsPlain) {
-  const std::vector<Request> reqs = MakeRequests(50, 10);
+  const std::vector<engine::Request> reqs = MakeRequests(50, 10);
   RunStats base_stats;
   const auto want = RunToCompletion(TestOptions(0), reqs, 0, 1, &base_stats);
   ASSERT_EQ(want.size(), reqs.size());
@@ -71,12 +71,13 @@ TEST(ModelExecutorTest, GreedyMtpEqualsPlain) {
 // index), so steps accept 0..K drafts; checks every update it is given.
 class OracleProposer : public speculation::DraftProposer {
  public:
-  OracleProposer(std::map<RequestId, std::vector<int32_t>> truth, int32_t k, int percent,
+  OracleProposer(std::map<engine::RequestId, std::vector<int32_t>> truth, int32_t k, int percent,
                  int64_t vocab, int64_t* errors)
       : truth_(std::move(truth)), k_(k), percent_(percent), vocab_(vocab), errors_(errors) {}
 
   int32_t max_drafts() const override { return k_; }
-  void AllocateState(int64_t slot, RequestId id, const speculation::DraftSampling&) override {
+  void AllocateState(int64_t slot, engine::RequestId id,
+                     const speculation::DraftSampling&) override {
     state_[slot] = {id, {}};
   }
   void FreeState(int64_t slot) override { state_.erase(slot); }
@@ -84,7 +85,7 @@ class OracleProposer : public speculation::DraftProposer {
     const auto& d = state_.at(slot).drafts;
     return {d.data(), d.size()};
   }
-  Status AfterVerify(const ForwardBatch&, const bf16*,
+  Status AfterVerify(const model::ForwardBatch&, const bf16*,
                      std::span<const speculation::DraftUpdate> updates) override {
     for (const speculation::DraftUpdate& u : updates) {
       State& st = state_.at(u.slot);
@@ -114,10 +115,10 @@ class OracleProposer : public speculation::DraftProposer {
 
  private:
   struct State {
-    RequestId id = 0;
+    engine::RequestId id = 0;
     std::vector<int32_t> drafts;
   };
-  std::map<RequestId, std::vector<int32_t>> truth_;
+  std::map<engine::RequestId, std::vector<int32_t>> truth_;
   int32_t k_;
   int percent_;
   int64_t vocab_;
@@ -125,10 +126,10 @@ class OracleProposer : public speculation::DraftProposer {
   std::map<int64_t, State> state_;
 };
 
-std::map<RequestId, std::vector<int32_t>> Truth(const std::vector<Request>& reqs,
-                                                const std::map<RequestId, Finished>& out) {
-  std::map<RequestId, std::vector<int32_t>> truth;
-  for (const Request& r : reqs) {
+std::map<engine::RequestId, std::vector<int32_t>> Truth(
+    const std::vector<engine::Request>& reqs, const std::map<engine::RequestId, Finished>& out) {
+  std::map<engine::RequestId, std::vector<int32_t>> truth;
+  for (const engine::Request& r : reqs) {
     std::vector<int32_t> t = r.prompt;
     const auto& o = out.at(r.id).tokens;
     t.insert(t.end(), o.begin(), o.end());
@@ -140,7 +141,7 @@ std::map<RequestId, std::vector<int32_t>> Truth(const std::vector<Request>& reqs
 // Partly right drafts: every acceptance length occurs, and the rejected
 // rows (across window, compression blocks and state pages) leave no trace.
 TEST(ModelExecutorTest, PartlyRightDraftsRollBackExactly) {
-  const std::vector<Request> reqs = MakeRequests(20, 16, 5);
+  const std::vector<engine::Request> reqs = MakeRequests(20, 16, 5);
   const auto want = RunToCompletion(TestOptions(0), reqs);
   const int64_t vocab = TinyModel().config().vocab_size;
   for (int32_t k : {1, 3, 5}) {
@@ -164,8 +165,8 @@ TEST(ModelExecutorTest, PartlyRightDraftsRollBackExactly) {
 // oracle drafts: the counter-based streams make the output identical to
 // plain sampled decoding.
 TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
-  std::vector<Request> reqs = MakeRequests(16, 12, 2);
-  for (Request& r : reqs) {
+  std::vector<engine::Request> reqs = MakeRequests(16, 12, 2);
+  for (engine::Request& r : reqs) {
     r.sampling.temperature = 0.8f;
     r.sampling.top_k = 32;
     r.sampling.seed = 42 + static_cast<uint64_t>(r.id);
@@ -182,8 +183,8 @@ TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
   EXPECT_EQ(errors, 0);
   EXPECT_GT(stats.spec.num_accepted_tokens, 0);
   // Another seed changes the output (the seed is honoured).
-  std::vector<Request> other = reqs;
-  for (Request& r : other) r.sampling.seed = 7 + static_cast<uint64_t>(r.id);
+  std::vector<engine::Request> other = reqs;
+  for (engine::Request& r : other) r.sampling.seed = 7 + static_cast<uint64_t>(r.id);
   const auto diff = RunToCompletion(TestOptions(0), other);
   int64_t num_same = 0;
   for (const auto& [id, f] : want) num_same += diff.at(id).tokens == f.tokens ? 1 : 0;
@@ -191,7 +192,7 @@ TEST(ModelExecutorTest, SeededSampledOutputIndependentOfSpeculation) {
 }
 
 TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
-  const std::vector<Request> reqs = MakeRequests(14, 8);
+  const std::vector<engine::Request> reqs = MakeRequests(14, 8);
   launch::EngineOptions one = TestOptions(0);
   one.max_num_seqs = 1;
   const auto want = RunToCompletion(one, reqs);
@@ -205,7 +206,7 @@ TEST(ModelExecutorTest, ContinuousBatchingEqualsOneAtATime) {
 }
 
 TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
-  std::vector<Request> reqs = MakeRequests(10, 16, 8);
+  std::vector<engine::Request> reqs = MakeRequests(10, 16, 8);
   const auto want = RunToCompletion(TestOptions(0), reqs);
   for (int32_t k : {0, 2}) {
     launch::EngineOptions o = TestOptions(k);
@@ -233,14 +234,15 @@ TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
       o.dp = dp;
       Result<launch::EngineParts> parts = launch::BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
       ASSERT_TRUE(parts.ok()) << parts.status().ToString();
-      const ModelCache& cache = parts->executor->cache();
-      const CapacityPlan& plan = parts->plan;
+      const model::ModelCache& cache = parts->executor->cache();
+      const cache::CapacityPlan& plan = parts->plan;
       EXPECT_TRUE(cache.external_pages());
       EXPECT_EQ(cache.num_slots(), dp * plan.num_ring_requests);
       EXPECT_EQ(static_cast<int64_t>(cache.FixedBytesPerSlot()), plan.ring_bytes_per_request);
-      EXPECT_EQ(cache.NumPoolPages(kGroupCmpC4), dp * plan.num_pages[kGroupCmpC4]);
-      EXPECT_EQ(cache.NumPoolPages(kGroupCmpC128), dp * plan.num_pages[kGroupCmpC128]);
-      EXPECT_EQ(cache.NumPoolPages(kGroupIdx), dp * plan.num_pages[kGroupIdx]);
+      EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC4), dp * plan.num_pages[cache::kGroupCmpC4]);
+      EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC128),
+                dp * plan.num_pages[cache::kGroupCmpC128]);
+      EXPECT_EQ(cache.NumPoolPages(cache::kGroupIdx), dp * plan.num_pages[cache::kGroupIdx]);
       EXPECT_EQ(static_cast<int64_t>(cache.AllocatedBytes()), dp * plan.total_bytes)
           << "K=" << k << " dp=" << dp;
       EXPECT_NE(parts->description.find("per-slot rings"), std::string::npos);
@@ -253,7 +255,7 @@ TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
 // still in them), the model's rows lie in the pages of the scheduler's block
 // table, and outputs equal a generous one-at-a-time run.
 TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
-  const std::vector<Request> reqs = MakeRequests(3, 20, 12);  // prompts 255, 260, 163
+  const std::vector<engine::Request> reqs = MakeRequests(3, 20, 12);  // prompts 255, 260, 163
   launch::EngineOptions one = TestOptions(0);
   one.max_num_seqs = 1;
   const auto want = RunToCompletion(one, reqs);
@@ -264,26 +266,26 @@ TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
   Result<launch::EngineParts> parts = launch::BuildEngine(TinyModel(), TestPool(), o, budget);
   ASSERT_TRUE(parts.ok()) << parts.status().ToString();
   ASSERT_EQ(parts->plan.num_ring_requests, 1);
-  ASSERT_EQ(parts->plan.num_pages[kGroupCmpC4], 4);  // 512 tokens of history
-  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
-  std::map<RequestId, Finished> got;
-  std::map<RequestId, std::set<int32_t>> pages;  // cmp_c4 pages each request used
-  const ModelCache& cache = parts->executor->cache();
+  ASSERT_EQ(parts->plan.num_pages[cache::kGroupCmpC4], 4);  // 512 tokens of history
+  for (const engine::Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  std::map<engine::RequestId, Finished> got;
+  std::map<engine::RequestId, std::set<int32_t>> pages;  // cmp_c4 pages each request used
+  const model::ModelCache& cache = parts->executor->cache();
   while (parts->core->HasUnfinished()) {
-    StepRecord step;
+    engine::StepRecord step;
     auto out = parts->core->Step(&step);
     ASSERT_TRUE(out.ok());
     for (const auto& o2 : *out) {
       got[o2.id].tokens.insert(got[o2.id].tokens.end(), o2.new_tokens.begin(), o2.new_tokens.end());
       got[o2.id].reason = o2.finish;
     }
-    for (const RequestResult& r : step.result.requests) {
-      const RequestId id = r.id;
-      const CacheManager& cm = parts->core->scheduler().cache();
+    for (const engine::RequestResult& r : step.result.requests) {
+      const engine::RequestId id = r.id;
+      const cache::CacheManager& cm = parts->core->scheduler().cache();
       if (!cm.Holds(id)) continue;  // finished in this step
-      const std::vector<int32_t>& sched = cm.Tables(id)[kGroupCmpC4].pages;
+      const std::vector<int32_t>& sched = cm.Tables(id)[cache::kGroupCmpC4].pages;
       for (int64_t l : {2, 4}) {  // the CSA layers
-        const PagedRows& rows = *cache.layer(l).history(kGroupCmpC4);
+        const model::PagedRows& rows = *cache.layer(l).history(cache::kGroupCmpC4);
         for (int64_t i = 0; i < rows.size(0); ++i) {
           ASSERT_LT(static_cast<size_t>(i / rows.rows_per_page()), sched.size());
           ASSERT_EQ(rows.PageOfRow(0, i), sched[static_cast<size_t>(i / rows.rows_per_page())]);
@@ -309,10 +311,10 @@ TEST(ModelExecutorTest, SequentialRequestsReuseFreedPages) {
 // from row P - 1 = (h_{P-1}, token_P) over the true window, draft j + 1 from
 // the chained row P + j - 1 = (MTP streams of the previous row, draft j).
 TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
-  const Model& m = TinyModel();
+  const model::Model& m = TinyModel();
   const int64_t vocab = m.config().vocab_size;
   const int32_t k = 3;
-  std::vector<Request> reqs = MakeRequests(2, 10, 11);  // prompt lengths 140, 255
+  std::vector<engine::Request> reqs = MakeRequests(2, 10, 11);  // prompt lengths 140, 255
   // The second request is sampled: its drafts are coupled (CoupledDraft on
   // the MTP logits, with its params, seed and history).
   reqs[1].sampling.temperature = 0.8f;
@@ -321,11 +323,11 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
   reqs[1].sampling.seed = 5;
   Result<launch::EngineParts> parts = launch::BuildEngine(m, TestPool(), TestOptions(k), 256 << 20);
   ASSERT_TRUE(parts.ok());
-  std::map<RequestId, std::vector<std::pair<int64_t, std::vector<int32_t>>>> seen;
-  std::map<RequestId, std::vector<int32_t>> outputs;
-  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  std::map<engine::RequestId, std::vector<std::pair<int64_t, std::vector<int32_t>>>> seen;
+  std::map<engine::RequestId, std::vector<int32_t>> outputs;
+  for (const engine::Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
   while (parts->core->HasUnfinished()) {
-    StepRecord step;
+    engine::StepRecord step;
     auto out = parts->core->Step(&step);
     ASSERT_TRUE(out.ok());
     for (const auto& o : *out) {
@@ -334,8 +336,8 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
     // Every step's verified drafts travel in its result, next to the plan's rows.
     ASSERT_EQ(step.result.requests.size(), step.plan.requests.size());
     for (size_t i = 0; i < step.result.requests.size(); ++i) {
-      const RequestResult& r = step.result.requests[i];
-      const ScheduledRequest& e = step.plan.requests[i];
+      const engine::RequestResult& r = step.result.requests[i];
+      const engine::ScheduledRequest& e = step.plan.requests[i];
       ASSERT_EQ(r.id, e.id);
       if (r.drafts.empty()) continue;
       EXPECT_EQ(static_cast<int32_t>(r.drafts.size()), e.num_draft);
@@ -345,29 +347,29 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
       seen[r.id].push_back({e.start_pos, r.drafts});
     }
   }
-  Workspace ws;
+  model::Workspace ws;
   sampling::TokenDistribution dist(vocab);
-  for (const Request& r : reqs) {
+  for (const engine::Request& r : reqs) {
     std::vector<int32_t> full = r.prompt;
     full.insert(full.end(), outputs[r.id].begin(), outputs[r.id].end());
     const auto n = static_cast<int64_t>(full.size());
     auto cache = m.NewCache(1);
-    ForwardBatch b;
+    model::ForwardBatch b;
     b.Add(0, 0, full);
     std::vector<bf16> h(static_cast<size_t>(n * m.stream_width()));
-    ForwardOutputs out;
+    model::ForwardOutputs out;
     out.streams = h.data();
     ASSERT_TRUE(m.Forward(b, *cache, out, ws, TestPool()).ok());
     ASSERT_FALSE(seen[r.id].empty());
     for (const auto& [p, drafts] : seen[r.id]) {
       auto mtp = m.NewCache(1);
-      ForwardBatch mb;
+      model::ForwardBatch mb;
       mb.Add(0, 0, std::vector<int32_t>(full.begin() + 1, full.begin() + p + 1));
       mb.logit_rows = {p - 1};
       std::vector<float> logits(static_cast<size_t>(vocab));
       std::vector<bf16> s(static_cast<size_t>(p * m.stream_width()));
       // approx_logits: the proposer's draft head (GemmBf16F32Approx).
-      ForwardOutputs mo{logits.data(), nullptr, s.data(), /*approx_logits=*/true};
+      model::ForwardOutputs mo{logits.data(), nullptr, s.data(), /*approx_logits=*/true};
       ASSERT_TRUE(m.ForwardMtp(mb, h.data(), *mtp, mo, ws, TestPool()).ok());
       std::vector<bf16> last(s.end() - m.stream_width(), s.end());
       const auto num_prompt = static_cast<std::ptrdiff_t>(r.prompt.size());
@@ -383,11 +385,11 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
                                          {std::span(r.prompt), output});
         output.push_back(want);
         ASSERT_EQ(drafts[j], want) << "request " << r.id << " position " << p << " draft " << j;
-        ForwardBatch cb;
+        model::ForwardBatch cb;
         cb.Add(0, p + static_cast<int64_t>(j), {want});
         cb.logit_rows = {0};
         std::vector<bf16> next(last.size());
-        ForwardOutputs co{logits.data(), nullptr, next.data(), /*approx_logits=*/true};
+        model::ForwardOutputs co{logits.data(), nullptr, next.data(), /*approx_logits=*/true};
         ASSERT_TRUE(m.ForwardMtp(cb, last.data(), *mtp, co, ws, TestPool()).ok());
         last = next;
       }
@@ -396,17 +398,17 @@ TEST(ModelExecutorTest, MtpDraftsMatchDirectComputation) {
 }
 
 TEST(ModelExecutorTest, AbortMidFlightReleasesEverything) {
-  const std::vector<Request> reqs = MakeRequests(10, 24, 3);
+  const std::vector<engine::Request> reqs = MakeRequests(10, 24, 3);
   const auto want = RunToCompletion(TestOptions(0), reqs);
   Result<launch::EngineParts> parts =
       launch::BuildEngine(TinyModel(), TestPool(), TestOptions(2), 256 << 20);
   ASSERT_TRUE(parts.ok());
-  std::map<RequestId, Finished> got;
-  for (const Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
+  std::map<engine::RequestId, Finished> got;
+  for (const engine::Request& r : reqs) ASSERT_TRUE(parts->core->AddRequest(r).ok());
   int step = 0;
   while (parts->core->HasUnfinished()) {
     // Abort the even ids at different points: waiting, prefilling, decoding.
-    for (RequestId id = 2; id <= 10; id += 2) {
+    for (engine::RequestId id = 2; id <= 10; id += 2) {
       if (step == id) {
         ASSERT_TRUE(parts->core->Abort(id).ok());
       }
@@ -420,9 +422,9 @@ TEST(ModelExecutorTest, AbortMidFlightReleasesEverything) {
     }
   }
   (void)parts->core->Step();  // delivers the last releases to the executor
-  for (const Request& r : reqs) {
+  for (const engine::Request& r : reqs) {
     if (r.id % 2 == 0) {
-      EXPECT_EQ(got[r.id].reason, FinishReason::kAbort) << r.id;
+      EXPECT_EQ(got[r.id].reason, engine::FinishReason::kAbort) << r.id;
     } else {
       EXPECT_EQ(got[r.id].tokens, want.at(r.id).tokens) << r.id;
     }
@@ -439,8 +441,8 @@ TEST(ModelExecutorTest, StaleGenerationsAreIgnored) {
   eo.slots_per_partition = 2;
   auto ex = runner::ModelExecutor::Create(TinyModel(), TestPool(), eo);
   ASSERT_TRUE(ex.ok());
-  StepPlan p0;
-  ScheduledRequest e;
+  engine::StepPlan p0;
+  engine::ScheduledRequest e;
   e.id = 7;
   e.slot = 1;
   e.generation = 3;
@@ -453,14 +455,14 @@ TEST(ModelExecutorTest, StaleGenerationsAreIgnored) {
   ASSERT_TRUE(r0.ok());
   ASSERT_EQ(r0->requests.size(), 1u);
   ASSERT_EQ(r0->requests[0].tokens.size(), 1u);
-  StepPlan p1;
+  engine::StepPlan p1;
   p1.step_id = 1;
   p1.released = {{7, 0, 1, 2}};  // an older generation: ignored
-  ScheduledRequest d = e;
+  engine::ScheduledRequest d = e;
   d.is_new = false;
   d.start_pos = 5;
   d.token_ids = {r0->requests[0].tokens[0]};
-  ScheduledRequest stale = d;
+  engine::ScheduledRequest stale = d;
   stale.id = 8;
   stale.slot = 0;  // never started
   p1.requests = {d, stale};
@@ -469,7 +471,7 @@ TEST(ModelExecutorTest, StaleGenerationsAreIgnored) {
   ASSERT_EQ(r1->requests.size(), 1u);
   EXPECT_EQ(r1->requests[0].id, 7);
   EXPECT_EQ((*ex)->num_live_slots(), 1);
-  StepPlan p2;
+  engine::StepPlan p2;
   p2.step_id = 2;
   p2.released = {{7, 0, 1, 3}};
   ASSERT_TRUE((*ex)->Run(p2).ok());

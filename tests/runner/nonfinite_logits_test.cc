@@ -37,7 +37,7 @@ std::string PoisonedCopy() {
   const std::string shard = (dir / "model-00001-of-00003.safetensors").string();
   uint64_t offset = 0, row_bytes = 0;
   {
-    auto f = SafetensorsFile::Open(shard);
+    auto f = checkpoint::SafetensorsFile::Open(shard);
     EXPECT_TRUE(f.ok());
     for (const auto& e : (*f)->header().entries) {
       if (e.name != "embed.weight") continue;
@@ -56,15 +56,15 @@ std::string PoisonedCopy() {
 
 struct Outcome {
   std::vector<int32_t> tokens;
-  FinishReason finish = FinishReason::kNone;
+  engine::FinishReason finish = engine::FinishReason::kNone;
   Status error;
 };
 
 TEST(NonFiniteLogitsTest, OnlyThePoisonedRequestFails) {
   const std::string dir = PoisonedCopy();
-  ModelOptions mo;
+  model::ModelOptions mo;
   mo.prepacked = "off";
-  auto model = Model::Load(dir, mo);
+  auto model = model::Model::Load(dir, mo);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   for (int32_t k : {0, 2}) {
     SCOPED_TRACE(k);
@@ -74,18 +74,18 @@ TEST(NonFiniteLogitsTest, OnlyThePoisonedRequestFails) {
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     std::mutex mu;
     std::condition_variable cv;
-    std::map<RequestId, Outcome> done;
+    std::map<engine::RequestId, Outcome> done;
     auto submit = [&](std::vector<int32_t> prompt) {
-      GenerationRequest g;
+      engine::GenerationRequest g;
       g.prompt = std::move(prompt);
       g.max_tokens = 6;
       g.sampling.ignore_eos = true;
       g.sampling.temperature = 0;
-      auto id = (*engine)->Submit(std::move(g), [&](const GenerationOutput& out) {
+      auto id = (*engine)->Submit(std::move(g), [&](const engine::GenerationOutput& out) {
         std::lock_guard<std::mutex> lock(mu);
         Outcome& o2 = done[out.id];
         o2.tokens.insert(o2.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
-        if (out.finish != FinishReason::kNone) {
+        if (out.finish != engine::FinishReason::kNone) {
           o2.finish = out.finish;
           o2.error = out.error;
           cv.notify_all();
@@ -97,22 +97,23 @@ TEST(NonFiniteLogitsTest, OnlyThePoisonedRequestFails) {
     // The poisoned token is the prompt's last, so the sampled row is its
     // own (mid-prompt, its NaN would reach later rows only through the
     // FP8-quantized caches, which turn NaN into finite values).
-    const RequestId bad = submit({5, 6, 8, kPoisoned});
-    const RequestId good = submit({5, 6, 9, 8});
+    const engine::RequestId bad = submit({5, 6, 8, kPoisoned});
+    const engine::RequestId good = submit({5, 6, 9, 8});
     {
       std::unique_lock<std::mutex> lock(mu);
       ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] {
-        return done[bad].finish != FinishReason::kNone && done[good].finish != FinishReason::kNone;
+        return done[bad].finish != engine::FinishReason::kNone &&
+               done[good].finish != engine::FinishReason::kNone;
       }));
     }
     (*engine)->Shutdown();
-    EXPECT_EQ(done[bad].finish, FinishReason::kError);
+    EXPECT_EQ(done[bad].finish, engine::FinishReason::kError);
     EXPECT_TRUE(done[bad].tokens.empty());
     EXPECT_EQ(done[bad].error.code(), StatusCode::kDataLoss);
     const std::string& msg = done[bad].error.message();
     EXPECT_NE(msg.find("step "), std::string::npos) << msg;
     EXPECT_NE(msg.find("at position 3 are not finite"), std::string::npos) << msg;
-    EXPECT_EQ(done[good].finish, FinishReason::kLength) << done[good].error.ToString();
+    EXPECT_EQ(done[good].finish, engine::FinishReason::kLength) << done[good].error.ToString();
     EXPECT_EQ(done[good].tokens.size(), 6u);
   }
   fs::remove_all(dir);

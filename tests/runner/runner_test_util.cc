@@ -6,9 +6,9 @@
 
 namespace dsv4::testing {
 
-const Model& TinyModel() {
-  static const Model* model = [] {
-    auto m = Model::Load(TestDataPath("golden/tiny-a"));
+const model::Model& TinyModel() {
+  static const model::Model* model = [] {
+    auto m = model::Model::Load(TestDataPath("golden/tiny-a"));
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return std::move(m).value().release();
   }();
@@ -49,17 +49,17 @@ launch::EngineOptions TestOptions(int32_t k) {
   return o;
 }
 
-std::map<RequestId, Finished> RunToCompletion(
-    const launch::EngineOptions& options, const std::vector<Request>& requests,
+std::map<engine::RequestId, Finished> RunToCompletion(
+    const launch::EngineOptions& options, const std::vector<engine::Request>& requests,
     int64_t budget_bytes, int stagger, RunStats* stats,
     std::unique_ptr<speculation::DraftProposer> proposer) {
-  std::map<RequestId, Finished> done;
+  std::map<engine::RequestId, Finished> done;
   Result<launch::EngineParts> parts =
       launch::BuildEngine(TinyModel(), TestPool(), options,
                           budget_bytes > 0 ? budget_bytes : (256 << 20), std::move(proposer));
   EXPECT_TRUE(parts.ok()) << parts.status().ToString();
   if (!parts.ok()) return done;
-  EngineCore& core = *parts->core;
+  engine::EngineCore& core = *parts->core;
   size_t next = 0;
   int64_t step = 0;
   while (next < requests.size() || core.HasUnfinished()) {
@@ -68,13 +68,13 @@ std::map<RequestId, Finished> RunToCompletion(
       const Status s = core.AddRequest(requests[next++]);
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
-    Result<std::vector<RequestOutput>> out = core.Step();
+    Result<std::vector<engine::RequestOutput>> out = core.Step();
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     if (!out.ok()) break;
     ++step;
-    for (RequestOutput& o : *out) {
+    for (engine::RequestOutput& o : *out) {
       Finished& f = done[o.id];
-      EXPECT_EQ(f.reason, FinishReason::kNone) << "output after finish, request " << o.id;
+      EXPECT_EQ(f.reason, engine::FinishReason::kNone) << "output after finish, request " << o.id;
       f.tokens.insert(f.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
       f.reason = o.finish;
       EXPECT_TRUE(o.error.ok()) << "request " << o.id << ": " << o.error.ToString();

@@ -15,7 +15,7 @@
 namespace dsv4::testing {
 
 // tiny-a, loaded once per process (immutable, shared by all tests).
-const Model& TinyModel();
+const model::Model& TinyModel();
 ThreadPool* TestPool();
 
 // Prompt i of a deterministic family: lengths 1..~300 (crossing the window
@@ -28,20 +28,20 @@ launch::EngineOptions TestOptions(int32_t k);
 
 struct Finished {
   std::vector<int32_t> tokens;
-  FinishReason reason = FinishReason::kNone;
+  engine::FinishReason reason = engine::FinishReason::kNone;
 };
 
 struct RunStats {
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
-  SpecStats spec;
+  engine::SpecStats spec;
 };
 
 // Submits requests[i] (ids 1..n) `stagger` steps apart (0: all at once),
 // steps until every request is finished, checks the scheduler's invariants
 // after every step.  budget_bytes 0: generous.
-std::map<RequestId, Finished> RunToCompletion(
-    const launch::EngineOptions& options, const std::vector<Request>& requests,
+std::map<engine::RequestId, Finished> RunToCompletion(
+    const launch::EngineOptions& options, const std::vector<engine::Request>& requests,
     int64_t budget_bytes = 0, int stagger = 0, RunStats* stats = nullptr,
     std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
 

@@ -38,15 +38,15 @@ std::vector<double> SoftmaxOf(const std::vector<float>& logits, double t = 1.0) 
   return p;
 }
 
-std::vector<double> Probs(const std::vector<float>& logits, const SamplingParams& params,
+std::vector<double> Probs(const std::vector<float>& logits, const engine::SamplingParams& params,
                           const sampling::TokenHistory& history = {}) {
   sampling::TokenDistribution dist(static_cast<int64_t>(logits.size()));
   dist.Compute(logits.data(), params, history);
   return {dist.probs().begin(), dist.probs().end()};
 }
 
-SamplingParams Sampled(float temperature = 1.0f) {
-  SamplingParams p;
+engine::SamplingParams Sampled(float temperature = 1.0f) {
+  engine::SamplingParams p;
   p.temperature = temperature;
   return p;
 }
@@ -91,7 +91,7 @@ TEST(PhiloxTest, UniformIsInRangeAndDistinctPerPurpose) {
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
   sampling::Sampler sampler(5);
   const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
-  SamplingParams greedy;
+  engine::SamplingParams greedy;
   greedy.seed = 9;  // irrelevant for greedy
   for (int64_t i = 0; i < 5; ++i) {
     std::vector<int32_t> out(static_cast<size_t>(i), 4);
@@ -112,7 +112,7 @@ TEST(SamplerTest, TemperatureScalesLogits) {
 
 TEST(SamplerTest, TopKKeepsTheKMostLikelyLowerIdOnTies) {
   const std::vector<float> logits = LogitsOf({0.1, 0.3, 0.2, 0.3, 0.1});
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.top_k = 2;
   ExpectProbs(Probs(logits, p), {0, 0.5, 0, 0.5, 0});
   p.top_k = 3;
@@ -125,7 +125,7 @@ TEST(SamplerTest, TopKKeepsTheKMostLikelyLowerIdOnTies) {
 
 TEST(SamplerTest, TopPKeepsTheCrossingToken) {
   const std::vector<float> logits = LogitsOf({0.1, 0.4, 0.2, 0.3});
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.top_p = 0.35f;  // 0.4 alone crosses
   ExpectProbs(Probs(logits, p), {0, 1, 0, 0});
   p.top_p = 0.5f;  // 0.4 + 0.3 crosses at the 0.3 token, which stays
@@ -142,7 +142,7 @@ TEST(SamplerTest, TopPOverAVocabularyLargerThanTheFirstCut) {
   std::vector<double> probs(2001, 1.0);
   probs[1000] = 100.0;
   const std::vector<float> logits = LogitsOf(probs);
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.top_p = 0.9f;
   const std::vector<double> got = Probs(logits, p);
   int kept = 0;
@@ -199,7 +199,7 @@ TEST(SamplerTest, TopKAndTopPMatchAFullSort) {
   for (float t : {0.05f, 0.7f, 1.0f, 3.0f}) {
     for (int32_t k : {0, 1, 40, 5000}) {
       for (float p : {0.3f, 0.9f, 0.99f, 1.0f}) {
-        SamplingParams params = Sampled(t);
+        engine::SamplingParams params = Sampled(t);
         params.top_k = k;
         params.top_p = p;
         const std::vector<double> got = Probs(logits, params);
@@ -216,7 +216,7 @@ TEST(SamplerTest, TopKAndTopPMatchAFullSort) {
 
 TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheMax) {
   const std::vector<float> logits = LogitsOf({0.05, 0.45, 0.15, 0.35});
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.min_p = 0.3f;  // threshold 0.135: drops 0.05
   ExpectProbs(Probs(logits, p), {0, 0.45 / 0.95, 0.15 / 0.95, 0.35 / 0.95});
   p.min_p = 0.5f;  // threshold 0.225: keeps 0.45 and 0.35
@@ -227,7 +227,7 @@ TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheMax) {
 
 TEST(SamplerTest, FiltersApplyInOrderMinPTopKTopP) {
   const std::vector<float> logits = LogitsOf({0.3, 0.25, 0.2, 0.15, 0.1});
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.min_p = 0.4f;  // threshold 0.12: drops 0.1
   p.top_k = 3;     // keeps 0.3, 0.25, 0.2 (sum 0.75)
   p.top_p = 0.7f;  // of the renormalised top 3: 0.4 + 0.333 crosses 0.7 -> two stay
@@ -242,7 +242,7 @@ TEST(SamplerTest, FiltersApplyInOrderMinPTopKTopP) {
 
 TEST(SamplerTest, RepetitionPenaltyCoversPromptAndOutput) {
   const std::vector<float> logits = {2.0f, -1.0f, 1.0f, 0.5f};
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.repetition_penalty = 2.0f;
   const std::vector<int32_t> prompt = {0, 0};
   const std::vector<int32_t> output = {1};
@@ -251,7 +251,7 @@ TEST(SamplerTest, RepetitionPenaltyCoversPromptAndOutput) {
   // Greedy requests are penalised too: 0 and 2 tie at 1.0, lowest id wins;
   // with a stronger penalty token 2 wins.
   sampling::Sampler sampler(4);
-  SamplingParams greedy;
+  engine::SamplingParams greedy;
   greedy.repetition_penalty = 2.0f;
   EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {prompt, output}, nullptr), 0);
   greedy.repetition_penalty = 2.5f;
@@ -260,7 +260,7 @@ TEST(SamplerTest, RepetitionPenaltyCoversPromptAndOutput) {
 
 TEST(SamplerTest, FrequencyAndPresencePenaltiesCountOutputOnly) {
   const std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.frequency_penalty = 0.5f;
   p.presence_penalty = 0.25f;
   const std::vector<int32_t> prompt = {0, 0, 0};  // the prompt is not penalised
@@ -275,7 +275,7 @@ TEST(SamplerTest, FrequencyAndPresencePenaltiesCountOutputOnly) {
 
 TEST(SamplerTest, PenaltiesCombineRepetitionFirst) {
   const std::vector<float> logits = {3.0f, -1.0f, 0.0f};
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.repetition_penalty = 1.5f;
   p.frequency_penalty = 1.0f;
   p.presence_penalty = 0.5f;
@@ -288,7 +288,7 @@ TEST(SamplerTest, SampledFrequenciesMatchTheDistribution) {
   const std::vector<double> want = {0.1, 0.2, 0.3, 0.4};
   const std::vector<float> logits = LogitsOf(want);
   sampling::Sampler sampler(4);
-  const SamplingParams p = Sampled();
+  const engine::SamplingParams p = Sampled();
   const int n = 200000;
   std::vector<int> counts(4, 0);
   std::vector<int32_t> output;  // only its length (the output index) matters here
@@ -308,8 +308,8 @@ TEST(SamplerTest, SampledFrequenciesMatchTheDistribution) {
 
 // Samples `n` tokens for one request, feeding its output back.
 std::vector<int32_t> Generate(sampling::Sampler& sampler,
-                              const std::vector<std::vector<float>>& rows, const SamplingParams& p,
-                              uint64_t seed, size_t n,
+                              const std::vector<std::vector<float>>& rows,
+                              const engine::SamplingParams& p, uint64_t seed, size_t n,
                               const std::function<void()>& between = nullptr) {
   std::vector<int32_t> out;
   for (size_t i = 0; i < n; ++i) {
@@ -326,7 +326,7 @@ TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
   for (size_t r = 0; r < rows.size(); ++r) {
     for (int64_t v = 0; v < vocab; ++v) rows[r][size_t(v)] = std::sin(float(r * 31 + v));
   }
-  SamplingParams p = Sampled(0.8f);
+  engine::SamplingParams p = Sampled(0.8f);
   p.top_p = 0.9f;
   p.frequency_penalty = 0.3f;
   sampling::Sampler alone(vocab);
@@ -336,7 +336,7 @@ TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
   // different sampler instance: the same tokens.
   sampling::Sampler shared(vocab);
   std::vector<int32_t> b_out, c_out;
-  SamplingParams pc = Sampled(1.3f);
+  engine::SamplingParams pc = Sampled(1.3f);
   pc.top_k = 5;
   auto others = [&] {
     b_out.push_back(
@@ -350,7 +350,7 @@ TEST(SamplerTest, SeededStreamIgnoresOtherRequestsAndSamplers) {
 }
 
 TEST(SamplerTest, UnseededRequestsUseTheRequestSeed) {
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   EXPECT_EQ(sampling::SamplerState::ForRequest(p, 99).seed, 99u);
   p.seed = 7;
   EXPECT_EQ(sampling::SamplerState::ForRequest(p, 99).seed, 7u);
@@ -360,9 +360,9 @@ TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
   const std::vector<double> want = SoftmaxOf(logits);
   sampling::Sampler sampler(5);
-  SamplingParams p;
+  engine::SamplingParams p;
   p.logprobs = 3;
-  TokenLogprob lp;
+  engine::TokenLogprob lp;
   const int32_t token = sampler.Sample(logits.data(), p, {}, {}, &lp);
   EXPECT_EQ(token, 1);
   EXPECT_EQ(lp.token, 1);
@@ -377,7 +377,7 @@ TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
   // choice's law, never the reported logprobs.
   p.temperature = 0.3f;
   p.presence_penalty = 2.0f;
-  TokenLogprob sampled;
+  engine::TokenLogprob sampled;
   const std::vector<int32_t> output = {1, 3};
   const int32_t t2 =
       sampler.Sample(logits.data(), p, sampling::SamplerState{3}, {{}, output}, &sampled);
@@ -386,7 +386,7 @@ TEST(SamplerTest, RawLogprobsAreLogSoftmaxOfTheModelLogits) {
   EXPECT_NEAR(sampled.top[0].second, std::log(want[1]), 1e-6);
 
   p.logprobs = 0;  // the chosen token only
-  TokenLogprob only;
+  engine::TokenLogprob only;
   sampler.Sample(logits.data(), p, sampling::SamplerState{3}, {{}, output}, &only);
   EXPECT_TRUE(only.top.empty());
 }
@@ -396,7 +396,7 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> logits = {nan, 1.0f, inf, 0.0f, -inf};
   sampling::Sampler sampler(5);
-  EXPECT_EQ(sampler.Sample(logits.data(), SamplingParams{}, {}, {}, nullptr), 1);
+  EXPECT_EQ(sampler.Sample(logits.data(), engine::SamplingParams{}, {}, {}, nullptr), 1);
   std::vector<int32_t> out;
   for (int i = 0; i < 200; ++i) {
     const int32_t t =
@@ -409,11 +409,11 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverChosen) {
 TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
   const std::vector<float> logits = {2.0f, -1.0f, 1.0f, 0.5f};
   sampling::Sampler sampler(4);
-  SamplingParams greedy;
+  engine::SamplingParams greedy;
   greedy.logit_bias = {{3, 2.0f}};  // 0.5 + 2 beats 2.0
   EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {}, nullptr), 3);
   // Sampled: the law is the softmax of the biased logits.
-  SamplingParams p = Sampled();
+  engine::SamplingParams p = Sampled();
   p.logit_bias = {{1, 1.5f}, {2, -0.5f}};
   ExpectProbs(Probs(logits, p), SoftmaxOf({2.0f, 0.5f, 0.5f, 0.5f}));
   // The bias comes before the repetition penalty: token 3 (in the prompt)
@@ -424,7 +424,7 @@ TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
   p.logit_bias = {{3, 1.5f}};
   ExpectProbs(Probs(logits, p, {prompt, {}}), SoftmaxOf({2.0f, -1.0f, 1.0f, 1.0f}));
   // -100 removes a token in practice: never drawn over 2000 seeds.
-  SamplingParams ban = Sampled(1.0f);
+  engine::SamplingParams ban = Sampled(1.0f);
   ban.logit_bias = {{0, -100.0f}};
   for (uint64_t seed = 0; seed < 2000; ++seed) {
     ASSERT_NE(sampler.Sample(logits.data(), ban, sampling::SamplerState{seed}, {}, nullptr), 0)

@@ -32,7 +32,7 @@ std::vector<int32_t> VerifyGreedy(const std::vector<int32_t>& targets,
   sampling::Sampler sampler(vocab);
   const std::vector<float> rows = OneHotRows(targets, vocab);
   const sampling::VerifyResult r =
-      sampler.Verify(rows.data(), drafts, nullptr, SamplingParams{}, {}, {}, nullptr);
+      sampler.Verify(rows.data(), drafts, nullptr, engine::SamplingParams{}, {}, {}, nullptr);
   *num_accepted = r.num_accepted;
   return r.tokens;
 }
@@ -59,7 +59,7 @@ TEST(SpecVerifyTest, GreedyRowsSeeTheDraftsAsHistory) {
   const std::vector<float> row = {3.0f, 2.9f, 2.8f, 0.0f};
   std::vector<float> rows;
   for (int r = 0; r < 3; ++r) rows.insert(rows.end(), row.begin(), row.end());
-  SamplingParams p;
+  engine::SamplingParams p;
   p.presence_penalty = 0.5f;
   p.logprobs = 1;
   sampling::Sampler sampler(vocab);
@@ -68,7 +68,7 @@ TEST(SpecVerifyTest, GreedyRowsSeeTheDraftsAsHistory) {
     sequential.push_back(sampler.Sample(row.data(), p, {}, {{}, sequential}, nullptr));
   }
   EXPECT_EQ(sequential, (std::vector<int32_t>{0, 1, 2}));
-  std::vector<TokenLogprob> lps;
+  std::vector<engine::TokenLogprob> lps;
   const std::vector<int32_t> drafts = {0, 1};
   const sampling::VerifyResult r = sampler.Verify(rows.data(), drafts, nullptr, p, {}, {}, &lps);
   EXPECT_EQ(r.tokens, sequential);
@@ -107,7 +107,7 @@ struct SpecRun {
 
 // Runs `trials` requests (seed = trial index) with K = 2 until each has two
 // output tokens.
-SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t trials) {
+SpecRun RunSpeculative(const engine::SamplingParams& params, Drafter drafter, int64_t trials) {
   const int32_t kDrafts = 2;
   const std::vector<int32_t> prompt = {0};
   sampling::Sampler sampler(kVocab);
@@ -162,7 +162,7 @@ SpecRun RunSpeculative(const SamplingParams& params, Drafter drafter, int64_t tr
 
 // The non-speculative law of the first two tokens, from the (separately
 // tested) distribution code.
-void ExactLaw(const SamplingParams& params, std::vector<double>* first,
+void ExactLaw(const engine::SamplingParams& params, std::vector<double>* first,
               std::vector<double>* joint) {
   const std::vector<int32_t> prompt = {0};
   sampling::TokenDistribution dist(kVocab);
@@ -207,7 +207,7 @@ double Critical(int dof) {
 
 constexpr int64_t kTrials = 200000;
 
-void ExpectExactLaw(const SamplingParams& params, Drafter drafter) {
+void ExpectExactLaw(const engine::SamplingParams& params, Drafter drafter) {
   std::vector<double> first, joint;
   ExactLaw(params, &first, &joint);
   const SpecRun run = RunSpeculative(params, drafter, kTrials);
@@ -219,7 +219,7 @@ void ExpectExactLaw(const SamplingParams& params, Drafter drafter) {
 }
 
 TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawProbabilisticDrafts) {
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   ExpectExactLaw(p, Drafter::kProbabilistic);
 }
@@ -227,7 +227,7 @@ TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawProbabilisticDrafts) {
 TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawWithEveryFilter) {
   // Penalties make the second token's law depend on the first (through the
   // drafts as history); top_k gives both laws zeros.
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 0.8f;
   p.top_k = 4;
   p.presence_penalty = 0.7f;
@@ -236,7 +236,7 @@ TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawWithEveryFilter) {
 }
 
 TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawDeterministicDrafts) {
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   ExpectExactLaw(p, Drafter::kDeterministic);
 }
@@ -244,7 +244,7 @@ TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawDeterministicDrafts) {
 TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
   // Point-mass drafts are verified by the plain sampling draw itself, so a
   // seeded sampled request commits the same tokens with or without MTP.
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 0.9f;
   p.frequency_penalty = 0.4f;
   const std::vector<int32_t> prompt = {0};
@@ -281,7 +281,7 @@ TEST(SpecVerifyTest, DeterministicDraftsLeaveSeededOutputUnchanged) {
 }
 
 TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawCoupledDrafts) {
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   p.top_k = 4;
   ExpectExactLaw(p, Drafter::kCoupled);
@@ -292,7 +292,7 @@ TEST(SpecVerifyTest, RejectionSamplingKeepsTheTargetLawCoupledDrafts) {
 // Returns {accepted, proposed} drafts; the committed output must equal plain
 // sampling.
 std::pair<int64_t, int64_t> CoupledRun(
-    const SamplingParams& p, uint64_t seed,
+    const engine::SamplingParams& p, uint64_t seed,
     const std::function<std::vector<float>(int32_t)>& draft_row) {
   const std::vector<int32_t> prompt = {0};
   const size_t n = 12;
@@ -328,7 +328,7 @@ std::pair<int64_t, int64_t> CoupledRun(
 }
 
 TEST(SpecVerifyTest, CoupledDraftsLeaveSeededOutputUnchanged) {
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 0.9f;
   p.frequency_penalty = 0.4f;
   int64_t num_accepted = 0;
@@ -340,7 +340,7 @@ TEST(SpecVerifyTest, CoupledDraftsOfACloseLawAreMostlyAccepted) {
   // A drafter equal to the target is always right; one a little off is
   // right far more often than its argmax would be (after token 0 the argmax,
   // token 0, is accepted with probability p(0) = 0.34).
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   auto close = [](int32_t prev) {
     std::vector<float> row = TargetRow(prev);
@@ -387,7 +387,7 @@ TEST(SpecVerifyTest, CoupledDraftsOfACloseLawAreMostlyAccepted) {
 
 TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
   // P(accept draft 0) = Σ_x min(p(x), q(x)) for drafts drawn from q.
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   const std::vector<int32_t> prompt = {0};
   sampling::TokenDistribution dist(kVocab);
@@ -406,7 +406,7 @@ TEST(SpecVerifyTest, FirstDraftAcceptanceIsTheOverlapOfTheLaws) {
 TEST(SpecVerifyTest, TheChiSquareTestCatchesABrokenVerifier) {
   // Negative control: committing every draft yields the draft law, which the
   // same test must reject by a wide margin.
-  SamplingParams p;
+  engine::SamplingParams p;
   p.temperature = 1.0f;
   std::vector<double> first, joint;
   ExactLaw(p, &first, &joint);
@@ -438,7 +438,7 @@ TEST(SpecVerifyTest, GreedyCoupledDraftIsTheDistributionsArgmax) {
     }
     if (trial % 50 == 0) std::fill(row.begin(), row.end(), trial % 100 == 0 ? -inf : std::nanf(""));
     for (int variant = 0; variant < 3; ++variant) {
-      SamplingParams p;  // greedy
+      engine::SamplingParams p;  // greedy
       if (variant == 1) p.repetition_penalty = 1.3f;
       if (variant == 2) p.logit_bias = {{11, 2.5f}};
       reference.Compute(row.data(), p, {prompt, output});

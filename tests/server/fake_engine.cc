@@ -16,7 +16,8 @@ int32_t FakeEngine::TokenAt(const std::vector<int32_t>& prompt, int64_t i,
   return o.vocab_lo + static_cast<int32_t>(h % static_cast<uint64_t>(o.vocab_hi - o.vocab_lo));
 }
 
-Result<RequestId> FakeEngine::Submit(GenerationRequest request, OutputCallback on_output) {
+Result<engine::RequestId> FakeEngine::Submit(engine::GenerationRequest request,
+                                             OutputCallback on_output) {
   if (request.prompt.empty()) return InvalidArgument("empty prompt");
   if (static_cast<int64_t>(request.prompt.size()) + request.max_tokens > opt_.max_model_len) {
     return InvalidArgument("prompt + max_tokens over max_model_len");
@@ -26,13 +27,13 @@ Result<RequestId> FakeEngine::Submit(GenerationRequest request, OutputCallback o
   if (static_cast<int64_t>(waiting_.size()) >= opt_.max_waiting) {
     return ResourceExhausted("waiting queue full ({})", opt_.max_waiting);
   }
-  const RequestId id = next_id_++;
+  const engine::RequestId id = next_id_++;
   waiting_.push_back({id, Live{std::move(request), std::move(on_output)}});
   cv_.notify_one();
   return id;
 }
 
-void FakeEngine::Abort(RequestId id) {
+void FakeEngine::Abort(engine::RequestId id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = running_.find(id); it != running_.end()) it->second.abort = true;
   for (auto& [wid, live] : waiting_) {
@@ -40,9 +41,9 @@ void FakeEngine::Abort(RequestId id) {
   }
 }
 
-EngineStats FakeEngine::Stats() const {
+engine::EngineStats FakeEngine::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  EngineStats s;
+  engine::EngineStats s;
   s.num_running = static_cast<int64_t>(running_.size());
   s.num_waiting = static_cast<int64_t>(waiting_.size());
   s.cache_usage = static_cast<double>(running_.size()) / static_cast<double>(opt_.max_running);
@@ -70,12 +71,12 @@ void FakeEngine::Shutdown() {
 }
 
 // One step under the lock; callbacks run after it is released.
-void FakeEngine::Step(std::vector<std::pair<OutputCallback, GenerationOutput>>* outputs) {
+void FakeEngine::Step(std::vector<std::pair<OutputCallback, engine::GenerationOutput>>* outputs) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->second.abort) {
-      GenerationOutput out;
+      engine::GenerationOutput out;
       out.id = it->first;
-      out.finish = FinishReason::kAbort;
+      out.finish = engine::FinishReason::kAbort;
       ++num_aborted_;
       outputs->push_back({it->second.on_output, out});
       it = waiting_.erase(it);
@@ -90,17 +91,17 @@ void FakeEngine::Step(std::vector<std::pair<OutputCallback, GenerationOutput>>* 
   }
   for (auto it = running_.begin(); it != running_.end();) {
     Live& live = it->second;
-    GenerationOutput out;
+    engine::GenerationOutput out;
     out.id = it->first;
     if (live.abort || stop_) {
-      out.finish = FinishReason::kAbort;
+      out.finish = engine::FinishReason::kAbort;
       ++num_aborted_;
     } else {
       const int32_t tok = TokenAt(live.request.prompt, live.produced++, opt_);
       out.new_tokens.push_back(tok);
       ++gen_total_;
       if (live.request.sampling.logprobs >= 0) {
-        TokenLogprob lp;
+        engine::TokenLogprob lp;
         lp.token = tok;
         lp.logprob = -0.5f;
         for (int32_t k = 0; k < live.request.sampling.logprobs; ++k)
@@ -111,12 +112,12 @@ void FakeEngine::Step(std::vector<std::pair<OutputCallback, GenerationOutput>>* 
       const bool stop = std::find(stops.begin(), stops.end(), tok) != stops.end() ||
                         (tok == opt_.eos_id && !live.request.sampling.ignore_eos);
       if (stop)
-        out.finish = FinishReason::kStop;
+        out.finish = engine::FinishReason::kStop;
       else if (live.produced >= live.request.max_tokens)
-        out.finish = FinishReason::kLength;
+        out.finish = engine::FinishReason::kLength;
     }
     outputs->push_back({live.on_output, out});
-    it = out.finish != FinishReason::kNone ? running_.erase(it) : std::next(it);
+    it = out.finish != engine::FinishReason::kNone ? running_.erase(it) : std::next(it);
   }
 }
 
@@ -124,7 +125,7 @@ void FakeEngine::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || (!paused_ && (!running_.empty() || !waiting_.empty())); });
-    std::vector<std::pair<OutputCallback, GenerationOutput>> outputs;
+    std::vector<std::pair<OutputCallback, engine::GenerationOutput>> outputs;
     Step(&outputs);
     const bool done = stop_ && running_.empty() && waiting_.empty();
     lock.unlock();

@@ -27,14 +27,15 @@ struct FakeEngineOptions {
   int64_t max_model_len = 4096;
 };
 
-class FakeEngine : public AsyncEngine {
+class FakeEngine : public engine::AsyncEngine {
  public:
   explicit FakeEngine(FakeEngineOptions options = {});
   ~FakeEngine() override;
 
-  Result<RequestId> Submit(GenerationRequest request, OutputCallback on_output) override;
-  void Abort(RequestId id) override;
-  EngineStats Stats() const override;
+  Result<engine::RequestId> Submit(engine::GenerationRequest request,
+                                   OutputCallback on_output) override;
+  void Abort(engine::RequestId id) override;
+  engine::EngineStats Stats() const override;
   bool Ready() const override { return ready_.load(); }
   void Shutdown() override;
 
@@ -47,20 +48,20 @@ class FakeEngine : public AsyncEngine {
 
  private:
   struct Live {
-    GenerationRequest request;
+    engine::GenerationRequest request;
     OutputCallback on_output;
     int64_t produced = 0;
     bool abort = false;
   };
   void Loop();
-  void Step(std::vector<std::pair<OutputCallback, GenerationOutput>>* outputs);
+  void Step(std::vector<std::pair<OutputCallback, engine::GenerationOutput>>* outputs);
 
   FakeEngineOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<RequestId, Live> running_;
-  std::deque<std::pair<RequestId, Live>> waiting_;
-  RequestId next_id_ = 1;
+  std::map<engine::RequestId, Live> running_;
+  std::deque<std::pair<engine::RequestId, Live>> waiting_;
+  engine::RequestId next_id_ = 1;
   bool stop_ = false;
   bool paused_ = false;
   int64_t prompt_total_ = 0, gen_total_ = 0;

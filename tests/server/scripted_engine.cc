@@ -42,8 +42,8 @@ Result<std::vector<std::vector<int32_t>>> LoadTokenScripts(const std::string& pa
   return scripts;
 }
 
-ScriptedEngine::ScriptedEngine(AsyncEngine& inner, std::vector<std::vector<int32_t>> scripts,
-                               int32_t eos_token_id)
+ScriptedEngine::ScriptedEngine(engine::AsyncEngine& inner,
+                               std::vector<std::vector<int32_t>> scripts, int32_t eos_token_id)
     : inner_(inner), scripts_(std::move(scripts)), eos_(eos_token_id) {}
 
 namespace {
@@ -60,7 +60,8 @@ struct Replay {
 
 }  // namespace
 
-Result<RequestId> ScriptedEngine::Submit(GenerationRequest request, OutputCallback on_output) {
+Result<engine::RequestId> ScriptedEngine::Submit(engine::GenerationRequest request,
+                                                 OutputCallback on_output) {
   auto replay = std::make_shared<Replay>();
   replay->script = scripts_[next_script_.fetch_add(1) % scripts_.size()];
   replay->stop_ids = request.stop_token_ids;
@@ -80,9 +81,9 @@ Result<RequestId> ScriptedEngine::Submit(GenerationRequest request, OutputCallba
       std::min<int64_t>(request.max_tokens, static_cast<int64_t>(replay->script.size()));
   request.stop_token_ids.clear();
   request.sampling.ignore_eos = true;
-  auto callback = [replay, on_output](const GenerationOutput& in) {
+  auto callback = [replay, on_output](const engine::GenerationOutput& in) {
     if (replay->done) return;
-    GenerationOutput out;
+    engine::GenerationOutput out;
     out.id = in.id;
     out.error = in.error;
     out.num_draft_tokens = in.num_draft_tokens;
@@ -95,15 +96,16 @@ Result<RequestId> ScriptedEngine::Submit(GenerationRequest request, OutputCallba
         out.logprobs.back().token = id;
       }
     }
-    if (in.finish != FinishReason::kNone) {
+    if (in.finish != engine::FinishReason::kNone) {
       replay->done = true;
       out.finish = in.finish;
-      if (in.finish == FinishReason::kLength || in.finish == FinishReason::kStop) {
+      if (in.finish == engine::FinishReason::kLength || in.finish == engine::FinishReason::kStop) {
         const bool stop_id =
             !out.new_tokens.empty() && std::find(replay->stop_ids.begin(), replay->stop_ids.end(),
                                                  out.new_tokens.back()) != replay->stop_ids.end();
         const bool at_max = static_cast<int64_t>(replay->pos) >= replay->max_tokens;
-        out.finish = (stop_id || !at_max) ? FinishReason::kStop : FinishReason::kLength;
+        out.finish =
+            (stop_id || !at_max) ? engine::FinishReason::kStop : engine::FinishReason::kLength;
       }
     }
     on_output(out);

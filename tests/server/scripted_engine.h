@@ -27,20 +27,21 @@ namespace dsv4::server {
 Result<std::vector<std::vector<int32_t>>> LoadTokenScripts(const std::string& path,
                                                            const text::Tokenizer& tokenizer);
 
-class ScriptedEngine : public AsyncEngine {
+class ScriptedEngine : public engine::AsyncEngine {
  public:
   // REQUIRES: `inner` outlives this object; scripts non-empty, none empty.
-  ScriptedEngine(AsyncEngine& inner, std::vector<std::vector<int32_t>> scripts,
+  ScriptedEngine(engine::AsyncEngine& inner, std::vector<std::vector<int32_t>> scripts,
                  int32_t eos_token_id);
 
-  Result<RequestId> Submit(GenerationRequest request, OutputCallback on_output) override;
-  void Abort(RequestId id) override { inner_.Abort(id); }
-  EngineStats Stats() const override { return inner_.Stats(); }
+  Result<engine::RequestId> Submit(engine::GenerationRequest request,
+                                   OutputCallback on_output) override;
+  void Abort(engine::RequestId id) override { inner_.Abort(id); }
+  engine::EngineStats Stats() const override { return inner_.Stats(); }
   bool Ready() const override { return inner_.Ready(); }
   void Shutdown() override { inner_.Shutdown(); }
 
  private:
-  AsyncEngine& inner_;
+  engine::AsyncEngine& inner_;
   std::vector<std::vector<int32_t>> scripts_;
   int32_t eos_;
   std::atomic<uint64_t> next_script_{0};

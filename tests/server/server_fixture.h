@@ -39,7 +39,7 @@ class TestServer {
   explicit TestServer(ServerOptions options = {}, FakeEngineOptions engine_options = {},
                       std::vector<std::vector<int32_t>> scripts = {})
       : engine_(engine_options) {
-    AsyncEngine* engine = &engine_;
+    engine::AsyncEngine* engine = &engine_;
     if (!scripts.empty()) {
       scripted_ = std::make_unique<ScriptedEngine>(engine_, std::move(scripts), 1);
       engine = scripted_.get();

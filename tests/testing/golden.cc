@@ -11,8 +11,8 @@ std::string TestDataPath(const std::string& relative) {
   return std::string(DSV4_TEST_DATA_DIR) + "/" + relative;
 }
 
-std::unique_ptr<SafetensorsFile> OpenGolden(const std::string& relative) {
-  auto r = SafetensorsFile::Open(TestDataPath(relative));
+std::unique_ptr<checkpoint::SafetensorsFile> OpenGolden(const std::string& relative) {
+  auto r = checkpoint::SafetensorsFile::Open(TestDataPath(relative));
   if (!r.ok()) {
     ADD_FAILURE() << r.status().ToString();
     return nullptr;
@@ -21,7 +21,8 @@ std::unique_ptr<SafetensorsFile> OpenGolden(const std::string& relative) {
 }
 
 namespace {
-const TensorView& Need(const SafetensorsFile& f, const std::string& name, Shape* shape) {
+const TensorView& Need(const checkpoint::SafetensorsFile& f, const std::string& name,
+                       Shape* shape) {
   const TensorView* v = f.Find(name);
   if (v == nullptr) throw std::runtime_error("golden tensor missing: " + name);
   if (shape) *shape = v->shape;
@@ -57,14 +58,16 @@ double ElementAsDouble(const TensorView& v, int64_t i) {
 }
 }  // namespace
 
-std::vector<float> ReadF32(const SafetensorsFile& f, const std::string& name, Shape* shape) {
+std::vector<float> ReadF32(const checkpoint::SafetensorsFile& f, const std::string& name,
+                           Shape* shape) {
   const TensorView& v = Need(f, name, shape);
   std::vector<float> out(static_cast<size_t>(v.numel()));
   for (int64_t i = 0; i < v.numel(); ++i) out[i] = static_cast<float>(ElementAsDouble(v, i));
   return out;
 }
 
-std::vector<bf16> ReadBf16(const SafetensorsFile& f, const std::string& name, Shape* shape) {
+std::vector<bf16> ReadBf16(const checkpoint::SafetensorsFile& f, const std::string& name,
+                           Shape* shape) {
   const TensorView& v = Need(f, name, shape);
   std::vector<bf16> out(static_cast<size_t>(v.numel()));
   for (int64_t i = 0; i < v.numel(); ++i) {
@@ -79,14 +82,16 @@ std::vector<bf16> ReadBf16(const SafetensorsFile& f, const std::string& name, Sh
   return out;
 }
 
-std::vector<int64_t> ReadI64(const SafetensorsFile& f, const std::string& name, Shape* shape) {
+std::vector<int64_t> ReadI64(const checkpoint::SafetensorsFile& f, const std::string& name,
+                             Shape* shape) {
   const TensorView& v = Need(f, name, shape);
   std::vector<int64_t> out(static_cast<size_t>(v.numel()));
   for (int64_t i = 0; i < v.numel(); ++i) out[i] = static_cast<int64_t>(ElementAsDouble(v, i));
   return out;
 }
 
-std::vector<uint8_t> ReadU8(const SafetensorsFile& f, const std::string& name, Shape* shape) {
+std::vector<uint8_t> ReadU8(const checkpoint::SafetensorsFile& f, const std::string& name,
+                            Shape* shape) {
   const TensorView& v = Need(f, name, shape);
   std::vector<uint8_t> out(static_cast<size_t>(v.numel()));
   for (int64_t i = 0; i < v.numel(); ++i) out[i] = static_cast<uint8_t>(ElementAsDouble(v, i));

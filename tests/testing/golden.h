@@ -16,17 +16,17 @@ namespace dsv4::testing {
 std::string TestDataPath(const std::string& relative);
 
 // Opens tests/data/<relative>; fails the test (ADD_FAILURE) and returns null on error.
-std::unique_ptr<SafetensorsFile> OpenGolden(const std::string& relative);
+std::unique_ptr<checkpoint::SafetensorsFile> OpenGolden(const std::string& relative);
 
 // Tensor contents converted to the requested element type.  FP32-stored BF16
 // values convert exactly.  Aborts the test with a message if the tensor is missing.
-std::vector<float> ReadF32(const SafetensorsFile& f, const std::string& name,
+std::vector<float> ReadF32(const checkpoint::SafetensorsFile& f, const std::string& name,
                            Shape* shape = nullptr);
-std::vector<bf16> ReadBf16(const SafetensorsFile& f, const std::string& name,
+std::vector<bf16> ReadBf16(const checkpoint::SafetensorsFile& f, const std::string& name,
                            Shape* shape = nullptr);
-std::vector<int64_t> ReadI64(const SafetensorsFile& f, const std::string& name,
+std::vector<int64_t> ReadI64(const checkpoint::SafetensorsFile& f, const std::string& name,
                              Shape* shape = nullptr);
-std::vector<uint8_t> ReadU8(const SafetensorsFile& f, const std::string& name,
+std::vector<uint8_t> ReadU8(const checkpoint::SafetensorsFile& f, const std::string& name,
                             Shape* shape = nullptr);
 
 // Counts BF16 elements whose bit patterns differ by more than max_ulp ulps

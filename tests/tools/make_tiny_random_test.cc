@@ -89,16 +89,16 @@ TEST(MakeTinyRandom, StreamsDependOnSeedAndName) {
   EXPECT_EQ(StreamKey(0, ""), RandomBits(0xCBF29CE484222325ull, 0));
 }
 
-ModelConfig SmallConfig() {
-  ModelConfig cfg;
+checkpoint::ModelConfig SmallConfig() {
+  checkpoint::ModelConfig cfg;
   cfg.hidden_size = 256;
   cfg.n_routed_experts = 8;
   return cfg;
 }
 
-WeightSpec Spec(std::string name, DType dtype, Shape shape, WeightSpec::Kind kind,
-                Shape logical = {}) {
-  WeightSpec s;
+checkpoint::WeightSpec Spec(std::string name, DType dtype, Shape shape,
+                            checkpoint::WeightSpec::Kind kind, Shape logical = {}) {
+  checkpoint::WeightSpec s;
   s.name = std::move(name);
   s.dtype = dtype;
   s.logical_shape = logical.empty() ? shape : logical;
@@ -107,7 +107,8 @@ WeightSpec Spec(std::string name, DType dtype, Shape shape, WeightSpec::Kind kin
   return s;
 }
 
-std::vector<uint8_t> Generate(const WeightSpec& spec, uint64_t seed, int64_t split = 0) {
+std::vector<uint8_t> Generate(const checkpoint::WeightSpec& spec, uint64_t seed,
+                              int64_t split = 0) {
   TensorGenerator g(spec, SmallConfig(), seed);
   std::vector<uint8_t> out(static_cast<size_t>(g.num_rows()) * g.row_bytes());
   if (split <= 0) {
@@ -123,10 +124,10 @@ std::vector<uint8_t> Generate(const WeightSpec& spec, uint64_t seed, int64_t spl
 }
 
 TEST(MakeTinyRandom, Fp8WeightsMatchTheirScales) {
-  const WeightSpec w =
-      Spec("layers.0.attn.wq_b.weight", DType::kF8E4M3, {512, 128}, WeightSpec::kFp8Weight);
-  const WeightSpec s =
-      Spec("layers.0.attn.wq_b.scale", DType::kF8E8M0, {4, 1}, WeightSpec::kFp8Scale, {512, 128});
+  const checkpoint::WeightSpec w = Spec("layers.0.attn.wq_b.weight", DType::kF8E4M3, {512, 128},
+                                        checkpoint::WeightSpec::kFp8Weight);
+  const checkpoint::WeightSpec s = Spec("layers.0.attn.wq_b.scale", DType::kF8E8M0, {4, 1},
+                                        checkpoint::WeightSpec::kFp8Scale, {512, 128});
   const std::vector<uint8_t> codes = Generate(w, 3);
   EXPECT_EQ(codes, Generate(w, 3, 7));
   EXPECT_NE(codes, Generate(w, 4));
@@ -152,10 +153,10 @@ TEST(MakeTinyRandom, Fp8WeightsMatchTheirScales) {
 }
 
 TEST(MakeTinyRandom, Fp4ExpertsPackEvenElementsLow) {
-  const WeightSpec w = Spec("layers.0.ffn.experts.1.w2.weight", DType::kI8, {256, 64},
-                            WeightSpec::kFp4Weight, {256, 128});
-  const WeightSpec s = Spec("layers.0.ffn.experts.1.w2.scale", DType::kF8E8M0, {256, 4},
-                            WeightSpec::kFp4Scale, {256, 128});
+  const checkpoint::WeightSpec w = Spec("layers.0.ffn.experts.1.w2.weight", DType::kI8, {256, 64},
+                                        checkpoint::WeightSpec::kFp4Weight, {256, 128});
+  const checkpoint::WeightSpec s = Spec("layers.0.ffn.experts.1.w2.scale", DType::kF8E8M0, {256, 4},
+                                        checkpoint::WeightSpec::kFp4Scale, {256, 128});
   const std::vector<uint8_t> packed = Generate(w, 5, 3);
   const std::vector<uint8_t> scales = Generate(s, 5);
   double sum2 = 0;
@@ -179,7 +180,8 @@ TEST(MakeTinyRandom, Fp4ExpertsPackEvenElementsLow) {
 }
 
 TEST(MakeTinyRandom, Tid2eidRowsAreDistinct) {
-  const WeightSpec t = Spec("layers.1.ffn.gate.tid2eid", DType::kI64, {1000, 6}, WeightSpec::kI64);
+  const checkpoint::WeightSpec t =
+      Spec("layers.1.ffn.gate.tid2eid", DType::kI64, {1000, 6}, checkpoint::WeightSpec::kI64);
   const std::vector<uint8_t> bytes = Generate(t, 9, 13);
   std::vector<int64_t> ids(bytes.size() / 8);
   std::memcpy(ids.data(), bytes.data(), bytes.size());
@@ -197,7 +199,8 @@ TEST(MakeTinyRandom, Tid2eidRowsAreDistinct) {
 }
 
 TEST(MakeTinyRandom, PlainParametersByRole) {
-  auto stats = [](const WeightSpec& spec, double* mean, double* sd, float* lo, float* hi) {
+  auto stats = [](const checkpoint::WeightSpec& spec, double* mean, double* sd, float* lo,
+                  float* hi) {
     const std::vector<uint8_t> b = Generate(spec, 1);
     const size_t n = b.size() / DTypeSize(spec.dtype);
     double s = 0, s2 = 0;
@@ -222,20 +225,22 @@ TEST(MakeTinyRandom, PlainParametersByRole) {
   };
   double mean, sd;
   float lo, hi;
-  stats(Spec("layers.2.attn_norm.weight", DType::kBF16, {4096}, WeightSpec::kBf16), &mean, &sd, &lo,
-        &hi);
+  stats(Spec("layers.2.attn_norm.weight", DType::kBF16, {4096}, checkpoint::WeightSpec::kBf16),
+        &mean, &sd, &lo, &hi);
   EXPECT_NEAR(mean, 1.0, 0.01);
   EXPECT_NEAR(sd, 0.1, 0.01);
-  stats(Spec("layers.2.hc_attn_scale", DType::kF32, {3000}, WeightSpec::kF32), &mean, &sd, &lo,
-        &hi);
+  stats(Spec("layers.2.hc_attn_scale", DType::kF32, {3000}, checkpoint::WeightSpec::kF32), &mean,
+        &sd, &lo, &hi);
   EXPECT_GE(lo, 0.5f);
   EXPECT_LT(hi, 1.5f);
-  stats(Spec("layers.2.hc_ffn_fn", DType::kF32, {24, 1024}, WeightSpec::kF32), &mean, &sd, &lo,
-        &hi);
+  stats(Spec("layers.2.hc_ffn_fn", DType::kF32, {24, 1024}, checkpoint::WeightSpec::kF32), &mean,
+        &sd, &lo, &hi);
   EXPECT_NEAR(sd, 1.0 / 32, 0.002);
-  stats(Spec("embed.weight", DType::kBF16, {64, 256}, WeightSpec::kBf16), &mean, &sd, &lo, &hi);
+  stats(Spec("embed.weight", DType::kBF16, {64, 256}, checkpoint::WeightSpec::kBf16), &mean, &sd,
+        &lo, &hi);
   EXPECT_NEAR(sd, 1.0, 0.03);
-  stats(Spec("head.weight", DType::kBF16, {64, 256}, WeightSpec::kBf16), &mean, &sd, &lo, &hi);
+  stats(Spec("head.weight", DType::kBF16, {64, 256}, checkpoint::WeightSpec::kBf16), &mean, &sd,
+        &lo, &hi);
   EXPECT_NEAR(sd, 2.0 / 16, 0.004);
 }
 

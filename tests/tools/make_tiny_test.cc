@@ -76,7 +76,7 @@ TEST(MakeTiny, TinyPresetIsAValidCheckpoint) {
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
   EXPECT_EQ(names, std::set<std::string>(std::begin(kFiles), std::end(kFiles)));
 
-  Result<ModelConfig> cfg = LoadModelConfig(dir);
+  Result<checkpoint::ModelConfig> cfg = checkpoint::LoadModelConfig(dir);
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   EXPECT_EQ(cfg->vocab_size, 4096);
   EXPECT_EQ(cfg->hidden_size, 256);
@@ -90,9 +90,9 @@ TEST(MakeTiny, TinyPresetIsAValidCheckpoint) {
   for (const auto& [key, value] : golden.items()) EXPECT_TRUE(ours.contains(key)) << key;
   for (const auto& [key, value] : ours.items()) EXPECT_TRUE(golden.contains(key)) << key;
 
-  Result<std::unique_ptr<Checkpoint>> ckpt = Checkpoint::Open(dir);
+  Result<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-  Status valid = ValidateCheckpoint(**ckpt, *cfg);
+  Status valid = checkpoint::ValidateCheckpoint(**ckpt, *cfg);
   EXPECT_TRUE(valid.ok()) << valid.ToString();
   // Shards as in tiny-a.
   EXPECT_EQ(fs::path((*ckpt)->FileOf("embed.weight")).filename(),
@@ -128,34 +128,34 @@ TEST(MakeTiny, TinyPresetValues) {
   TempDir tmp("make_tiny_values");
   const std::string dir = tmp.sub("a");
   ASSERT_TRUE(MakeTinyAt(dir, 2).ok());
-  Result<ModelConfig> cfg = LoadModelConfig(dir);
+  Result<checkpoint::ModelConfig> cfg = checkpoint::LoadModelConfig(dir);
   ASSERT_TRUE(cfg.ok());
-  Result<std::unique_ptr<Checkpoint>> ckpt = Checkpoint::Open(dir);
+  Result<std::unique_ptr<checkpoint::Checkpoint>> ckpt = checkpoint::Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok());
-  for (const WeightSpec& spec : ExpectedWeights(*cfg)) {
+  for (const checkpoint::WeightSpec& spec : checkpoint::ExpectedWeights(*cfg)) {
     const TensorView* t = (*ckpt)->Find(spec.name);
     ASSERT_NE(t, nullptr) << spec.name;
     const uint8_t* b = t->as<uint8_t>();
     switch (spec.kind) {
-      case WeightSpec::kFp8Weight:
+      case checkpoint::WeightSpec::kFp8Weight:
         for (size_t i = 0; i < t->nbytes(); ++i) ASSERT_NE(b[i] & 0x7F, 0x7F) << spec.name;
         break;
-      case WeightSpec::kFp8Scale:
+      case checkpoint::WeightSpec::kFp8Scale:
         for (size_t i = 0; i < t->nbytes(); ++i) {
           ASSERT_GE(b[i], 127 - 11) << spec.name;
           ASSERT_LE(b[i], 127 - 4) << spec.name;
         }
         break;
-      case WeightSpec::kFp4Scale:
+      case checkpoint::WeightSpec::kFp4Scale:
         for (size_t i = 0; i < t->nbytes(); ++i) {
           ASSERT_GE(b[i], 127 - 8) << spec.name;
           ASSERT_LE(b[i], 127 - 2) << spec.name;
         }
         break;
-      case WeightSpec::kF32:
+      case checkpoint::WeightSpec::kF32:
         for (int64_t i = 0; i < t->numel(); ++i) ASSERT_TRUE(std::isfinite(t->as<float>()[i]));
         break;
-      case WeightSpec::kI64: {
+      case checkpoint::WeightSpec::kI64: {
         const int64_t k = t->dim(1);
         for (int64_t r = 0; r < t->dim(0); ++r) {
           std::set<int64_t> row(t->as<int64_t>() + r * k, t->as<int64_t>() + (r + 1) * k);
@@ -258,10 +258,10 @@ TEST(MakeTiny, BenchPresetSize) {
   // Size only (never written in tests): at least 1.5 GiB of weights.
   Result<std::string> text = PresetConfigJson("bench");
   ASSERT_TRUE(text.ok());
-  Result<ModelConfig> cfg = ParseModelConfig(*text, "bench");
+  Result<checkpoint::ModelConfig> cfg = checkpoint::ParseModelConfig(*text, "bench");
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   uint64_t bytes = 0;
-  for (const WeightSpec& s : ExpectedWeights(*cfg)) {
+  for (const checkpoint::WeightSpec& s : checkpoint::ExpectedWeights(*cfg)) {
     bytes += static_cast<uint64_t>(NumElements(s.shape)) * DTypeSize(s.dtype);
   }
   EXPECT_GE(bytes, uint64_t{3} << 29);

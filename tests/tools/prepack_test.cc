@@ -49,14 +49,14 @@ std::string CopyCheckpoint(const std::string& from, const std::string& name) {
   return dir.string();
 }
 
-std::unique_ptr<Model> LoadOrDie(const std::string& dir, const ModelOptions& o) {
-  auto m = Model::Load(dir, o);
+std::unique_ptr<model::Model> LoadOrDie(const std::string& dir, const model::ModelOptions& o) {
+  auto m = model::Model::Load(dir, o);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
   return m.ok() ? std::move(m).value() : nullptr;
 }
 
-ModelOptions Policy(const std::string& prepacked, double min_residency = 0.95) {
-  ModelOptions o;
+model::ModelOptions Policy(const std::string& prepacked, double min_residency = 0.95) {
+  model::ModelOptions o;
   o.prepacked = prepacked;
   o.prepacked_min_residency = min_residency;
   return o;
@@ -64,22 +64,22 @@ ModelOptions Policy(const std::string& prepacked, double min_residency = 0.95) {
 
 // Main-model logits of every row of a 12-token prompt, then the MTP head's
 // logits on the same rows (its input: the main streams), concatenated.
-std::vector<float> Logits(const Model& m, ThreadPool* pool) {
+std::vector<float> Logits(const model::Model& m, ThreadPool* pool) {
   std::vector<int32_t> ids;
   for (int32_t i = 0; i < 12; ++i) ids.push_back((i * 131 + 7) % 1000);
   const int64_t v = m.config().vocab_size;
-  ForwardBatch b;
+  model::ForwardBatch b;
   b.Add(0, 0, ids);
   for (int64_t r = 0; r < b.num_tokens(); ++r) b.logit_rows.push_back(r);
   std::vector<float> logits(2 * ids.size() * static_cast<size_t>(v));
   std::vector<bf16> streams(ids.size() * static_cast<size_t>(m.stream_width()));
   auto cache = m.NewCache(1);
-  Workspace ws;
-  ForwardOutputs out;
+  model::Workspace ws;
+  model::ForwardOutputs out;
   out.logits = logits.data();
   out.streams = streams.data();
   EXPECT_TRUE(m.Forward(b, *cache, out, ws, pool).ok());
-  ForwardOutputs mtp;
+  model::ForwardOutputs mtp;
   mtp.logits = logits.data() + ids.size() * static_cast<size_t>(v);
   EXPECT_TRUE(m.ForwardMtp(b, streams.data(), *cache, mtp, ws, pool).ok());
   return logits;
@@ -105,7 +105,7 @@ class PrepackTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string(CopyCheckpoint(testing::TestDataPath("golden/tiny-a"), "prepack"));
     pool_ = new ThreadPool(2);
-    auto m = Model::Load(*dir_, Policy("off"));
+    auto m = model::Model::Load(*dir_, Policy("off"));
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     reference_ = new std::vector<float>(Logits(**m, pool_));
   }
@@ -116,7 +116,7 @@ class PrepackTest : public ::testing::Test {
     delete reference_;
   }
   void SetUp() override {
-    sidecar_ = *dir_ + "/" + PrepackedFileName(1);
+    sidecar_ = *dir_ + "/" + checkpoint::PrepackedFileName(1);
     fs::remove(sidecar_);
     auto r = Pack(*dir_);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -133,11 +133,11 @@ ThreadPool* PrepackTest::pool_ = nullptr;
 std::vector<float>* PrepackTest::reference_ = nullptr;
 
 TEST_F(PrepackTest, LayoutIsAlignedStackedAndFused) {
-  auto f = SafetensorsFile::Open(sidecar_);
+  auto f = checkpoint::SafetensorsFile::Open(sidecar_);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const auto& meta = (*f)->metadata();
   EXPECT_EQ(meta.at("format"), "dsv4-stacked");
-  EXPECT_EQ(meta.at("layout_version"), std::to_string(kPrepackedLayoutVersion));
+  EXPECT_EQ(meta.at("layout_version"), std::to_string(checkpoint::kPrepackedLayoutVersion));
   EXPECT_EQ(meta.at("ranks"), "1");
   EXPECT_EQ(meta.at("isa_family"), "cpu-rowmajor");
   EXPECT_EQ(meta.at("fingerprint").size(), 64u);
@@ -173,23 +173,23 @@ TEST_F(PrepackTest, LayoutIsAlignedStackedAndFused) {
 TEST_F(PrepackTest, HotSidecarIsUsedAndLogitsAreBitwiseIdentical) {
   auto m = LoadOrDie(*dir_, Policy("auto"));
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kUsed) << m->prepacked().reason;
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed) << m->prepacked().reason;
   EXPECT_GE(m->prepacked().residency, 0.95);  // just written: in the page cache
   ASSERT_NE(m->checkpoint().overlay(), nullptr);
   ExpectBitwiseEqual(Logits(*m, pool_), *reference_);
   // An explicit path is the same file.
   auto p = LoadOrDie(*dir_, Policy(sidecar_));
-  EXPECT_EQ(p->prepacked().outcome, PrepackedOutcome::kUsed);
+  EXPECT_EQ(p->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed);
 }
 
 TEST_F(PrepackTest, MissingAndOff) {
   fs::remove(sidecar_);
   auto m = LoadOrDie(*dir_, Policy("auto"));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kMissing);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kMissing);
   EXPECT_EQ(m->checkpoint().overlay(), nullptr);
   auto off = LoadOrDie(*dir_, Policy("off"));
-  EXPECT_EQ(off->prepacked().outcome, PrepackedOutcome::kDisabled);
-  auto named = Model::Load(*dir_, Policy(*dir_ + "/nope.safetensors"));
+  EXPECT_EQ(off->prepacked().outcome, checkpoint::PrepackedOutcome::kDisabled);
+  auto named = model::Model::Load(*dir_, Policy(*dir_ + "/nope.safetensors"));
   ASSERT_FALSE(named.ok());
   EXPECT_NE(named.status().message().find("nope.safetensors"), std::string::npos);
 }
@@ -197,7 +197,7 @@ TEST_F(PrepackTest, MissingAndOff) {
 TEST_F(PrepackTest, ColdSidecarFallsBack) {
   // Residency above 100% can never be met: the cold path, deterministically.
   auto m = LoadOrDie(*dir_, Policy("auto", 1.01));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kCold);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kCold);
   EXPECT_NE(m->prepacked().reason.find("residency"), std::string::npos);
   EXPECT_EQ(m->checkpoint().overlay(), nullptr);
   ExpectBitwiseEqual(Logits(*m, pool_), *reference_);
@@ -209,33 +209,34 @@ TEST_F(PrepackTest, TouchedShardMakesItStale) {
   fs::last_write_time(shard, t + std::chrono::seconds(5));
   auto m = LoadOrDie(*dir_, Policy("auto"));
   fs::last_write_time(shard, t);
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kStale);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kStale);
   EXPECT_NE(m->prepacked().reason.find("shard model-00002-of-00003.safetensors changed"),
             std::string::npos)
       << m->prepacked().reason;
   ExpectBitwiseEqual(Logits(*m, pool_), *reference_);
   // Restoring the mtime makes it current again.
-  EXPECT_EQ(LoadOrDie(*dir_, Policy("auto"))->prepacked().outcome, PrepackedOutcome::kUsed);
+  EXPECT_EQ(LoadOrDie(*dir_, Policy("auto"))->prepacked().outcome,
+            checkpoint::PrepackedOutcome::kUsed);
 }
 
 TEST_F(PrepackTest, WrongRankCountIsStale) {
   auto r = Pack(*dir_, 2, sidecar_, /*force=*/true);  // a 2-rank layout at the 1-rank path
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   auto m = LoadOrDie(*dir_, Policy("auto"));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kStale);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kStale);
   EXPECT_EQ(m->prepacked().reason, "built for 2 ranks, engine runs 1");
   // The engine asking for 2 ranks finds the 2-rank file (and one process
   // binds every rank's experts: still the same logits).
-  ModelOptions two = Policy(sidecar_);
+  model::ModelOptions two = Policy(sidecar_);
   two.ranks = 2;
   auto m2 = LoadOrDie(*dir_, two);
-  EXPECT_EQ(m2->prepacked().outcome, PrepackedOutcome::kUsed) << m2->prepacked().reason;
+  EXPECT_EQ(m2->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed) << m2->prepacked().reason;
   ExpectBitwiseEqual(Logits(*m2, pool_), *reference_);
 }
 
 TEST_F(PrepackTest, TruncatedSidecarIsAnError) {
   fs::resize_file(sidecar_, fs::file_size(sidecar_) - 100);
-  auto m = Model::Load(*dir_, Policy("auto"));
+  auto m = model::Model::Load(*dir_, Policy("auto"));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(m.status().message().find(sidecar_), std::string::npos) << m.status().message();
@@ -247,18 +248,19 @@ TEST_F(PrepackTest, TruncatedSidecarIsAnError) {
 // far as the fingerprint knows) is an error at load, never used as is.
 TEST_F(PrepackTest, DataChangedAfterPrepackIsAnError) {
   {
-    auto f = SafetensorsFile::Open(sidecar_);
+    auto f = checkpoint::SafetensorsFile::Open(sidecar_);
     ASSERT_TRUE(f.ok());
     uint64_t recorded = 0;
-    ASSERT_TRUE(ParseChecksumHex((*f)->metadata().at(kPrepackedChecksumKey), &recorded));
+    ASSERT_TRUE(
+        ParseChecksumHex((*f)->metadata().at(checkpoint::kPrepackedChecksumKey), &recorded));
     const uint64_t start = (*f)->header().data_start;
     EXPECT_EQ(ChecksumOf((*f)->mapped_data() + start, (*f)->file_size() - start, 1), recorded);
   }
   uint64_t offset = 0;
   {
-    auto f = SafetensorsFile::Open(sidecar_);
+    auto f = checkpoint::SafetensorsFile::Open(sidecar_);
     ASSERT_TRUE(f.ok());
-    const SafetensorsEntry* w13 = nullptr;
+    const checkpoint::SafetensorsEntry* w13 = nullptr;
     for (const auto& e : (*f)->header().entries) {
       if (e.name == "layers.2.ffn.experts.w13.weight") w13 = &e;
     }
@@ -274,7 +276,7 @@ TEST_F(PrepackTest, DataChangedAfterPrepackIsAnError) {
     f.put(static_cast<char>(c ^ 0x10));
   }
   fs::last_write_time(sidecar_, mtime);
-  auto m = Model::Load(*dir_, Policy("auto"));
+  auto m = model::Model::Load(*dir_, Policy("auto"));
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(m.status().message().find(sidecar_ + ": data changed after it was written"),
@@ -300,7 +302,7 @@ TEST_F(PrepackTest, SidecarWithoutChecksumIsStale) {
     out << bytes;
   }
   auto m = LoadOrDie(*dir_, Policy("auto"));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kStale);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kStale);
   EXPECT_NE(m->prepacked().reason.find("no data checksum"), std::string::npos)
       << m->prepacked().reason;
   ExpectBitwiseEqual(Logits(*m, pool_), *reference_);
@@ -312,7 +314,7 @@ TEST_F(PrepackTest, FifoSidecarIsUnreadableNotAHang) {
   auto m = LoadOrDie(*dir_, Policy("auto"));
   fs::remove(sidecar_);
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kUnreadable);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kUnreadable);
   EXPECT_NE(m->prepacked().reason.find("is a FIFO"), std::string::npos) << m->prepacked().reason;
 }
 
@@ -364,21 +366,24 @@ TEST_F(PrepackTest, UnreadableHeaderFallsBack) {
     f.put('#');  // the header JSON's opening brace
   }
   auto m = LoadOrDie(*dir_, Policy("auto"));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kUnreadable);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kUnreadable);
 }
 
 TEST_F(PrepackTest, ForeignTensorSetFallsBack) {
-  auto ckpt = Checkpoint::Open(*dir_);
+  auto ckpt = checkpoint::Checkpoint::Open(*dir_);
   ASSERT_TRUE(ckpt.ok());
-  auto src = DescribePrepackedSource(**ckpt, 1);
+  auto src = checkpoint::DescribePrepackedSource(**ckpt, 1);
   ASSERT_TRUE(src.ok());
   const float x[4] = {1, 2, 3, 4};
   fs::remove(sidecar_);
-  std::map<std::string, std::string> meta = PrepackedMetadata(*src);
-  meta[kPrepackedChecksumKey] = "0000000000000000";  // names are checked before the data
-  ASSERT_TRUE(WriteSafetensorsFile(sidecar_, {{"something.else", DType::kF32, {4}, x}}, meta).ok());
+  std::map<std::string, std::string> meta = checkpoint::PrepackedMetadata(*src);
+  meta[checkpoint::kPrepackedChecksumKey] =
+      "0000000000000000";  // names are checked before the data
+  ASSERT_TRUE(
+      checkpoint::WriteSafetensorsFile(sidecar_, {{"something.else", DType::kF32, {4}, x}}, meta)
+          .ok());
   auto m = LoadOrDie(*dir_, Policy("auto"));
-  EXPECT_EQ(m->prepacked().outcome, PrepackedOutcome::kMismatch);
+  EXPECT_EQ(m->prepacked().outcome, checkpoint::PrepackedOutcome::kMismatch);
   EXPECT_NE(m->prepacked().reason.find("1 unexpected (e.g. something.else)"), std::string::npos)
       << m->prepacked().reason;
 }
@@ -426,8 +431,9 @@ TEST(PrepackW8a8Test, LogitsAreBitwiseIdentical) {
   ThreadPool pool(2);
   auto packed = LoadOrDie(dir, Policy("auto"));
   auto plain = LoadOrDie(dir, Policy("off"));
-  EXPECT_EQ(packed->prepacked().outcome, PrepackedOutcome::kUsed) << packed->prepacked().reason;
-  auto f = SafetensorsFile::Open(dir + "/" + PrepackedFileName(1));
+  EXPECT_EQ(packed->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed)
+      << packed->prepacked().reason;
+  auto f = checkpoint::SafetensorsFile::Open(dir + "/" + checkpoint::PrepackedFileName(1));
   ASSERT_TRUE(f.ok());
   EXPECT_EQ((*f)->Find("layers.3.ffn.experts.w13.weight")->shape, (Shape{1, 8, 256, 256}));
   EXPECT_EQ((*f)->Find("layers.3.ffn.experts.w13.scale")->shape, (Shape{1, 8, 256}));
@@ -437,12 +443,12 @@ TEST(PrepackW8a8Test, LogitsAreBitwiseIdentical) {
 }
 
 TEST(ResidencyWindowsTest, WholeSmallFileElse64PageAlignedWindows) {
-  EXPECT_TRUE(ResidencyWindows(0, 4096).empty());
-  auto small = ResidencyWindows(256ull << 20, 4096);
+  EXPECT_TRUE(checkpoint::ResidencyWindows(0, 4096).empty());
+  auto small = checkpoint::ResidencyWindows(256ull << 20, 4096);
   ASSERT_EQ(small.size(), 1u);
   EXPECT_EQ(small[0], (std::pair<uint64_t, uint64_t>{0, 256ull << 20}));
   const uint64_t size = (10ull << 30) + 12345;
-  auto w = ResidencyWindows(size, 4096);
+  auto w = checkpoint::ResidencyWindows(size, 4096);
   ASSERT_EQ(w.size(), 64u);
   EXPECT_EQ(w.front().first, 0u);
   for (size_t i = 0; i < w.size(); ++i) {
@@ -526,20 +532,20 @@ TEST(SafetensorsWriterAlignmentTest, PadsToAlignmentAndReadsBack) {
   const float a[3] = {1, 2, 3};
   const int64_t b[5] = {1, 2, 3, 4, 5};
   const uint8_t c[1] = {9};
-  std::vector<SafetensorsTensorInfo> infos = {
+  std::vector<checkpoint::SafetensorsTensorInfo> infos = {
       {"a", DType::kF32, {3}}, {"c", DType::kU8, {1}}, {"b", DType::kI64, {5}}};
-  SafetensorsWriterOptions o;
+  checkpoint::SafetensorsWriterOptions o;
   o.alignment = 64;
   o.unique_temp = true;
   o.mode = 0640;
-  auto w = SafetensorsWriter::Create(path, infos, {{"k", "v"}}, o);
+  auto w = checkpoint::SafetensorsWriter::Create(path, infos, {{"k", "v"}}, o);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   EXPECT_NE((*w)->temp_path().find(".tmp"), std::string::npos);
   ASSERT_TRUE((*w)->Write("a", a, sizeof(a)).ok());
   ASSERT_TRUE((*w)->Write("b", b, sizeof(b)).ok());
   ASSERT_TRUE((*w)->Write("c", c, sizeof(c)).ok());
   ASSERT_TRUE((*w)->Finish().ok());
-  auto f = SafetensorsFile::Open(path);
+  auto f = checkpoint::SafetensorsFile::Open(path);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const auto& h = (*f)->header();
   EXPECT_EQ(h.data_start % 64, 0u);
@@ -555,8 +561,8 @@ TEST(SafetensorsWriterAlignmentTest, PadsToAlignmentAndReadsBack) {
   struct stat st;
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
-  std::vector<SafetensorsTensorInfo> bad = {{"__pad.0", DType::kU8, {1}}};
-  EXPECT_FALSE(SafetensorsWriter::Create(path + ".x", bad, {}, o).ok());
+  std::vector<checkpoint::SafetensorsTensorInfo> bad = {{"__pad.0", DType::kU8, {1}}};
+  EXPECT_FALSE(checkpoint::SafetensorsWriter::Create(path + ".x", bad, {}, o).ok());
   fs::remove(path);
 }
 

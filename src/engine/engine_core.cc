@@ -19,8 +19,26 @@ void StepArgs(const StepPlan& plan, profile::Span* step) {
       .Arg("drafts", drafts);
 }
 
+void TraceEvent(const SchedulerEvent& ev) {
+  switch (ev.kind) {
+    case SchedulerEvent::Kind::kPreempt:
+      profile::Instant(profile::kVerbose, "scheduler", "preempt",
+                       {{"id", ev.id}, {"for", ev.cause}, {"recompute_tokens", ev.wanted}});
+      break;
+    case SchedulerEvent::Kind::kChunkShrunk:
+      profile::Instant(profile::kVerbose, "scheduler", "chunk_shrunk",
+                       {{"id", ev.id}, {"wanted", ev.wanted}, {"rows", ev.got}});
+      break;
+    case SchedulerEvent::Kind::kDraftsDropped:
+      profile::Instant(profile::kVerbose, "scheduler", "drafts_dropped",
+                       {{"id", ev.id}, {"wanted", ev.wanted}, {"drafts", ev.got}});
+      break;
+  }
+}
+
 // Verbose level: what the scheduler decided this step (admissions,
-// restarts after preemption, released slots) and the pages it moved.
+// restarts after preemption, released slots, preemptions, shrunk chunks,
+// dropped drafts) and the pages it moved.
 void TraceDecisions(const StepPlan& plan, const Scheduler& scheduler) {
   int64_t fresh = 0;
   for (const ScheduledRequest& e : plan.requests) {
@@ -35,8 +53,9 @@ void TraceDecisions(const StepPlan& plan, const Scheduler& scheduler) {
   }
   for (const ReleasedSlot& r : plan.released) {
     profile::Instant(profile::kVerbose, "scheduler", "release",
-                     {{"partition", r.partition}, {"slot", r.slot}});
+                     {{"id", r.id}, {"partition", r.partition}, {"slot", r.slot}});
   }
+  for (const SchedulerEvent& ev : plan.events) TraceEvent(ev);
   const cache::CacheManager& cache = scheduler.cache();
   int64_t used = 0;
   for (int g = 0; g < cache.num_groups(); ++g) {

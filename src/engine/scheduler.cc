@@ -179,7 +179,9 @@ Scheduler::Seq* Scheduler::PickVictim(const Seq& needy) {
   return best;
 }
 
-void Scheduler::Preempt(Seq& victim) {
+void Scheduler::Preempt(Seq& victim, const Seq& needy, StepPlan* plan) {
+  plan->events.push_back({SchedulerEvent::Kind::kPreempt, victim.request.id, needy.request.id,
+                          victim.num_computed, 0});
   ReleaseResources(victim);
   victim.num_computed = 0;
   victim.has_draft_state = false;
@@ -223,7 +225,8 @@ bool Scheduler::ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan) {
   const int64_t c = seq.num_computed;
   const RequestId id = seq.request.id;
   if (IsDecoding(seq)) {
-    int32_t k = static_cast<int32_t>(std::min<int64_t>(DraftBudget(seq), budget - 1));
+    const int32_t wanted = DraftBudget(seq);
+    int32_t k = static_cast<int32_t>(std::min<int64_t>(wanted, budget - 1));
     while (!cache_.CanAllocate(seq.partition, id, {c, c + 1 + k, k})) {
       if (k > 0) {
         k = 0;  // speculation never costs anyone their pages
@@ -231,8 +234,10 @@ bool Scheduler::ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan) {
       }
       Seq* victim = PickVictim(seq);
       if (victim == nullptr) return false;
-      Preempt(*victim);
+      Preempt(*victim, seq, plan);
     }
+    if (k < wanted)
+      plan->events.push_back({SchedulerEvent::Kind::kDraftsDropped, id, 0, wanted, k});
     Emit(seq, 1, k, plan);
     return true;
   }
@@ -242,8 +247,9 @@ bool Scheduler::ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan) {
   while ((n = LargestFittingChunk(seq.partition, seq, chunk)) == 0) {
     Seq* victim = PickVictim(seq);
     if (victim == nullptr) return false;
-    Preempt(*victim);
+    Preempt(*victim, seq, plan);
   }
+  if (n < chunk) plan->events.push_back({SchedulerEvent::Kind::kChunkShrunk, id, 0, chunk, n});
   Emit(seq, n, 0, plan);
   return true;
 }

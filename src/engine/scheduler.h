@@ -141,7 +141,8 @@ class Scheduler {
   int64_t LargestFittingChunk(int32_t partition, const Seq& seq, int64_t chunk) const;
   bool ScheduleRunning(Seq& seq, int64_t budget, StepPlan* plan);
   Seq* PickVictim(const Seq& needy);
-  void Preempt(Seq& victim);
+  // Records a kPreempt event in `plan` naming `needy` as the cause.
+  void Preempt(Seq& victim, const Seq& needy, StepPlan* plan);
   void AdmitWaiting(StepPlan* plan, int64_t* budget);
   int32_t PickPartition(const Seq& seq, int64_t chunk, const std::vector<int64_t>& load);
   void Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* plan);

@@ -68,11 +68,28 @@ struct ReleasedSlot {
   uint32_t generation = 0;
 };
 
+// A decision the scheduler took beyond handing out rows, in the order taken.
+// Informational: the executor ignores it; the engine traces it at the verbose
+// profile level (docs/profiling.md "verbose level") and tests read it.
+struct SchedulerEvent {
+  enum class Kind {
+    kPreempt,        // `id` lost its pages so that `cause` could run
+    kChunkShrunk,    // `id`'s prefill chunk cut from `wanted` to `got` rows to fit the pages
+    kDraftsDropped,  // `id` decodes with `got` of the `wanted` draft rows (pages or budget)
+  };
+  Kind kind = Kind::kPreempt;
+  RequestId id = 0;
+  RequestId cause = 0;  // kPreempt only
+  int64_t wanted = 0;   // kPreempt: the victim's computed tokens, now to recompute
+  int64_t got = 0;
+};
+
 struct StepPlan {
   uint64_t step_id = 0;
   std::vector<ScheduledRequest> requests;  // oldest arrival first
   std::vector<ReleasedSlot> released;
-  int64_t num_tokens = 0;  // Σ num_tokens over requests (<= --max-num-batched-tokens)
+  std::vector<SchedulerEvent> events;  // rare: preemptions, shrunk chunks, dropped drafts
+  int64_t num_tokens = 0;              // Σ num_tokens over requests (<= --max-num-batched-tokens)
 
   bool empty() const { return requests.empty() && released.empty(); }
 };

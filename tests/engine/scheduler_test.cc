@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "harness.h"
 
@@ -183,6 +184,59 @@ TEST(SchedulerTest, PreemptsTheCheapestNewerRequest) {
   h.RunToCompletion();
   // Recompute reproduces exactly what an uninterrupted run yields.
   for (engine::RequestId id : {1, 2, 3}) {
+    EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens) << id;
+  }
+}
+
+// Every preemption, shrunk chunk and dropped draft is in the plan's events,
+// consistent with the rows the plan hands out (the verbose trace shows them).
+TEST(SchedulerTest, ReportsPreemptionsShrunkChunksAndDroppedDrafts) {
+  using Kind = engine::SchedulerEvent::Kind;
+  engine::SchedulerConfig c = TinyConfig();
+  Harness h(c, TinyCache(1, 64, 12), /*accept_percent=*/50);
+  for (engine::RequestId id = 1; id <= 6; ++id) {
+    ASSERT_TRUE(h.Add(id, 20 + 13 * id, 30).ok());
+  }
+  std::map<Kind, int> seen;
+  int64_t preemptions = 0;
+  for (int i = 0; i < 2000 && h.finished().size() < 6; ++i) {
+    engine::StepPlan plan = h.Step();
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    for (const engine::SchedulerEvent& ev : plan.events) {
+      ++seen[ev.kind];
+      const engine::ScheduledRequest* e = Find(plan, ev.id);
+      switch (ev.kind) {
+        case Kind::kPreempt: {
+          ++preemptions;
+          EXPECT_EQ(e, nullptr) << "a victim gets no rows in the step that preempts it";
+          EXPECT_NE(Find(plan, ev.cause), nullptr);
+          EXPECT_GT(ev.wanted, 0);
+          bool released = false;
+          for (const engine::ReleasedSlot& r : plan.released) released |= r.id == ev.id;
+          EXPECT_TRUE(released) << ev.id;
+          break;
+        }
+        case Kind::kChunkShrunk:
+          ASSERT_NE(e, nullptr);
+          EXPECT_EQ(e->num_tokens(), ev.got);
+          EXPECT_LT(ev.got, ev.wanted);
+          EXPECT_EQ(ev.got % c.prefill_tile, 0);
+          break;
+        case Kind::kDraftsDropped:
+          ASSERT_NE(e, nullptr);
+          EXPECT_TRUE(e->decode);
+          EXPECT_EQ(e->num_draft, ev.got);
+          EXPECT_LT(ev.got, ev.wanted);
+          break;
+      }
+    }
+  }
+  EXPECT_EQ(preemptions, h.scheduler().stats().num_preemptions);
+  EXPECT_GT(seen[Kind::kPreempt], 0);
+  EXPECT_GT(seen[Kind::kChunkShrunk], 0);
+  EXPECT_GT(seen[Kind::kDraftsDropped], 0);
+  ASSERT_EQ(h.finished().size(), 6u);
+  for (engine::RequestId id = 1; id <= 6; ++id) {
     EXPECT_EQ(h.finished().at(id).tokens, h.Expected(id).tokens) << id;
   }
 }

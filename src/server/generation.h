@@ -37,6 +37,8 @@ class Generation {
 
   int num_choices() const { return static_cast<int>(decoders_.size()); }
   const ChoiceDecoder& choice(int i) const { return *decoders_[i]; }
+  // The engine's id of choice i (after Start): the id of its request track in a trace.
+  engine::RequestId engine_id(int i) const { return ids_[static_cast<size_t>(i)]; }
   const ParsedRequest& request() const { return request_; }
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;

@@ -164,7 +164,9 @@ std::optional<ApiError> OpenAiServer::Impl::Admit() const {
   if (draining_ || !engine_.Ready()) {
     e.http_status = 503;
     e.type = "service_unavailable";
-    e.message = draining_ ? "the server is shutting down" : "the engine is not ready";
+    e.message = draining_ ? "the server is shutting down"
+                          : "the model is loading (weights, caches, warm-up forward); retry later";
+    if (!draining_) e.code = "model_loading";
     return e;
   }
   if (in_flight_.load() >= opt_.max_concurrent_requests) {
@@ -190,10 +192,12 @@ std::optional<HttpResponse> OpenAiServer::Impl::Route(const HttpRequest& req) {
   if (!Authorized(req)) return ErrorResponse(Unauthorized());
   const std::string& p = req.path;
   if (get && p == "/health") {
-    const bool ok = engine_.Ready() && !draining_;
-    HttpResponse r = JsonResponse(ok ? R"({"status":"ok"})" : R"({"status":"not_ready"})");
-    r.status = ok ? 200 : 503;
-    return r;
+    // 200 only once the model is loaded and warmed up (docs/deploy.md);
+    // before, and while draining, the 503 of Admit with its reason.
+    if (const std::optional<ApiError> e = Admit(); e && e->http_status == 503) {
+      return ErrorResponse(*e);
+    }
+    return JsonResponse(R"({"status":"ok"})");
   }
   if (get && p == "/v1/models") {
     Json model{{"id", opt_.served_model_name},
@@ -313,7 +317,10 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
   auto gen = std::make_unique<Generation>(engine_, tok_, std::move(parsed));
   if (auto err = gen->Start()) return ex.Respond(ErrorResponse(*err));
   if (span) {
+    // request_id joins this span to the engine's request track (choice 0's; with
+    // n > 1 the other choices are the tracks submitted right after it).
     span.Arg("stream", stream ? 1 : 0)
+        .Arg("request_id", gen->engine_id(0))
         .Arg("choices", gen->num_choices())
         .Arg("prompt_tokens", gen->prompt_tokens());
   }

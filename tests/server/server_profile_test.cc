@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "profile/options.h"
@@ -112,9 +113,14 @@ TEST(ServerProfile, ASessionTracesTheRequestsItSaw) {
   std::ifstream in(first);
   const Json trace = Json::parse(in);
   std::map<std::string, int> spans;
+  std::set<int64_t> request_ids;  // each generation span names its engine request
   for (const Json& e : trace["traceEvents"]) {
     if (e["ph"] == "X" && e["cat"] == "http") ++spans[e["name"].get<std::string>()];
+    if (e["ph"] == "X" && e["name"] != "http.write" && e["cat"] == "http") {
+      request_ids.insert(e["args"]["request_id"].get<int64_t>());
+    }
   }
+  EXPECT_EQ(request_ids.size(), 3u);
   EXPECT_EQ(spans["http.completions"], 2);
   EXPECT_EQ(spans["http.chat_completions"], 1);
   // A whole response is one write; the stream is several chunks.

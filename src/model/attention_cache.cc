@@ -164,6 +164,14 @@ void PagedRows::SetTable(int64_t slot, std::span<const int32_t> pages) {
   tables_[Sz(slot)].assign(pages.begin(), pages.end());
 }
 
+void PagedRows::Adopt(int64_t slot, std::span<const int32_t> pages, int64_t rows) {
+  DSV4_CHECK(external_ && rows >= 0 &&
+             static_cast<int64_t>(pages.size()) * rows_per_page_ >= rows);
+  for (int32_t page : pages) DSV4_CHECK(page >= 0 && page < num_pages_);
+  tables_[Sz(slot)].assign(pages.begin(), pages.end());
+  sizes_[Sz(slot)] = rows;
+}
+
 void PagedRows::ClearPage(int32_t page) {
   DSV4_CHECK(external_ && page >= 0 && page < num_pages_);
   std::memset(static_cast<void*>(MutablePage(page)), 0, page_bytes());
@@ -274,6 +282,63 @@ int64_t AttentionCache::NumIndexKeys(int64_t slot) const {
 size_t AttentionCache::FixedBytesFor(const AttentionCacheGeometry& g) {
   return Sz(g.ring_capacity * g.head_dim) * sizeof(bf16) +
          2 * Sz(AttnStateElems(g) + IndexStateElems(g)) * sizeof(float);
+}
+
+namespace {
+
+// The per-slot buffers of a layer in the order SaveRolling lays them out.
+template <typename Cache, typename Fn>
+void ForEachRollingBuffer(Cache& c, int64_t slot, int64_t ring_elems, int64_t attn_elems,
+                          int64_t index_elems, Fn&& fn) {
+  fn(c.RingRow(slot, 0), Sz(ring_elems) * sizeof(bf16));
+  if (attn_elems > 0) {
+    fn(c.AttnStateKv(slot), Sz(attn_elems) * sizeof(float));
+    fn(c.AttnStateScore(slot), Sz(attn_elems) * sizeof(float));
+  }
+  if (index_elems > 0) {
+    fn(c.IndexStateKv(slot), Sz(index_elems) * sizeof(float));
+    fn(c.IndexStateScore(slot), Sz(index_elems) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+void AttentionCache::SaveRolling(int64_t slot, std::span<std::byte> dst) const {
+  DSV4_CHECK(slot >= 0 && slot < num_slots_ && dst.size() == FixedBytesPerSlot());
+  // The state accessors are non-const only because the forward writes
+  // through them; nothing is written here.
+  auto& self = const_cast<AttentionCache&>(*this);
+  size_t at = 0;
+  ForEachRollingBuffer(self, slot, g_.ring_capacity * g_.head_dim, attn_state_elems(),
+                       index_state_elems(), [&](const void* p, size_t n) {
+                         std::memcpy(dst.data() + at, p, n);
+                         at += n;
+                       });
+  DSV4_CHECK(at == dst.size());
+}
+
+void AttentionCache::RestoreRolling(int64_t slot, std::span<const std::byte> src,
+                                    int64_t num_tokens, int64_t num_compressed,
+                                    int64_t num_index_keys,
+                                    std::span<const int32_t> compressed_pages,
+                                    std::span<const int32_t> index_pages) {
+  DSV4_CHECK(slot >= 0 && slot < num_slots_ && src.size() == FixedBytesPerSlot());
+  DSV4_CHECK(external_pages() || (num_compressed == 0 && num_index_keys == 0));
+  Reset(slot);
+  size_t at = 0;
+  ForEachRollingBuffer(*this, slot, g_.ring_capacity * g_.head_dim, attn_state_elems(),
+                       index_state_elems(), [&](void* p, size_t n) {
+                         std::memcpy(p, src.data() + at, n);
+                         at += n;
+                       });
+  DSV4_CHECK(at == src.size());
+  num_cached_[Sz(slot)] = num_tokens;
+  if (g_.compress_ratio != 0 && external_pages()) {
+    compressed_.Adopt(slot, compressed_pages, num_compressed);
+  }
+  if (g_.compress_ratio == 4 && external_pages()) {
+    index_keys_.Adopt(slot, index_pages, num_index_keys);
+  }
 }
 
 namespace {

@@ -118,6 +118,10 @@ class PagedRows {
                     int64_t end_rows, const char* what) const;
   // REQUIRES: CheckTable passed.
   void SetTable(int64_t slot, std::span<const int32_t> pages);
+  // Prefix-cache hit: the slot's list becomes `rows` rows that already lie in
+  // `pages` (another sequence wrote them).  REQUIRES: external, every id in
+  // range, pages cover rows.
+  void Adopt(int64_t slot, std::span<const int32_t> pages, int64_t rows);
   // Zeroes one page.  REQUIRES: 0 <= page < num_pages().
   void ClearPage(int32_t page);
 
@@ -192,9 +196,30 @@ class AttentionCache {
   // Compressed KV rows / indexer keys emitted so far.
   int64_t NumCompressed(int64_t slot) const;
   int64_t NumIndexKeys(int64_t slot) const;
+  // The counts after `tokens` positions (a row is emitted when its block is
+  // complete).
+  int64_t NumCompressedFor(int64_t tokens) const {
+    return g_.compress_ratio != 0 ? tokens / g_.compress_ratio : 0;
+  }
+  int64_t NumIndexKeysFor(int64_t tokens) const {
+    return g_.compress_ratio == 4 ? tokens / 4 : 0;
+  }
   // Bytes a slot holds independent of its length (ring + compressor states).
   size_t FixedBytesPerSlot() const { return FixedBytesFor(g_); }
   static size_t FixedBytesFor(const AttentionCacheGeometry& geometry);
+
+  // ---- Prefix caching (docs/engine.md §7.2). ----
+  // Copies the slot's rolling state (ring rows, then the attention and
+  // indexer compressor states) into dst, FixedBytesPerSlot() bytes.
+  void SaveRolling(int64_t slot, std::span<std::byte> dst) const;
+  // Makes the slot what a sequence was when SaveRolling ran: rolling state
+  // from src, num_tokens cached, the compressed rows and indexer keys adopted
+  // from the given tables (external pages).  REQUIRES: src holds
+  // FixedBytesPerSlot() bytes; the tables cover the rows (ModelCache checks).
+  void RestoreRolling(int64_t slot, std::span<const std::byte> src, int64_t num_tokens,
+                      int64_t num_compressed, int64_t num_index_keys,
+                      std::span<const int32_t> compressed_pages,
+                      std::span<const int32_t> index_pages);
 
   // ---- Pages of the growing lists. ----
   bool external_pages() const { return g_.page_tokens > 0; }

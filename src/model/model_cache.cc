@@ -69,6 +69,85 @@ size_t ModelCache::FixedBytesPerSlot() const {
   return n;
 }
 
+void ModelCache::SaveSlot(int64_t slot, SlotSnapshot* out) const {
+  DSV4_CHECK(slot >= 0 && slot < num_slots_);
+  out->counts.clear();
+  out->bytes.resize(FixedBytesPerSlot());
+  size_t at = 0;
+  for (int64_t l = 0; l < num_layers() + (has_mtp() ? 1 : 0); ++l) {
+    const AttentionCache& c = layer(l);
+    out->counts.push_back(c.NumCachedTokens(slot));
+    out->counts.push_back(c.NumCompressed(slot));
+    out->counts.push_back(c.NumIndexKeys(slot));
+    const size_t n = c.FixedBytesPerSlot();
+    c.SaveRolling(slot, std::span<std::byte>(out->bytes).subspan(at, n));
+    at += n;
+  }
+}
+
+Status ModelCache::RestoreSlot(
+    int64_t slot, const SlotSnapshot& snapshot,
+    const std::array<std::span<const int32_t>, cache::kNumDsv4Groups>& tables) {
+  if (slot < 0 || slot >= num_slots_) {
+    return InvalidArgument("restore into slot {} of a cache of {} slots", slot, num_slots_);
+  }
+  if (!external_pages()) {
+    return InvalidArgument("restore needs a cache with external pages (shared page pools)");
+  }
+  const int64_t layers = num_layers() + (has_mtp() ? 1 : 0);
+  if (snapshot.counts.size() != static_cast<size_t>(3 * layers) ||
+      snapshot.bytes.size() != FixedBytesPerSlot()) {
+    return InvalidArgument("snapshot of {} counts / {} bytes for a cache of {} layers / {} bytes",
+                           snapshot.counts.size(), snapshot.bytes.size(), layers,
+                           FixedBytesPerSlot());
+  }
+  // Validate every layer before changing any.
+  for (int64_t l = 0; l < layers; ++l) {
+    const AttentionCache& c = layer(l);
+    const auto* counts = &snapshot.counts[static_cast<size_t>(3 * l)];
+    if (counts[0] < 0 || counts[1] != c.NumCompressedFor(counts[0]) ||
+        counts[2] != c.NumIndexKeysFor(counts[0])) {
+      return InvalidArgument("snapshot layer {}: {} tokens with {} compressed rows and {} keys",
+                             l, counts[0], counts[1], counts[2]);
+    }
+    for (cache::Dsv4Group g : kPooledGroups) {
+      const PagedRows* rows = c.history(g);
+      if (rows == nullptr) continue;
+      const int64_t n = g == cache::kGroupIdx ? counts[2] : counts[1];
+      if (n % rows->rows_per_page() != 0) {
+        return InvalidArgument(
+            "snapshot layer {}: {} rows of group {} end inside a page of {} rows (a shared page "
+            "must be full)",
+            l, n, static_cast<int>(g), rows->rows_per_page());
+      }
+      const auto table = tables[static_cast<size_t>(g)];
+      if (static_cast<int64_t>(table.size()) != n / rows->rows_per_page()) {
+        return InvalidArgument("snapshot layer {}: group {} table of {} pages for {} rows", l,
+                               static_cast<int>(g), table.size(), n);
+      }
+      for (int32_t page : table) {
+        if (page < 0 || page >= rows->num_pages()) {
+          return InvalidArgument("group {}: page {} outside [0, {})", static_cast<int>(g), page,
+                                 rows->num_pages());
+        }
+      }
+    }
+  }
+  size_t at = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    AttentionCache& c = layer(l);
+    const auto* counts = &snapshot.counts[static_cast<size_t>(3 * l)];
+    const size_t n = c.FixedBytesPerSlot();
+    const bool csa = c.geometry().compress_ratio == 4;
+    c.RestoreRolling(slot, std::span<const std::byte>(snapshot.bytes).subspan(at, n), counts[0],
+                     counts[1], counts[2],
+                     tables[static_cast<size_t>(csa ? cache::kGroupCmpC4 : cache::kGroupCmpC128)],
+                     tables[static_cast<size_t>(cache::kGroupIdx)]);
+    at += n;
+  }
+  return Status::Ok();
+}
+
 bool ModelCache::external_pages() const {
   return !layers_.empty() && layers_.front()->external_pages();
 }

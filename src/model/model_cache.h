@@ -13,14 +13,28 @@
 // Thread safety: none; one forward at a time.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
 #include "model/attention_cache.h"
 
 namespace dsv4::model {
+
+// Everything a slot holds outside the page pools at one moment: the rolling
+// state (window rings, compressor states) of every layer and the MTP block,
+// and per layer the counts of cached tokens, compressed rows and indexer keys.
+// Restoring it next to the pages the rows lie in gives back that slot
+// byte for byte (prefix caching, docs/engine.md §7.2).
+struct SlotSnapshot {
+  std::vector<int64_t> counts;  // 3 per layer (main layers, then MTP): tokens, compressed, keys
+  std::vector<std::byte> bytes;  // FixedBytesPerSlot()
+  int64_t num_tokens() const { return counts.empty() ? 0 : counts.front(); }
+};
 
 class ModelCache {
  public:
@@ -54,7 +68,22 @@ class ModelCache {
   bool has_mtp() const { return mtp_ != nullptr; }
 
   // Bytes held per slot independent of sequence length, over all layers.
+  // Also the size of one SlotSnapshot.
   size_t FixedBytesPerSlot() const;
+
+  // ---- Prefix caching (docs/engine.md §7.2). ----
+  // Copies the slot's rolling state and counts into *out (reusing its memory).
+  void SaveSlot(int64_t slot, SlotSnapshot* out) const;
+  // Makes `slot` the snapshotted sequence, its compressed rows and indexer
+  // keys adopted from `tables` (pooled groups; the pages another sequence
+  // wrote them in).  The restored rows must fill whole pages in every layer:
+  // a shared page is never written again, and a partly filled one would be
+  // (its next rows are the restoring sequence's own).  InvalidArgument (and
+  // the slot untouched) for a self-managed cache, a snapshot of another
+  // cache's shape, a table that does not cover the rows, an id out of range
+  // or a partly filled page.
+  Status RestoreSlot(int64_t slot, const SlotSnapshot& snapshot,
+                     const std::array<std::span<const int32_t>, cache::kNumDsv4Groups>& tables);
 
   // Whether the growing lists live in external page pools.
   bool external_pages() const;

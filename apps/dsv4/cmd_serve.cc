@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
+#include "kernels/dispatch.h"
 #include "launch/engine_setup.h"
 #include "profile/profile.h"
 #include "server/openai_server.h"
@@ -94,7 +95,10 @@ void PrintBanner(const ServeArgs& a, int port) {
             << "  model:                    " << e.model_dir << " (" << a.model_source
             << ", served as '" << a.server.served_model_name << "')\n"
             << "  parallelism:              dp " << e.dp << ", threads "
-            << (e.threads > 0 ? std::to_string(e.threads) : std::string("all")) << "\n"
+            << (e.threads > 0 ? std::to_string(e.threads) + " (--threads)"
+                              : std::to_string(ThreadPool::DefaultThreads()) +
+                                    " (one per physical core of one NUMA node)")
+            << ", kernels " << kernels::IsaName(kernels::ActiveIsa()) << "\n"
             << "  max running requests:     " << e.max_num_seqs << " (queue " << e.max_waiting
             << ", HTTP in flight " << a.server.max_concurrent_requests << ")\n"
             << "  scheduled tokens / step:  " << e.max_num_batched_tokens << " (long prefill chunk "

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <system_error>
 
+#include "base/cpu_topology.h"
+
 namespace dsv4 {
 namespace {
 
@@ -99,9 +101,15 @@ void ThreadPool::StopWorkers() {
 }
 
 int ThreadPool::DefaultThreads() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  // One thread per physical core of one NUMA node (cpu_topology.h): SMT
+  // siblings share a core's vector units, and a second node's cores would
+  // stream their weights across the interconnect.  Without readable topology,
+  // every CPU of the affinity mask.
+  const std::vector<int> cpus = AffinityCpus();
+  if (cpus.empty()) return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const Result<std::vector<CpuPlace>> places = ReadCpuPlaces(kSysCpuRoot, cpus);
+  if (!places.ok()) return static_cast<int>(cpus.size());
+  return std::max(1, static_cast<int>(OneNodeCoreCpus(*places).size()));
 }
 
 void ThreadPool::RunShare(const RangeFn& fn, int64_t n, int parts, int index) {

@@ -58,7 +58,8 @@ class ThreadPool {
   // REQUIRES: as ParallelFor; n < 2^32.
   void ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
 
-  // Default thread count: the CPUs this process may run on.
+  // Default thread count: the physical cores of one NUMA node among the CPUs
+  // this process may run on (base/cpu_topology.h).
   static int DefaultThreads();
 
  private:

@@ -40,7 +40,129 @@ CacheManager::CacheManager(std::vector<CacheGroupSpec> groups, int32_t num_parti
 int64_t CacheManager::num_pages(int g) const { return pool(0, g).num_pages(); }
 
 int64_t CacheManager::num_free_pages(int32_t partition, int g) const {
-  return pool(partition, g).num_free();
+  return pool(partition, g).num_available();
+}
+
+int64_t CacheManager::num_cached_pages(int32_t partition, int g) const {
+  return pool(partition, g).num_cached_unreferenced();
+}
+
+Status CacheManager::EnablePrefixCaching(uint64_t salt) {
+  DSV4_CHECK(owners_.empty());
+  std::vector<int> history;
+  int32_t page_tokens = 0;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (group(g).is_ring()) continue;
+    if (page_tokens != 0 && group(g).tokens_per_page != page_tokens) {
+      return InvalidArgument(
+          "prefix caching: full-history groups page {} and {} tokens; one page hash must cover a "
+          "page of each",
+          page_tokens, group(g).tokens_per_page);
+    }
+    page_tokens = static_cast<int32_t>(group(g).tokens_per_page);
+    history.push_back(g);
+  }
+  if (history.empty()) return InvalidArgument("prefix caching: no full-history cache group");
+  index_ = std::make_unique<PrefixIndex>(page_tokens);
+  root_ = RootPageHash(salt);
+  history_groups_ = std::move(history);
+  names_.assign(pools_.size(), {});
+  for (int32_t p = 0; p < num_partitions_; ++p) {
+    for (int g = 0; g < num_groups(); ++g) names(p, g).resize(size_t(pool(p, g).num_pages()));
+  }
+  return Status::Ok();
+}
+
+int32_t CacheManager::prefix_page_tokens() const {
+  DSV4_CHECK(prefix_caching());
+  return index_->page_tokens();
+}
+
+CacheManager::PrefixMatch CacheManager::MatchPrefix(int32_t partition,
+                                                    std::span<const int32_t> tokens,
+                                                    int64_t max_tokens) const {
+  PrefixMatch match;
+  if (!prefix_caching() || max_tokens <= 0) return match;
+  const int64_t per = index_->page_tokens();
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_tokens) / per;
+  const std::span<const int32_t> head = tokens.first(static_cast<size_t>(n * per));
+  const std::vector<PageHash> hashes = HashFullPages(head, index_->page_tokens(), root_);
+  match.entries = index_->Match(root_, hashes, head, partition);
+  match.num_tokens = static_cast<int64_t>(match.entries.size()) * per;
+  return match;
+}
+
+void CacheManager::AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMatch& match) {
+  DSV4_CHECK(prefix_caching() && !Holds(owner));
+  OwnerState& state = owners_[owner];
+  state.partition = partition;
+  state.tables.resize(groups_.size());
+  state.committed = match.num_tokens;
+  state.shared_tokens = match.num_tokens;
+  for (size_t i = 0; i < history_groups_.size(); ++i) {
+    const int g = history_groups_[i];
+    BlockTable& table = state.tables[size_t(g)];
+    for (const PrefixEntry* e : match.entries) {
+      DSV4_CHECK(e->partition == partition);
+      pool(partition, g).Ref(e->pages[i]);
+      table.pages.push_back(e->pages[i]);
+    }
+  }
+}
+
+void CacheManager::PublishPrefix(OwnerId owner, std::span<const int32_t> tokens,
+                                 int64_t num_pages) {
+  if (!prefix_caching() || num_pages <= 0) return;
+  auto it = owners_.find(owner);
+  DSV4_CHECK(it != owners_.end());
+  OwnerState& state = it->second;
+  const int64_t per = index_->page_tokens();
+  DSV4_CHECK_MSG(num_pages * per <= state.committed && num_pages * per <= int64_t(tokens.size()),
+                 "owner {} publishes {} pages with {} positions committed", owner, num_pages,
+                 state.committed);
+  const std::span<const int32_t> head = tokens.first(static_cast<size_t>(num_pages * per));
+  const std::vector<PageHash> hashes = HashFullPages(head, index_->page_tokens(), root_);
+  for (int64_t i = 0; i < num_pages; ++i) {
+    const PrefixEntry* known = index_->Find(hashes[size_t(i)]);
+    if (known != nullptr) continue;  // this page or a collision is indexed: ours stays private
+    PrefixEntry e;
+    e.hash = hashes[size_t(i)];
+    e.parent = i == 0 ? root_ : hashes[size_t(i - 1)];
+    e.partition = state.partition;
+    e.tokens.assign(head.begin() + i * per, head.begin() + (i + 1) * per);
+    for (int g : history_groups_) {
+      const int32_t page = state.tables[size_t(g)].At(i);
+      DSV4_CHECK_MSG(page != kNoPage, "owner {} has no page {} in group {}", owner, i,
+                     group(g).name);
+      e.pages.push_back(page);
+    }
+    for (size_t k = 0; k < history_groups_.size(); ++k) {
+      const int g = history_groups_[k];
+      pool(state.partition, g).SetCached(e.pages[k], true);
+      names(state.partition, g)[size_t(e.pages[k])] = e.hash;
+    }
+    DSV4_CHECK(index_->Insert(std::move(e)));
+  }
+  state.shared_tokens = std::max(state.shared_tokens, num_pages * per);
+}
+
+int64_t CacheManager::SharedTokens(OwnerId owner) const {
+  auto it = owners_.find(owner);
+  return it == owners_.end() ? 0 : it->second.shared_tokens;
+}
+
+void CacheManager::Evicted(int32_t partition, int g, int32_t page) {
+  DSV4_CHECK(prefix_caching());
+  const PageHash hash = names(partition, g)[size_t(page)];
+  const PrefixEntry* e = index_->Find(hash);
+  DSV4_CHECK_MSG(e != nullptr, "evicted page {} of group {} was named by no entry", page,
+                 group(g).name);
+  for (size_t k = 0; k < history_groups_.size(); ++k) {
+    // The evicted page itself is no longer cached (Take cleared it); the
+    // others stop being so and become free unless an owner maps them.
+    pool(partition, history_groups_[k]).SetCached(e->pages[k], false);
+  }
+  index_->Erase(hash);
 }
 
 int64_t CacheManager::NumMissingPages(OwnerId owner, int g, const StepSpan& span) const {
@@ -59,7 +181,7 @@ bool CacheManager::CanAllocate(int32_t partition, OwnerId owner, const StepSpan&
   auto it = owners_.find(owner);
   DSV4_CHECK(it == owners_.end() || it->second.partition == partition);
   for (int g = 0; g < num_groups(); ++g) {
-    if (NumMissingPages(owner, g, span) > pool(partition, g).num_free()) return false;
+    if (NumMissingPages(owner, g, span) > pool(partition, g).num_available()) return false;
   }
   return true;
 }
@@ -73,6 +195,11 @@ void CacheManager::Allocate(int32_t partition, OwnerId owner, const StepSpan& sp
     state.tables.resize(groups_.size());
   }
   DSV4_CHECK(state.partition == partition);
+  // Shared pages are full pages strictly before every position a step
+  // writes (its rows and drafts): a step never starts inside them.
+  DSV4_CHECK_MSG(span.start >= state.shared_tokens,
+                 "owner {}: step from {} would write shared positions below {}", owner,
+                 span.start, state.shared_tokens);
   if (fresh != nullptr) fresh->resize(groups_.size());
   for (int g = 0; g < num_groups(); ++g) {
     const std::vector<PageRange> required = group(g).RequiredPages(span);
@@ -91,12 +218,14 @@ void CacheManager::Allocate(int32_t partition, OwnerId owner, const StepSpan& sp
     for (int64_t lp = table.first_page; lp < table.end_page(); ++lp) {
       widened.pages[size_t(lp - begin)] = table.At(lp);
     }
-    PagePool& pages = pool(partition, g);
+    SharedPagePool& pages = pool(partition, g);
     for (const PageRange& r : required) {
       for (int64_t lp = r.begin; lp < r.end; ++lp) {
         int32_t& slot = widened.pages[size_t(lp - begin)];
         if (slot != kNoPage) continue;
-        slot = pages.Take();  // CHECKs on exhaustion: the query said it fits
+        bool evicted = false;
+        slot = pages.Take(&evicted);  // CHECKs on exhaustion: the query said it fits
+        if (evicted) Evicted(partition, g, slot);
         if (fresh != nullptr) (*fresh)[size_t(g)].push_back(slot);
       }
     }
@@ -111,10 +240,10 @@ void CacheManager::Commit(OwnerId owner, int64_t num_computed) {
   for (int g = 0; g < num_groups(); ++g) {
     BlockTable& table = state.tables[size_t(g)];
     const PageRange live = group(g).LivePages(num_computed);
-    PagePool& pages = pool(state.partition, g);
+    SharedPagePool& pages = pool(state.partition, g);
     for (int64_t lp = table.first_page; lp < table.end_page(); ++lp) {
       const int32_t page = table.At(lp);
-      if (page != kNoPage && (lp < live.begin || lp >= live.end)) pages.Release(page);
+      if (page != kNoPage && (lp < live.begin || lp >= live.end)) pages.Unref(page);
     }
     BlockTable trimmed;
     trimmed.first_page = live.begin;
@@ -126,6 +255,7 @@ void CacheManager::Commit(OwnerId owner, int64_t num_computed) {
     }
     table = std::move(trimmed);
   }
+  state.committed = num_computed;
 }
 
 void CacheManager::Free(OwnerId owner) {
@@ -133,7 +263,7 @@ void CacheManager::Free(OwnerId owner) {
   if (it == owners_.end()) return;
   for (int g = 0; g < num_groups(); ++g) {
     for (int32_t page : it->second.tables[size_t(g)].pages) {
-      if (page != kNoPage) pool(it->second.partition, g).Release(page);
+      if (page != kNoPage) pool(it->second.partition, g).Unref(page);
     }
   }
   owners_.erase(it);
@@ -159,10 +289,10 @@ int64_t CacheManager::NumPagesHeld(OwnerId owner, int g) const {
 Status CacheManager::CheckInvariants() const {
   for (int32_t p = 0; p < num_partitions_; ++p) {
     for (int g = 0; g < num_groups(); ++g) {
-      const PagePool& pages = pool(p, g);
-      // Owner of each page, -1 for none.
-      std::vector<int64_t> seen(static_cast<size_t>(pages.num_pages()), -1);
-      int64_t num_mapped = 0;
+      const SharedPagePool& pages = pool(p, g);
+      DSV4_RETURN_IF_ERROR(pages.CheckInvariants());
+      // Owners mapping each page.
+      std::vector<int32_t> mapped(static_cast<size_t>(pages.num_pages()), 0);
       for (const auto& [owner, state] : owners_) {
         if (state.partition != p) continue;
         for (int32_t page : state.tables[size_t(g)].pages) {
@@ -171,21 +301,34 @@ Status CacheManager::CheckInvariants() const {
             return Internal("partition {} group {}: owner {} maps page {} out of range", p,
                             group(g).name, owner, page);
           }
-          if (seen[size_t(page)] != -1) {
-            return Internal("partition {} group {}: page {} owned by {} and {}", p, group(g).name,
-                            page, seen[size_t(page)], owner);
-          }
-          if (!pages.in_use(page)) {
-            return Internal("partition {} group {}: page {} of owner {} is on the free list", p,
-                            group(g).name, page, owner);
-          }
-          seen[size_t(page)] = owner;
-          ++num_mapped;
+          ++mapped[size_t(page)];
         }
       }
-      if (num_mapped + pages.num_free() != pages.num_pages()) {
-        return Internal("partition {} group {}: {} mapped + {} free != {} pages (leak)", p,
-                        group(g).name, num_mapped, pages.num_free(), pages.num_pages());
+      for (int32_t page = 0; page < pages.num_pages(); ++page) {
+        const int32_t refs = pages.refcount(page);
+        if (mapped[size_t(page)] != refs) {
+          return Internal("partition {} group {}: page {} mapped by {} owners, refcount {}", p,
+                          group(g).name, page, mapped[size_t(page)], refs);
+        }
+        if (!pages.cached(page)) {
+          if (refs > 1) {
+            return Internal("partition {} group {}: page {} shared by {} owners but not cached",
+                            p, group(g).name, page, refs);
+          }
+          continue;
+        }
+        if (!prefix_caching()) {
+          return Internal("partition {} group {}: page {} cached with prefix caching off", p,
+                          group(g).name, page);
+        }
+        const PrefixEntry* e = index_->Find(names_[size_t(p) * groups_.size() + size_t(g)]
+                                                  [size_t(page)]);
+        const auto k = std::find(history_groups_.begin(), history_groups_.end(), g);
+        if (e == nullptr || e->partition != p || k == history_groups_.end() ||
+            e->pages[size_t(k - history_groups_.begin())] != page) {
+          return Internal("partition {} group {}: cached page {} is not named by its entry", p,
+                          group(g).name, page);
+        }
       }
     }
   }
@@ -193,8 +336,9 @@ Status CacheManager::CheckInvariants() const {
 }
 
 bool CacheManager::AllFree() const {
-  return std::all_of(pools_.begin(), pools_.end(),
-                     [](const PagePool& p) { return p.num_free() == p.num_pages(); });
+  return std::all_of(pools_.begin(), pools_.end(), [](const SharedPagePool& p) {
+    return p.num_available() == p.num_pages();
+  });
 }
 
 }  // namespace dsv4::cache

@@ -1,8 +1,10 @@
 // Page bookkeeping of all cache groups in all data-parallel partitions
 // (architecture decision 2: query, then commit).
 //
-// Every page of every (partition, group) pool is at any time either on that
-// pool's free list or mapped in exactly one owner's block table.  An owner (a
+// Every page of every (partition, group) pool is at any time free, mapped by
+// as many owners as its reference count, or (prefix caching) cached: named by
+// the prefix index with no owner, reusable at any time (SharedPagePool).
+// Without prefix caching a page is mapped by at most one owner.  An owner (a
 // running request) lives in one partition; its page ids are local to that
 // partition's pools (each DP rank has its own namespace starting at 0).
 //
@@ -12,16 +14,25 @@
 //   ... the step runs ...
 //   Commit(owner, num_computed)             (releases what is no longer live)
 // and Free(owner) at finish, abort or preemption.
+//
+// Prefix caching (docs/engine.md §7): PublishPrefix names an owner's full
+// pages of full-history groups in the index; MatchPrefix finds the longest
+// verified published prefix of a token sequence; AdoptPrefix starts a new
+// owner on those pages (shared by reference count).  Shared pages lie
+// strictly before the owner's first write: Allocate CHECKs it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
 #include "cache/block_table.h"
 #include "cache/cache_spec.h"
-#include "cache/page_pool.h"
+#include "cache/prefix_index.h"
+#include "cache/shared_page_pool.h"
 
 namespace dsv4::cache {
 
@@ -48,7 +59,43 @@ class CacheManager {
   const CacheGroupSpec& group(int g) const { return groups_[static_cast<size_t>(g)]; }
   const std::vector<CacheGroupSpec>& groups() const { return groups_; }
   int64_t num_pages(int g) const;
+  // Pages an Allocate can take: free plus cached-but-unreferenced ones.
   int64_t num_free_pages(int32_t partition, int g) const;
+  // Of those, the cached ones (0 without prefix caching).
+  int64_t num_cached_pages(int32_t partition, int g) const;
+
+  // ---- Prefix caching. ----
+  // Turns it on: every full-history group must have the same tokens_per_page
+  // (one page hash covers a page of each).  `salt` stands for what else
+  // changes a page (model fingerprint, cache options): RootPageHash(salt).
+  // REQUIRES: no owner yet.
+  Status EnablePrefixCaching(uint64_t salt);
+  bool prefix_caching() const { return index_ != nullptr; }
+  // Tokens of one page (prefix caching on).
+  int32_t prefix_page_tokens() const;
+  struct PrefixMatch {
+    int64_t num_tokens = 0;  // a multiple of prefix_page_tokens()
+    std::vector<const PrefixEntry*> entries;  // page order
+  };
+  // The longest verified published prefix of `tokens` in `partition`, of at
+  // most max_tokens tokens (whole pages).  Empty without prefix caching.
+  PrefixMatch MatchPrefix(int32_t partition, std::span<const int32_t> tokens,
+                          int64_t max_tokens) const;
+  // A new owner starts with the match's pages in every full-history group
+  // (one more reference each) and match.num_tokens computed positions; ring
+  // groups start empty (their state comes from a snapshot).  REQUIRES:
+  // !Holds(owner); `match` from MatchPrefix(partition, ...) with no pool
+  // change since.
+  void AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMatch& match);
+  // Names the owner's first num_pages full pages of every full-history group
+  // in the index (tokens: at least num_pages pages of the owner's sequence).
+  // Pages whose hash is indexed already stay unshared.  REQUIRES: the
+  // owner's committed positions cover them (they are complete and never
+  // written again).
+  void PublishPrefix(OwnerId owner, std::span<const int32_t> tokens, int64_t num_pages);
+  // Positions below which the owner's pages may be shared (adopted or
+  // published); its steps start at or after it.
+  int64_t SharedTokens(OwnerId owner) const;
 
   // Whether every group of `partition` has the pages `owner` still lacks to run
   // `span`.  REQUIRES: owner is new or already lives in `partition`;
@@ -78,8 +125,10 @@ class CacheManager {
   const std::vector<BlockTable>& Tables(OwnerId owner) const;
   int64_t NumPagesHeld(OwnerId owner, int g) const;
 
-  // Every page is free xor mapped exactly once, by an owner of its partition.
-  // Linear in the pool sizes: for tests and debug checks.
+  // Every page is free, cached or mapped by exactly refcount owners of its
+  // partition (at most one without prefix caching); cached pages are exactly
+  // those the index names, each by the entry that lists it.  Linear in the
+  // pool sizes: for tests and debug checks.
   Status CheckInvariants() const;
   // True when every pool is completely free.
   bool AllFree() const;
@@ -88,20 +137,35 @@ class CacheManager {
   struct OwnerState {
     int32_t partition = 0;
     std::vector<BlockTable> tables;  // [num_groups]
+    int64_t committed = 0;           // num_computed of the last Commit / AdoptPrefix
+    int64_t shared_tokens = 0;       // see SharedTokens
   };
+  // A page of (partition, group) came off the LRU: its entry goes, and the
+  // entry's pages in the other groups stop being cached.
+  void Evicted(int32_t partition, int g, int32_t page);
+  std::vector<PageHash>& names(int32_t partition, int g) {
+    return names_[static_cast<size_t>(partition) * groups_.size() + static_cast<size_t>(g)];
+  }
   CacheManager(std::vector<CacheGroupSpec> groups, int32_t num_partitions,
                const std::vector<int64_t>& pages_per_group);
-  PagePool& pool(int32_t partition, int g) {
+  SharedPagePool& pool(int32_t partition, int g) {
     return pools_[static_cast<size_t>(partition) * groups_.size() + static_cast<size_t>(g)];
   }
-  const PagePool& pool(int32_t partition, int g) const {
+  const SharedPagePool& pool(int32_t partition, int g) const {
     return pools_[static_cast<size_t>(partition) * groups_.size() + static_cast<size_t>(g)];
   }
 
   std::vector<CacheGroupSpec> groups_;
   int32_t num_partitions_ = 0;
-  std::vector<PagePool> pools_;  // [num_partitions * num_groups]
+  std::vector<SharedPagePool> pools_;  // [num_partitions * num_groups]
   std::unordered_map<OwnerId, OwnerState> owners_;
+  // Prefix caching (null when off).  history_groups_: the full-history group
+  // ids, in the order of PrefixEntry::pages.  names_[p * G + g][page]: the
+  // hash of the entry naming the page (valid while the page is cached).
+  std::unique_ptr<PrefixIndex> index_;
+  PageHash root_;
+  std::vector<int> history_groups_;
+  std::vector<std::vector<PageHash>> names_;
 };
 
 }  // namespace dsv4::cache

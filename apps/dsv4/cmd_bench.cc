@@ -15,6 +15,7 @@
 #include "engine/offline.h"
 #include "engine_flags.h"
 #include "kernels/dispatch.h"
+#include "launch/compute_pool.h"
 #include "launch/engine_setup.h"
 #include "membw.h"
 #include "model/model.h"
@@ -31,6 +32,7 @@ struct BenchArgs {
   int64_t decode_steps = 32;
   int64_t batch = 1;
   int threads = 0;
+  std::string cpu_list = "auto";
   int64_t triad_mib = 512;
   int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
   std::string prepacked = "auto";
@@ -156,6 +158,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
     eo.model_dir = args.model;
     eo.prepacked = args.prepacked;
     eo.threads = args.threads;
+    eo.cpu_list = args.cpu_list;
     eo.max_num_seqs = args.batch;
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
     eo.num_speculative_tokens = std::max(k, 0);
@@ -233,7 +236,7 @@ int RunBench(BenchArgs& args) {
               << " MiB of available memory\n";
     return 2;
   }
-  auto pool_or = ThreadPool::Create(args.threads > 0 ? args.threads : ThreadPool::DefaultThreads());
+  auto pool_or = launch::CreateComputePool(args.threads, args.cpu_list);
   if (!pool_or.ok()) {
     std::cerr << "dsv4 bench: " << pool_or.status().message() << "\n";
     return 1;
@@ -353,8 +356,13 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--batch", args->batch, "Sequences decoded together")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}))
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Compute threads (0 = all CPUs)")
+  cmd->add_option("--threads", args->threads,
+                  "Compute threads (0 = one per physical core of one NUMA node)")
       ->check(ThreadsRange());
+  cmd->add_option("--cpu-list", args->cpu_list,
+                  "CPUs to pin the compute threads to, one per thread: auto (the default cores "
+                  "when --threads is 0), none, or a list like 0-7,16")
+      ->capture_default_str();
   cmd->add_option("--prepacked", args->prepacked,
                   "Prepacked sidecar: auto, off or a path (docs/prepack.md)")
       ->capture_default_str();

@@ -38,8 +38,14 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "Fraction of available RAM for caches when --kv-cache-memory is unset")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Compute threads (0 = every CPU)")
+  cmd->add_option("--threads", o.threads,
+                  "Compute threads (0 = one per physical core of one NUMA node)")
       ->check(CLI::Range(0, kMaxThreads))
+      ->capture_default_str();
+  o.cpu_list = "auto";
+  cmd->add_option("--cpu-list", o.cpu_list,
+                  "CPUs to pin the compute threads to, one per thread (e.g. 0-7,16): auto (the "
+                  "default cores when --threads is 0) or none")
       ->capture_default_str();
   cmd->add_option("--prepacked", o.prepacked,
                   "Prepacked sidecar: auto (<model>/dsv4-stacked-r1.safetensors when hot and "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -82,6 +83,44 @@ std::vector<int> OneNodeCoreCpus(const std::vector<CpuPlace>& places) {
     if (p.node == node && seen.insert({p.package, p.core}).second) cpus.push_back(p.cpu);
   }
   return cpus;
+}
+
+Result<std::vector<int>> ChoosePinning(int* threads, const std::string& cpu_list,
+                                       const std::vector<int>& allowed,
+                                       const std::vector<CpuPlace>* places) {
+  if (cpu_list.empty() || cpu_list == "none") return std::vector<int>{};
+  if (cpu_list == "auto") {
+    if (*threads > 0 || places == nullptr) return std::vector<int>{};
+    std::vector<int> cpus = OneNodeCoreCpus(*places);
+    if (!cpus.empty()) *threads = static_cast<int>(cpus.size());
+    return cpus;
+  }
+  Result<std::vector<int>> cpus = ParseCpuList(cpu_list);
+  if (!cpus.ok()) return InvalidArgument("--cpu-list: {}", cpus.status().message());
+  for (int c : *cpus) {
+    if (std::find(allowed.begin(), allowed.end(), c) == allowed.end()) {
+      return InvalidArgument("--cpu-list: CPU {} is not available to this process ({} CPUs are)", c,
+                             allowed.size());
+    }
+  }
+  const int n = static_cast<int>(cpus->size());
+  if (*threads > 0 && *threads != n) {
+    return InvalidArgument("--cpu-list names {} CPUs for --threads {}; give one CPU per thread", n,
+                           *threads);
+  }
+  *threads = n;
+  return cpus;
+}
+
+Status PinThread(pthread_t thread, int cpu) {
+  if (cpu < 0 || cpu >= CPU_SETSIZE) return InvalidArgument("CPU {} does not exist", cpu);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (const int err = pthread_setaffinity_np(thread, sizeof(set), &set); err != 0) {
+    return InvalidArgument("cannot pin a thread to CPU {} ({})", cpu, std::strerror(err));
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<int>> ParseCpuList(const std::string& text) {

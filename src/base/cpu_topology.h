@@ -3,6 +3,8 @@
 // (docs/kernels.md "Threads and CPUs").
 #pragma once
 
+#include <pthread.h>
+
 #include <string>
 #include <vector>
 
@@ -33,6 +35,21 @@ Result<std::vector<CpuPlace>> ReadCpuPlaces(const std::string& sys_root,
 // node, so a default pool neither shares cores between SMT siblings nor
 // straddles the interconnect.
 std::vector<int> OneNodeCoreCpus(const std::vector<CpuPlace>& places);
+
+// Which CPUs to pin compute threads to (empty: none), from the --threads
+// value (*threads, 0 = choose) and the --cpu-list value: "" or "none" = no
+// pinning; "auto" = when *threads is 0 and the topology is known (`places`
+// non-null), one CPU per physical core of one node (OneNodeCoreCpus), setting
+// *threads to their number; otherwise a CPU list (ParseCpuList) of CPUs in
+// `allowed`, one per thread, *threads 0 (set to its length) or equal to it.
+// InvalidArgument starting "--cpu-list" otherwise.
+Result<std::vector<int>> ChoosePinning(int* threads, const std::string& cpu_list,
+                                       const std::vector<int>& allowed,
+                                       const std::vector<CpuPlace>* places);
+
+// Restricts `thread` to run on `cpu` only.  InvalidArgument naming the CPU
+// when the OS refuses (not in the process's cpuset, offline, out of range).
+Status PinThread(pthread_t thread, int cpu);
 
 // Parses a CPU list as the kernel writes one ("0-3,8,10-11"); rejects empty
 // items, reversed ranges, duplicates and numbers outside [0, 65535].

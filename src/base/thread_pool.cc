@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "base/cpu_topology.h"
+#include "base/logging.h"
 
 namespace dsv4 {
 namespace {
@@ -61,6 +62,28 @@ Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(int num_threads) {
 }
 
 ThreadPool::~ThreadPool() { StopWorkers(); }
+
+Status ThreadPool::PinTo(const std::vector<int>& cpus) {
+  if (static_cast<int>(cpus.size()) != num_threads_) {
+    return InvalidArgument("{} CPUs given to pin {} threads", cpus.size(), num_threads_);
+  }
+  for (int i = 1; i < num_threads_; ++i) {
+    DSV4_RETURN_IF_ERROR(PinThread(workers_[size_t(i - 1)].native_handle(), cpus[size_t(i)]));
+  }
+  caller_cpu_.store(cpus[0], std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void ThreadPool::PinCaller() {
+  const int cpu = caller_cpu_.load(std::memory_order_relaxed);
+  if (cpu < 0) return;
+  thread_local const ThreadPool* pinned_for = nullptr;
+  if (pinned_for == this) return;
+  pinned_for = this;
+  if (const Status s = PinThread(pthread_self(), cpu); !s.ok()) {
+    DSV4_LOG_WARN("thread pool: {}; the calling thread runs unpinned", s.message());
+  }
+}
 
 Status CheckThreadsCanStart(int n) {
   Mutex mu;
@@ -122,6 +145,7 @@ void ThreadPool::RunShare(const RangeFn& fn, int64_t n, int parts, int index) {
 
 void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
   if (n <= 0) return;
+  PinCaller();
   const int64_t grain = std::max<int64_t>(1, min_grain);
   const int parts = static_cast<int>(std::min<int64_t>(num_threads_, (n + grain - 1) / grain));
   if (parts <= 1) {
@@ -154,6 +178,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
 
 void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn) {
   if (n <= 0) return;
+  PinCaller();
   chunk = std::max<int64_t>(1, chunk);
   if (num_threads_ == 1 || n <= chunk) {
     fn(0, n);

@@ -58,6 +58,11 @@ class ThreadPool {
   // REQUIRES: as ParallelFor; n < 2^32.
   void ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
 
+  // Pins worker i to cpus[i] now and the calling thread (index 0) to cpus[0]
+  // at its first ParallelFor from each thread that calls.  cpus.size() ==
+  // num_threads().  Scheduling only: results never depend on placement.
+  Status PinTo(const std::vector<int>& cpus);
+
   // Default thread count: the physical cores of one NUMA node among the CPUs
   // this process may run on (base/cpu_topology.h).
   static int DefaultThreads();
@@ -74,8 +79,12 @@ class ThreadPool {
   // Claims and runs chunks of the dynamic job tagged `tag` until none is left.
   void RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t chunk);
 
+  // Pins the calling thread to caller_cpu_ once (see PinTo).
+  void PinCaller();
+
   const int num_threads_;
   std::vector<std::thread> workers_;
+  std::atomic<int> caller_cpu_{-1};  // set once by PinTo, before the pool is shared
 
   // The published job (a new one is announced by bumping generation_).
   Mutex mu_;

@@ -10,7 +10,9 @@ namespace dsv4::launch {
 
 struct EngineOptions {
   std::string model_dir;
-  int threads = 0;                        // 0 = every CPU the process may use
+  int threads = 0;  // 0 = one per physical core of one NUMA node (ThreadPool::DefaultThreads)
+  // Pinning of the compute threads (launch/compute_pool.h): "" / none, auto, or a CPU list.
+  std::string cpu_list;
   int64_t max_model_len = 4096;           // prompt + output tokens per request
   int64_t max_num_seqs = 16;              // running requests at most
   int64_t max_num_batched_tokens = 4096;  // token budget per step

@@ -4,6 +4,7 @@
 
 #include "base/logging.h"
 #include "engine/memory_budget.h"
+#include "launch/compute_pool.h"
 
 namespace dsv4::launch {
 
@@ -92,8 +93,7 @@ Result<std::unique_ptr<engine::LocalEngine>> Start(
     int64_t budget_bytes, std::unique_ptr<speculation::DraftProposer> proposer) {
   auto resources = std::make_shared<Resources>();
   resources->model = std::move(owned);
-  const int threads = options.threads > 0 ? options.threads : ThreadPool::DefaultThreads();
-  DSV4_ASSIGN_OR_RETURN(resources->pool, ThreadPool::Create(threads));
+  DSV4_ASSIGN_OR_RETURN(resources->pool, CreateComputePool(options.threads, options.cpu_list));
   DSV4_ASSIGN_OR_RETURN(EngineParts built, BuildEngine(model, resources->pool.get(), options,
                                                        budget_bytes, std::move(proposer)));
   engine::LocalEngineConfig config;

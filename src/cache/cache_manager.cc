@@ -47,8 +47,11 @@ int64_t CacheManager::num_cached_pages(int32_t partition, int g) const {
   return pool(partition, g).num_cached_unreferenced();
 }
 
-Status CacheManager::EnablePrefixCaching(uint64_t salt) {
+Status CacheManager::EnablePrefixCaching(uint64_t salt, int64_t snapshots) {
   DSV4_CHECK(owners_.empty());
+  if (snapshots < 0 || snapshots > INT32_MAX) {
+    return InvalidArgument("prefix caching: {} snapshots per partition", snapshots);
+  }
   std::vector<int> history;
   int32_t page_tokens = 0;
   for (int g = 0; g < num_groups(); ++g) {
@@ -70,6 +73,14 @@ Status CacheManager::EnablePrefixCaching(uint64_t salt) {
   for (int32_t p = 0; p < num_partitions_; ++p) {
     for (int g = 0; g < num_groups(); ++g) names(p, g).resize(size_t(pool(p, g).num_pages()));
   }
+  snapshots_.clear();
+  snapshot_names_.clear();
+  if (snapshots > 0) {
+    for (int32_t p = 0; p < num_partitions_; ++p) {
+      snapshots_.emplace_back(snapshots);
+      snapshot_names_.emplace_back(static_cast<size_t>(snapshots));
+    }
+  }
   return Status::Ok();
 }
 
@@ -88,6 +99,18 @@ CacheManager::PrefixMatch CacheManager::MatchPrefix(int32_t partition,
   const std::span<const int32_t> head = tokens.first(static_cast<size_t>(n * per));
   const std::vector<PageHash> hashes = HashFullPages(head, index_->page_tokens(), root_);
   match.entries = index_->Match(root_, hashes, head, partition);
+  if (!snapshots_.empty()) {
+    // Only a boundary with the rolling state to restore is a hit.
+    size_t usable = 0;
+    for (size_t i = 0; i < match.entries.size(); ++i) {
+      auto it = snapshot_at_.find(match.entries[i]->hash);
+      if (it != snapshot_at_.end()) {
+        usable = i + 1;
+        match.snapshot = it->second;
+      }
+    }
+    match.entries.resize(usable);
+  }
   match.num_tokens = static_cast<int64_t>(match.entries.size()) * per;
   return match;
 }
@@ -99,6 +122,10 @@ void CacheManager::AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMat
   state.tables.resize(groups_.size());
   state.committed = match.num_tokens;
   state.shared_tokens = match.num_tokens;
+  if (match.snapshot >= 0) {
+    snapshots_[size_t(partition)].Ref(match.snapshot);
+    state.restore_snapshot = match.snapshot;
+  }
   for (size_t i = 0; i < history_groups_.size(); ++i) {
     const int g = history_groups_[i];
     BlockTable& table = state.tables[size_t(g)];
@@ -111,7 +138,7 @@ void CacheManager::AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMat
 }
 
 void CacheManager::PublishPrefix(OwnerId owner, std::span<const int32_t> tokens,
-                                 int64_t num_pages) {
+                                 int64_t num_pages, bool snapshot_at_end) {
   if (!prefix_caching() || num_pages <= 0) return;
   auto it = owners_.find(owner);
   DSV4_CHECK(it != owners_.end());
@@ -144,6 +171,58 @@ void CacheManager::PublishPrefix(OwnerId owner, std::span<const int32_t> tokens,
     DSV4_CHECK(index_->Insert(std::move(e)));
   }
   state.shared_tokens = std::max(state.shared_tokens, num_pages * per);
+  if (!snapshot_at_end) return;
+  DSV4_CHECK_MSG(state.working_snapshot >= 0 && state.working_tokens == num_pages * per,
+                 "owner {} publishes a snapshot at {} tokens but holds {} at {}", owner,
+                 num_pages * per, state.working_snapshot, state.working_tokens);
+  const PageHash& end = hashes[size_t(num_pages - 1)];
+  SharedPagePool& ids = snapshots_[size_t(state.partition)];
+  // The entry may be another partition's (one copy of a page is indexed):
+  // then no hit here can use ours.
+  const PrefixEntry* entry = index_->Find(end);
+  if (entry != nullptr && entry->partition == state.partition && snapshot_at_.count(end) == 0) {
+    ids.SetCached(state.working_snapshot, true);
+    snapshot_at_[end] = state.working_snapshot;
+    snapshot_names_[size_t(state.partition)][size_t(state.working_snapshot)] = end;
+  }
+  ReleaseSnapshots(state, /*working=*/true, /*restore=*/false);
+}
+
+bool CacheManager::CanTakeSnapshot(int32_t partition) const {
+  return !snapshots_.empty() && snapshots_[size_t(partition)].num_available() > 0;
+}
+
+int64_t CacheManager::num_free_snapshots(int32_t partition) const {
+  return snapshots_.empty() ? 0 : snapshots_[size_t(partition)].num_available();
+}
+
+int32_t CacheManager::TakeSnapshot(OwnerId owner, int64_t at_tokens) {
+  auto it = owners_.find(owner);
+  DSV4_CHECK(it != owners_.end() && !snapshots_.empty());
+  OwnerState& state = it->second;
+  DSV4_CHECK(at_tokens % index_->page_tokens() == 0);
+  state.working_tokens = at_tokens;
+  if (state.working_snapshot >= 0) return state.working_snapshot;
+  bool evicted = false;
+  const int32_t id = snapshots_[size_t(state.partition)].Take(&evicted);
+  if (evicted) {
+    snapshot_at_.erase(snapshot_names_[size_t(state.partition)][size_t(id)]);
+  }
+  state.working_snapshot = id;
+  return id;
+}
+
+void CacheManager::ReleaseSnapshots(OwnerState& state, bool working, bool restore) {
+  if (snapshots_.empty()) return;
+  SharedPagePool& ids = snapshots_[size_t(state.partition)];
+  if (working && state.working_snapshot >= 0) {
+    ids.Unref(state.working_snapshot);
+    state.working_snapshot = -1;
+  }
+  if (restore && state.restore_snapshot >= 0) {
+    ids.Unref(state.restore_snapshot);
+    state.restore_snapshot = -1;
+  }
 }
 
 int64_t CacheManager::SharedTokens(OwnerId owner) const {
@@ -161,6 +240,11 @@ void CacheManager::Evicted(int32_t partition, int g, int32_t page) {
     // The evicted page itself is no longer cached (Take cleared it); the
     // others stop being so and become free unless an owner maps them.
     pool(partition, history_groups_[k]).SetCached(e->pages[k], false);
+  }
+  auto snap = snapshot_at_.find(hash);
+  if (snap != snapshot_at_.end()) {  // the boundary is gone: so is its hit
+    snapshots_[size_t(partition)].SetCached(snap->second, false);
+    snapshot_at_.erase(snap);
   }
   index_->Erase(hash);
 }
@@ -256,11 +340,14 @@ void CacheManager::Commit(OwnerId owner, int64_t num_computed) {
     table = std::move(trimmed);
   }
   state.committed = num_computed;
+  // The step that restored the adopted snapshot is done with it.
+  ReleaseSnapshots(state, /*working=*/false, /*restore=*/true);
 }
 
 void CacheManager::Free(OwnerId owner) {
   auto it = owners_.find(owner);
   if (it == owners_.end()) return;
+  ReleaseSnapshots(it->second, /*working=*/true, /*restore=*/true);
   for (int g = 0; g < num_groups(); ++g) {
     for (int32_t page : it->second.tables[size_t(g)].pages) {
       if (page != kNoPage) pool(it->second.partition, g).Unref(page);
@@ -329,6 +416,29 @@ Status CacheManager::CheckInvariants() const {
           return Internal("partition {} group {}: cached page {} is not named by its entry", p,
                           group(g).name, page);
         }
+      }
+    }
+  }
+  for (size_t p = 0; p < snapshots_.size(); ++p) {
+    const SharedPagePool& ids = snapshots_[p];
+    DSV4_RETURN_IF_ERROR(ids.CheckInvariants());
+    std::vector<int32_t> held(static_cast<size_t>(ids.num_pages()), 0);
+    for (const auto& [owner, state] : owners_) {
+      if (static_cast<size_t>(state.partition) != p) continue;
+      if (state.working_snapshot >= 0) ++held[size_t(state.working_snapshot)];
+      if (state.restore_snapshot >= 0) ++held[size_t(state.restore_snapshot)];
+    }
+    for (int32_t id = 0; id < ids.num_pages(); ++id) {
+      if (held[size_t(id)] != ids.refcount(id)) {
+        return Internal("partition {}: snapshot {} held by {} owners, refcount {}", p, id,
+                        held[size_t(id)], ids.refcount(id));
+      }
+      if (!ids.cached(id)) continue;
+      auto it = snapshot_at_.find(snapshot_names_[p][size_t(id)]);
+      const PrefixEntry* e = index_->Find(snapshot_names_[p][size_t(id)]);
+      if (it == snapshot_at_.end() || it->second != id || e == nullptr ||
+          static_cast<size_t>(e->partition) != p) {
+        return Internal("partition {}: published snapshot {} is not its entry's", p, id);
       }
     }
   }

@@ -68,22 +68,28 @@ class CacheManager {
   // Turns it on: every full-history group must have the same tokens_per_page
   // (one page hash covers a page of each).  `salt` stands for what else
   // changes a page (model fingerprint, cache options): RootPageHash(salt).
-  // REQUIRES: no owner yet.
-  Status EnablePrefixCaching(uint64_t salt);
+  // `snapshots` per partition: ids of rolling-state snapshots (docs/engine.md
+  // §7.2) the runner keeps; with snapshots > 0 a hit must end where a
+  // snapshot was published, with 0 pages alone make a hit (a backend whose
+  // rings are paged too; tests).  REQUIRES: no owner yet.
+  Status EnablePrefixCaching(uint64_t salt, int64_t snapshots = 0);
   bool prefix_caching() const { return index_ != nullptr; }
   // Tokens of one page (prefix caching on).
   int32_t prefix_page_tokens() const;
   struct PrefixMatch {
     int64_t num_tokens = 0;  // a multiple of prefix_page_tokens()
     std::vector<const PrefixEntry*> entries;  // page order
+    int32_t snapshot = -1;  // the snapshot at num_tokens to restore (-1: none needed)
   };
   // The longest verified published prefix of `tokens` in `partition`, of at
-  // most max_tokens tokens (whole pages).  Empty without prefix caching.
+  // most max_tokens tokens (whole pages), ending where a snapshot is
+  // published when snapshots are in use.  Empty without prefix caching.
   PrefixMatch MatchPrefix(int32_t partition, std::span<const int32_t> tokens,
                           int64_t max_tokens) const;
   // A new owner starts with the match's pages in every full-history group
   // (one more reference each) and match.num_tokens computed positions; ring
-  // groups start empty (their state comes from a snapshot).  REQUIRES:
+  // groups start empty (their state comes from a snapshot, which the owner
+  // holds until its first Commit: the step that restores it).  REQUIRES:
   // !Holds(owner); `match` from MatchPrefix(partition, ...) with no pool
   // change since.
   void AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMatch& match);
@@ -92,7 +98,19 @@ class CacheManager {
   // Pages whose hash is indexed already stay unshared.  REQUIRES: the
   // owner's committed positions cover them (they are complete and never
   // written again).
-  void PublishPrefix(OwnerId owner, std::span<const int32_t> tokens, int64_t num_pages);
+  // With `snapshot_at_end`, the owner's working snapshot (TakeSnapshot at
+  // num_pages pages) is published with page num_pages - 1 (or released when
+  // that page has one already: it holds the same state).
+  void PublishPrefix(OwnerId owner, std::span<const int32_t> tokens, int64_t num_pages,
+                     bool snapshot_at_end = false);
+  // Snapshot ids (snapshots > 0).  An owner's working snapshot: the id the
+  // runner saves the owner's rolling state into after the step that ends at
+  // `at_tokens` (a page boundary); taken from the free ids or by evicting the
+  // least recently used published one (its hit goes).  An owner has at most
+  // one: a second call re-targets it.
+  bool CanTakeSnapshot(int32_t partition) const;
+  int32_t TakeSnapshot(OwnerId owner, int64_t at_tokens);
+  int64_t num_free_snapshots(int32_t partition) const;
   // Positions below which the owner's pages may be shared (adopted or
   // published); its steps start at or after it.
   int64_t SharedTokens(OwnerId owner) const;
@@ -139,7 +157,11 @@ class CacheManager {
     std::vector<BlockTable> tables;  // [num_groups]
     int64_t committed = 0;           // num_computed of the last Commit / AdoptPrefix
     int64_t shared_tokens = 0;       // see SharedTokens
+    int32_t working_snapshot = -1;   // TakeSnapshot
+    int64_t working_tokens = 0;
+    int32_t restore_snapshot = -1;   // AdoptPrefix, until the first Commit
   };
+  void ReleaseSnapshots(OwnerState& state, bool working, bool restore);
   // A page of (partition, group) came off the LRU: its entry goes, and the
   // entry's pages in the other groups stop being cached.
   void Evicted(int32_t partition, int g, int32_t page);
@@ -166,6 +188,11 @@ class CacheManager {
   PageHash root_;
   std::vector<int> history_groups_;
   std::vector<std::vector<PageHash>> names_;
+  // Snapshots: one id pool per partition, the published id of an entry, and
+  // per (partition, id) the entry hash it is published with.
+  std::vector<SharedPagePool> snapshots_;
+  std::unordered_map<PageHash, int32_t, PageHashHasher> snapshot_at_;
+  std::vector<std::vector<PageHash>> snapshot_names_;
 };
 
 }  // namespace dsv4::cache

@@ -37,11 +37,11 @@ std::vector<cache::CacheGroupSpec> Groups() {
   return {ring, a, b};
 }
 
-cache::CacheManager Make(int32_t partitions, int64_t full_pages) {
+cache::CacheManager Make(int32_t partitions, int64_t full_pages, int64_t snapshots = 0) {
   auto cache = cache::CacheManager::Create(Groups(), partitions, {64, full_pages, full_pages});
   EXPECT_TRUE(cache.ok()) << cache.status().ToString();
   cache::CacheManager m = std::move(cache).value();
-  EXPECT_TRUE(m.EnablePrefixCaching(42).ok());
+  EXPECT_TRUE(m.EnablePrefixCaching(42, snapshots).ok());
   return m;
 }
 
@@ -136,6 +136,50 @@ TEST(PrefixManagerTest, EvictionDropsTheEntryAndFreesItsOtherPages) {
   EXPECT_TRUE(m.AllFree());
 }
 
+// With snapshots in use a hit ends where a snapshot was published; the
+// adopter holds it until its first commit; a new snapshot evicts the least
+// recently released published one, and with it that hit.
+TEST(PrefixManagerTest, SnapshotsGateHitsAndAreEvictedLeastRecentFirst) {
+  cache::CacheManager m = Make(1, 16, 2);
+  const std::vector<int32_t> a = Seq(20, 300);
+  std::vector<int32_t> c = a;
+  c[12] = 1;  // differs in page 1
+  Step(m, 0, 1, 0, 8);
+  m.PublishPrefix(1, a, 1);
+  EXPECT_EQ(m.MatchPrefix(0, a, 19).num_tokens, 0);  // pages without a snapshot
+  const int32_t s8 = m.TakeSnapshot(1, 8);
+  m.PublishPrefix(1, a, 1, true);
+  Step(m, 0, 1, 8, 16);
+  const int32_t s16 = m.TakeSnapshot(1, 16);
+  m.PublishPrefix(1, a, 2, true);
+  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().ToString();
+  EXPECT_NE(s8, s16);
+  EXPECT_EQ(m.num_free_snapshots(0), 2);  // published, unreferenced: reusable
+  auto hit = m.MatchPrefix(0, a, 19);
+  EXPECT_EQ(hit.num_tokens, 16);
+  EXPECT_EQ(hit.snapshot, s16);
+  hit = m.MatchPrefix(0, c, 19);
+  EXPECT_EQ(hit.num_tokens, 8);
+  EXPECT_EQ(hit.snapshot, s8);
+
+  m.AdoptPrefix(0, 2, m.MatchPrefix(0, a, 19));
+  EXPECT_EQ(m.num_free_snapshots(0), 1);  // held for the restoring step
+  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().ToString();
+  Step(m, 0, 2, 16, 20);
+  EXPECT_EQ(m.num_free_snapshots(0), 2);
+
+  // Owner 3 needs a snapshot id: the least recently released published one
+  // (s8) goes, and with it the 8-token hit.
+  Step(m, 0, 3, 0, 8);
+  EXPECT_EQ(m.TakeSnapshot(3, 8), s8);
+  EXPECT_EQ(m.MatchPrefix(0, c, 19).num_tokens, 0);
+  EXPECT_EQ(m.MatchPrefix(0, a, 19).num_tokens, 16);
+  ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().ToString();
+  for (int64_t o : {1, 2, 3}) m.Free(o);
+  ASSERT_TRUE(m.CheckInvariants().ok());
+  EXPECT_EQ(m.num_free_snapshots(0), 2);
+}
+
 TEST(PrefixManagerDeathTest, AStepNeverWritesASharedPage) {
   cache::CacheManager m = Make(1, 16);
   const std::vector<int32_t> a = Seq(20, 1);
@@ -151,11 +195,13 @@ TEST(PrefixManagerDeathTest, AStepNeverWritesASharedPage) {
 // operation: the manager's invariants, and a content model: each physical
 // page remembers which token prefix wrote it, and every page an owner maps
 // (adopted or its own) holds the owner's own prefix.
-TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) {
+void RandomOwners(int64_t snapshots) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     std::mt19937 rng(seed);
     const int32_t parts = 1 + static_cast<int32_t>(seed % 2);
-    cache::CacheManager m = Make(parts, 24);
+    cache::CacheManager m = Make(parts, 24, snapshots);
+    // (partition, snapshot id) -> the prefix its state stands for.
+    std::map<std::pair<int32_t, int32_t>, std::string> snapshot_content;
     std::vector<std::vector<int32_t>> stems;
     for (int s = 0; s < 4; ++s) stems.push_back(Seq(40, 1000 * (s + 1)));
     struct Owner {
@@ -184,6 +230,12 @@ TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) 
         const auto match = m.MatchPrefix(o.partition, o.tokens, int64_t(o.tokens.size()) - 1);
         o.computed = match.num_tokens;
         const int64_t id = next_id++;
+        if (match.num_tokens > 0 && snapshots > 0) {
+          ASSERT_GE(match.snapshot, 0);
+          ASSERT_EQ(snapshot_content.at({o.partition, match.snapshot}),
+                    std::string(reinterpret_cast<const char*>(o.tokens.data()),
+                                size_t(match.num_tokens) * sizeof(int32_t)));
+        }
         if (match.num_tokens > 0) {
           m.AdoptPrefix(o.partition, id, match);
           ++hits;
@@ -199,8 +251,11 @@ TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) 
         auto it = owners.begin();
         std::advance(it, rng() % owners.size());
         Owner& o = it->second;
-        const int64_t end =
+        int64_t end =
             std::min<int64_t>(int64_t(o.tokens.size()), o.computed + 1 + int64_t(rng() % 12));
+        if (snapshots > 0 && rng() % 2 == 0) {  // end on a page boundary (a snapshot point)
+          end = std::min<int64_t>(int64_t(o.tokens.size()), (o.computed / kPage + 1) * kPage);
+        }
         const cache::StepSpan span{o.computed, end, 0};
         if (o.computed >= int64_t(o.tokens.size())) {
           m.Free(it->first);
@@ -225,7 +280,14 @@ TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) 
           }
           m.Commit(it->first, end);
           o.computed = end;
-          m.PublishPrefix(it->first, o.tokens, o.computed / kPage);
+          const int64_t n = o.computed / kPage;
+          if (snapshots > 0 && n > 0 && o.computed % kPage == 0 && m.CanTakeSnapshot(o.partition)) {
+            const int32_t sid = m.TakeSnapshot(it->first, o.computed);
+            snapshot_content[{o.partition, sid}] = key(o.tokens, n - 1);
+            m.PublishPrefix(it->first, o.tokens, n, true);
+          } else {
+            m.PublishPrefix(it->first, o.tokens, n);
+          }
         }
       }
       ASSERT_TRUE(m.CheckInvariants().ok()) << "seed " << seed << " op " << op << ": "
@@ -241,16 +303,27 @@ TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) 
         }
       }
     }
-    EXPECT_GT(hits, 100) << "seed " << seed;
+    EXPECT_GT(hits, snapshots > 0 ? 30 : 100) << "seed " << seed;
     EXPECT_GT(preemptions, 0) << "seed " << seed;
     EXPECT_GT(evictions, 0) << "seed " << seed;
-    std::printf("seed %u: %lld hits (%lld tokens), %lld preemptions, %lld evictions\n", seed,
+    std::printf("snapshots %lld seed %u: %lld hits (%lld tokens), %lld preemptions, %lld evictions\n",
+                static_cast<long long>(snapshots), seed,
                 static_cast<long long>(hits), static_cast<long long>(hit_tokens),
                 static_cast<long long>(preemptions), static_cast<long long>(evictions));
     for (const auto& [id, o] : owners) m.Free(id);
     EXPECT_TRUE(m.AllFree());
     ASSERT_TRUE(m.CheckInvariants().ok());
   }
+}
+
+TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) {
+  RandomOwners(0);
+}
+
+// The same with 6 snapshot ids per partition: hits end at published
+// snapshots whose state stands for exactly the matched prefix.
+TEST(PrefixManagerTest, RandomOwnersWithSnapshotsRestoreOnlyTheirOwnPrefix) {
+  RandomOwners(6);
 }
 
 }  // namespace

@@ -42,6 +42,13 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "Compute threads (0 = one per physical core of one NUMA node)")
       ->check(CLI::Range(0, kMaxThreads))
       ->capture_default_str();
+  // A server's operator reads the log; an offline run has its own summary.
+  o.log_stats_interval_s = cmd->get_name() == "serve" ? 10 : 0;
+  cmd->add_option("--log-stats-interval", o.log_stats_interval_s,
+                  "Seconds between the engine's statistics lines in the log (throughput, queue, "
+                  "cache, MTP acceptance); 0 = none")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   o.cpu_list = "auto";
   cmd->add_option("--cpu-list", o.cpu_list,
                   "CPUs to pin the compute threads to, one per thread (e.g. 0-7,16): auto (the "

@@ -4,6 +4,7 @@
 
 #include "base/logging.h"
 #include "engine/sampling_params.h"
+#include "engine/stats_log.h"
 #include "profile/profile.h"
 
 namespace dsv4::engine {
@@ -152,6 +153,7 @@ void LocalEngine::Loop() {
       Deliver(*outputs);
     }
     UpdateStats();
+    MaybeLogStats();
   }
   AbortAll();
   MutexLock lock(&mu_);
@@ -190,6 +192,19 @@ void LocalEngine::Deliver(const std::vector<RequestOutput>& outputs) {
   }
   MutexLock lock(&mu_);
   stats_.generation_tokens_total += generated;
+}
+
+void LocalEngine::MaybeLogStats() {
+  if (config_.log_stats_interval_s <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - stats_logged_at_).count();
+  if (seconds < config_.log_stats_interval_s) return;
+  const EngineStats cur = Stats();
+  if (std::optional<std::string> line = StatsLogLine(stats_logged_, cur, seconds)) {
+    DSV4_LOG_INFO("{}", *line);
+  }
+  stats_logged_ = cur;
+  stats_logged_at_ = now;
 }
 
 void LocalEngine::UpdateStats() {

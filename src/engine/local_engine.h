@@ -9,6 +9,7 @@
 // composition root (launch/engine_setup.h) and handed in.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,6 +35,8 @@ struct LocalEngineConfig {
   int64_t max_waiting = 1024;  // queued requests beyond which Submit fails
   cache::CapacityPlan plan;    // the cache plan the core's pools follow
   std::string description;     // the capacity line logged at start-up
+  // Seconds between the periodic statistics lines (stats_log.h); 0 = none.
+  double log_stats_interval_s = 0;
 };
 
 // Everything the engine thread runs, in destruction order from last to
@@ -83,6 +86,8 @@ class LocalEngine : public AsyncEngine {
   void Deliver(const std::vector<RequestOutput>& outputs) EXCLUDES(mu_);
   void AbortAll() EXCLUDES(mu_);
   void UpdateStats() EXCLUDES(mu_);
+  // Logs the periodic statistics line when the interval has passed.
+  void MaybeLogStats() EXCLUDES(mu_);
 
   const LocalEngineConfig config_;
 
@@ -91,6 +96,8 @@ class LocalEngine : public AsyncEngine {
   LocalEngineParts parts_;
   std::unordered_map<RequestId, Live> live_;
   SpecStats spec_;
+  std::chrono::steady_clock::time_point stats_logged_at_ = std::chrono::steady_clock::now();
+  EngineStats stats_logged_;  // the statistics of the previous line
 
   mutable Mutex mu_;
   CondVar cv_;  // work arrived or stop requested

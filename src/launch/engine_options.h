@@ -13,6 +13,7 @@ struct EngineOptions {
   int threads = 0;  // 0 = one per physical core of one NUMA node (ThreadPool::DefaultThreads)
   // Pinning of the compute threads (launch/compute_pool.h): "" / none, auto, or a CPU list.
   std::string cpu_list;
+  double log_stats_interval_s = 0;        // periodic statistics line (engine/stats_log.h); 0 = none
   int64_t max_model_len = 4096;           // prompt + output tokens per request
   int64_t max_num_seqs = 16;              // running requests at most
   int64_t max_num_batched_tokens = 4096;  // token budget per step

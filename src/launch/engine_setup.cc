@@ -103,6 +103,7 @@ Result<std::unique_ptr<engine::LocalEngine>> Start(
   config.max_waiting = options.max_waiting;
   config.plan = built.plan;
   config.description = built.description;
+  config.log_stats_interval_s = options.log_stats_interval_s;
   engine::LocalEngineParts parts;
   parts.resources = std::move(resources);
   parts.executor = std::move(built.executor);

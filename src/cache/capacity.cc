@@ -50,15 +50,17 @@ int64_t PeakPagesPerRequest(const CacheGroupSpec& spec, int64_t max_context,
 Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
                                   const CapacityOptions& o) {
   if (o.max_model_len <= 0 || o.max_step_tokens <= 0 || o.num_spec < 0 || o.max_seqs <= 0 ||
-      o.prefill_align <= 0 || o.slot_ring_bytes < 0) {
+      o.prefill_align <= 0 || o.slot_ring_bytes < 0 || o.snapshots_per_slot < 0 ||
+      (o.snapshots_per_slot > 0 && o.slot_ring_bytes == 0)) {
     return InvalidArgument(
         "capacity: max_model_len, max_step_tokens, max_seqs and prefill_align must be positive "
-        "and K, slot_ring_bytes >= 0");
+        "and K, slot_ring_bytes, snapshots_per_slot >= 0 (snapshots only of per-slot rings)");
   }
   CapacityPlan plan;
   plan.unit_tokens = 1;
-  plan.bytes_per_slot = o.slot_ring_bytes;
-  plan.ring_bytes_per_request = o.slot_ring_bytes;
+  // A slot's snapshots cost what its rings cost, each.
+  plan.bytes_per_slot = o.slot_ring_bytes * (1 + o.snapshots_per_slot);
+  plan.ring_bytes_per_request = plan.bytes_per_slot;
   for (const CacheGroupSpec& g : groups) {
     DSV4_RETURN_IF_ERROR(ValidateGroupSpec(g));
     const int64_t peak =
@@ -108,16 +110,20 @@ Result<CapacityPlan> PlanCapacity(const std::vector<CacheGroupSpec>& groups,
     plan.num_pages.push_back(pages);
     plan.total_bytes += pages * spec.page_bytes;
   }
-  plan.total_bytes += plan.num_ring_requests * o.slot_ring_bytes;
+  plan.num_snapshots = plan.num_ring_requests * o.snapshots_per_slot;
+  plan.total_bytes += (plan.num_ring_requests + plan.num_snapshots) * o.slot_ring_bytes;
   return plan;
 }
 
 std::string DescribeCapacity(const std::vector<CacheGroupSpec>& groups, const CapacityOptions& o,
                              const CapacityPlan& plan) {
-  const std::string rings = o.slot_ring_bytes > 0
-                                ? fmt::format("{} runner slots with per-slot rings of {} bytes",
-                                              plan.num_ring_requests, o.slot_ring_bytes)
-                                : fmt::format("{} requests' rings", plan.num_ring_requests);
+  std::string rings = o.slot_ring_bytes > 0
+                          ? fmt::format("{} runner slots with per-slot rings of {} bytes",
+                                        plan.num_ring_requests, o.slot_ring_bytes)
+                          : fmt::format("{} requests' rings", plan.num_ring_requests);
+  if (plan.num_snapshots > 0) {
+    rings += fmt::format(" + {} prefix-cache snapshots of them", plan.num_snapshots);
+  }
   std::string s = fmt::format(
       "kv cache per partition: {} slots at max context {} ({} bytes per slot, {:.1f} MiB), "
       "{}, {} tokens of history, {:.1f} MiB of {:.1f} MiB budget; pages:",

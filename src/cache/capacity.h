@@ -50,18 +50,25 @@ struct CapacityOptions {
   int64_t prefill_align = 1;    // prefill chunks start at multiples of this (the tile)
   int64_t max_seqs = 0;         // requests per partition the ring pools serve at once
   int64_t slot_ring_bytes = 0;  // > 0: rings are per-slot storage of this many bytes
+  // Prefix caching (docs/engine.md §7.2): snapshot buffers of one slot's
+  // rolling state (slot_ring_bytes each) per runner slot, charged with the
+  // slot (a working one per running request + as many published).  REQUIRES
+  // slot_ring_bytes > 0 when positive.
+  int64_t snapshots_per_slot = 0;
 };
 
 struct CapacityPlan {
   std::vector<int64_t> num_pages;      // [num_groups] pool size per partition
   std::vector<int64_t> peak_pages;     // [num_groups] one max-length request at its peak
   int64_t bytes_per_slot = 0;          // Σ peak_pages * page_bytes
-  int64_t ring_bytes_per_request = 0;  // ring part of bytes_per_slot (incl. slot_ring_bytes)
+  int64_t ring_bytes_per_request = 0;  // ring part of bytes_per_slot (incl. slot_ring_bytes
+                                       // and the slot's snapshots)
   int64_t history_bytes_per_unit = 0;  // full-history bytes of one context unit
   int64_t unit_tokens = 0;             // context unit (lcm of full-history page sizes)
   int64_t num_units = 0;               // context units the full-history pools hold
   int64_t num_ring_requests = 0;       // requests the ring pools hold at their peak
   int64_t num_slots = 0;               // max-length requests that fit at once
+  int64_t num_snapshots = 0;           // snapshot buffers (slot_ring_bytes each)
   int64_t total_bytes = 0;             // bytes the pools take (<= budget)
 };
 

@@ -119,5 +119,46 @@ TEST(CapacityTest, TightBudgetTradesRingsForHistory) {
   EXPECT_NE(none.status().message().find("--max-model-len 1024"), std::string::npos);
 }
 
+// Prefix caching's snapshot buffers are charged with each runner slot:
+// a slot with 2 snapshots costs 3 times its rings, the plan's bytes add up
+// and the budget holds fewer slots than without them.
+TEST(CapacityTest, SnapshotsAreChargedPerSlot) {
+  std::vector<cache::CacheGroupSpec> g = Priced();
+  for (auto& spec : g) {
+    if (spec.is_ring()) spec.page_bytes = 0;  // per-slot rings
+  }
+  cache::CapacityOptions o;
+  o.max_model_len = 1024;
+  o.max_step_tokens = 2048;
+  o.num_spec = 1;
+  o.prefill_align = 128;
+  o.max_seqs = 64;
+  o.slot_ring_bytes = 1'000'000;
+  o.budget_bytes = 20'000'000;
+  Result<cache::CapacityPlan> plain = cache::PlanCapacity(g, o);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->num_snapshots, 0);
+  o.snapshots_per_slot = 2;
+  Result<cache::CapacityPlan> plan = cache::PlanCapacity(g, o);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->ring_bytes_per_request, 3'000'000);
+  EXPECT_EQ(plan->num_snapshots, 2 * plan->num_ring_requests);
+  EXPECT_LT(plan->num_ring_requests, plain->num_ring_requests);
+  int64_t history = 0;
+  for (size_t i = 0; i < g.size(); ++i) history += plan->num_pages[i] * g[i].page_bytes;
+  EXPECT_EQ(plan->total_bytes,
+            (plan->num_ring_requests + plan->num_snapshots) * o.slot_ring_bytes + history);
+  EXPECT_LE(plan->total_bytes, o.budget_bytes);
+  EXPECT_NE(cache::DescribeCapacity(g, o, *plan).find(
+                std::to_string(plan->num_snapshots) + " prefix-cache snapshots"),
+            std::string::npos);
+  // Snapshots of rings that are pages are not a thing; negative counts neither.
+  o.slot_ring_bytes = 0;
+  EXPECT_EQ(cache::PlanCapacity(g, o).status().code(), StatusCode::kInvalidArgument);
+  o.slot_ring_bytes = 1'000'000;
+  o.snapshots_per_slot = -1;
+  EXPECT_EQ(cache::PlanCapacity(g, o).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -137,8 +137,8 @@ void CacheManager::AdoptPrefix(int32_t partition, OwnerId owner, const PrefixMat
   }
 }
 
-void CacheManager::PublishPrefix(OwnerId owner, std::span<const int32_t> tokens,
-                                 int64_t num_pages, bool snapshot_at_end) {
+void CacheManager::PublishPrefix(OwnerId owner, std::span<const int32_t> tokens, int64_t num_pages,
+                                 bool snapshot_at_end) {
   if (!prefix_caching() || num_pages <= 0) return;
   auto it = owners_.find(owner);
   DSV4_CHECK(it != owners_.end());
@@ -282,8 +282,8 @@ void CacheManager::Allocate(int32_t partition, OwnerId owner, const StepSpan& sp
   // Shared pages are full pages strictly before every position a step
   // writes (its rows and drafts): a step never starts inside them.
   DSV4_CHECK_MSG(span.start >= state.shared_tokens,
-                 "owner {}: step from {} would write shared positions below {}", owner,
-                 span.start, state.shared_tokens);
+                 "owner {}: step from {} would write shared positions below {}", owner, span.start,
+                 state.shared_tokens);
   if (fresh != nullptr) fresh->resize(groups_.size());
   for (int g = 0; g < num_groups(); ++g) {
     const std::vector<PageRange> required = group(g).RequiredPages(span);
@@ -399,8 +399,8 @@ Status CacheManager::CheckInvariants() const {
         }
         if (!pages.cached(page)) {
           if (refs > 1) {
-            return Internal("partition {} group {}: page {} shared by {} owners but not cached",
-                            p, group(g).name, page, refs);
+            return Internal("partition {} group {}: page {} shared by {} owners but not cached", p,
+                            group(g).name, page, refs);
           }
           continue;
         }
@@ -408,8 +408,8 @@ Status CacheManager::CheckInvariants() const {
           return Internal("partition {} group {}: page {} cached with prefix caching off", p,
                           group(g).name, page);
         }
-        const PrefixEntry* e = index_->Find(names_[size_t(p) * groups_.size() + size_t(g)]
-                                                  [size_t(page)]);
+        const PrefixEntry* e =
+            index_->Find(names_[size_t(p) * groups_.size() + size_t(g)][size_t(page)]);
         const auto k = std::find(history_groups_.begin(), history_groups_.end(), g);
         if (e == nullptr || e->partition != p || k == history_groups_.end() ||
             e->pages[size_t(k - history_groups_.begin())] != page) {
@@ -446,9 +446,8 @@ Status CacheManager::CheckInvariants() const {
 }
 
 bool CacheManager::AllFree() const {
-  return std::all_of(pools_.begin(), pools_.end(), [](const SharedPagePool& p) {
-    return p.num_available() == p.num_pages();
-  });
+  return std::all_of(pools_.begin(), pools_.end(),
+                     [](const SharedPagePool& p) { return p.num_available() == p.num_pages(); });
 }
 
 }  // namespace dsv4::cache

@@ -77,7 +77,7 @@ class CacheManager {
   // Tokens of one page (prefix caching on).
   int32_t prefix_page_tokens() const;
   struct PrefixMatch {
-    int64_t num_tokens = 0;  // a multiple of prefix_page_tokens()
+    int64_t num_tokens = 0;                   // a multiple of prefix_page_tokens()
     std::vector<const PrefixEntry*> entries;  // page order
     int32_t snapshot = -1;  // the snapshot at num_tokens to restore (-1: none needed)
   };
@@ -159,7 +159,7 @@ class CacheManager {
     int64_t shared_tokens = 0;       // see SharedTokens
     int32_t working_snapshot = -1;   // TakeSnapshot
     int64_t working_tokens = 0;
-    int32_t restore_snapshot = -1;   // AdoptPrefix, until the first Commit
+    int32_t restore_snapshot = -1;  // AdoptPrefix, until the first Commit
   };
   void ReleaseSnapshots(OwnerState& state, bool working, bool restore);
   // A page of (partition, group) came off the LRU: its entry goes, and the

@@ -165,8 +165,7 @@ void PagedRows::SetTable(int64_t slot, std::span<const int32_t> pages) {
 }
 
 void PagedRows::Adopt(int64_t slot, std::span<const int32_t> pages, int64_t rows) {
-  DSV4_CHECK(external_ && rows >= 0 &&
-             static_cast<int64_t>(pages.size()) * rows_per_page_ >= rows);
+  DSV4_CHECK(external_ && rows >= 0 && static_cast<int64_t>(pages.size()) * rows_per_page_ >= rows);
   for (int32_t page : pages) DSV4_CHECK(page >= 0 && page < num_pages_);
   tables_[Sz(slot)].assign(pages.begin(), pages.end());
   sizes_[Sz(slot)] = rows;

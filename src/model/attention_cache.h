@@ -201,9 +201,7 @@ class AttentionCache {
   int64_t NumCompressedFor(int64_t tokens) const {
     return g_.compress_ratio != 0 ? tokens / g_.compress_ratio : 0;
   }
-  int64_t NumIndexKeysFor(int64_t tokens) const {
-    return g_.compress_ratio == 4 ? tokens / 4 : 0;
-  }
+  int64_t NumIndexKeysFor(int64_t tokens) const { return g_.compress_ratio == 4 ? tokens / 4 : 0; }
   // Bytes a slot holds independent of its length (ring + compressor states).
   size_t FixedBytesPerSlot() const { return FixedBytesFor(g_); }
   static size_t FixedBytesFor(const AttentionCacheGeometry& geometry);

@@ -107,8 +107,8 @@ Status ModelCache::RestoreSlot(
     const auto* counts = &snapshot.counts[static_cast<size_t>(3 * l)];
     if (counts[0] < 0 || counts[1] != c.NumCompressedFor(counts[0]) ||
         counts[2] != c.NumIndexKeysFor(counts[0])) {
-      return InvalidArgument("snapshot layer {}: {} tokens with {} compressed rows and {} keys",
-                             l, counts[0], counts[1], counts[2]);
+      return InvalidArgument("snapshot layer {}: {} tokens with {} compressed rows and {} keys", l,
+                             counts[0], counts[1], counts[2]);
     }
     for (cache::Dsv4Group g : kPooledGroups) {
       const PagedRows* rows = c.history(g);

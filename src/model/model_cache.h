@@ -31,7 +31,7 @@ namespace dsv4::model {
 // Restoring it next to the pages the rows lie in gives back that slot
 // byte for byte (prefix caching, docs/engine.md §7.2).
 struct SlotSnapshot {
-  std::vector<int64_t> counts;  // 3 per layer (main layers, then MTP): tokens, compressed, keys
+  std::vector<int64_t> counts;   // 3 per layer (main layers, then MTP): tokens, compressed, keys
   std::vector<std::byte> bytes;  // FixedBytesPerSlot()
   int64_t num_tokens() const { return counts.empty() ? 0 : counts.front(); }
 };

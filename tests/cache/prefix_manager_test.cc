@@ -92,8 +92,9 @@ TEST(PrefixManagerTest, HitSharesPagesAndSurvivesItsOwners) {
   m.AdoptPrefix(0, 2, hit);
   ASSERT_TRUE(m.CheckInvariants().ok()) << m.CheckInvariants().ToString();
   for (int g = 1; g <= 2; ++g) {
-    EXPECT_EQ(m.Tables(2)[size_t(g)].pages, std::vector<int32_t>(m.Tables(1)[size_t(g)].pages.begin(),
-                                                                 m.Tables(1)[size_t(g)].pages.begin() + 2));
+    EXPECT_EQ(m.Tables(2)[size_t(g)].pages,
+              std::vector<int32_t>(m.Tables(1)[size_t(g)].pages.begin(),
+                                   m.Tables(1)[size_t(g)].pages.begin() + 2));
   }
   cache::FreshPages fresh;
   Step(m, 0, 2, 16, 30, &fresh);
@@ -290,8 +291,8 @@ void RandomOwners(int64_t snapshots) {
           }
         }
       }
-      ASSERT_TRUE(m.CheckInvariants().ok()) << "seed " << seed << " op " << op << ": "
-                                            << m.CheckInvariants().ToString();
+      ASSERT_TRUE(m.CheckInvariants().ok())
+          << "seed " << seed << " op " << op << ": " << m.CheckInvariants().ToString();
       for (const auto& [id, o] : owners) {
         if (!m.Holds(id)) continue;
         for (int g = 1; g <= 2; ++g) {
@@ -306,25 +307,22 @@ void RandomOwners(int64_t snapshots) {
     EXPECT_GT(hits, snapshots > 0 ? 30 : 100) << "seed " << seed;
     EXPECT_GT(preemptions, 0) << "seed " << seed;
     EXPECT_GT(evictions, 0) << "seed " << seed;
-    std::printf("snapshots %lld seed %u: %lld hits (%lld tokens), %lld preemptions, %lld evictions\n",
-                static_cast<long long>(snapshots), seed,
-                static_cast<long long>(hits), static_cast<long long>(hit_tokens),
-                static_cast<long long>(preemptions), static_cast<long long>(evictions));
+    std::printf(
+        "snapshots %lld seed %u: %lld hits (%lld tokens), %lld preemptions, %lld evictions\n",
+        static_cast<long long>(snapshots), seed, static_cast<long long>(hits),
+        static_cast<long long>(hit_tokens), static_cast<long long>(preemptions),
+        static_cast<long long>(evictions));
     for (const auto& [id, o] : owners) m.Free(id);
     EXPECT_TRUE(m.AllFree());
     ASSERT_TRUE(m.CheckInvariants().ok());
   }
 }
 
-TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) {
-  RandomOwners(0);
-}
+TEST(PrefixManagerTest, RandomOwnersKeepEveryInvariantAndSeeOnlyTheirOwnPrefix) { RandomOwners(0); }
 
 // The same with 6 snapshot ids per partition: hits end at published
 // snapshots whose state stands for exactly the matched prefix.
-TEST(PrefixManagerTest, RandomOwnersWithSnapshotsRestoreOnlyTheirOwnPrefix) {
-  RandomOwners(6);
-}
+TEST(PrefixManagerTest, RandomOwnersWithSnapshotsRestoreOnlyTheirOwnPrefix) { RandomOwners(6); }
 
 }  // namespace
 }  // namespace dsv4

@@ -113,8 +113,7 @@ class PrefixRestoreTest : public testing::TinyModelTest {
     std::vector<uint8_t> out;
     for (int64_t l = 0; l < cache_->num_layers(); ++l) {
       for (int g : model::kPooledGroups) {
-        const model::PagedRows* rows =
-            cache_->layer(l).history(static_cast<cache::Dsv4Group>(g));
+        const model::PagedRows* rows = cache_->layer(l).history(static_cast<cache::Dsv4Group>(g));
         if (rows == nullptr) continue;
         for (int32_t page : t[Sz(g)]) {
           const auto* p = reinterpret_cast<const uint8_t*>(rows->PageData(page));

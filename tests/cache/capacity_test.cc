@@ -149,8 +149,8 @@ TEST(CapacityTest, SnapshotsAreChargedPerSlot) {
   EXPECT_EQ(plan->total_bytes,
             (plan->num_ring_requests + plan->num_snapshots) * o.slot_ring_bytes + history);
   EXPECT_LE(plan->total_bytes, o.budget_bytes);
-  EXPECT_NE(cache::DescribeCapacity(g, o, *plan).find(
-                std::to_string(plan->num_snapshots) + " prefix-cache snapshots"),
+  EXPECT_NE(cache::DescribeCapacity(g, o, *plan)
+                .find(std::to_string(plan->num_snapshots) + " prefix-cache snapshots"),
             std::string::npos);
   // Snapshots of rings that are pages are not a thing; negative counts neither.
   o.slot_ring_bytes = 0;

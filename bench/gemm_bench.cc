@@ -136,6 +136,65 @@ void BM_GemmBf16(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 
+// attn.o at decode (M = 1) on the Flash shapes: wo_a grouped (8 groups,
+// each [1024, 4096] FP8 read in place with BF16 numerics, one
+// GemmBf16Fp8Grouped call as in the model) then
+// wo_b ([4096, 8192] FP8, ActQuantFp8 + Fp8Gemm).  Arg `part`: 0 wo_a only,
+// 1 wo_b only, 2 both.  The weights of kAttnOLayers layers are cycled so
+// that, as in a decode step, every call streams from DRAM, not the L3.
+constexpr int64_t kAttnOLayers = 4;
+constexpr int64_t kGroups = 8, kOLora = 1024, kGroupIn = 4096, kDim = 4096;
+
+void BM_AttnODecode(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const int64_t part = state.range(1);
+  const int64_t za = kGroups * kOLora;  // wo_a rows = wo_b input
+  std::vector<std::vector<uint8_t>> a_codes, a_scales, b_codes, b_scales;
+  for (int64_t l = 0; l < kAttnOLayers; ++l) {
+    const auto seed = static_cast<uint32_t>(10 + 4 * l);
+    a_codes.push_back(RandomBytes(za * kGroupIn, 0, 255, seed));
+    a_scales.push_back(RandomBytes((za / 128) * (kGroupIn / 128), 116, 124, seed + 1));
+    b_codes.push_back(RandomBytes(kDim * za, 0, 255, seed + 2));
+    b_scales.push_back(RandomBytes((kDim / 128) * (za / 128), 116, 124, seed + 3));
+  }
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> o(kGroups * kGroupIn), z(za), y(kDim);
+  for (auto& v : o) v = F32ToBf16(normal(rng));
+  for (auto& v : z) v = F32ToBf16(normal(rng));
+  std::vector<uint8_t> z_codes(za);
+  std::vector<float> z_scales(za / 128);
+  auto pool = MakePool(state.range(2));
+  int64_t layer = 0;
+  for (auto _ : state) {
+    if (part != 1) {
+      const Fp8Weight w{a_codes[layer].data(), a_scales[layer].data(), za, kGroupIn};
+      GemmBf16Fp8Grouped(o.data(), kGroups * kGroupIn, 1, kGroups, w, z.data(), za, pool.get());
+    }
+    if (part != 0) {
+      const Fp8Weight w{b_codes[layer].data(), b_scales[layer].data(), kDim, za};
+      ActQuantFp8(z.data(), 1, za, 128, z_codes.data(), z_scales.data());
+      Fp8Gemm(z_codes.data(), z_scales.data(), 1, w, y.data(), pool.get());
+    }
+    benchmark::DoNotOptimize(y.data());
+    layer = (layer + 1) % kAttnOLayers;
+  }
+  const int64_t bytes = (part != 1 ? za * kGroupIn : 0) + (part != 0 ? kDim * za : 0);
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+// {isa, part, threads}: AVX-512 and AVX2, one thread and all CPUs.
+void AttnOArgs(benchmark::internal::Benchmark* b) {
+  const int64_t all = ThreadPool::DefaultThreads();
+  for (int64_t part = 0; part <= 2; ++part) {
+    for (int64_t isa = 1; isa <= 2; ++isa) {
+      b->Args({isa, part, 1});
+      if (all > 1) b->Args({isa, part, all});
+    }
+  }
+  b->ArgNames({"isa", "part", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 // The LM head of the tiny preset (vocab 4096 x hidden 256, BF16 weight used
 // as FP32, FP32 logits): cache resident, so compute bound.  `approx`: the
 // draft head's kernel.
@@ -218,6 +277,7 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
+BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);

@@ -203,6 +203,57 @@ void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16
   DenseGemm(*simd, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
 }
 
+void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, const Fp8Weight& w,
+                        bf16* y, int64_t ldy, ThreadPool* pool) {
+  DSV4_CHECK(groups > 0 && w.out % groups == 0 && w.in % 128 == 0);
+  const int64_t rows = w.out / groups;  // output rows per group
+  DSV4_CHECK(rows % 128 == 0);          // a group's scale rows are whole rows
+  const auto part = [&](int64_t g) {
+    Fp8Weight p = w;
+    p.codes += g * rows * w.in;
+    p.scales += g * (rows / 128) * (w.in / 128);
+    p.out = rows;
+    return p;
+  };
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr || rows % simd->panel != 0) {
+    for (int64_t g = 0; g < groups; ++g) {
+      GemmBf16Fp8(x + g * w.in, ldx, m, part(g), y + g * rows, ldy, pool);
+    }
+    return;
+  }
+  if (m <= 0) return;
+  // Every group's input as FP32, [m, groups·in]: in % 128 == 0, so no padding.
+  const int64_t ldxf = groups * w.in;
+  float* xf = Activations(m * ldxf);
+  ForEachRow(pool, m, ldxf, [&](int64_t r) {
+    for (int64_t i = 0; i < ldxf; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
+  });
+  // One task space over all groups' panels; a tile that straddles a group
+  // boundary runs as one group-local tile per group, exactly the tiles a
+  // per-group call would run.
+  const int64_t group_panels = rows / simd->panel;
+  ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in, [&](const cpu::Tile& t) {
+    for (int64_t p = t.panel_begin; p < t.panel_end;) {
+      const int64_t g = p / group_panels;
+      const int64_t end = std::min(t.panel_end, (g + 1) * group_panels);
+      const Fp8Weight pw = part(g);
+      cpu::DenseGemmArgs args;
+      args.x = xf + g * w.in;
+      args.ldx = ldxf;
+      args.m = m;
+      args.k = w.in;
+      args.w_fp8 = &pw;
+      args.n = rows;
+      args.y_bf16 = y + g * rows;
+      args.ldy = ldy;
+      simd->dense(args, cpu::Tile{t.row_begin, t.row_end, p - g * group_panels,
+                                  end - g * group_panels});
+      p = end;
+    }
+  });
+}
+
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool) {
   const cpu::GemmKernels* simd = SimdKernels();

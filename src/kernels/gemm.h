@@ -58,6 +58,17 @@ bool Fp8IsExactBf16(const Fp8Weight& w);
 void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
                  ThreadPool* pool);
 
+// GemmBf16Fp8 of a grouped projection (wo_a) in one call: output rows
+// [g·out/groups, (g+1)·out/groups) of w read x's columns [g·w.in, (g+1)·w.in),
+// for every g < groups.  Bitwise equal to `groups` GemmBf16Fp8 calls on the
+// row slices (the same kernel on the same tiles), but one pool dispatch
+// instead of `groups` (a decode step's wo_a is 8 GEMVs of 4 MB each).
+// REQUIRES: w.in % 128 == 0, (w.out / groups) % 128 == 0 and
+// Fp8IsExactBf16(w).  y[M, out] (row stride ldy); x[M, groups·in] (row
+// stride ldx).
+void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, const Fp8Weight& w,
+                        bf16* y, int64_t ldy, ThreadPool* pool);
+
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 (BF16 operands upcast exactly).
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool);

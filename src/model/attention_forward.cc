@@ -169,12 +169,11 @@ void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, b
   kernels::ApplyRope(o, t, w.n_heads, w.head_dim, w.rope_dim, batch.positions.data(),
                      w.freqs.data(), true);
   const int64_t hd = w.n_heads * w.head_dim;
-  const int64_t k = hd / w.n_groups;  // heads 8g..8g+7 of a token, concatenated
+  // Group g reads heads 8g..8g+7 of a token (concatenated) and writes z's
+  // columns [g·o_lora, (g+1)·o_lora).
   const int64_t zw = w.n_groups * w.o_lora;
   bf16* z = ws.Get<bf16>(WsSlot::kAttnZ, Sz(t * zw));  // [T, G * o_lora], group-major
-  for (int64_t g = 0; g < w.n_groups; ++g) {
-    w.wo_a.ForwardRows(o + g * k, hd, t, g * w.o_lora, w.o_lora, z + g * w.o_lora, zw, pool);
-  }
+  w.wo_a.ForwardGrouped(o, hd, t, w.n_groups, z, zw, pool);
   w.wo_b.Forward(z, t, out, ws, pool);
 }
 

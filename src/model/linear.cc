@@ -217,20 +217,16 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
   return l;
 }
 
-void Bf16OrFp8Linear::ForwardRows(const bf16* x, int64_t ldx, int64_t m, int64_t row0, int64_t rows,
-                                  bf16* y, int64_t ldy, ThreadPool* pool) const {
+void Bf16OrFp8Linear::ForwardGrouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups,
+                                     bf16* y, int64_t ldy, ThreadPool* pool) const {
   if (m == 0) return;
-  if (!is_fp8()) {
-    const int64_t in = bf16_.in();
-    kernels::GemmBf16(x, ldx, m, in, bf16_.data() + row0 * in, rows, y, ldy, pool);
-    return;
+  if (is_fp8()) return kernels::GemmBf16Fp8Grouped(x, ldx, m, groups, fp8_, y, ldy, pool);
+  const int64_t in = bf16_.in();
+  const int64_t rows = bf16_.out() / groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    kernels::GemmBf16(x + g * in, ldx, m, in, bf16_.data() + g * rows * in, rows, y + g * rows, ldy,
+                      pool);
   }
-  // Rows start on a scale block: the sub-weight's scale rows are whole rows.
-  kernels::Fp8Weight part = fp8_;
-  part.codes += row0 * fp8_.in;
-  part.scales += (row0 / 128) * (fp8_.in / 128);
-  part.out = rows;
-  kernels::GemmBf16Fp8(x, ldx, m, part, y, ldy, pool);
 }
 
 Result<Buffer> LoadF32Copy(const checkpoint::Checkpoint& ckpt, const std::string& name,

@@ -150,19 +150,22 @@ class Linear {
 // The FP8 weight is used in place (kernels::GemmBf16Fp8, bitwise equal to the
 // GEMM on the dequantized copy at half the bytes per decode token, and no
 // conversion at load) when every code·scale is exact in BF16
-// (kernels::Fp8IsExactBf16) and the row groups of ForwardRows are whole
+// (kernels::Fp8IsExactBf16) and the row groups of ForwardGrouped are whole
 // 128-row scale blocks; otherwise it is dequantized at load
 // (Bf16Linear::LoadDequantizedFp8).
 class Bf16OrFp8Linear {
  public:
-  // `group_rows`: ForwardRows is called on row ranges [g·group_rows, +group_rows).
+  // `group_rows`: the rows of one group of ForwardGrouped (out / groups).
   static Result<Bf16OrFp8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
                                       int64_t out, int64_t in, int64_t group_rows);
 
-  // y [m, rows] (row stride ldy) = bf16(x [m, in] (row stride ldx) . W[row0 : row0 + rows]^T).
-  // REQUIRES: row0 and rows multiples of Load's group_rows, row0 + rows <= out.
-  void ForwardRows(const bf16* x, int64_t ldx, int64_t m, int64_t row0, int64_t rows, bf16* y,
-                   int64_t ldy, ThreadPool* pool) const;
+  // For every group g < groups (rows = out / groups): y[:, g·rows : (g+1)·rows] =
+  // bf16(x[:, g·in : (g+1)·in] . W[g·rows : (g+1)·rows]^T); x [m, groups·in] (row
+  // stride ldx), y [m, out] (row stride ldy).  One pool dispatch for all groups
+  // when the FP8 weight is used in place (kernels::GemmBf16Fp8Grouped).
+  // REQUIRES: out / groups == Load's group_rows.
+  void ForwardGrouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, bf16* y, int64_t ldy,
+                      ThreadPool* pool) const;
 
   bool is_fp8() const { return fp8_.codes != nullptr; }
 

@@ -570,6 +570,56 @@ CancellingFp8 MakeCancelling(int64_t m, int64_t n, int64_t k, std::mt19937* rng)
   return c;
 }
 
+// The FP8 one-row path walks each column over stretches of 32 K blocks
+// (GemvPanel): K = 33 blocks makes a full and a one-block stretch, N = 131 a
+// last panel of a column pair and a single column; M = 3 compares it with
+// the few-row path, on random and on order-sensitive data.
+TEST(GemmBatchInvariance, Fp8GemvLongRows) {
+  std::mt19937 rng(37);
+  const int64_t m = 3, n = 131, k = 33 * 128;
+  const QuantizedActivation a = RandomActivation(m, k, &rng);
+  Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+  Misaligned scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+  const Fp8Weight w{codes.data(), scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w, y, pool);
+      },
+      "Fp8Gemm long rows");
+  const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
+  const Fp8Weight wc{c.w_codes.data(), c.w_scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, wc, y, pool);
+      },
+      "Fp8Gemm cancelling long rows");
+  // Block sums that depend on the order the blocks are added in: +B, tiny,
+  // -B (the exact mirror), tiny, ... (tiny < half an ulp of B), so the
+  // result is the tiny blocks after the last cancellation only in K order.
+  std::vector<uint8_t> xb(m * k), wb(n * k);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = i / 128;
+    const bool big = j % 2 == 0 && j + 1 < k / 128;
+    for (int64_t r = 0; r < m; ++r) xb[r * k + i] = big ? 0x70 : 0x08;  // 128 or 2^-6
+    for (int64_t col = 0; col < n; ++col) {
+      const uint8_t sign = static_cast<uint8_t>((col * 7 + i) & 0x80);
+      const uint8_t flip = j % 4 == 2 ? 0x80 : 0;
+      wb[col * k + i] = big ? static_cast<uint8_t>(0x70 | (sign ^ flip)) : 0x08;
+    }
+  }
+  const std::vector<float> sb(m * k / 128, 1.0f);
+  const std::vector<uint8_t> wsb(((n + 127) / 128) * (k / 128), 127);
+  const Fp8Weight wo{wb.data(), wsb.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(xb.data() + r0 * k, sb.data() + r0 * (k / 128), rows, wo, y, pool);
+      },
+      "Fp8Gemm block-order sensitive long rows");
+}
+
 TEST(GemmBatchInvariance, OrderSensitiveData) {
   std::mt19937 rng(23);
   const int64_t m = 13, n = 1100, k = 256;
@@ -671,6 +721,44 @@ TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeight) {
             GemmBf16Fp8(x.data(), ldx, m, w, got.data(), ldy, &pool);
             ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
                 << IsaName(isa) << " m" << m << " k" << k << " n" << n << " threads " << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The grouped entry point (wo_a in one dispatch) is the per-group calls,
+// bit for bit, whichever ISA, M, thread count, strides and group count
+// (tiles straddle group boundaries when a thread's chunk does).
+TEST(GemmBf16Fp8, GroupedEqualsOneCallPerGroup) {
+  std::mt19937 rng(31);
+  for (int64_t groups : {1, 3}) {
+    for (int64_t k : {128, 384}) {
+      const int64_t rows = 128 * (groups == 1 ? 2 : 1), n = groups * rows;
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      Misaligned scales = RandomBytes((n / 128) * (k / 128), &rng, 112, 128, false);
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      ASSERT_TRUE(Fp8IsExactBf16(w));
+      for (int64_t m : {1, 2, 13, 70}) {
+        const int64_t ldx = groups * k + 5, ldy = n + 3;
+        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 13) continue;
+          IsaScope scope(isa);
+          std::vector<bf16> want(m * ldy, bf16{0x1234});
+          for (int64_t g = 0; g < groups; ++g) {
+            const Fp8Weight part{codes.data() + g * rows * k,
+                                 scales.data() + g * (rows / 128) * (k / 128), rows, k};
+            GemmBf16Fp8(x.data() + g * k, ldx, m, part, want.data() + g * rows, ldy, nullptr);
+          }
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<bf16> got(m * ldy, bf16{0x1234});
+            GemmBf16Fp8Grouped(x.data(), ldx, m, groups, w, got.data(), ldy, &pool);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
+                << IsaName(isa) << " groups " << groups << " m" << m << " k" << k << " threads "
+                << threads;
           }
         }
       }

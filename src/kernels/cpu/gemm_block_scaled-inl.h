@@ -66,6 +66,56 @@ template <class V, typename Decode>
   return AddBlock<V>(acc, lanes, scale);
 }
 
+// K blocks per stretch of the one-row path (GemvPanel): 32 blocks are 4 KB
+// of an FP8 weight row (2 KB of FP4), and the stretch's lane vectors
+// (32 x 16 AVX-512 vectors) 32 KB of stack.
+constexpr int64_t kGemvBlocks = 32;
+
+// One row (decode GEMV) against one panel, column by column (the FP8 path,
+// kColumnGemv): each column's
+// weights are read as one contiguous stretch of up to kGemvBlocks K blocks
+// (two columns at a time, sharing the activation loads), each (column,
+// block) chain is kept, and the stretch's blocks are then reduced and added
+// in K order.  Walking the panel block by block instead (every column's 128
+// bytes, then the next block) keeps 16 rows `in` bytes apart in flight,
+// which streamed a [4096, 8192] FP8 weight at 12 GB/s on one thread or two
+// (docs/kernels.md "One-row FP8 GEMV").  Same chains, same reduction tree,
+// same order of the block sums: the same bits as GemvBlock and TileBlock.
+// (FP4 expert rows, 2 KB, measured slower this way: they keep GemvBlock.)
+template <class V, typename Decode, typename PanelScale>
+typename V::F GemvPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n0, int64_t nc,
+                        const float* x, const float* x_scales, int64_t num_kb) {
+  constexpr int64_t kP = V::kLanes;
+  alignas(sizeof(typename V::F)) typename V::F lanes[kGemvBlocks][kP];
+  typename V::F acc = V::Zero();
+  for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kGemvBlocks) {
+    const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
+    int64_t c = 0;
+    for (; c + 2 <= nc; c += 2) {
+      for (int64_t b = 0; b < nb; ++b) {
+        typename V::F wa[kVecs<V>], wb[kVecs<V>];
+        decode(n0 + c, kb0 + b, wa);
+        decode(n0 + c + 1, kb0 + b, wb);
+        const XBlock<V> xa(x + (kb0 + b) * 128);
+        lanes[b][c] = Chain<V>(wa, xa);
+        lanes[b][c + 1] = Chain<V>(wb, xa);
+      }
+    }
+    if (c < nc) {
+      for (int64_t b = 0; b < nb; ++b) {
+        typename V::F wa[kVecs<V>];
+        decode(n0 + c, kb0 + b, wa);
+        lanes[b][c] = Chain<V>(wa, XBlock<V>(x + (kb0 + b) * 128));
+      }
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t z = nc; z < kP; ++z) lanes[b][z] = V::Zero();
+      acc = AddBlock<V>(acc, lanes[b], x_scales[kb0 + b] * panel_scale(n0, kb0 + b));
+    }
+  }
+  return acc;
+}
+
 // A few rows (M = 2..4: a speculative verify step's tail row and drafts)
 // against one panel block: each column's weights are decoded once into
 // registers and fed to every row, with the per-row chain of TileBlock and
@@ -98,7 +148,8 @@ template <class V, int M, typename Decode>
 // Block-scaled GEMM over the tile t.  decode(col, kb, w[kVecs]) yields a
 // block's weights; panel_scale(n0, kb) the per-panel weight scale (1 when the
 // scale is folded into the decoded weights).  acc += parts · (sa · panel_scale).
-template <class V, typename Decode, typename PanelScale>
+// kColumnGemv: one-row tiles take GemvPanel instead of GemvBlock.
+template <class V, bool kColumnGemv, typename Decode, typename PanelScale>
 void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
                        const Tile& t, Decode decode, PanelScale panel_scale) {
   constexpr int64_t kP = V::kLanes;
@@ -110,6 +161,13 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
     for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
+      if (kColumnGemv && mt == 1) {
+        V::StoreBf16(y + m0 * n + n0,
+                     V::UnpermuteColumns(GemvPanel<V>(decode, panel_scale, n0, nc, x + m0 * k,
+                                                      x_scales + m0 * num_kb, num_kb)),
+                     nc);
+        continue;
+      }
       for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
       for (int64_t kb = 0; kb < num_kb; ++kb) {
         const float sw = panel_scale(n0, kb);
@@ -144,7 +202,7 @@ void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   const Fp8Weight& w = a.w;
   const int64_t ld_scale = (w.in + 127) / 128;
-  BlockScaledPanels<V>(
+  BlockScaledPanels<V, true>(
       a.x, a.x_scales, w.in, w.out, a.y, t,
       [&](int64_t col, int64_t kb, typename V::F* out) {
         const uint8_t* p = w.codes + col * w.in + kb * 128;
@@ -160,7 +218,7 @@ template <class V>
 void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   const Fp4Weight& w = a.w;
-  BlockScaledPanels<V>(
+  BlockScaledPanels<V, false>(
       a.x, a.x_scales, w.in, w.out, a.y, t,
       [&](int64_t col, int64_t kb, typename V::F* out) {
         const uint8_t* packed = w.packed + col * (w.in / 2) + kb * 64;

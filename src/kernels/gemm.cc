@@ -247,8 +247,8 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
       args.n = rows;
       args.y_bf16 = y + g * rows;
       args.ldy = ldy;
-      simd->dense(args, cpu::Tile{t.row_begin, t.row_end, p - g * group_panels,
-                                  end - g * group_panels});
+      simd->dense(args,
+                  cpu::Tile{t.row_begin, t.row_end, p - g * group_panels, end - g * group_panels});
       p = end;
     }
   });

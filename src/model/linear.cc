@@ -217,8 +217,8 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
   return l;
 }
 
-void Bf16OrFp8Linear::ForwardGrouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups,
-                                     bf16* y, int64_t ldy, ThreadPool* pool) const {
+void Bf16OrFp8Linear::ForwardGrouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, bf16* y,
+                                     int64_t ldy, ThreadPool* pool) const {
   if (m == 0) return;
   if (is_fp8()) return kernels::GemmBf16Fp8Grouped(x, ldx, m, groups, fp8_, y, ldy, pool);
   const int64_t in = bf16_.in();

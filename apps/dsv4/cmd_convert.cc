@@ -32,9 +32,10 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
     }
     Result<tools::ConvertSummary> r = tools::ConvertToW8a8(*opts);
     if (!r.ok()) {
-      // The reference's convention: "error: ..." on stderr, exit status 1.
-      std::cerr << "error: " << r.status().message() << "\n";
-      *exit_code = 1;
+      // One prefix and exit-status convention for every subcommand
+      // (docs/deploy.md "Errors").
+      std::cerr << "dsv4 convert: " << r.status().message() << "\n";
+      *exit_code = ExitCodeFor(r.status());
       return;
     }
     struct rusage ru {};

@@ -25,7 +25,7 @@ void RegisterPrepack(CLI::App& app, int* exit_code) {
     Result<tools::PrepackSummary> r = tools::Prepack(*opts);
     if (!r.ok()) {
       std::cerr << "dsv4 prepack: " << r.status().message() << "\n";
-      *exit_code = r.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+      *exit_code = ExitCodeFor(r.status());
       return;
     }
     struct rusage ru {};

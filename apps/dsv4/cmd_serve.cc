@@ -14,12 +14,14 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "base/mutex.h"
 #include "base/thread_pool.h"
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
 #include "kernels/dispatch.h"
 #include "launch/engine_setup.h"
+#include "launch/loading_engine.h"
 #include "profile/profile.h"
 #include "server/openai_server.h"
 #include "text/tokenizer.h"
@@ -41,12 +43,22 @@ constexpr int kServeMallocArenas = 2;
 
 struct ServeArgs {
   EngineFlags engine;
+  std::string positional_model;  // `dsv4 serve MODEL`
   std::string model_source;  // where the model directory came from (default_model.h)
   server::ServerOptions server;
   ServeHooks hooks;
   ProfileFlagArgs profile;
   std::string shutdown_timeout = "30";  // seconds, or "inf"
   bool max_connections_given = false;
+};
+
+// The first SIGINT/SIGTERM, from the thread that waits for it.  Before
+// `ready` (the model still loading) that thread ends the process itself.
+struct StopSignal {
+  Mutex mu;
+  CondVar cv;
+  bool ready GUARDED_BY(mu) = false;
+  int signal GUARDED_BY(mu) = 0;
 };
 
 // --shutdown-timeout: seconds in [0, 86400], or "inf" (wait for every request).
@@ -152,10 +164,19 @@ int RunServe(ServeArgs& a) {
   a.server.profile = profile_flags->enabled;
   a.server.profile_output = profile_flags->output;
   a.server.profile_levels = profile_flags->levels;
+  if (!a.positional_model.empty()) {
+    // `dsv4 serve MODEL` as `vllm serve MODEL`; --model stays.
+    if (!a.engine.options.model_dir.empty() && a.engine.options.model_dir != a.positional_model) {
+      std::cerr << "dsv4 serve: the model is given twice (" << a.positional_model
+                << " and --model " << a.engine.options.model_dir << "); give it once\n";
+      return 2;
+    }
+    a.engine.options.model_dir = a.positional_model;
+  }
   auto model = ResolveModel(a.engine.options.model_dir);
   if (!model.ok()) {
     std::cerr << "dsv4 serve: " << model.status().message() << "\n";
-    return 2;
+    return 2;  // the model named on the command line is bad input, whatever the cause
   }
   a.engine.options.model_dir = model->dir;
   a.model_source = model->source;
@@ -173,21 +194,6 @@ int RunServe(ServeArgs& a) {
     return 1;
   }
   if (auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>")) a.server.eos_token_id = *eos;
-  auto engine = launch::CreateLocalEngine(a.engine.options);
-  if (!engine.ok()) {
-    std::cerr << "dsv4 serve: " << engine.status().message() << "\n";
-    return 1;
-  }
-  engine::AsyncEngine* serving = engine->get();
-  if (a.hooks.wrap_engine) {
-    Result<engine::AsyncEngine*> wrapped =
-        a.hooks.wrap_engine(**engine, **tok, a.server.eos_token_id);
-    if (!wrapped.ok()) {
-      std::cerr << "dsv4 serve: " << wrapped.status().message() << "\n";
-      return 2;
-    }
-    serving = *wrapped;
-  }
   if (a.server.num_http_threads == 0) {
     a.server.num_http_threads =
         static_cast<int>(std::min<int64_t>(a.server.max_concurrent_requests + 8, kMaxHttpThreads));
@@ -201,15 +207,63 @@ int RunServe(ServeArgs& a) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
     return 2;
   }
-  server::OpenAiServer http(*serving, **tok, a.server);
+  // The port is bound before the model loads (docs/deploy.md "Ready means
+  // ready"): a port in use fails at once, and /health answers 503 "loading"
+  // until the model is loaded and a warm-up forward has run.
+  launch::LoadingEngine loading;
+  server::OpenAiServer http(loading, **tok, a.server);
   if (Status s = http.Bind(); !s.ok()) {
     std::cerr << "dsv4 serve: " << s.message() << "\n";
     return 1;
   }
-  PrintBanner(a, http.port());
   std::thread serve_thread([&http] { http.Serve(); });
+  DSV4_LOG_INFO("bound http://{}:{}; loading the model (GET /health answers 503 until ready)",
+                a.server.host, http.port());
+  auto stop = std::make_shared<StopSignal>();
+  std::thread([stop, stop_signals] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    MutexLock lock(&stop->mu);
+    if (!stop->ready) {
+      // Nothing is served yet: no request to drain, and the load cannot be
+      // interrupted halfway, so the process ends here.
+      std::cerr << "dsv4 serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                << " while loading the model: exiting" << std::endl;
+      std::_Exit(1);
+    }
+    stop->signal = sig;
+    stop->cv.SignalAll();
+  }).detach();
+  const auto fail = [&](const Status& s) {
+    std::cerr << "dsv4 serve: " << s.message() << "\n";
+    http.Stop(std::chrono::milliseconds(0));
+    serve_thread.join();
+    return ExitCodeFor(s);
+  };
+  auto engine = launch::CreateLocalEngine(a.engine.options);
+  if (!engine.ok()) return fail(engine.status());
+  const Result<double> warm = launch::WarmUp(**engine, 0);
+  if (!warm.ok()) return fail(warm.status());
+  DSV4_LOG_INFO("warm-up forward (1 prompt token, 1 output token) took {:.3f} s", *warm);
+  engine::AsyncEngine* serving = engine->get();
+  if (a.hooks.wrap_engine) {
+    Result<engine::AsyncEngine*> wrapped =
+        a.hooks.wrap_engine(**engine, **tok, a.server.eos_token_id);
+    if (!wrapped.ok()) {
+      const int rc = fail(wrapped.status());
+      return rc == 1 ? 2 : rc;
+    }
+    serving = *wrapped;
+  }
+  loading.Attach(serving);
+  PrintBanner(a, http.port());
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  {
+    MutexLock lock(&stop->mu);
+    stop->ready = true;
+    while (stop->signal == 0) stop->cv.Wait(&stop->mu);
+    sig = stop->signal;
+  }
   std::cout << "dsv4 serve: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
             << ": draining requests in flight ("
             << (a.shutdown_timeout == "inf" ? std::string("no time limit")
@@ -230,6 +284,8 @@ void RegisterServe(CLI::App& app, int* exit_code, ServeHooks hooks) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   AddEngineFlags(cmd, &args->engine);
+  cmd->add_option("MODEL", args->positional_model,
+                  "Checkpoint directory, as `vllm serve MODEL` (same as --model)");
   AddProfileFlags(cmd, &args->profile);
   server::ServerOptions& s = args->server;
   s.served_model_name.clear();

@@ -44,6 +44,19 @@ inline CLI::Range ThreadsRange() { return CLI::Range(0, kMaxThreads); }
 // the process exit status.
 int RunCli(int argc, char** argv, ServeHooks serve_hooks = {});
 
+// The exit-status convention of every subcommand (docs/deploy.md "Errors"):
+// 2 for bad flags or input (InvalidArgument, NotFound: a missing model
+// directory, an impossible --kv-cache-memory), 1 for a job that failed.
+inline int ExitCodeFor(const Status& s) {
+  if (s.ok()) return 0;
+  const StatusCode c = s.code();
+  return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ? 2 : 1;
+}
+
+// What `dsv4 --version` prints after "dsv4 " (bumped by hand with each
+// release; docs/deploy.md).
+inline constexpr const char* kVersion = "0.1.0";
+
 // Parses "1,2,3" into ids; false on a malformed list.
 bool ParseIdList(const std::string& text, std::vector<int32_t>* ids);
 

@@ -54,7 +54,13 @@ Result<ModelLocation> ResolveModel(const std::string& flag) {
   DSV4_ASSIGN_OR_RETURN(ModelLocation m, ResolveModelDir(flag, env != nullptr ? env : "", dirs));
   // One line before anything is loaded: a missing directory, a file, a
   // symlink loop (stat, never a throwing std::filesystem call).
-  if (m.source == "--model") DSV4_RETURN_IF_ERROR(CheckDirectory(m.dir, "--model"));
+  if (m.source == "--model") DSV4_RETURN_IF_ERROR(CheckDirectory(m.dir, "model directory"));
+  // A directory that is not a checkpoint says so, before any file in it
+  // (tokenizer.json, a shard) is reported missing.
+  DSV4_ASSIGN_OR_RETURN(const bool has_config, PathExists(m.dir + "/config.json"));
+  if (!has_config) {
+    return NotFound("model directory {} has no config.json: not a DeepSeek-V4 checkpoint", m.dir);
+  }
   return m;
 }
 

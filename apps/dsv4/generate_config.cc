@@ -223,8 +223,11 @@ Result<int32_t> ParseSpeculativeConfig(std::string_view json) {
   for (const auto& [key, v] : doc.items()) {
     if (key == "method") {
       if (!v.is_string()) return WrongType("method", "a string", v);
-      if (v.get_ref<const std::string&>() != "mtp") {
-        return InvalidArgument("\"method\" must be \"mtp\", got \"{}\"", v.get<std::string>());
+      // "deepseek_mtp" is vLLM's name for the same method.
+      const std::string& method = v.get_ref<const std::string&>();
+      if (method != "mtp" && method != "deepseek_mtp") {
+        return InvalidArgument("\"method\" must be \"mtp\" (or vLLM's \"deepseek_mtp\"), got \"{}\"",
+                               method);
       }
       have_method = true;
     } else if (key == "num_speculative_tokens") {

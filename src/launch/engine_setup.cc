@@ -5,6 +5,7 @@
 #include "base/logging.h"
 #include "engine/memory_budget.h"
 #include "launch/compute_pool.h"
+#include "launch/host_memory.h"
 
 namespace dsv4::launch {
 
@@ -75,6 +76,11 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
       cache.NumPoolPages(cache::kGroupCmpC128), cache.NumPoolPages(cache::kGroupIdx),
       static_cast<double>(cache.AllocatedBytes()) / (1 << 20), options.num_speculative_tokens);
   DSV4_LOG_INFO("{}", model_cache);
+  // vLLM's "Maximum concurrency" line: what the cache holds at full length.
+  DSV4_LOG_INFO("Maximum concurrency for {} tokens per request: {} requests ({} of cache; "
+                "--max-num-seqs {} run at once)",
+                options.max_model_len, plan.num_slots * options.dp, FormatBytes(plan.total_bytes),
+                options.max_num_seqs);
   parts.description = setup.description + "; " + model_cache;
   return parts;
 }
@@ -126,16 +132,19 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                         model::Model::Load(options.model_dir, model_options));
   // Mapped weights sit in the page cache, which MemAvailable counts as
-  // reclaimable: reserve them so the caches do not evict the weights.
+  // reclaimable: reserve them so the caches do not evict the weights, and
+  // check weights + caches + working memory against the host (host_memory.h).
   engine::KvBudgetOptions budget;
   budget.kv_cache_memory = options.kv_cache_memory;
   budget.memory_utilization = options.memory_utilization;
   budget.resident_reserve = model->MappedWeightBytes();
-  int64_t bytes = options.kv_cache_memory;
-  if (bytes <= 0) {
-    DSV4_ASSIGN_OR_RETURN(engine::MemoryInfo memory, engine::ReadMemInfo());
-    DSV4_ASSIGN_OR_RETURN(bytes, engine::ResolveKvBudget(budget, memory));
-  }
+  DSV4_ASSIGN_OR_RETURN(engine::MemoryInfo memory, engine::ReadMemInfo());
+  DSV4_ASSIGN_OR_RETURN(HostMemoryPlan host,
+                        PlanHostMemory(budget, memory, model->MappedWeightBytes(),
+                                       WorkingMemoryBytes(model->config(), options)));
+  DSV4_LOG_INFO("{}", host.summary);
+  if (host.weights_stream) DSV4_LOG_WARN("{}", host.stream_warning);
+  const int64_t bytes = host.kv_bytes;
   const model::Model& ref = *model;
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,
                         Start(ref, std::move(model), options, bytes, nullptr));

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,6 +124,28 @@ Status CheckOutput(const std::string& path, const checkpoint::Checkpoint& ckpt,
   return Status::Ok();
 }
 
+// The sidecar is written whole before it is published: refuse up front when
+// the output's file system cannot hold it (its tensors plus one alignment
+// pad each), instead of failing mid-write with a full disk.
+Status CheckFreeSpace(const std::string& path, const std::vector<checkpoint::PackedTensor>& plan) {
+  uint64_t need = 0;
+  for (const checkpoint::PackedTensor& t : plan) {
+    need += static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype) +
+            checkpoint::kPrepackedAlignment;
+  }
+  const std::string dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string()
+                                                           : std::string(".");
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return Status::Ok();  // the write reports it
+  const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (free_bytes < need) {
+    return ResourceExhausted("{}: the sidecar needs {:.2f} GiB but {} has {:.2f} GiB free", path,
+                             static_cast<double>(need) / (1ull << 30), dir,
+                             static_cast<double>(free_bytes) / (1ull << 30));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<PrepackSummary> Prepack(const PrepackOptions& options) {
@@ -144,6 +167,7 @@ Result<PrepackSummary> Prepack(const PrepackOptions& options) {
                         checkpoint::PlanPrepackedLayout(*ckpt, cfg, options.ranks));
   std::vector<checkpoint::SafetensorsTensorInfo> infos;
   for (const checkpoint::PackedTensor& t : plan) infos.push_back({t.name, t.dtype, t.shape});
+  DSV4_RETURN_IF_ERROR(CheckFreeSpace(path, plan));
   checkpoint::SafetensorsWriterOptions wo;
   wo.alignment = checkpoint::kPrepackedAlignment;
   wo.unique_temp = true;

@@ -113,6 +113,12 @@ TEST(SpeculativeConfigTest, AcceptsMtpWithPositiveK) {
   EXPECT_EQ(*k, 2);
 }
 
+TEST(SpeculativeConfigTest, AcceptsVllmDeepseekMtpName) {
+  auto k = ParseSpeculativeConfig(R"({"method": "deepseek_mtp", "num_speculative_tokens": 3})");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(*k, 3);
+}
+
 TEST(SpeculativeConfigTest, RejectsEverythingElse) {
   auto error = [](const std::string& json) {
     auto k = ParseSpeculativeConfig(json);
@@ -120,7 +126,7 @@ TEST(SpeculativeConfigTest, RejectsEverythingElse) {
     return k.ok() ? std::string() : k.status().message();
   };
   EXPECT_EQ(error(R"({"method": "dspark", "num_speculative_tokens": 7})"),
-            "\"method\" must be \"mtp\", got \"dspark\"");
+            "\"method\" must be \"mtp\" (or vLLM's \"deepseek_mtp\"), got \"dspark\"");
   EXPECT_EQ(error(R"({"num_speculative_tokens": 1})"), "\"method\" is required (\"mtp\")");
   EXPECT_EQ(error(R"({"method": "mtp"})"), "\"num_speculative_tokens\" is required");
   EXPECT_EQ(error(R"({"method": "mtp", "num_speculative_tokens": 0})"),

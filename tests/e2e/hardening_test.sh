@@ -138,7 +138,7 @@ for cmd in generate serve bench eval; do
   extra=()
   [[ $cmd != generate ]] || extra=(--prompt-ids 5,6)
   [[ $cmd != eval ]] || extra=(--text "$tmp/model/config.json")
-  expect_error 2 "--model $tmp/loop_a: Too many levels of symbolic links \(a symlink loop\?\)" \
+  expect_error 2 "model directory $tmp/loop_a: Too many levels of symbolic links \(a symlink loop\?\)" \
     "$dsv4" "$cmd" --model "$tmp/loop_a" "${extra[@]}"
 done
 expect_error 1 'loop_a: Too many levels of symbolic links' \

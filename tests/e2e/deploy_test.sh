@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# What a first deployment meets (docs/deploy.md), through the real binaries:
+#  - `--version`; a missing model directory says "model directory X does not
+#    exist" with exit 2 in every subcommand;
+#  - an impossible --kv-cache-memory (1T) is one line naming the numbers,
+#    exit 2; a possible one logs the memory sum and "Maximum concurrency";
+#  - `dsv4 serve MODEL` (positional, as vllm serve), and the model given twice;
+#  - the port is bound before the model loads: /health answers 503
+#    (OpenAI-style error, code model_loading) until the engine is attached,
+#    then 200; the warm-up forward is logged; a second server on the same
+#    port exits within seconds;
+#  - "deepseek_mtp" is accepted as the speculative method.
+# Usage: deploy_test.sh DSV4 DSV4_SCRIPTED_SERVE TOKENIZER_JSON
+set -euo pipefail
+dsv4=$1
+scripted=$2
+tokenizer=$3
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# expect_error RC REGEX CMD...: exit RC within 30 s, one non-log stderr line matching REGEX.
+expect_error() {
+  local want_rc=$1 regex=$2 rc=0
+  shift 2
+  timeout 30 "$@" > "$tmp/out" 2> "$tmp/err" || rc=$?
+  [[ $rc -ne 124 ]] || fail "$* hung"
+  [[ $rc -eq $want_rc ]] || { cat "$tmp/err" >&2; fail "$*: exit $rc, want $want_rc"; }
+  local lines
+  lines=$(grep -vc '^\[dsv4 [IW]\]' "$tmp/err" || true)
+  [[ $lines -eq 1 ]] || { cat "$tmp/err" >&2; fail "$*: $lines error lines, want 1"; }
+  grep -v '^\[dsv4 [IW]\]' "$tmp/err" | grep -qE -- "$regex" \
+    || { cat "$tmp/err" >&2; fail "$*: stderr does not match /$regex/"; }
+}
+
+"$dsv4" --version | grep -qE '^dsv4 [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
+"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 || fail "make-tiny"
+engine=(--threads 2 --prepacked off)
+
+# --- errors: one prefix, exit 2 for bad input --------------------------------------
+for cmd in generate serve bench eval prepack; do
+  extra=()
+  [[ $cmd != eval ]] || extra=(--text "$tmp/model/config.json")
+  [[ $cmd != generate ]] || extra=(--prompt-ids 5)
+  expect_error 2 "^dsv4 $cmd: model directory $tmp/nope does not exist$" \
+    "$dsv4" "$cmd" --model "$tmp/nope" "${extra[@]}"
+done
+expect_error 2 "^dsv4 serve: model directory $tmp/nope does not exist$" "$dsv4" serve "$tmp/nope"
+mkdir "$tmp/empty"
+expect_error 2 "^dsv4 serve: model directory $tmp/empty has no config.json" \
+  "$dsv4" serve "$tmp/empty"
+expect_error 2 '^dsv4 convert: --input-dir .*/nope does not exist$' \
+  "$dsv4" convert --input-dir "$tmp/nope" --output-dir "$tmp/converted"
+expect_error 2 '^dsv4 serve: the model is given twice' \
+  "$dsv4" serve "$tmp/model" --model "$tmp/empty"
+
+# --- memory checked before anything is promised -------------------------------------
+greedy='{"max_new_tokens":2,"temperature":0}'
+for cmd in generate serve; do
+  extra=()
+  [[ $cmd != generate ]] || extra=(--prompt-ids 5,6 --generate-config "$greedy")
+  expect_error 2 "^dsv4 $cmd: --kv-cache-memory 1\.0 TiB does not fit: the host has [0-9.]+ [GM]iB available of [0-9.]+ [GM]iB total; after [0-9.]+ [KMG]iB of working memory at most [0-9.]+ [GM]iB is left for the caches$" \
+    "$dsv4" "$cmd" --model "$tmp/model" "${engine[@]}" --kv-cache-memory 1T "${extra[@]}"
+done
+"$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6 \
+  --generate-config "$greedy" --speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":1}' \
+  > "$tmp/out" 2> "$tmp/err" || { cat "$tmp/err" >&2; fail "generate with deepseek_mtp"; }
+grep -q 'K = 1' "$tmp/err" || { cat "$tmp/err" >&2; fail "deepseek_mtp did not turn MTP on"; }
+grep -qE 'memory: weights [0-9.]+ [KMG]iB \(mapped\) \+ caches 64\.0 MiB \+ working memory' "$tmp/err" \
+  || { cat "$tmp/err" >&2; fail "no memory summary line"; }
+grep -qE 'Maximum concurrency for 4096 tokens per request: [0-9]+ requests' "$tmp/err" \
+  || { cat "$tmp/err" >&2; fail "no Maximum concurrency line"; }
+
+# --- serve MODEL, ready means ready -------------------------------------------------
+# start BINARY LOG ARGS...: a server in the background on a free port.
+start() {
+  local bin=$1 log=$2
+  shift 2
+  "$bin" serve "$@" > "$log.out" 2> "$log.err" &
+  pids+=($!)
+}
+# bound_port LOG: the port of the "bound http://host:port" line, waiting up to 10 s.
+bound_port() {
+  local p=
+  for _ in $(seq 1 100); do
+    p=$(sed -nE 's|.*bound http://[^:]+:([0-9]+);.*|\1|p' "$1.err")
+    [[ -z $p ]] || { echo "$p"; return; }
+    sleep 0.1
+  done
+  cat "$1.err" >&2
+  fail "no bound line in $1.err"
+}
+health() { curl -s -o "$tmp/health" -w '%{http_code}' "http://127.0.0.1:$1/health"; }
+
+start "$scripted" "$tmp/slow" "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --port 0 \
+  --test-start-delay 4
+port=$(bound_port "$tmp/slow")
+code=$(health "$port")
+[[ $code == 503 ]] || fail "/health during start-up: $code, want 503"
+grep -q '"code":"model_loading"' "$tmp/health" || fail "503 body: $(cat "$tmp/health")"
+grep -q '"type":"service_unavailable"' "$tmp/health" || fail "503 body: $(cat "$tmp/health")"
+code=$(curl -s -o "$tmp/body" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
+  -H 'Content-Type: application/json' -d '{"prompt": [5, 6], "max_tokens": 1}')
+[[ $code == 503 ]] || fail "completion during start-up: $code, want 503"
+# A second server on the bound port fails at once, not after a load.
+t0=$(date +%s)
+expect_error 1 "^dsv4 serve: cannot bind 127\.0\.0\.1:$port: " \
+  "$dsv4" serve "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --port "$port"
+(( $(date +%s) - t0 <= 3 )) || fail "address in use took $(( $(date +%s) - t0 )) s"
+for _ in $(seq 1 200); do
+  grep -q '^Listening on ' "$tmp/slow.out" && break
+  sleep 0.1
+done
+grep -q '^Listening on ' "$tmp/slow.out" || { cat "$tmp/slow.err" >&2; fail "slow server never ready"; }
+code=$(health "$port")
+[[ $code == 200 ]] || fail "/health after start-up: $code, want 200"
+grep -qE 'warm-up forward \(1 prompt token, 1 output token\) took [0-9.]+ s' "$tmp/slow.err" \
+  || { cat "$tmp/slow.err" >&2; fail "no warm-up line"; }
+
+# The shipped binary, model as a positional argument: served under its name.
+start "$dsv4" "$tmp/plain" "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --port 0
+port=$(bound_port "$tmp/plain")
+for _ in $(seq 1 200); do
+  [[ $(health "$port") == 200 ]] && break
+  sleep 0.1
+done
+[[ $(health "$port") == 200 ]] || fail "positional serve never healthy"
+curl -s "http://127.0.0.1:$port/v1/models" | grep -q '"id":"model"' || fail "/v1/models id"
+echo "deploy_test: OK"

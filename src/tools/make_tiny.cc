@@ -10,6 +10,7 @@
 
 #include "base/logging.h"
 #include "base/mapped_file.h"
+#include "base/progress.h"
 #include "base/thread_pool.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/safetensors_writer.h"
@@ -86,8 +87,12 @@ Status WriteTensor(const checkpoint::WeightSpec& spec, const checkpoint::ModelCo
   return Status::Ok();
 }
 
+int64_t TensorBytes(const checkpoint::WeightSpec& s) {
+  return NumElements(s.shape) * static_cast<int64_t>(DTypeSize(s.dtype));
+}
+
 Status WriteShard(const std::string& dir, const Shard& shard, const checkpoint::ModelConfig& cfg,
-                  uint64_t seed, ThreadPool* pool, uint64_t* data_bytes) {
+                  uint64_t seed, ThreadPool* pool, Progress* progress, uint64_t* data_bytes) {
   std::vector<checkpoint::SafetensorsTensorInfo> infos;
   for (const checkpoint::WeightSpec* s : shard.tensors)
     infos.push_back({s->name, s->dtype, s->shape});
@@ -98,6 +103,7 @@ Status WriteShard(const std::string& dir, const Shard& shard, const checkpoint::
   std::vector<uint8_t> buffer;
   for (const checkpoint::WeightSpec* s : shard.tensors) {
     DSV4_RETURN_IF_ERROR(WriteTensor(*s, cfg, seed, pool, &buffer, writer.get()));
+    progress->Add(TensorBytes(*s));
   }
   DSV4_RETURN_IF_ERROR(writer->Finish());
   *data_bytes = writer->data_bytes();
@@ -178,12 +184,17 @@ Status MakeTiny(const MakeTinyOptions& options) {
   ThreadPool& pool = *pool_owner;
   std::map<std::string, std::string> weight_map;
   uint64_t total_bytes = 0;
+  int64_t expected_bytes = 0;
+  for (const checkpoint::WeightSpec& s : specs) expected_bytes += TensorBytes(s);
+  Progress progress("make-tiny " + options.preset, expected_bytes, ProgressUnit::kBytes);
   for (const Shard& shard : shards) {
     uint64_t bytes = 0;
-    DSV4_RETURN_IF_ERROR(WriteShard(options.out_dir, shard, cfg, options.seed, &pool, &bytes));
+    DSV4_RETURN_IF_ERROR(
+        WriteShard(options.out_dir, shard, cfg, options.seed, &pool, &progress, &bytes));
     total_bytes += bytes;
     for (const checkpoint::WeightSpec* s : shard.tensors) weight_map[s->name] = shard.file;
   }
+  progress.Finish();
   DSV4_RETURN_IF_ERROR(checkpoint::WriteIndexJson(options.out_dir, weight_map, total_bytes));
   const fs::path dir = options.out_dir;
   DSV4_RETURN_IF_ERROR(checkpoint::WriteFileAtomic((dir / "config.json").string(), config_text));

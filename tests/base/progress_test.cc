@@ -1,0 +1,59 @@
+// Progress reports: the line's fields, and what a non-terminal stream gets.
+#include "base/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dsv4 {
+namespace {
+
+TEST(ProgressTest, FormatsPercentAmountsRateAndEta) {
+  EXPECT_EQ(FormatProgress("make-tiny", 512 << 20, int64_t{2} << 30, ProgressUnit::kBytes, 2.0),
+            "make-tiny  25%  512.0 MiB / 2.0 GiB  256.0 MiB/s  ETA 6.0 s");
+  EXPECT_EQ(FormatProgress("load", 30, 120, ProgressUnit::kItems, 15.0),
+            "load  25%  30 / 120  2.0/s  ETA 45 s");
+  EXPECT_EQ(FormatProgress("load", 0, 120, ProgressUnit::kItems, 0.0), "load   0%  0 / 120");
+  // Done: no ETA.  Long waits read in minutes and hours.
+  EXPECT_EQ(FormatProgress("x", 10, 10, ProgressUnit::kItems, 5.0), "x 100%  10 / 10  2.0/s");
+  EXPECT_EQ(FormatProgress("x", 1, 100, ProgressUnit::kItems, 10.0),
+            "x   1%  1 / 100  0.1/s  ETA 16 min 30 s");
+  EXPECT_EQ(FormatProgress("x", 1, 1000, ProgressUnit::kItems, 10.0),
+            "x   0%  1 / 1000  0.1/s  ETA 2 h 46 min");
+}
+
+std::string ReadAll(std::FILE* f) {
+  std::rewind(f);
+  std::string s;
+  char buf[256];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) s.append(buf, n);
+  return s;
+}
+
+// Not a terminal: a short run prints nothing (its caller logs the summary),
+// whatever the number of threads adding, and never a carriage return.
+TEST(ProgressTest, AShortRunOnAPlainStreamIsQuiet) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p("prepack", 4000, ProgressUnit::kItems, f);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&p] {
+        for (int i = 0; i < 1000; ++i) p.Add(1);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    p.Finish();
+  }  // the destructor does not print again
+  const std::string out = ReadAll(f);
+  std::fclose(f);
+  EXPECT_EQ(out, "");
+}
+
+}  // namespace
+}  // namespace dsv4

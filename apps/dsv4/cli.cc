@@ -10,8 +10,7 @@ namespace dsv4::cli {
 int RunCli(int argc, char** argv, ServeHooks serve_hooks) {
   CLI::App app{"dsv4: DeepSeek-V4 inference and serving engine"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("dsv4 ") + kVersion,
-                       "Print the version and exit");
+  app.set_version_flag("--version", std::string("dsv4 ") + kVersion, "Print the version and exit");
   // Bad flags: exactly one line on stderr ("dsv4: <what is wrong>"), exit 2.
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return std::string("dsv4: ") + e.what() + "\n"; });

@@ -44,7 +44,7 @@ constexpr int kServeMallocArenas = 2;
 struct ServeArgs {
   EngineFlags engine;
   std::string positional_model;  // `dsv4 serve MODEL`
-  std::string model_source;  // where the model directory came from (default_model.h)
+  std::string model_source;      // where the model directory came from (default_model.h)
   server::ServerOptions server;
   ServeHooks hooks;
   ProfileFlagArgs profile;
@@ -167,8 +167,8 @@ int RunServe(ServeArgs& a) {
   if (!a.positional_model.empty()) {
     // `dsv4 serve MODEL` as `vllm serve MODEL`; --model stays.
     if (!a.engine.options.model_dir.empty() && a.engine.options.model_dir != a.positional_model) {
-      std::cerr << "dsv4 serve: the model is given twice (" << a.positional_model
-                << " and --model " << a.engine.options.model_dir << "); give it once\n";
+      std::cerr << "dsv4 serve: the model is given twice (" << a.positional_model << " and --model "
+                << a.engine.options.model_dir << "); give it once\n";
       return 2;
     }
     a.engine.options.model_dir = a.positional_model;

@@ -226,8 +226,8 @@ Result<int32_t> ParseSpeculativeConfig(std::string_view json) {
       // "deepseek_mtp" is vLLM's name for the same method.
       const std::string& method = v.get_ref<const std::string&>();
       if (method != "mtp" && method != "deepseek_mtp") {
-        return InvalidArgument("\"method\" must be \"mtp\" (or vLLM's \"deepseek_mtp\"), got \"{}\"",
-                               method);
+        return InvalidArgument(
+            "\"method\" must be \"mtp\" (or vLLM's \"deepseek_mtp\"), got \"{}\"", method);
       }
       have_method = true;
     } else if (key == "num_speculative_tokens") {

@@ -77,10 +77,11 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
       static_cast<double>(cache.AllocatedBytes()) / (1 << 20), options.num_speculative_tokens);
   DSV4_LOG_INFO("{}", model_cache);
   // vLLM's "Maximum concurrency" line: what the cache holds at full length.
-  DSV4_LOG_INFO("Maximum concurrency for {} tokens per request: {} requests ({} of cache; "
-                "--max-num-seqs {} run at once)",
-                options.max_model_len, plan.num_slots * options.dp, FormatBytes(plan.total_bytes),
-                options.max_num_seqs);
+  DSV4_LOG_INFO(
+      "Maximum concurrency for {} tokens per request: {} requests ({} of cache; "
+      "--max-num-seqs {} run at once)",
+      options.max_model_len, plan.num_slots * options.dp, FormatBytes(plan.total_bytes),
+      options.max_num_seqs);
   parts.description = setup.description + "; " + model_cache;
   return parts;
 }

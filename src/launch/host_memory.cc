@@ -1,9 +1,9 @@
 #include "launch/host_memory.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
-
-#include <fmt/format.h>
 
 namespace dsv4::launch {
 
@@ -32,9 +32,8 @@ int64_t WorkingMemoryBytes(const checkpoint::ModelConfig& c, const EngineOptions
   return o.max_num_batched_tokens * stream * kStreamBuffersPerToken + rows * c.vocab_size * 4;
 }
 
-Result<HostMemoryPlan> PlanHostMemory(const engine::KvBudgetOptions& o,
-                                      const engine::MemoryInfo& m, int64_t weight_bytes,
-                                      int64_t working_bytes) {
+Result<HostMemoryPlan> PlanHostMemory(const engine::KvBudgetOptions& o, const engine::MemoryInfo& m,
+                                      int64_t weight_bytes, int64_t working_bytes) {
   HostMemoryPlan plan;
   plan.weight_bytes = weight_bytes;
   plan.working_bytes = working_bytes;
@@ -77,8 +76,8 @@ Result<HostMemoryPlan> PlanHostMemory(const engine::KvBudgetOptions& o,
           "is in use and {} is working memory; raise --memory-utilization or set "
           "--kv-cache-memory",
           o.memory_utilization, FormatBytes(m.total_bytes),
-          FormatBytes(static_cast<int64_t>(o.memory_utilization *
-                                           static_cast<double>(m.total_bytes))),
+          FormatBytes(
+              static_cast<int64_t>(o.memory_utilization * static_cast<double>(m.total_bytes))),
           FormatBytes(used), FormatBytes(working_bytes));
     }
   }

@@ -16,9 +16,9 @@
 namespace dsv4::launch {
 
 struct HostMemoryPlan {
-  int64_t kv_bytes = 0;        // the cache budget handed to the planner
-  int64_t working_bytes = 0;   // activations, logits and scratch (WorkingMemoryBytes)
-  int64_t weight_bytes = 0;    // mapped weight files the forward reads
+  int64_t kv_bytes = 0;         // the cache budget handed to the planner
+  int64_t working_bytes = 0;    // activations, logits and scratch (WorkingMemoryBytes)
+  int64_t weight_bytes = 0;     // mapped weight files the forward reads
   bool weights_stream = false;  // weights + caches + working memory exceed MemAvailable
   std::string summary;          // one line for the start-up log
   std::string stream_warning;   // non-empty when weights_stream

@@ -42,13 +42,12 @@ Result<double> WarmUp(engine::AsyncEngine& engine, int32_t token_id) {
   // output after a failed Submit can never touch a dead stack frame.
   auto done = std::make_shared<std::promise<Status>>();
   std::future<Status> finished = done->get_future();
-  DSV4_ASSIGN_OR_RETURN(engine::RequestId id,
-                        engine.Submit(std::move(request), [done](const engine::GenerationOutput& o) {
-                          if (o.finish == engine::FinishReason::kNone) return;
-                          done->set_value(o.finish == engine::FinishReason::kError
-                                              ? o.error
-                                              : Status::Ok());
-                        }));
+  DSV4_ASSIGN_OR_RETURN(
+      engine::RequestId id,
+      engine.Submit(std::move(request), [done](const engine::GenerationOutput& o) {
+        if (o.finish == engine::FinishReason::kNone) return;
+        done->set_value(o.finish == engine::FinishReason::kError ? o.error : Status::Ok());
+      }));
   (void)id;
   DSV4_RETURN_IF_ERROR(finished.get().WithPrefix("warm-up forward"));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -133,8 +133,8 @@ Status CheckFreeSpace(const std::string& path, const std::vector<checkpoint::Pac
     need += static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype) +
             checkpoint::kPrepackedAlignment;
   }
-  const std::string dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string()
-                                                           : std::string(".");
+  const std::string dir =
+      fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return Status::Ok();  // the write reports it
   const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;

@@ -28,8 +28,9 @@ int main(int argc, char** argv) {
     serve->add_option("--test-script-ids", state->script_path,
                       "TEST ONLY: replay token ids from FILE instead of the sampled ones "
                       "(one JSON array of ids or string per line)");
-    serve->add_option("--test-start-delay", state->start_delay_seconds,
-                      "TEST ONLY: seconds start-up waits after the model is loaded")
+    serve
+        ->add_option("--test-start-delay", state->start_delay_seconds,
+                     "TEST ONLY: seconds start-up waits after the model is loaded")
         ->check(CLI::Range(0.0, 60.0));
   };
   hooks.wrap_engine = [state](engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,

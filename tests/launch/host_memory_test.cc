@@ -36,8 +36,7 @@ TEST(HostMemory, AcceptsACacheThatFitsAndSaysWhetherWeightsStay) {
   EXPECT_TRUE(plan->weights_stream);
   EXPECT_NE(plan->stream_warning.find("weights will stream from disk"), std::string::npos)
       << plan->stream_warning;
-  EXPECT_NE(plan->stream_warning.find("13.0 GiB of them stay in the page cache"),
-            std::string::npos)
+  EXPECT_NE(plan->stream_warning.find("13.0 GiB of them stay in the page cache"), std::string::npos)
       << plan->stream_warning;
 }
 

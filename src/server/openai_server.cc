@@ -1,6 +1,7 @@
 #include "server/openai_server.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "base/logging.h"
@@ -8,6 +9,7 @@
 #include "profile/options.h"
 #include "profile/profile.h"
 #include "profile/session.h"
+#include "server/access_log.h"
 #include "server/api_key.h"
 #include "server/generation.h"
 #include "server/http_server.h"
@@ -110,8 +112,12 @@ class OpenAiServer::Impl : public HttpRouter {
   bool Authorized(const HttpRequest& req) const;
   std::optional<ApiError> Admit() const;
   void HandleGenerate(HttpExchange& ex, bool chat);
-  void RespondWhole(HttpExchange& ex, Generation& gen, const ResponseHeader& h);
-  void RespondStream(HttpExchange& ex, std::unique_ptr<Generation> gen, const ResponseHeader& h);
+  // Both return the request's timing and set *status to the HTTP status answered
+  // (0: the client left before the answer was complete).
+  RequestTiming RespondWhole(HttpExchange& ex, Generation& gen, const ResponseHeader& h,
+                             int* status);
+  RequestTiming RespondStream(HttpExchange& ex, std::unique_ptr<Generation> gen,
+                              const ResponseHeader& h, int* status);
   std::string StreamStep(StreamState& st, HttpExchange& ex);
   void HandleTokenize(const std::string& text, HttpExchange& ex);
   void HandleDetokenize(const std::string& text, HttpExchange& ex);
@@ -303,19 +309,28 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
   // The whole request on its worker: parse, admission, generation, the
   // response (streamed chunks are http.write spans inside it).
   profile::Span span(profile::kE2e, "http", chat ? "http.chat_completions" : "http.completions");
+  const auto received = std::chrono::steady_clock::now();
+  AccessRecord access;
+  access.route = chat ? "/v1/chat/completions" : "/v1/completions";
+  // A refusal is answered and logged with its status (the generation never started).
+  auto refuse = [&](const ApiError& e) {
+    ex.Respond(ErrorResponse(e));
+    access.status = e.http_status;
+    access.total_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count();
+    DSV4_LOG_INFO("{}", AccessLine(access));
+  };
   Json body;
-  if (auto e = ParseRequestBody(ex.request().body, opt_, &body)) {
-    return ex.Respond(ErrorResponse(*e));
-  }
+  if (auto e = ParseRequestBody(ex.request().body, opt_, &body)) return refuse(*e);
   ParsedRequest parsed;
   auto e = chat ? ParseChatRequest(body, tok_, opt_, &parsed)
                 : ParseCompletionRequest(body, tok_, opt_, &parsed);
-  if (e) return ex.Respond(ErrorResponse(*e));
-  if (auto busy = Admit()) return ex.Respond(ErrorResponse(*busy));
+  if (e) return refuse(*e);
+  if (auto busy = Admit()) return refuse(*busy);
   InFlight in_flight(in_flight_);
   const bool stream = parsed.stream;
   auto gen = std::make_unique<Generation>(engine_, tok_, std::move(parsed));
-  if (auto err = gen->Start()) return ex.Respond(ErrorResponse(*err));
+  if (auto err = gen->Start()) return refuse(*err);
   if (span) {
     // request_id joins this span to the engine's request track (choice 0's; with
     // n > 1 the other choices are the tracks submitted right after it).
@@ -325,17 +340,23 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
         .Arg("prompt_tokens", gen->prompt_tokens());
   }
   const ResponseHeader header = NewHeader(chat, opt_.served_model_name);
-  if (stream) {
-    RespondStream(ex, std::move(gen), header);
-  } else {
-    RespondWhole(ex, *gen, header);
-  }
+  access.id = header.id;
+  access.prompt_tokens = gen->prompt_tokens();
+  const RequestTiming t = stream ? RespondStream(ex, std::move(gen), header, &access.status)
+                                 : RespondWhole(ex, *gen, header, &access.status);
+  access.completion_tokens = t.generation_tokens;
+  access.ttft_s = t.ttft_s;
+  access.finish = t.finished_reason;
+  access.total_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - received).count();
+  DSV4_LOG_INFO("{}", AccessLine(access));
   // Ends before the in-flight count drops, so whoever sees no request in
   // flight (a profile stop after the client got its answer) sees its span.
   span.End();
 }
 
-void OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen, const ResponseHeader& h) {
+RequestTiming OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen,
+                                               const ResponseHeader& h, int* status) {
   bool aborted = false;
   while (!gen.done()) {
     // Checked after every engine output: a client that left is aborted
@@ -348,14 +369,17 @@ void OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen, const R
     }
     gen.Poll(std::chrono::milliseconds(100));
   }
-  metrics_.RecordRequest(gen.Timing());
+  const RequestTiming timing = gen.Timing();
+  metrics_.RecordRequest(timing);
   for (int i = 0; i < gen.num_choices(); ++i) {
     if (!gen.choice(i).error().ok()) {
       ApiError e;
       e.http_status = 500;
       e.type = "invalid_model_output";
       e.message = gen.choice(i).error().message();
-      return ex.Respond(ErrorResponse(e));
+      ex.Respond(ErrorResponse(e));
+      *status = 500;
+      return timing;
     }
   }
   const Json body =
@@ -364,13 +388,15 @@ void OpenAiServer::Impl::RespondWhole(HttpExchange& ex, Generation& gen, const R
   HttpResponse r = JsonResponse(Dump(body));
   if (span) span.Arg("bytes", static_cast<int64_t>(r.body.size()));
   ex.Respond(std::move(r));
+  *status = 200;
+  return timing;
 }
 
 // Streams SSE events from this worker thread until the generation is done
 // or the client is gone (a failed write or a closed socket: the request is
 // aborted within one engine step).
-void OpenAiServer::Impl::RespondStream(HttpExchange& ex, std::unique_ptr<Generation> gen,
-                                       const ResponseHeader& h) {
+RequestTiming OpenAiServer::Impl::RespondStream(HttpExchange& ex, std::unique_ptr<Generation> gen,
+                                                const ResponseHeader& h, int* status) {
   StreamState st;
   st.text_offsets.assign(static_cast<size_t>(gen->num_choices()), 0);
   st.gen = std::move(gen);
@@ -389,9 +415,12 @@ void OpenAiServer::Impl::RespondStream(HttpExchange& ex, std::unique_ptr<Generat
     t.finished_reason = "abort";
     metrics_.RecordRequest(t);
     DSV4_LOG_INFO("server: client disconnected; request {} aborted", h.id);
-    return;  // the exchange, unanswered, closes the connection
+    *status = 0;  // the stream's 200 head may be out, but its end never was
+    return t;     // the exchange, unanswered, closes the connection
   }
   ex.EndStream();
+  *status = 200;
+  return st.gen->Timing();
 }
 
 // One step of a stream: waits for engine outputs (at most keepalive_seconds)

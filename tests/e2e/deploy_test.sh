@@ -9,7 +9,9 @@
 #    (OpenAI-style error, code model_loading) until the engine is attached,
 #    then 200; the warm-up forward is logged; a second server on the same
 #    port exits within seconds;
-#  - "deepseek_mtp" is accepted as the speculative method.
+#  - "deepseek_mtp" is accepted as the speculative method;
+#  - --log-level warning silences the info lines, before or after the
+#    subcommand; an unknown level is one line, exit 2.
 # Usage: deploy_test.sh DSV4 DSV4_SCRIPTED_SERVE TOKENIZER_JSON
 set -euo pipefail
 dsv4=$1
@@ -74,6 +76,16 @@ grep -qE 'memory: weights [0-9.]+ [KMG]iB \(mapped\) \+ caches 64\.0 MiB \+ work
   || { cat "$tmp/err" >&2; fail "no memory summary line"; }
 grep -qE 'Maximum concurrency for 4096 tokens per request: [0-9]+ requests' "$tmp/err" \
   || { cat "$tmp/err" >&2; fail "no Maximum concurrency line"; }
+
+# --- --log-level: before or after the subcommand; a bad level is one line, exit 2 ------
+for placement in before after; do
+  args=(generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6
+        --generate-config "$greedy")
+  if [[ $placement == before ]]; then args=(--log-level warning "${args[@]}"); else args+=(--log-level warning); fi
+  "$dsv4" "${args[@]}" > "$tmp/out" 2> "$tmp/err" || { cat "$tmp/err" >&2; fail "--log-level $placement"; }
+  ! grep -q '^\[dsv4 I\]' "$tmp/err" || { cat "$tmp/err" >&2; fail "--log-level warning ($placement) printed info lines"; }
+done
+expect_error 2 '^dsv4: --log-level: loud not in' "$dsv4" generate --log-level loud --model "$tmp/model"
 
 # --- serve MODEL, ready means ready -------------------------------------------------
 # start BINARY LOG ARGS...: a server in the background on a free port.

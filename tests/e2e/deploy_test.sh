@@ -24,20 +24,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_error RC REGEX CMD...: exit RC within 30 s, one non-log stderr line matching REGEX.
-expect_error() {
-  local want_rc=$1 regex=$2 rc=0
-  shift 2
-  timeout 30 "$@" > "$tmp/out" 2> "$tmp/err" || rc=$?
-  [[ $rc -ne 124 ]] || fail "$* hung"
-  [[ $rc -eq $want_rc ]] || { cat "$tmp/err" >&2; fail "$*: exit $rc, want $want_rc"; }
-  local lines
-  lines=$(grep -vc '^\[dsv4 [IW]\]' "$tmp/err" || true)
-  [[ $lines -eq 1 ]] || { cat "$tmp/err" >&2; fail "$*: $lines error lines, want 1"; }
-  grep -v '^\[dsv4 [IW]\]' "$tmp/err" | grep -qE -- "$regex" \
-    || { cat "$tmp/err" >&2; fail "$*: stderr does not match /$regex/"; }
-}
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_error
 
 "$dsv4" --version | grep -qE '^dsv4 [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
 "$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 || fail "make-tiny"

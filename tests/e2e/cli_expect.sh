@@ -1,0 +1,20 @@
+# Shared by the e2e shell tests that check command-line errors (sourced; the
+# caller sets $tmp to its scratch directory).
+#
+# fail MESSAGE: print it and fail the test.
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# expect_error RC REGEX CMD...: CMD exits with RC within 30 s and prints
+# exactly one stderr line besides log lines ([dsv4 I]/[dsv4 W]), matching REGEX.
+expect_error() {
+  local want_rc=$1 regex=$2 rc=0
+  shift 2
+  timeout 30 "$@" > "$tmp/out" 2> "$tmp/err" || rc=$?
+  [[ $rc -ne 124 ]] || fail "$* hung (killed after 30 s)"
+  [[ $rc -eq $want_rc ]] || { cat "$tmp/err" >&2; fail "$*: exit $rc, want $want_rc"; }
+  local lines
+  lines=$(grep -vc '^\[dsv4 [IW]\]' "$tmp/err" || true)
+  [[ $lines -eq 1 ]] || { cat "$tmp/err" >&2; fail "$*: $lines error lines, want 1"; }
+  grep -v '^\[dsv4 [IW]\]' "$tmp/err" | grep -qE -- "$regex" \
+    || { cat "$tmp/err" >&2; fail "$*: stderr does not match /$regex/"; }
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <system_error>
+#include <utility>
 
 #include "base/cpu_topology.h"
 #include "base/logging.h"
@@ -77,9 +78,11 @@ Status ThreadPool::PinTo(const std::vector<int>& cpus) {
 void ThreadPool::PinCaller() {
   const int cpu = caller_cpu_.load(std::memory_order_relaxed);
   if (cpu < 0) return;
-  thread_local const ThreadPool* pinned_for = nullptr;
-  if (pinned_for == this) return;
-  pinned_for = this;
+  // Keyed by pool and CPU: a later pool at the same address with another
+  // CPU list pins again (one with the same CPU needs nothing).
+  thread_local std::pair<const ThreadPool*, int> pinned{nullptr, -1};
+  if (pinned == std::pair<const ThreadPool*, int>{this, cpu}) return;
+  pinned = {this, cpu};
   if (const Status s = PinThread(pthread_self(), cpu); !s.ok()) {
     DSV4_LOG_WARN("thread pool: {}; the calling thread runs unpinned", s.message());
   }

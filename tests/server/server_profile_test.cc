@@ -123,8 +123,9 @@ TEST(ServerProfile, ASessionTracesTheRequestsItSaw) {
   EXPECT_EQ(request_ids.size(), 3u);
   EXPECT_EQ(spans["http.completions"], 2);
   EXPECT_EQ(spans["http.chat_completions"], 1);
-  // A whole response is one write; the stream is several chunks.
-  EXPECT_GE(spans["http.write"], 2 + 2);
+  // A whole response is one write; the stream at least one more (how many
+  // depends on how many tokens one poll gathers: under TSan, all of them).
+  EXPECT_GE(spans["http.write"], 2 + 1);
   // A second session writes the next file; the first stays.
   ASSERT_EQ(srv.Post("/start_profile", "").first, 200);
   const auto second = srv.Post("/stop_profile", "");

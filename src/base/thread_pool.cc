@@ -1,7 +1,6 @@
 #include "base/thread_pool.h"
 
 #include <immintrin.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <system_error>

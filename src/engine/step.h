@@ -88,7 +88,7 @@ struct StepPlan {
   uint64_t step_id = 0;
   std::vector<ScheduledRequest> requests;  // oldest arrival first
   std::vector<ReleasedSlot> released;
-  std::vector<SchedulerEvent> events;  // rare: preemptions, shrunk chunks, dropped drafts
+  std::vector<SchedulerEvent> events;  // preemptions, shrunk chunks, dropped drafts (few per step)
   int64_t num_tokens = 0;              // Σ num_tokens over requests (<= --max-num-batched-tokens)
 
   bool empty() const { return requests.empty() && released.empty(); }

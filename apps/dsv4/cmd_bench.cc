@@ -35,6 +35,7 @@ struct BenchArgs {
   std::string cpu_list = "auto";
   int64_t triad_mib = 512;
   int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
+  int32_t ep = 1;           // > 1: expert-parallel engine runs only (docs/scale-out.md)
   std::string prepacked = "auto";
   ProfileFlagArgs profile;
 };
@@ -162,6 +163,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
     eo.max_num_seqs = args.batch;
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
     eo.num_speculative_tokens = std::max(k, 0);
+    eo.ep = args.ep;
     auto engine = launch::CreateLocalEngine(eo);
     if (!engine.ok()) {
       std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
@@ -229,6 +231,9 @@ int RunBench(BenchArgs& args) {
               << cfg.max_position_embeddings << " positions\n";
     return 2;
   }
+  // Expert parallelism: only the engine runs span the ranks; the bare loop
+  // and the triad below measure one process.
+  if (args.ep > 1) return RunSpeculativeComparison(args, cfg.vocab_size);
   if (auto mem = engine::ReadMemInfo();
       mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
     std::cerr << "dsv4 bench: --triad-mib " << args.triad_mib << " needs 3 x " << args.triad_mib
@@ -372,6 +377,10 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   cmd->add_option("--speculative", args->speculative,
                   "Also compare engine decode without MTP and with MTP K = 1..N")
       ->check(CLI::Range(0, 16));
+  cmd->add_option("--ep", args->ep,
+                  "Expert-parallel ranks (mpirun -np N ... --ep N): runs only the engine "
+                  "comparison, without MTP and with K = 1..--speculative")
+      ->check(CLI::Range(1, 1 << 16));
   AddProfileFlags(cmd, &args->profile);
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }

@@ -32,6 +32,14 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
   cmd->add_option("--dp,--data-parallel-size", o.dp, "Attention data-parallel partitions")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  cmd->add_option("--ep,--expert-parallel-size", o.ep,
+                  "Expert-parallel ranks: run under mpirun -np N with --ep N (docs/scale-out.md)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--dist-timeout", o.dist_timeout_s,
+                  "Seconds a rank waits for the others inside a step before stopping every rank")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--kv-cache-memory", flags->kv_cache_memory,
                   "Bytes for the caches, e.g. 8G (default: --memory-utilization of free RAM)");
   cmd->add_option("--memory-utilization", o.memory_utilization,

@@ -40,7 +40,8 @@ class Communicator {
   // until the root has work for it.
   virtual Status BroadcastIdle(void* data, int64_t bytes, int root) = 0;
   // Rank r contributes counts[r] bytes (`send`); `recv` receives every
-  // rank's contribution, rank after rank (sum of counts bytes).
+  // rank's contribution, rank after rank (sum of counts bytes).  `send` may
+  // be this rank's own block inside `recv` (in place); no other overlap.
   virtual Status AllGatherV(const void* send, void* recv, std::span<const int64_t> counts) = 0;
   // `send` holds send_counts[r] bytes for rank r, rank after rank; `recv`
   // receives recv_counts[r] bytes from rank r, rank after rank.  Each

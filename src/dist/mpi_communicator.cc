@@ -44,8 +44,11 @@ class MpiCommunicator final : public Communicator {
     }
     const auto t0 = Clock::now();
     MPI_Request req;
-    const int rc = MPI_Iallgatherv(send, c[Sz(rank_)], MPI_BYTE, recv, c.data(), displ.data(),
-                                   MPI_BYTE, MPI_COMM_WORLD, &req);
+    // This rank's block already in place in recv: MPI_IN_PLACE (MPI forbids
+    // overlapping send and receive buffers otherwise).
+    const bool in_place = send == static_cast<const char*>(recv) + displ[Sz(rank_)];
+    const int rc = MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[Sz(rank_)], MPI_BYTE, recv,
+                                   c.data(), displ.data(), MPI_BYTE, MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return Internal("MPI_Iallgatherv failed ({})", rc);
     Wait(&req, "all-gather", true);
     const int64_t mine = counts[Sz(rank_)];

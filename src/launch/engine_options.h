@@ -18,8 +18,14 @@ struct EngineOptions {
   int64_t max_num_seqs = 16;              // running requests at most
   int64_t max_num_batched_tokens = 4096;  // token budget per step
   int64_t long_prefill_token_threshold = 2048;
-  int64_t block_size = 128;            // source tokens per cache page
-  int32_t dp = 1;                      // attention data-parallel partitions
+  int64_t block_size = 128;  // source tokens per cache page
+  int32_t dp = 1;            // attention data-parallel partitions
+  // Expert-parallel ranks (--ep; docs/scale-out.md): must equal mpirun's rank
+  // count; 1 = one process.
+  int32_t ep = 1;
+  // Seconds a rank waits inside a step for the others before it aborts the
+  // run (a rank died or hangs; --dist-timeout).
+  double dist_timeout_s = 60;
   int64_t kv_cache_memory = 0;         // bytes for caches; 0 = use memory_utilization
   double memory_utilization = 0.9;     // fraction of available RAM for caches (when bytes = 0)
   int32_t num_speculative_tokens = 0;  // K; 0 = no MTP

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "base/logging.h"
+#include "dist/session.h"
 #include "engine/memory_budget.h"
 #include "launch/compute_pool.h"
 #include "launch/host_memory.h"
+#include "launch/ranks.h"
 
 namespace dsv4::launch {
 
@@ -23,7 +25,8 @@ engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
 
 Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
                                 const EngineOptions& options, int64_t budget_bytes,
-                                std::unique_ptr<speculation::DraftProposer> proposer) {
+                                std::unique_ptr<speculation::DraftProposer> proposer,
+                                dist::Communicator* broadcast_plans) {
   engine::SchedulerConfig sc = SchedulerConfigFor(options);
   DSV4_RETURN_IF_ERROR(sc.Validate());
   if (options.max_model_len > model.config().max_position_embeddings) {
@@ -66,7 +69,12 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
   const model::ModelCache& cache = parts.executor->cache();
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::Scheduler> scheduler,
                         engine::Scheduler::Create(sc, std::move(setup.cache)));
-  parts.core = std::make_unique<engine::EngineCore>(std::move(scheduler), parts.executor.get());
+  engine::Executor* runs = parts.executor.get();
+  if (broadcast_plans != nullptr) {
+    parts.front = std::make_unique<PlanBroadcaster>(*broadcast_plans, parts.executor.get(), model);
+    runs = parts.front.get();
+  }
+  parts.core = std::make_unique<engine::EngineCore>(std::move(scheduler), runs);
   parts.plan = plan;
   const std::string model_cache = fmt::format(
       "model cache: {} slots x {} bytes of per-slot rings and compressor states, history pools "
@@ -127,6 +135,10 @@ Result<std::unique_ptr<engine::LocalEngine>> StartLocalEngine(
 }
 
 Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptions& options) {
+  // Under mpirun (or asked for --ep > 1): rank 0 of an expert-parallel run.
+  dist::Communicator& world = dist::World();
+  DSV4_RETURN_IF_ERROR(CheckRanks(options, world));
+  if (world.size() > 1) return CreateRankZeroEngine(options, world);
   model::ModelOptions model_options;
   model_options.prepacked = options.prepacked;
   model_options.prepacked_verify_threads = options.threads;

@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "checkpoint/model_config.h"
+#include "dist/communicator.h"
 #include "engine/cache_layout.h"
 #include "engine/engine_core.h"
 #include "engine/local_engine.h"
@@ -31,6 +32,9 @@ engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
 
 struct EngineParts {
   std::unique_ptr<runner::ModelExecutor> executor;
+  // Rank 0 of several (BuildEngine's broadcast_plans): what the core calls,
+  // sending each plan to the other ranks before running it on *executor.
+  std::unique_ptr<engine::Executor> front;
   std::unique_ptr<engine::EngineCore> core;  // uses *executor
   cache::CapacityPlan plan;
   std::string description;  // capacity log line
@@ -38,9 +42,12 @@ struct EngineParts {
 
 // Builds scheduler, cache manager (budget_bytes for all partitions) and
 // executor for `model`.  `proposer` replaces the MTP proposer (tests).
+// `broadcast_plans` (rank 0 of an expert-parallel run, launch/ranks.h): the
+// core runs parts.front, which sends every plan to the other ranks first.
 Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
                                 const EngineOptions& options, int64_t budget_bytes,
-                                std::unique_ptr<speculation::DraftProposer> proposer = nullptr);
+                                std::unique_ptr<speculation::DraftProposer> proposer = nullptr,
+                                dist::Communicator* broadcast_plans = nullptr);
 
 // Loads options.model_dir, sizes the cache pools from the memory budget
 // (--kv-cache-memory, else --memory-utilization of RAM after the weights are

@@ -51,6 +51,8 @@ class Block {
   int64_t layer_id() const { return layer_id_; }
   const Attention& attention() const { return *attn_; }
   const MoeShape& moe_shape() const { return moe_shape_; }
+  // Expert parallelism: which routed experts this process runs (moe_shard.h).
+  void set_expert_shard(const ExpertShard& shard) { moe_.shard = shard; }
 
  private:
   Block() = default;

@@ -138,6 +138,11 @@ Status Model::Bind(const ModelOptions& options) {
                            c.num_layers_with_mtp());
   }
   hc_ = HcShape::FromConfig(c);
+  ExpertShard shard{options.expert_parallel, expert_stats_.get()};
+  if (shard.active() && c.n_routed_experts % shard.comm->size() != 0) {
+    return InvalidArgument("--ep {} does not divide the model's {} routed experts",
+                           shard.comm->size(), c.n_routed_experts);
+  }
   DSV4_ASSIGN_OR_RETURN(embed_, BindBf16(*ckpt_, "embed.weight", {v, d}, store_));
   DSV4_ASSIGN_OR_RETURN(head_, BindBf16(*ckpt_, "head.weight", {v, d}, store_));
   DSV4_ASSIGN_OR_RETURN(main_head_.hc_head, LoadHcWeights(*ckpt_, "hc_head", hc_, true, store_));
@@ -145,12 +150,14 @@ Status Model::Bind(const ModelOptions& options) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Block> b,
                           Block::Load(*ckpt_, c, l, fmt::format("layers.{}.", l), store_));
+    b->set_expert_shard(shard);
     blocks_.push_back(std::move(b));
   }
   if (!options.load_mtp || c.num_nextn_predict_layers == 0) return Status::Ok();
   // Only the first MTP layer is bound (Flash has exactly one).
   const std::string p = "mtp.0.";
   DSV4_ASSIGN_OR_RETURN(mtp_block_, Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_));
+  mtp_block_->set_expert_shard(shard);
   DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.enorm, BindBf16(*ckpt_, p + "enorm.weight", {d}, store_));

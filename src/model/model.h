@@ -46,6 +46,11 @@ struct ModelOptions {
   double prepacked_min_residency = 0.95;
   // Threads verifying the sidecar's data checksum at load (0 = every CPU).
   int prepacked_verify_threads = 0;
+  // Expert parallelism (docs/scale-out.md): with a communicator of N > 1
+  // ranks this process runs only its block of E/N routed experts in every
+  // MoE layer (the MTP block's too) and exchanges routed outputs with the
+  // other ranks, which must run the same forwards.  Null: every expert here.
+  dist::Communicator* expert_parallel = nullptr;
 };
 
 // What Load decided about the sidecar.
@@ -123,6 +128,9 @@ class Model {
   const checkpoint::ModelConfig& config() const { return cfg_; }
   const checkpoint::Checkpoint& checkpoint() const { return *ckpt_; }
   const PrepackedReport& prepacked() const { return prepacked_; }
+  // What the MoE layers exchanged under ModelOptions::expert_parallel (all
+  // zero without it); the forward adds to it.
+  const ExpertExchangeStats& expert_exchange_stats() const { return *expert_stats_; }
   // Bytes of mapped files the forward pass reads: the sidecar plus the
   // checkpoint tensors it does not cover when one is used, else the shards
   // (what the engine reserves in the page cache).
@@ -214,6 +222,8 @@ class Model {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Block> mtp_block_;
   MtpWeights mtp_;
+  // Behind a pointer: the const forward counts into it (one thread at a time).
+  std::unique_ptr<ExpertExchangeStats> expert_stats_ = std::make_unique<ExpertExchangeStats>();
 };
 
 }  // namespace dsv4::model

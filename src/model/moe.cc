@@ -276,6 +276,10 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
       ws.Get<int64_t>(WsSlot::kMoePtok, Sz(na));      // [na] token of each sorted assignment
   float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));  // [na] its routing weight
   const int64_t max_rows = kernels::SortByExpert(ids, rw, n, k, e, offset, ptok, pw);
+  if (w.shard.active()) {  // expert parallelism over ranks (moe_shard.h)
+    return ShardedMoeTail(shape, w, xq, xs, nb, n, ids, offset, ptok, pw, max_rows, y,
+                          expert_ids_out, ws, pool);
+  }
 
   // y starts at zero in FP32 and each expert, in ascending id, adds its BF16
   // output to its tokens: exactly the reference's order, with O(n*d) memory

@@ -18,6 +18,7 @@
 #include "checkpoint/model_config.h"
 #include "kernels/gemm.h"
 #include "model/linear.h"
+#include "model/moe_shard.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 #include "tensor/numeric.h"
@@ -75,6 +76,7 @@ struct MoeWeights {
   SharedExpertWeights shared;                // unused when shape.shared_inter == 0
   bool int8 = false;                         // W8A8 experts (all of them, shared included)
   std::vector<Int8Linear> owned;             // keeps the INT8 scales alive
+  ExpertShard shard;                         // expert parallelism (moe_shard.h); default: all here
 };
 
 // Binds `<prefix>.gate.*`, the routed experts and the shared expert (prefix

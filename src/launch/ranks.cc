@@ -1,0 +1,322 @@
+#include "launch/ranks.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "base/checksum.h"
+#include "base/logging.h"
+#include "base/sha256.h"
+#include "checkpoint/prepacked.h"
+#include "engine/local_engine.h"
+#include "engine/memory_budget.h"
+#include "launch/compute_pool.h"
+#include "launch/engine_setup.h"
+#include "launch/host_memory.h"
+#include "launch/plan_codec.h"
+
+namespace dsv4::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// What rank 0 sends: a header (idle wait on the followers), then its payload.
+enum class Message : uint32_t { kEngine = 1, kPlan = 2, kEndEngine = 3, kExit = 4 };
+struct Header {
+  Message kind = Message::kExit;
+  uint32_t reserved = 0;
+  uint64_t bytes = 0;
+};
+
+void Fatal(dist::Communicator& world, const Status& s) {
+  world.Abort(fmt::format("dsv4: rank {}: {}", world.rank(), s.ToString()), 1);
+}
+
+void Send(dist::Communicator& world, Message kind, std::vector<uint8_t> payload) {
+  Header h{kind, 0, payload.size()};
+  Status s = world.BroadcastIdle(&h, sizeof(h), 0);
+  if (s.ok() && !payload.empty()) {
+    s = world.Broadcast(payload.data(), static_cast<int64_t>(payload.size()), 0);
+  }
+  if (!s.ok()) Fatal(world, s);
+}
+
+Header Receive(dist::Communicator& world, std::vector<uint8_t>* payload) {
+  Header h;
+  Status s = world.BroadcastIdle(&h, sizeof(h), 0);
+  payload->resize(h.bytes);
+  if (s.ok() && h.bytes > 0) s = world.Broadcast(payload->data(), static_cast<int64_t>(h.bytes), 0);
+  if (!s.ok()) Fatal(world, s);
+  return h;
+}
+
+// The binary (its bytes) and the checkpoint (config.json, the tensor -> shard
+// map, every shard's name and size; not its mtime, which differs between
+// copies on different hosts).
+Result<std::string> Fingerprint(const model::Model& model) {
+  DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedSource src,
+                        checkpoint::DescribePrepackedSource(model.checkpoint(), 1));
+  Sha256 h;
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("/proc/self/exe: cannot open");
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  Result<uint64_t> exe = ChecksumOfFile(fd, 0, static_cast<uint64_t>(size), "/proc/self/exe");
+  ::close(fd);
+  if (!exe.ok()) return exe.status();
+  std::string text = "binary " + ChecksumHex(*exe) + " config " + src.config_sha256 + " map " +
+                     src.weight_map_sha256;
+  for (const auto& shard : src.shards) text += fmt::format(" {}:{}", shard.name, shard.size);
+  h.Update(text.data(), text.size());
+  return h.FinishHex();
+}
+
+// What each rank reports at a start-up agreement point.
+struct Record {
+  int32_t ok = 0;
+  int32_t code = 0;  // StatusCode of the failure
+  int64_t value = 0;          // rank 0's cache budget in the first agreement
+  char fingerprint[72] = {};  // 64 hex digits
+  char message[432] = {};     // the failure, truncated
+};
+
+// Every rank contributes its status (and fingerprint, value); all ranks get
+// the same verdict: the first failing rank's error, or a fingerprint that
+// differs from rank 0's.  *value receives rank 0's value.
+Status Agree(dist::Communicator& world, const Status& local, const std::string& fingerprint,
+             int64_t* value) {
+  Record mine;
+  mine.ok = local.ok() ? 1 : 0;
+  mine.code = static_cast<int32_t>(local.code());
+  mine.value = *value;
+  std::snprintf(mine.fingerprint, sizeof(mine.fingerprint), "%s", fingerprint.c_str());
+  std::snprintf(mine.message, sizeof(mine.message), "%s", local.message().c_str());
+  std::vector<Record> all(static_cast<size_t>(world.size()));
+  const Status s = world.AllGather(&mine, sizeof(Record), all.data());
+  if (!s.ok()) Fatal(world, s);
+  *value = all[0].value;
+  for (int r = 0; r < world.size(); ++r) {
+    const Record& x = all[static_cast<size_t>(r)];
+    if (x.ok == 0) {
+      return Status(static_cast<StatusCode>(x.code),
+                    fmt::format("rank {} of {}: {}", r, world.size(), x.message));
+    }
+  }
+  for (int r = 1; r < world.size(); ++r) {
+    const Record& x = all[static_cast<size_t>(r)];
+    if (std::strcmp(x.fingerprint, all[0].fingerprint) != 0) {
+      return FailedPrecondition(
+          "rank {} runs another binary or checkpoint than rank 0 (fingerprint {:.12} vs {:.12}): "
+          "every rank needs the same dsv4 and the same model files",
+          r, x.fingerprint, all[0].fingerprint);
+    }
+  }
+  return Status::Ok();
+}
+
+// The engine of one rank: the model with this rank's experts, the compute
+// pool, the executor (and, on rank 0, the core).
+struct RankEngine {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<ThreadPool> pool;
+  EngineParts parts;
+};
+
+// Loads, agrees, builds and agrees again: the same calls on every rank.
+Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options,
+                                                    dist::Communicator& world) {
+  world.set_timeout_s(options.dist_timeout_s);
+  auto e = std::make_unique<RankEngine>();
+  model::ModelOptions mo;
+  mo.prepacked = options.prepacked;
+  mo.prepacked_verify_threads = options.threads;
+  mo.expert_parallel = &world;
+  Status local = Status::Ok();
+  std::string fingerprint;
+  int64_t budget = 0;
+  if (Result<std::unique_ptr<model::Model>> m = model::Model::Load(options.model_dir, mo); m.ok()) {
+    e->model = std::move(*m);
+    Result<std::string> fp = Fingerprint(*e->model);
+    local = fp.status();
+    if (fp.ok()) fingerprint = *fp;
+  } else {
+    local = m.status();
+  }
+  if (local.ok() && world.rank() == 0) {
+    // Rank 0's budget for every rank: the scheduler's block tables index
+    // pools that must be the same on every rank.
+    engine::KvBudgetOptions b;
+    b.kv_cache_memory = options.kv_cache_memory;
+    b.memory_utilization = options.memory_utilization;
+    b.resident_reserve = e->model->MappedWeightBytes();
+    Result<engine::MemoryInfo> memory = engine::ReadMemInfo();
+    Result<HostMemoryPlan> host =
+        memory.ok() ? PlanHostMemory(b, *memory, e->model->MappedWeightBytes(),
+                                     WorkingMemoryBytes(e->model->config(), options))
+                    : Result<HostMemoryPlan>(memory.status());
+    if (host.ok()) {
+      DSV4_LOG_INFO("{}", host->summary);
+      budget = host->kv_bytes;
+    } else {
+      local = host.status();
+    }
+  }
+  DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &budget));
+  const model::Model& m = *e->model;
+  const int64_t experts = m.config().n_routed_experts;
+  DSV4_LOG_INFO("rank {} of {}: routed experts [{}, {}) of {} in every MoE layer, fingerprint {}",
+                world.rank(), world.size(), world.rank() * experts / world.size(),
+                (world.rank() + 1) * experts / world.size(), experts, fingerprint.substr(0, 12));
+  Result<std::unique_ptr<ThreadPool>> pool = CreateComputePool(options.threads, options.cpu_list);
+  local = pool.status();
+  if (pool.ok()) {
+    e->pool = std::move(*pool);
+    Result<EngineParts> parts = BuildEngine(m, e->pool.get(), options, budget, nullptr,
+                                            world.rank() == 0 ? &world : nullptr);
+    local = parts.status();
+    if (parts.ok()) e->parts = std::move(*parts);
+  }
+  int64_t unused = 0;
+  DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &unused));
+  return e;
+}
+
+// One line per rank at the end of an engine: steps, time in steps, and what
+// the MoE exchanges moved (docs/scale-out.md "Measured").
+void LogCommunication(const dist::Communicator& world, const model::Model& model, int64_t steps,
+                      double step_seconds) {
+  const model::ExpertExchangeStats& x = model.expert_exchange_stats();
+  const double per_token_layer = x.token_layers > 0
+                                     ? static_cast<double>(x.rows) *
+                                           static_cast<double>(model.config().hidden_size) * 2.0 /
+                                           static_cast<double>(x.token_layers)
+                                     : 0.0;
+  DSV4_LOG_INFO(
+      "rank {} of {}: {} steps in {:.3f} s; MoE exchanges: {} ({} token-layers, {:.0f} bytes of "
+      "routed outputs per token per MoE layer), sent {} B, received {} B, {:.3f} s in them; all "
+      "collectives: {} calls, {:.3f} s",
+      world.rank(), world.size(), steps, step_seconds, x.exchanges, x.token_layers, per_token_layer,
+      x.bytes_sent, x.bytes_received, x.exchange_seconds, world.stats().calls,
+      world.stats().seconds);
+}
+
+// Keeps what rank 0's engine thread runs on alive until it has stopped.
+struct RankZeroResources {
+  std::unique_ptr<RankEngine> engine;
+};
+
+}  // namespace
+
+Status CheckRanks(const EngineOptions& options, const dist::Communicator& world) {
+  if (options.ep < 1) return InvalidArgument("--ep must be at least 1, got {}", options.ep);
+  if (world.size() == 1 && options.ep > 1) {
+    return InvalidArgument("--ep {} needs {} ranks: start dsv4 with mpirun -np {}", options.ep,
+                           options.ep, options.ep);
+  }
+  if (options.ep != world.size()) {
+    return InvalidArgument("--ep {} but mpirun started {} ranks: give --ep {}", options.ep,
+                           world.size(), world.size());
+  }
+  if (world.size() > 1 && options.dp > 1) {
+    return InvalidArgument(
+        "--dp {} with --ep {}: data-parallel attention across ranks is not built yet "
+        "(docs/scale-out.md); use --dp 1",
+        options.dp, options.ep);
+  }
+  return Status::Ok();
+}
+
+PlanBroadcaster::PlanBroadcaster(dist::Communicator& world, runner::ModelExecutor* local,
+                                 const model::Model& model)
+    : world_(world), local_(local), model_(model) {}
+
+PlanBroadcaster::~PlanBroadcaster() {
+  Send(world_, Message::kEndEngine, {});
+  LogCommunication(world_, model_, steps_, step_seconds_);
+}
+
+Result<engine::StepResult> PlanBroadcaster::Run(const engine::StepPlan& plan) {
+  const auto t0 = Clock::now();
+  Send(world_, Message::kPlan, EncodePlan(plan));
+  Result<engine::StepResult> r = local_->Run(plan);
+  ++steps_;
+  step_seconds_ += SecondsSince(t0);
+  return r;
+}
+
+Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOptions& options,
+                                                                  dist::Communicator& world) {
+  DSV4_RETURN_IF_ERROR(CheckRanks(options, world));
+  Send(world, Message::kEngine, EncodeEngineOptions(options));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<RankEngine> e, BuildRankEngine(options, world));
+  engine::LocalEngineConfig config;
+  config.vocab_size = e->model->config().vocab_size;
+  config.eos_token_id = e->model->config().eos_token_id;
+  config.max_model_len = options.max_model_len;
+  config.max_waiting = options.max_waiting;
+  config.plan = e->parts.plan;
+  config.description = e->parts.description;
+  config.log_stats_interval_s = options.log_stats_interval_s;
+  engine::LocalEngineParts parts;
+  parts.executor = std::move(e->parts.front);
+  parts.core = std::move(e->parts.core);
+  auto resources = std::make_shared<RankZeroResources>();
+  resources->engine = std::move(e);
+  parts.resources = std::move(resources);
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,
+                        engine::LocalEngine::Start(std::move(config), std::move(parts)));
+  return std::unique_ptr<engine::AsyncEngine>(std::move(engine));
+}
+
+int RunFollower(dist::Communicator& world) {
+  std::vector<uint8_t> payload;
+  for (;;) {
+    const Header h = Receive(world, &payload);
+    if (h.kind == Message::kExit) return 0;
+    if (h.kind != Message::kEngine) {
+      Fatal(world, Internal("expected an engine or exit message from rank 0, got {}",
+                            static_cast<uint32_t>(h.kind)));
+    }
+    Result<EngineOptions> options = DecodeEngineOptions(payload);
+    if (!options.ok()) Fatal(world, options.status());
+    Result<std::unique_ptr<RankEngine>> e = BuildRankEngine(*options, world);
+    if (!e.ok()) {
+      // Every rank failed the same agreement; rank 0 reports it and decides.
+      DSV4_LOG_ERROR("rank {}: {}", world.rank(), e.status().message());
+      continue;
+    }
+    runner::ModelExecutor& executor = *(*e)->parts.executor;
+    int64_t steps = 0;
+    double seconds = 0;
+    for (;;) {
+      const Header p = Receive(world, &payload);
+      if (p.kind == Message::kEndEngine) break;
+      if (p.kind != Message::kPlan) {
+        Fatal(world, Internal("expected a step plan from rank 0, got message {}",
+                              static_cast<uint32_t>(p.kind)));
+      }
+      Result<engine::StepPlan> plan = DecodePlan(payload);
+      if (!plan.ok()) Fatal(world, plan.status());
+      const auto t0 = Clock::now();
+      // Rank 0 runs the same plan and reports its result; an error here is
+      // the same error there (same inputs, same arithmetic).
+      (void)executor.Run(*plan);
+      ++steps;
+      seconds += SecondsSince(t0);
+    }
+    LogCommunication(world, *(*e)->model, steps, seconds);
+  }
+}
+
+void ReleaseFollowers(dist::Communicator& world) {
+  if (world.size() > 1 && world.rank() == 0) Send(world, Message::kExit, {});
+}
+
+}  // namespace dsv4::launch

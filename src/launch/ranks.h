@@ -1,0 +1,59 @@
+// Expert-parallel engines over the ranks of an mpirun (docs/scale-out.md):
+// rank 0 runs the engine (scheduler, cache bookkeeping, HTTP or the offline
+// driver) and broadcasts every StepPlan before running it; every other rank
+// is a follower that builds the same executor from rank 0's options and
+// runs the same plans.  The model's MoE layers split the routed experts over
+// the ranks (model/moe_shard.h); everything else is replicated, so every
+// rank computes the same tokens and rank 0's are the ones reported.
+#pragma once
+
+#include <memory>
+
+#include "base/status.h"
+#include "dist/communicator.h"
+#include "engine/async_engine.h"
+#include "engine/executor.h"
+#include "launch/engine_options.h"
+#include "runner/model_executor.h"
+
+namespace dsv4::launch {
+
+// One-line InvalidArgument for what this slice cannot run: --ep different
+// from the number of ranks, --ep > 1 outside mpirun, --dp > 1 together with
+// several ranks (DP attention across ranks is not built yet).
+Status CheckRanks(const EngineOptions& options, const dist::Communicator& world);
+
+// Rank 0's executor: sends each plan to the followers, then runs it on
+// `local` (not owned; it outlives this).  Its destruction tells the
+// followers that the engine ended and logs this rank's communication.
+class PlanBroadcaster final : public engine::Executor {
+ public:
+  PlanBroadcaster(dist::Communicator& world, runner::ModelExecutor* local,
+                  const model::Model& model);
+  ~PlanBroadcaster() override;
+  Result<engine::StepResult> Run(const engine::StepPlan& plan) override;
+
+ private:
+  dist::Communicator& world_;
+  runner::ModelExecutor* local_;
+  const model::Model& model_;
+  int64_t steps_ = 0;
+  double step_seconds_ = 0;
+};
+
+// Rank 0 of a run with several ranks: what CreateLocalEngine does, with the
+// followers loading the model alongside, a start-up check that every rank
+// runs the same binary and checkpoint (fingerprints compared on every rank;
+// a mismatch or a failure on any rank is an error on every rank), rank 0's
+// cache budget used everywhere (the block tables index identical pools).
+Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOptions& options,
+                                                                  dist::Communicator& world);
+
+// Ranks other than 0: serves rank 0's engines until rank 0 releases them
+// (ReleaseFollowers); returns the process's exit status.
+int RunFollower(dist::Communicator& world);
+
+// Rank 0, before it exits: lets the followers exit.  Nothing with one rank.
+void ReleaseFollowers(dist::Communicator& world);
+
+}  // namespace dsv4::launch

@@ -1,0 +1,60 @@
+// Expert parallelism inside one MoE layer (docs/scale-out.md "Expert
+// parallelism"): with N > 1 ranks, rank r runs only the routed experts
+// [r·E/N, (r+1)·E/N) (the blocks `dsv4 prepack --ranks N` stacks), every
+// rank gathers the others' routed outputs and sums all of them itself in the
+// single-process order, so the layer's output is bitwise the one-rank output.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "dist/communicator.h"
+#include "model/workspace.h"
+#include "tensor/numeric.h"
+
+namespace dsv4::model {
+
+struct MoeShape;
+struct MoeWeights;
+
+// What the routed-output exchanges of every MoE layer moved (the measurement
+// behind docs/scale-out.md).  Written by the thread running the forward.
+struct ExpertExchangeStats {
+  int64_t exchanges = 0;        // MoE layer calls that exchanged
+  int64_t token_layers = 0;     // Σ tokens over those calls
+  int64_t local_rows = 0;       // (token, expert) rows this rank computed
+  int64_t rows = 0;             // (token, expert) rows of every rank
+  int64_t bytes_sent = 0;       // this rank's rows × (N − 1) ranks
+  int64_t bytes_received = 0;   // the other ranks' rows
+  double exchange_seconds = 0;  // inside the all-gathers (transfer + waiting for slower ranks)
+};
+
+// The shard of the routed experts one process runs.  comm null or of size 1:
+// every expert (single-process behaviour).
+struct ExpertShard {
+  dist::Communicator* comm = nullptr;
+  ExpertExchangeStats* stats = nullptr;  // may be null
+
+  bool active() const { return comm != nullptr && comm->size() > 1; }
+  // This rank's experts [first, last) of num_experts (REQUIRES divisible).
+  int64_t first(int64_t num_experts) const { return comm->rank() * num_experts / comm->size(); }
+  int64_t last(int64_t num_experts) const {
+    return (comm->rank() + 1) * num_experts / comm->size();
+  }
+};
+
+// MoeForward from the sorted assignments on, when w.shard.active(): runs this
+// rank's experts on their rows of the sorted order (contiguous, since the
+// order is by expert id), all-gathers every rank's BF16 rows (BF16 is what a
+// routed expert outputs, so nothing is rounded twice), adds all rows into
+// the FP32 accumulator in ascending expert id, runs the shared expert and
+// combines: the same operations in the same order as one process.  xq/xs:
+// the activation codes (nb scales per row); ids [n, top_k] the routing; offset/ptok/pw:
+// SortByExpert's output, max_rows its largest expert.  A failed exchange
+// aborts every rank (only a broken invariant can make it fail).
+void ShardedMoeTail(const MoeShape& shape, const MoeWeights& w, const uint8_t* xq, const float* xs,
+                    int64_t nb, int64_t n, const int32_t* ids, const int64_t* offset,
+                    const int64_t* ptok, const float* pw, int64_t max_rows, bf16* y,
+                    int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool);
+
+}  // namespace dsv4::model

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Expert parallelism end to end (docs/scale-out.md): `mpirun -np N dsv4
+# generate --ep N` on the tiny model gives exactly the one-process output
+# (tokens and every printed logprob, which round-trips the float) for N = 2
+# and 4, greedy and seeded sampling, without MTP and with K = 1..3; unsound
+# combinations are refused with one line; ranks running different binaries
+# are refused at start-up.
+# Usage: ep_generate_test.sh DSV4_BINARY
+set -euo pipefail
+dsv4=$1
+here=$(cd "$(dirname "$0")" && pwd)
+mpirun_sh=$here/mpirun.sh
+command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+ids=$(seq -s, 1 200)  # a 200-token prompt: crosses 4- and 128-token blocks and pages
+engine=(--model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config vllm
+        --prompt "Hello world" --prompt "The capital of France is")
+greedy='{"max_new_tokens":20,"logprobs":3,"ignore_eos":true}'
+sampled='{"max_new_tokens":20,"logprobs":2,"temperature":0.8,"top_k":32,"seed":11,"ignore_eos":true}'
+
+run() {  # run OUT NP CONFIG K: one generate (NP 1: no mpirun), stdout without the timing line
+  local out=$1 np=$2 config=$3 k=$4 extra=()
+  if ((k > 0)); then extra=(--speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}"); fi
+  local cmd=("$dsv4" generate "${engine[@]}" "${extra[@]}" --generate-config "$config")
+  if ((np == 1)); then
+    "${cmd[@]}" > "$out.raw" 2> "$out.err" || { cat "$out.err" >&2; fail "$out"; }
+  else
+    "$mpirun_sh" "$np" "${cmd[@]}" --ep "$np" > "$out.raw" 2> "$out.err" \
+      || { cat "$out.err" >&2; fail "$out"; }
+  fi
+  grep -v '^\[generate\]' "$out.raw" > "$out"
+}
+
+for k in 0 1 2 3; do
+  for mode in greedy sampled; do
+    config=$greedy
+    [[ $mode == sampled ]] && config=$sampled
+    run "$tmp/one.$mode.$k" 1 "$config" "$k"
+    grep -q '"logprob"' "$tmp/one.$mode.$k" || fail "no logprobs printed"
+    for np in 2 4; do
+      run "$tmp/ep$np.$mode.$k" "$np" "$config" "$k"
+      cmp -s "$tmp/one.$mode.$k" "$tmp/ep$np.$mode.$k" || {
+        diff "$tmp/one.$mode.$k" "$tmp/ep$np.$mode.$k" >&2 || true
+        fail "$mode, K = $k: $np ranks differ from one"
+      }
+      grep -q "rank 1 of $np: routed experts" "$tmp/ep$np.$mode.$k.err" || fail "no rank line"
+    done
+  done
+done
+# The long prompt through the prompt-ids path, 2 ranks, K = 2.
+engine=(--model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config vllm
+        --prompt-ids "$ids")
+run "$tmp/one.long" 1 "$greedy" 2
+run "$tmp/ep2.long" 2 "$greedy" 2
+cmp -s "$tmp/one.long" "$tmp/ep2.long" || fail "200-token prompt: 2 ranks differ from one"
+echo "identical outputs: 1 vs 2 and 4 ranks, greedy and seeded, K = 0..3"
+
+expect_refusal() {  # expect_refusal NAME REGEX CMD...: exit status != 0, stderr matches REGEX
+  local name=$1 regex=$2
+  shift 2
+  if "$@" > "$tmp/$name.out" 2> "$tmp/$name.err"; then fail "$name: accepted"; fi
+  grep -qE -- "$regex" "$tmp/$name.err" || { cat "$tmp/$name.err" >&2; fail "$name: message"; }
+}
+g=("$dsv4" generate "${engine[@]}" --generate-config '{"max_new_tokens":2}')
+expect_refusal no-mpirun "--ep 2 needs 2 ranks: start dsv4 with mpirun -np 2" "${g[@]}" --ep 2
+expect_refusal ep-vs-size "--ep 1 but mpirun started 2 ranks" "$mpirun_sh" 2 "${g[@]}"
+expect_refusal dp "--dp 2 with --ep 2: data-parallel attention across ranks is not built yet" \
+  "$mpirun_sh" 2 "${g[@]}" --ep 2 --dp 2
+expect_refusal divide "--ep 3 does not divide the model's 8 routed experts" \
+  "$mpirun_sh" 3 "${g[@]}" --ep 3
+# Rank 1 runs a different binary (one byte appended): refused at start-up.
+cp "$dsv4" "$tmp/dsv4-other"
+printf 'x' >> "$tmp/dsv4-other"
+args=(--oversubscribe --mca btl_vader_single_copy_mechanism none)
+[ "$(id -u)" = 0 ] && args+=(--allow-run-as-root)
+expect_refusal binary "rank 1 runs another binary or checkpoint than rank 0" \
+  mpirun "${args[@]}" -np 1 "${g[@]}" --ep 2 : -np 1 "$tmp/dsv4-other" generate
+echo "refusals ok"

@@ -1,5 +1,8 @@
 #include "dist/session.h"
 
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdlib>
 
 #ifdef DSV4_HAVE_MPI
@@ -37,9 +40,17 @@ Result<std::unique_ptr<Session>> Session::Start(int* argc, char*** argv) {
   } else {
 #ifdef DSV4_HAVE_MPI
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-      return FailedPrecondition("MPI_Init_thread failed");
-    }
+    // The threads MPI starts inherit SIGINT and SIGTERM blocked: a signal
+    // for the process then reaches a thread of dsv4's choosing (`dsv4 serve`
+    // drains on SIGTERM) instead of killing it through an MPI thread.
+    sigset_t stop, saved;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &saved);
+    const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    if (rc != MPI_SUCCESS) return FailedPrecondition("MPI_Init_thread failed");
     s->mpi_ = true;
     if (provided < MPI_THREAD_SERIALIZED) {
       return FailedPrecondition(

@@ -57,6 +57,13 @@ engine=(--model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config v
 run "$tmp/one.long" 1 "$greedy" 2
 run "$tmp/ep2.long" 2 "$greedy" 2
 cmp -s "$tmp/one.long" "$tmp/ep2.long" || fail "200-token prompt: 2 ranks differ from one"
+# Two prompts sharing those 200 tokens (what a prefix cache may serve from
+# the first one's pages), 4 ranks, K = 1.
+engine=(--model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config vllm
+        --prompt-ids "$ids" --prompt-ids "$ids,7,8,9")
+run "$tmp/one.shared" 1 "$greedy" 1
+run "$tmp/ep4.shared" 4 "$greedy" 1
+cmp -s "$tmp/one.shared" "$tmp/ep4.shared" || fail "shared prefix: 4 ranks differ from one"
 echo "identical outputs: 1 vs 2 and 4 ranks, greedy and seeded, K = 0..3"
 
 expect_refusal() {  # expect_refusal NAME REGEX CMD...: exit status != 0, stderr matches REGEX

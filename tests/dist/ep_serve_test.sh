@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `mpirun -np 2 dsv4 serve --ep 2` (docs/scale-out.md): the completion equals
+# the one-process server's, and SIGTERM on rank 0 drains and stops every rank
+# with exit status 0 within a bounded time.
+# Usage: ep_serve_test.sh DSV4_BINARY
+set -euo pipefail
+dsv4=$1
+here=$(cd "$(dirname "$0")" && pwd)
+command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
+command -v curl >/dev/null 2>&1 || { echo "curl not found: skipping" >&2; exit 77; }
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+serve=(serve --model "$tmp/m" --kv-cache-memory 64M --threads 1 --port 0)
+body='{"prompt":"The capital of France is","max_tokens":16,"temperature":0.7,"seed":5,"logprobs":2}'
+
+port_of() {  # port_of ERRFILE PID: waits for the bound port and /health 200
+  local i port=""
+  for i in $(seq 300); do
+    kill -0 "$2" 2>/dev/null || { cat "$1" >&2; fail "the server exited"; }
+    port=$(grep -oE 'bound http://[^:]+:[0-9]+' "$1" | grep -oE '[0-9]+$' || true)
+    if [[ -n $port ]] && curl -sf "localhost:$port/health" > /dev/null; then
+      echo "$port"
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "server not ready"
+}
+complete() {  # complete PORT OUT: the completion's choices (ids and timestamps differ)
+  curl -sf "localhost:$1/v1/completions" -H 'content-type: application/json' -d "$body" \
+    | grep -oE '"choices":.*"usage"' > "$2" || fail "completion on port $1"
+}
+
+"$dsv4" "${serve[@]}" > "$tmp/one.out" 2> "$tmp/one.err" &
+one=$!
+pids+=("$one")
+complete "$(port_of "$tmp/one.err" "$one")" "$tmp/one.json"
+kill -TERM "$one"
+wait "$one" || fail "one-process server: exit status $?"
+
+"$here/mpirun.sh" 2 "$dsv4" "${serve[@]}" --ep 2 > "$tmp/ep.out" 2> "$tmp/ep.err" &
+mpi=$!
+pids+=("$mpi")
+complete "$(port_of "$tmp/ep.err" "$mpi")" "$tmp/ep.json"
+cmp -s "$tmp/one.json" "$tmp/ep.json" || {
+  diff "$tmp/one.json" "$tmp/ep.json" >&2 || true
+  fail "2 ranks answered differently from one"
+}
+rank0=""
+for p in $(pgrep -P "$mpi"); do
+  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && rank0=$p
+done
+[[ -n $rank0 ]] || fail "rank 0 not found"
+kill -TERM "$rank0"
+for i in $(seq 150); do kill -0 "$mpi" 2>/dev/null || break; sleep 0.2; done
+kill -0 "$mpi" 2>/dev/null && fail "still running 30 s after SIGTERM on rank 0"
+rc=0
+wait "$mpi" || rc=$?
+((rc == 0)) || { cat "$tmp/ep.err" >&2; fail "SIGTERM on rank 0: exit status $rc"; }
+grep -q "rank 1 of 2: .* steps in" "$tmp/ep.err" || fail "rank 1 did not end its engine"
+echo "serve --ep 2: same completion as one process; SIGTERM on rank 0 stopped both ranks"

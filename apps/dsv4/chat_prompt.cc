@@ -76,8 +76,9 @@ Json ChatDefaults(const GenerateConfig& config) {
   // Always: the server's chat default is the rest of the context, generate's
   // is max_new_tokens' default (256).
   d["max_tokens"] = config.max_new_tokens;
-  // SamplingParams{} is the server's default too, so a field equal to it
-  // changes nothing and is left out.
+  // A field equal to SamplingParams{} is left out: the parser's defaults
+  // (ServerOptions::default_sampling, set to the run's sampling by
+  // `generate`) fill it.
   const std::initializer_list<std::pair<const char*, std::pair<float, float>>> floats = {
       {"temperature", {s.temperature, b.temperature}},
       {"top_p", {s.top_p, b.top_p}},
@@ -92,6 +93,8 @@ Json ChatDefaults(const GenerateConfig& config) {
   if (s.top_k != b.top_k) d["top_k"] = s.top_k;
   if (s.seed) d["seed"] = *s.seed;
   if (s.ignore_eos) d["ignore_eos"] = true;
+  if (s.min_tokens > 0) d["min_tokens"] = s.min_tokens;
+  if (config.include_stop_str_in_output) d["include_stop_str_in_output"] = true;
   if (s.logprobs >= 0) {
     d["logprobs"] = true;
     d["top_logprobs"] = s.logprobs;

@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "profile/profile.h"
 #include "profile/summary.h"
+#include "residency.h"
 
 namespace dsv4::cli {
 
@@ -38,6 +39,7 @@ struct BenchArgs {
   int32_t ep = 1;           // > 1: expert-parallel engine runs only (docs/scale-out.md)
   std::string prepacked = "auto";
   ProfileFlagArgs profile;
+  ResidencyFlags residency;
 };
 
 // Writes a session an early return (a failed forward) left running, so no
@@ -213,12 +215,20 @@ int RunBench(BenchArgs& args) {
   }
   args.model = location->dir;
   LogModel(*location);
+  if (Status placed = PlaceMemory(args.residency); !placed.ok()) {
+    std::cerr << "dsv4 bench: " << placed.message() << "\n";
+    return ExitCodeFor(placed);
+  }
   model::ModelOptions model_options;
   model_options.prepacked = args.prepacked;
   auto model_or = model::Model::Load(args.model, model_options);
   if (!model_or.ok()) {
     std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
     return 1;
+  }
+  if (Status resident = MakeResident(args.residency); !resident.ok()) {
+    std::cerr << "dsv4 bench: " << resident.message() << "\n";
+    return ExitCodeFor(resident);
   }
   const model::Model& model = **model_or;
   const checkpoint::ModelConfig& cfg = model.config();
@@ -352,6 +362,7 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode throughput vs memory bandwidth");
   cmd->add_option("--model", args->model, kModelFlagHelp);
+  AddResidencyFlags(cmd, &args->residency);
   cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();

@@ -16,7 +16,8 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "convert", "Convert a native DeepSeek-V4 checkpoint to W8A8 (INT8 per output channel)");
   cmd->add_option("--input-dir", opts->input_dir, "Native FP8 checkpoint directory")->required();
-  cmd->add_option("--output-dir", opts->output_dir, "New W8A8 checkpoint directory")->required();
+  AddOutputOption(cmd, &opts->output_dir, "New W8A8 checkpoint directory (required)",
+                  "--output-dir");
   cmd->add_flag("--dry-run", opts->dry_run,
                 "Validate the source and print the plan; write nothing");
   cmd->add_option("--threads", opts->num_threads,
@@ -26,7 +27,13 @@ void RegisterConvert(CLI::App& app, int* exit_code) {
   cmd->add_flag("--resume", opts->resume,
                 "Continue an interrupted conversion (finished shards are validated and kept)");
   cmd->callback([opts, exit_code] {
+    if (opts->output_dir.empty()) {
+      std::cerr << "dsv4 convert: --output is required\n";
+      *exit_code = 2;
+      return;
+    }
     opts->log = [](const std::string& line) { std::cout << line << std::endl; };
+    opts->progress = !opts->dry_run;
     if (opts->num_threads <= 0) {
       opts->num_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
     }

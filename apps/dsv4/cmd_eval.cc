@@ -12,6 +12,8 @@
 #include <optional>
 #include <sstream>
 
+#include "base/logging.h"
+#include "base/progress.h"
 #include "base/thread_pool.h"
 #include "checkpoint/model_config.h"
 #include "commands.h"
@@ -56,30 +58,6 @@ Result<std::string> ReadText(const std::string& path) {
   if (data.str().empty()) return InvalidArgument("--text {} is empty", path);
   return data.str();
 }
-
-// "\r[eval] 42.0% ..." on stderr, redrawn at most 4 times a second; only when
-// stderr is a terminal, so that logs and pipes stay clean.
-class ProgressLine {
- public:
-  ProgressLine() : enabled_(::isatty(STDERR_FILENO) == 1) {}
-  void Update(const eval::Progress& p) {
-    if (!enabled_) return;
-    const bool done = p.scored == p.total;
-    if (!done && p.seconds - last_ < 0.25) return;
-    last_ = p.seconds;
-    const double rate = p.seconds > 0 ? static_cast<double>(p.scored) / p.seconds : 0;
-    const double eta = rate > 0 ? static_cast<double>(p.total - p.scored) / rate : 0;
-    std::fprintf(stderr, "\r[eval] %5.1f%% %lld/%lld tokens, %.1f tok/s, ETA %.0f s   ",
-                 100.0 * static_cast<double>(p.scored) / static_cast<double>(p.total),
-                 static_cast<long long>(p.scored), static_cast<long long>(p.total), rate, eta);
-    if (done) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
- private:
-  bool enabled_;
-  double last_ = -1;
-};
 
 std::string ModeText(const eval::PerplexityReport& r) {
   if (r.stride == r.context) {
@@ -222,9 +200,20 @@ int RunEval(EvalArgs& a) {
     return 1;
   }
   ThreadPool& pool = **pool_or;
-  ProgressLine progress;
-  options.on_progress = [&progress](const eval::Progress& p) { progress.Update(p); };
+  // base/progress.h: a live line on a terminal, a plain line every 10 s
+  // otherwise; created at the first report, which knows the total.
+  std::optional<Progress> progress;
+  int64_t reported = 0;
+  options.on_progress = [&progress, &reported](const eval::Progress& p) {
+    if (!progress) progress.emplace("eval tokens", p.total, ProgressUnit::kItems);
+    progress->Add(p.scored - reported);
+    reported = p.scored;
+  };
   auto report = eval::EvaluatePerplexity(**model, tokens, options, &pool);
+  if (progress) {
+    progress->Finish();
+    if (report.ok()) DSV4_LOG_INFO("{}", progress->Summary());
+  }
   if (!report.ok()) {
     std::cerr << "dsv4 eval: " << report.status().message() << "\n";
     return report.status().code() == StatusCode::kInvalidArgument ? 2 : 1;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "base/logging.h"
 #include "chat_prompt.h"
 #include "checkpoint/model_config.h"
 #include "commands.h"
@@ -16,8 +17,10 @@
 #include "generate_config.h"
 #include "generate_driver.h"
 #include "generate_output.h"
+#include "generation_defaults.h"
 #include "launch/engine_setup.h"
 #include "profile/profile.h"
+#include "residency.h"
 #include "text/tokenizer.h"
 
 namespace dsv4::cli {
@@ -43,6 +46,34 @@ bool ParseIdList(const std::string& text, std::vector<int32_t>* ids) {
 
 namespace {
 
+// The flat sampling flags (generate_config.h SamplingFlags); each overrides
+// the --generate-config field of the same name.
+void AddSamplingFlags(CLI::App* cmd, SamplingFlags* f) {
+  const std::string group = "Sampling (override --generate-config)";
+  cmd->add_option("--temperature", f->temperature, "0 = greedy")->group(group);
+  cmd->add_option("--top-p", f->top_p, "Nucleus mass in (0, 1]")->group(group);
+  cmd->add_option("--top-k", f->top_k, "Most likely tokens kept (0 or -1 = all)")->group(group);
+  cmd->add_option("--min-p", f->min_p, "Drop tokens below min-p x the top probability")
+      ->group(group);
+  cmd->add_option("--presence-penalty", f->presence_penalty, "In [-2, 2]")->group(group);
+  cmd->add_option("--frequency-penalty", f->frequency_penalty, "In [-2, 2]")->group(group);
+  cmd->add_option("--repetition-penalty", f->repetition_penalty, "> 0 (1 = off)")->group(group);
+  cmd->add_option("--seed", f->seed, "Random seed of every prompt's stream")->group(group);
+  cmd->add_option("--max-tokens", f->max_tokens, "Output tokens at most (max_new_tokens)")
+      ->group(group);
+  cmd->add_option("--min-tokens", f->min_tokens, "Output tokens before any stop token or string")
+      ->group(group);
+  cmd->add_option("--logprobs", f->logprobs, "Top logprobs per output token, 0..20")->group(group);
+  cmd->add_option("--stop", f->stop, "Stop string (repeatable)")->group(group);
+  cmd->add_option("--stop-token-ids", f->stop_token_ids, "Stop token ids (repeatable)")
+      ->delimiter(',')
+      ->group(group);
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Do not stop at EOS")->group(group);
+  cmd->add_flag("--include-stop-str-in-output", f->include_stop_str_in_output,
+                "Keep a matched stop string at the end of the text")
+      ->group(group);
+}
+
 struct GenerateArgs {
   EngineFlags engine;
   ProfileFlagArgs profile;
@@ -50,6 +81,9 @@ struct GenerateArgs {
   std::vector<std::string> prompt_ids;
   std::vector<std::string> chat_requests;
   std::string generate_config;
+  std::string generation_config = "auto";
+  SamplingFlags sampling;
+  ResidencyFlags residency;
   bool chat = false;
   bool thinking = false;
 };
@@ -67,6 +101,9 @@ server::ServerOptions ChatParseOptions(const GenerateArgs& args, const GenerateC
   options.served_model_name = ModelName(args.engine.options.model_dir);
   options.max_model_len = args.engine.options.max_model_len;
   options.default_thinking = args.thinking || config.thinking;
+  // The chat parser fills what a request file leaves out from the run's
+  // settings (generation_config.json < --generate-config < flags).
+  options.default_sampling = config.sampling;
   return options;
 }
 
@@ -136,17 +173,26 @@ int RunGenerateCommand(GenerateArgs& args) {
   if (!s.ok()) return UsageError(s.message());
   const Result<profile::ProfileFlags> profile_flags = ResolveProfileFlags(args.profile);
   if (!profile_flags.ok()) return UsageError(profile_flags.status().message());
-  GenerateConfig config;
-  if (!args.generate_config.empty()) {
-    auto parsed = ParseGenerateConfig(args.generate_config);
-    if (!parsed.ok()) return UsageError("--generate-config: " + parsed.status().message());
-    config = std::move(*parsed);
-  }
-  s = CheckCombinations(args, config);
-  if (!s.ok()) return UsageError(s.message());
   auto model = ResolveModel(args.engine.options.model_dir);
   if (!model.ok()) return UsageError(model.status().message());
   args.engine.options.model_dir = model->dir;
+  // One precedence rule (docs/sampling.md §5): dsv4's defaults <
+  // generation_config.json (--generation-config) < --generate-config JSON <
+  // the flat flags.
+  auto defaults = LoadGenerationDefaults(args.generation_config, model->dir);
+  if (!defaults.ok()) return UsageError(defaults.status().message());
+  GenerateConfig config;
+  config.sampling = defaults->sampling;
+  if (defaults->max_new_tokens > 0) config.max_new_tokens = defaults->max_new_tokens;
+  if (!args.generate_config.empty()) {
+    auto parsed = ParseGenerateConfig(args.generate_config, config);
+    if (!parsed.ok()) return UsageError("--generate-config: " + parsed.status().message());
+    config = std::move(*parsed);
+  }
+  s = ApplySamplingFlags(args.sampling, &config);
+  if (!s.ok()) return UsageError(s.message());
+  s = CheckCombinations(args, config);
+  if (!s.ok()) return UsageError(s.message());
 
   const launch::EngineOptions& options = args.engine.options;
   const std::string tokenizer_path = options.model_dir + "/tokenizer.json";
@@ -179,10 +225,19 @@ int RunGenerateCommand(GenerateArgs& args) {
   }
 
   LogModel(*model);
+  DSV4_LOG_INFO("{}", DescribeGenerationDefaults(*defaults, args.generation_config));
+  if (Status placed = PlaceMemory(args.residency); !placed.ok()) {
+    std::cerr << "dsv4 generate: " << placed.message() << "\n";
+    return ExitCodeFor(placed);
+  }
   auto engine = launch::CreateLocalEngine(options);
   if (!engine.ok()) {
     std::cerr << "dsv4 generate: " << engine.status().message() << "\n";
     return engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (Status resident = MakeResident(args.residency); !resident.ok()) {
+    std::cerr << "dsv4 generate: " << resident.message() << "\n";
+    return ExitCodeFor(resident);
   }
   GenerateJob job;
   job.prompts = std::move(*prompts);
@@ -228,6 +283,10 @@ void RegisterGenerate(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt token ids, e.g. 1,2,3 (repeatable)");
   cmd->add_option("--generate-config", args->generate_config,
                   R"(Sampling and stopping as JSON, e.g. {"max_new_tokens":32,"temperature":0.7})");
+  cmd->add_option("--generation-config", args->generation_config, kGenerationConfigHelp)
+      ->capture_default_str();
+  AddSamplingFlags(cmd, &args->sampling);
+  AddResidencyFlags(cmd, &args->residency);
   cmd->add_flag("--chat", args->chat,
                 "Apply the chat encoding to each --prompt as one user message and print the "
                 "output parsed as the server does (reasoning, content, tool calls)");

@@ -15,13 +15,14 @@ void RegisterPrepack(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "prepack", "Write the kernel-ready weight layout as a sidecar the engine maps at startup");
   cmd->add_option("--model", opts->model_dir, "Checkpoint directory")->required();
-  cmd->add_option("--output", opts->output,
+  AddOutputOption(cmd, &opts->output,
                   "Sidecar path (default: <model>/dsv4-stacked-r<ranks>.safetensors)");
   cmd->add_option("--ranks", opts->ranks, "Expert-parallel ranks the layout is split for")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_flag("--force", opts->force, "Replace an existing sidecar");
   cmd->callback([opts, exit_code] {
+    opts->progress = true;
     Result<tools::PrepackSummary> r = tools::Prepack(*opts);
     if (!r.ok()) {
       std::cerr << "dsv4 prepack: " << r.status().message() << "\n";

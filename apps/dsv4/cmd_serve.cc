@@ -19,10 +19,12 @@
 #include "commands.h"
 #include "default_model.h"
 #include "engine_flags.h"
+#include "generation_defaults.h"
 #include "kernels/dispatch.h"
 #include "launch/engine_setup.h"
 #include "launch/loading_engine.h"
 #include "profile/profile.h"
+#include "residency.h"
 #include "server/openai_server.h"
 #include "text/tokenizer.h"
 
@@ -49,6 +51,8 @@ struct ServeArgs {
   ServeHooks hooks;
   ProfileFlagArgs profile;
   std::string shutdown_timeout = "30";  // seconds, or "inf"
+  std::string generation_config = "auto";
+  ResidencyFlags residency;
   bool max_connections_given = false;
 };
 
@@ -181,6 +185,14 @@ int RunServe(ServeArgs& a) {
   a.engine.options.model_dir = model->dir;
   a.model_source = model->source;
   LogModel(*model);
+  auto defaults = LoadGenerationDefaults(a.generation_config, model->dir);
+  if (!defaults.ok()) {
+    std::cerr << "dsv4 serve: " << defaults.status().message() << "\n";
+    return 2;
+  }
+  a.server.default_sampling = defaults->sampling;
+  a.server.default_max_tokens = defaults->max_new_tokens;
+  DSV4_LOG_INFO("{}", DescribeGenerationDefaults(*defaults, a.generation_config));
   if (a.server.api_key.empty()) {
     if (const char* env = std::getenv("DSV4_API_KEY")) a.server.api_key = env;
   }
@@ -240,8 +252,12 @@ int RunServe(ServeArgs& a) {
     serve_thread.join();
     return ExitCodeFor(s);
   };
+  // Placement first (the caches and the compute threads inherit it), then
+  // the load, then residency: /health stays 503 until all are done.
+  if (Status s = PlaceMemory(a.residency); !s.ok()) return fail(s);
   auto engine = launch::CreateLocalEngine(a.engine.options);
   if (!engine.ok()) return fail(engine.status());
+  if (Status s = MakeResident(a.residency); !s.ok()) return fail(s);
   const Result<double> warm = launch::WarmUp(**engine, 0);
   if (!warm.ok()) return fail(warm.status());
   DSV4_LOG_INFO("warm-up forward (1 prompt token, 1 output token) took {:.3f} s", *warm);
@@ -331,6 +347,9 @@ void RegisterServe(CLI::App& app, int* exit_code, ServeHooks hooks) {
                   "is not read, idle between requests")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  cmd->add_option("--generation-config", args->generation_config, kGenerationConfigHelp)
+      ->capture_default_str();
+  AddResidencyFlags(cmd, &args->residency);
   cmd->add_flag("--default-thinking", s.default_thinking,
                 "Thinking mode unless a request turns it off (default: chat mode)");
   cmd->add_option("--shutdown-timeout", args->shutdown_timeout,

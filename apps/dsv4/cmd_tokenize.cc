@@ -51,7 +51,7 @@ void RegisterTokenize(CLI::App& app, int* exit_code) {
                   "JSONL: {\"text\"} or {\"messages\", \"tools\", "
                   "\"thinking\"} per line")
       ->required();
-  cmd->add_option("--output", args->output,
+  AddOutputOption(cmd, &args->output,
                   "Token file (little-endian uint16/uint32; FILE.json describes it)")
       ->required();
   cmd->callback([args, exit_code] { *exit_code = RunTokenize(*args); });

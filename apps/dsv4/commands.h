@@ -37,6 +37,12 @@ void RegisterPrepack(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterEval(CLI::App& app, int* exit_code);
 
+// `-o, --output PATH`, the one spelling of an output path across
+// subcommands (docs/tools.md "Output paths"); old_name (e.g. "--out") stays
+// accepted as a hidden alias.  The caller checks that a path was given.
+CLI::Option* AddOutputOption(CLI::App* cmd, std::string* path, const std::string& help,
+                             const std::string& old_name = "");
+
 // The range of every --threads flag: 0 (every CPU) to kMaxThreads.
 inline CLI::Range ThreadsRange() { return CLI::Range(0, kMaxThreads); }
 

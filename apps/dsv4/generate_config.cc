@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <utility>
 
 namespace dsv4::cli {
 
@@ -188,6 +190,19 @@ const std::map<std::string, FieldSetter>& GenerateFields() {
        [](const Json& v, GenerateConfig& c) {
          return SetBool("ignore_eos", v, &c.sampling.ignore_eos);
        }},
+      {"min_tokens",
+       [](const Json& v, GenerateConfig& c) -> Status {
+         DSV4_ASSIGN_OR_RETURN(int64_t n, Integer("min_tokens", v));
+         if (n < 0 || n > std::numeric_limits<int32_t>::max()) {
+           return InvalidArgument("\"min_tokens\" must be >= 0, got {}", n);
+         }
+         c.sampling.min_tokens = static_cast<int32_t>(n);
+         return Status::Ok();
+       }},
+      {"include_stop_str_in_output",
+       [](const Json& v, GenerateConfig& c) {
+         return SetBool("include_stop_str_in_output", v, &c.include_stop_str_in_output);
+       }},
       {"thinking",
        [](const Json& v, GenerateConfig& c) { return SetBool("thinking", v, &c.thinking); }},
       {"reasoning_effort",
@@ -204,16 +219,63 @@ const std::map<std::string, FieldSetter>& GenerateFields() {
 
 }  // namespace
 
-Result<GenerateConfig> ParseGenerateConfig(std::string_view json) {
+namespace {
+
+// min_tokens cannot exceed max_new_tokens, whichever layer set either.
+Status CheckMinTokens(const GenerateConfig& config) {
+  if (config.sampling.min_tokens > config.max_new_tokens) {
+    return InvalidArgument("\"min_tokens\" ({}) must not exceed \"max_new_tokens\" ({})",
+                           config.sampling.min_tokens, config.max_new_tokens);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<GenerateConfig> ParseGenerateConfig(std::string_view json, GenerateConfig base) {
   DSV4_ASSIGN_OR_RETURN(Json doc, ParseObject(json));
-  GenerateConfig config;
+  GenerateConfig config = std::move(base);
   const auto& fields = GenerateFields();
   for (const auto& [key, value] : doc.items()) {
     auto it = fields.find(key);
     if (it == fields.end()) return InvalidArgument("unknown field \"{}\"", key);
     DSV4_RETURN_IF_ERROR(it->second(value, config));
   }
+  DSV4_RETURN_IF_ERROR(CheckMinTokens(config));
   return config;
+}
+
+Status ApplySamplingFlags(const SamplingFlags& f, GenerateConfig* config) {
+  // (flag, field, value): each goes through the JSON field's own setter, so
+  // a flag and its field accept exactly the same values.
+  std::vector<std::tuple<const char*, const char*, Json>> given;
+  const auto add = [&](const char* flag, const char* field, const auto& value) {
+    if (value) given.emplace_back(flag, field, Json(*value));
+  };
+  add("--temperature", "temperature", f.temperature);
+  add("--top-p", "top_p", f.top_p);
+  add("--top-k", "top_k", f.top_k);
+  add("--min-p", "min_p", f.min_p);
+  add("--presence-penalty", "presence_penalty", f.presence_penalty);
+  add("--frequency-penalty", "frequency_penalty", f.frequency_penalty);
+  add("--repetition-penalty", "repetition_penalty", f.repetition_penalty);
+  add("--seed", "seed", f.seed);
+  add("--max-tokens", "max_new_tokens", f.max_tokens);
+  add("--min-tokens", "min_tokens", f.min_tokens);
+  add("--logprobs", "logprobs", f.logprobs);
+  if (!f.stop.empty()) given.emplace_back("--stop", "stop", Json(f.stop));
+  if (!f.stop_token_ids.empty()) {
+    given.emplace_back("--stop-token-ids", "stop_token_ids", Json(f.stop_token_ids));
+  }
+  if (f.ignore_eos) given.emplace_back("--ignore-eos", "ignore_eos", Json(true));
+  if (f.include_stop_str_in_output) {
+    given.emplace_back("--include-stop-str-in-output", "include_stop_str_in_output", Json(true));
+  }
+  const auto& fields = GenerateFields();
+  for (const auto& [flag, field, value] : given) {
+    DSV4_RETURN_IF_ERROR(fields.at(field)(value, *config).WithPrefix(flag));
+  }
+  return CheckMinTokens(*config);
 }
 
 Result<int32_t> ParseSpeculativeConfig(std::string_view json) {

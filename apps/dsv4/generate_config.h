@@ -24,6 +24,7 @@ namespace dsv4::cli {
 //   repetition_penalty number > 0 [1.0]
 //   logprobs null | int in [0, 20] [null]
 //   stream bool [false]                ignore_eos bool [false]
+//   min_tokens int >= 0 [0]            include_stop_str_in_output bool [false]
 //   thinking bool [false], reasoning_effort null | string [null]: --chat only
 // Integers are accepted where a number is expected; booleans never are.
 struct GenerateConfig {
@@ -31,14 +32,31 @@ struct GenerateConfig {
   engine::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
+  bool include_stop_str_in_output = false;
   bool stream = false;
   bool thinking = false;
   std::optional<std::string> reasoning_effort;
 };
 
 // InvalidArgument with a one-line message on malformed JSON, a wrong type,
-// a value out of range or an unknown field.
-Result<GenerateConfig> ParseGenerateConfig(std::string_view json);
+// a value out of range or an unknown field.  The fields the JSON names
+// replace those of `base` (the defaults: dsv4's, or generation_config.json's).
+Result<GenerateConfig> ParseGenerateConfig(std::string_view json, GenerateConfig base = {});
+
+// The flat sampling flags of `dsv4 generate` (--temperature, --top-p, ...),
+// each applied over `config` as the JSON field of the same name would be; a
+// flag given wins over --generate-config (docs/sampling.md §5 "Precedence").
+struct SamplingFlags {
+  std::optional<double> temperature, top_p, min_p, presence_penalty, frequency_penalty,
+      repetition_penalty;
+  std::optional<int64_t> top_k, seed, max_tokens, min_tokens, logprobs;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool include_stop_str_in_output = false;
+};
+// InvalidArgument naming the flag, e.g. "--top-p: \"top_p\" must be in (0, 1], got 2".
+Status ApplySamplingFlags(const SamplingFlags& flags, GenerateConfig* config);
 
 // {"method": "mtp", "num_speculative_tokens": K}, K >= 1 (both required):
 // returns K.

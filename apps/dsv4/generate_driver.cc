@@ -168,7 +168,9 @@ Result<std::vector<PromptResult>> RunGenerate(engine::AsyncEngine& engine, const
       request.stop_token_ids = prompt.chat->stop_token_ids;
       request.sampling = prompt.chat->sampling;
     } else {
-      if (job.tokenizer != nullptr) trackers[i].text.emplace(*job.tokenizer, job.config.stop);
+      if (job.tokenizer != nullptr)
+        trackers[i].text.emplace(*job.tokenizer, job.config.stop, job.config.sampling.min_tokens,
+                                 job.config.include_stop_str_in_output);
       request.max_tokens = job.config.max_new_tokens;
       request.stop_token_ids = job.config.stop_token_ids;
       request.sampling = job.config.sampling;

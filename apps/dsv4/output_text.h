@@ -2,7 +2,8 @@
 // detokenization and stop strings (docs/sampling.md §5, "Stop strings").  A stop string is
 // looked for after every committed token, also inside one multi-token MTP
 // step; on a match the text is cut where the stop string begins (the stop
-// text itself is removed, as in OpenAI's API) and no later token counts.
+// text itself is removed, as in OpenAI's API, unless include_stop) and no
+// later token counts.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,11 @@ class OutputText {
  public:
   // Special tokens (EOS, ...) are skipped in the text, as vLLM's default
   // skip_special_tokens.  REQUIRES: `tokenizer` outlives this object.
-  OutputText(const text::Tokenizer& tokenizer, std::vector<std::string> stop);
+  // min_tokens: the text of the first min_tokens tokens is never searched
+  // (vLLM's min_tokens); include_stop: a matched stop string stays at the
+  // end of the text (vLLM's include_stop_str_in_output).
+  OutputText(const text::Tokenizer& tokenizer, std::vector<std::string> stop,
+             int64_t min_tokens = 0, bool include_stop = false);
 
   // Appends one committed token; true when it completed a stop string.
   // REQUIRES: !stopped().
@@ -35,7 +40,8 @@ class OutputText {
   std::string TakeDelta();
 
  private:
-  // Earliest stop-string match that ends in text_[from_end..], or npos.
+  // Where the text ends after the earliest stop-string match that ends in
+  // text_[old_size..] and begins at or after searched_from_, or npos.
   size_t FindStop(size_t old_size) const;
   // Length of the longest suffix of text_ that is a proper prefix of a stop string.
   size_t PendingStopPrefix() const;
@@ -43,6 +49,10 @@ class OutputText {
   text::IncrementalDetokenizer detok_;
   std::vector<std::string> stop_;
   size_t max_stop_size_ = 0;
+  int64_t min_tokens_ = 0;
+  bool include_stop_ = false;
+  int64_t num_tokens_ = 0;
+  size_t searched_from_ = 0;  // text before it came from the first min_tokens tokens
   std::string text_;
   size_t num_streamed_ = 0;  // bytes of text_ handed out by TakeDelta
   bool stopped_ = false;

@@ -108,7 +108,7 @@ uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads) {
 }
 
 Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length, const std::string& path,
-                                int threads) {
+                                int threads, Progress* progress) {
   std::vector<uint64_t> digests(NumChunks(length));
   DSV4_RETURN_IF_ERROR(ForEachChunk(digests.size(), threads, [&](size_t i) -> Status {
     const uint64_t begin = i * kChecksumChunkBytes;
@@ -127,6 +127,7 @@ Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length, const 
         return DataLoss("{}: file ends {} bytes early", path, length - (at - offset));
       }
       XXH3_64bits_update(st, buf.data(), static_cast<size_t>(r));
+      if (progress != nullptr) progress->Add(r);
       at += static_cast<uint64_t>(r);
       left -= static_cast<uint64_t>(r);
     }

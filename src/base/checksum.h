@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress.h"
 #include "base/status.h"
 
 namespace dsv4 {
@@ -49,9 +50,9 @@ uint64_t ChecksumOf(const uint8_t* data, size_t n, int threads);
 // read with pread (an 8 MiB buffer per thread), chunks hashed on up to
 // `threads` threads.  Reading a hot file this way is several times faster
 // than faulting in a mapping of it page by page.  `path` names the file in
-// messages.
+// messages; `progress` (optional) is told every byte read.
 Result<uint64_t> ChecksumOfFile(int fd, uint64_t offset, uint64_t length, const std::string& path,
-                                int threads = 1);
+                                int threads = 1, Progress* progress = nullptr);
 
 // 16 lowercase hex digits, and back (false for anything else).
 std::string ChecksumHex(uint64_t checksum);

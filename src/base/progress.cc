@@ -11,8 +11,7 @@
 namespace dsv4 {
 namespace {
 
-constexpr double kTtyInterval = 0.2;     // seconds between in-place updates
-constexpr double kPlainInterval = 10.0;  // seconds between plain lines
+constexpr double kTtyInterval = 0.2;  // seconds between in-place updates
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -57,13 +56,27 @@ std::string FormatProgress(const std::string& label, int64_t done, int64_t total
   return s;
 }
 
-Progress::Progress(std::string label, int64_t total, ProgressUnit unit, std::FILE* out)
+std::string FormatProgressSummary(const std::string& label, int64_t done, ProgressUnit unit,
+                                  double seconds) {
+  std::string s = fmt::format("{}: {} in {}", label, Amount(double(done), unit), Duration(seconds));
+  if (seconds > 0 && done > 0) s += " (" + Rate(double(done) / seconds, unit) + ")";
+  return s;
+}
+
+Progress::Progress(std::string label, int64_t total, ProgressUnit unit, std::FILE* out,
+                   double plain_interval)
     : label_(std::move(label)),
       total_(std::max<int64_t>(total, 1)),
       unit_(unit),
       out_(out),
       tty_(::isatty(::fileno(out)) == 1),
+      plain_interval_(plain_interval),
       start_ns_(NowNs()) {}
+
+std::string Progress::Summary() const {
+  MutexLock lock(&mu_);
+  return FormatProgressSummary(label_, done_, unit_, Elapsed());
+}
 
 Progress::~Progress() { Finish(); }
 
@@ -74,7 +87,7 @@ void Progress::Add(int64_t n) {
   done_ += n;
   if (finished_) return;
   const double t = Elapsed();
-  if (t - last_report_ < (tty_ ? kTtyInterval : kPlainInterval)) return;
+  if (t - last_report_ < (tty_ ? kTtyInterval : plain_interval_)) return;
   last_report_ = t;
   const std::string line = FormatProgress(label_, done_, total_, unit_, t);
   // \r + clear to end of line: the next report overwrites this one.

@@ -21,10 +21,21 @@ enum class ProgressUnit { kBytes, kItems };
 std::string FormatProgress(const std::string& label, int64_t done, int64_t total, ProgressUnit unit,
                            double seconds);
 
+// The one-line summary a caller logs when done: "convert: 4.0 GiB in 12 s
+// (341.3 MiB/s)".  Pure, for tests.
+std::string FormatProgressSummary(const std::string& label, int64_t done, ProgressUnit unit,
+                                  double seconds);
+
 class Progress {
  public:
+  // Seconds between plain (not a terminal) lines.
+  static constexpr double kPlainInterval = 10.0;
+
   // total > 0 units of work; reports go to `out` (stderr by default).
-  Progress(std::string label, int64_t total, ProgressUnit unit, std::FILE* out = stderr);
+  // plain_interval: seconds between lines when `out` is not a terminal
+  // (tests pass 0 to see every report).
+  Progress(std::string label, int64_t total, ProgressUnit unit, std::FILE* out = stderr,
+           double plain_interval = kPlainInterval);
   ~Progress();  // Finish() if not called
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -34,6 +45,9 @@ class Progress {
   // Ends the reports: on a terminal the live line is erased, so the caller's
   // summary takes its place.  Later Adds print nothing.
   void Finish() EXCLUDES(mu_);
+  // FormatProgressSummary of the work done so far and the time since the
+  // start.
+  std::string Summary() const EXCLUDES(mu_);
 
  private:
   double Elapsed() const;
@@ -43,8 +57,9 @@ class Progress {
   const ProgressUnit unit_;
   std::FILE* const out_;
   const bool tty_;
+  const double plain_interval_;
   const int64_t start_ns_;
-  Mutex mu_;
+  mutable Mutex mu_;
   int64_t done_ GUARDED_BY(mu_) = 0;
   double last_report_ GUARDED_BY(mu_) = 0;
   bool finished_ GUARDED_BY(mu_) = false;

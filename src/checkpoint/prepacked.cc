@@ -17,6 +17,7 @@
 #include "base/checksum.h"
 #include "base/file_util.h"
 #include "base/mapped_file.h"
+#include "base/progress.h"
 #include "base/sha256.h"
 #include "base/thread_pool.h"
 
@@ -569,10 +570,16 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
   const auto t0 = std::chrono::steady_clock::now();
   // pread on the descriptor, not the mapping: faulting 1.7 GiB in page by
   // page took 1.2 s on the bench sidecar, reading it 0.2 s (docs/prepack.md).
+  // The longest step of a load with a sidecar (the whole file is read):
+  // a progress line while it runs (base/progress.h; quiet when short).
+  Progress progress("verify " + path.substr(path.find_last_of('/') + 1),
+                    static_cast<int64_t>(f.file_size() - start), ProgressUnit::kBytes);
   DSV4_ASSIGN_OR_RETURN(const uint64_t actual,
                         ChecksumOfFile(fd.get(), start, f.file_size() - start, path,
                                        options.verify_threads > 0 ? options.verify_threads
-                                                                  : ThreadPool::DefaultThreads()));
+                                                                  : ThreadPool::DefaultThreads(),
+                                       &progress));
+  progress.Finish();
   if (actual != recorded) {
     return DataLoss(
         "prepacked sidecar {}: data changed after it was written (checksum {}, recorded {}); "

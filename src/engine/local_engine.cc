@@ -43,6 +43,10 @@ Status LocalEngine::Check(const Request& request) const {
     if (t < 0 || t >= vocab) return InvalidArgument("stop token id {} outside [0, {})", t, vocab);
   }
   if (request.max_tokens < 1) return InvalidArgument("max_tokens {} < 1", request.max_tokens);
+  if (request.sampling.min_tokens > request.max_tokens) {
+    return InvalidArgument("min_tokens ({}) exceeds max_tokens ({})", request.sampling.min_tokens,
+                           request.max_tokens);
+  }
   const auto prompt_len = static_cast<int64_t>(request.prompt.size());
   if (prompt_len + request.max_tokens > config_.max_model_len) {
     return InvalidArgument("prompt ({} tokens) + max_tokens ({}) exceeds --max-model-len {}",
@@ -57,6 +61,9 @@ Result<RequestId> LocalEngine::Submit(GenerationRequest request, OutputCallback 
   if (!r.sampling.ignore_eos && config_.eos_token_id >= 0) {
     r.stop_token_ids.push_back(static_cast<int32_t>(config_.eos_token_id));
   }
+  // min_tokens masks exactly the ids that would finish the request.
+  r.sampling.min_tokens_stop_ids.clear();
+  if (r.sampling.min_tokens > 0) r.sampling.min_tokens_stop_ids = r.stop_token_ids;
   const auto prompt_len = static_cast<int64_t>(r.prompt.size());
   const int64_t submit_ns = profile::Enabled(profile::kE2e) ? profile::NowNs() : 0;
   MutexLock lock(&mu_);

@@ -51,6 +51,12 @@ Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab) {
   if (p.logprobs < -1 || p.logprobs > kMaxLogprobs) {
     return InvalidArgument("logprobs must be in [0, {}], got {}", kMaxLogprobs, p.logprobs);
   }
+  if (p.min_tokens < 0) return InvalidArgument("min_tokens must be >= 0, got {}", p.min_tokens);
+  for (int32_t token : p.min_tokens_stop_ids) {
+    if (token < 0 || token >= vocab) {
+      return InvalidArgument("stop token id {} is outside the vocabulary [0, {})", token, vocab);
+    }
+  }
   return Status::Ok();
 }
 

@@ -26,8 +26,19 @@ struct SamplingParams {
   // applied to the raw logits before penalties, for greedy and sampled rows.
   std::vector<std::pair<int32_t, float>> logit_bias;
   bool ignore_eos = false;
+  // vLLM's min_tokens: while fewer than min_tokens tokens are output, the
+  // sampler masks every id in min_tokens_stop_ids (logit -inf), so no stop
+  // token (EOS included) can end the request early.  LocalEngine::Submit
+  // fills the ids from the request's stop_token_ids (EOS added); callers set
+  // only min_tokens.  Must not exceed the request's max_tokens.
+  int32_t min_tokens = 0;
+  std::vector<int32_t> min_tokens_stop_ids;
 
   bool greedy() const { return temperature <= 0.0f; }
+  // Stop ids are masked for output index `index` (0-based).
+  bool SuppressesStops(int64_t index) const {
+    return index < min_tokens && !min_tokens_stop_ids.empty();
+  }
 };
 
 // OpenAI's and vLLM's cap on top logprobs per token.
@@ -37,7 +48,8 @@ inline constexpr int32_t kMaxLogprobs = 20;
 // temperature < 0, top_p not in (0, 1], top_k < 0, min_p not in [0, 1],
 // penalties outside their OpenAI ranges, repetition_penalty <= 0, logit_bias
 // ids outside [0, vocab) or named twice or values outside [-100, 100],
-// logprobs outside [-1, kMaxLogprobs].  The engine calls it at submission;
+// logprobs outside [-1, kMaxLogprobs], min_tokens < 0, min_tokens_stop_ids
+// outside [0, vocab).  The engine calls it at submission;
 // the sampler REQUIRES valid params.
 Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab);
 

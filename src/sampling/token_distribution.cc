@@ -66,6 +66,14 @@ void TokenDistribution::Compute(const float* logits, const engine::SamplingParam
     double& z = z_[size_t(token)];
     if (z != kNegInf) z += static_cast<double>(bias);
   }
+  // min_tokens: stop tokens get probability 0 (greedy too) until enough
+  // tokens are out, whatever their bias.
+  if (params.SuppressesStops(static_cast<int64_t>(history.output.size()))) {
+    for (int32_t token : params.min_tokens_stop_ids) {
+      DSV4_CHECK(token >= 0 && token < vocab_);
+      z_[size_t(token)] = kNegInf;
+    }
+  }
   ApplyPenalties(params, history);
   ComputeArgmax();
   probs_.clear();
@@ -282,7 +290,8 @@ int32_t CoupledDraft(TokenDistribution& dist, const float* draft_logits,
   // (non-finite and -inf logits excluded, lowest id on ties), without
   // Compute's vocabulary-sized FP64 copy.
   const bool moves_logits = !params.logit_bias.empty() || params.repetition_penalty != 1.0f ||
-                            params.frequency_penalty != 0 || params.presence_penalty != 0;
+                            params.frequency_penalty != 0 || params.presence_penalty != 0 ||
+                            params.SuppressesStops(static_cast<int64_t>(history.output.size()));
   if (params.greedy() && !moves_logits) {
     int32_t argmax = 0;
     float best = -std::numeric_limits<float>::infinity();

@@ -2,7 +2,8 @@
 // sampler's arithmetic; sampler.cc drives it, tests probe it directly).
 //
 // Processing order, as in vLLM v1 (docs/sampling.md §1):
-//   0. logit_bias added to the raw logits (also for greedy requests);
+//   0. logit_bias added to the raw logits (also for greedy requests), then
+//      min_tokens: stop ids set to -inf while the output is shorter;
 //   1. penalties on the biased logits (also for greedy requests):
 //      repetition (tokens of prompt or output; z > 0 ? z / r : z * r), then
 //      frequency (z -= f * count in output), then presence (z -= p if in output);

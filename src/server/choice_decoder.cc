@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 namespace dsv4::server {
@@ -12,7 +13,7 @@ std::string NewToolCallId() {
 }
 
 ChoiceDecoder::ChoiceDecoder(const ParsedRequest& request)
-    : request_(request), stop_(request.stop) {}
+    : request_(request), stop_(request.stop, request.include_stop_str_in_output) {}
 
 Result<std::unique_ptr<ChoiceDecoder>> ChoiceDecoder::Create(const ParsedRequest& request,
                                                              const text::Tokenizer& tokenizer) {
@@ -46,18 +47,18 @@ void ChoiceDecoder::CountReasoning(std::span<const int32_t> ids) {
   }
 }
 
-void ChoiceDecoder::AddText(std::string_view text, ChoiceDelta* out) {
-  std::string kept = stop_.Push(text);
+void ChoiceDecoder::AddText(std::string_view text, ChoiceDelta* out, bool searched) {
+  std::string kept = searched ? stop_.Push(text) : stop_.PushUnsearched(text);
   content_ += kept;
   out->content += kept;
 }
 
-void ChoiceDecoder::AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out) {
+void ChoiceDecoder::AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out, bool searched) {
   if (request_.include_reasoning) {
     reasoning_ += d.reasoning_content;
     out->reasoning_content += d.reasoning_content;
   }
-  if (!d.content.empty()) AddText(d.content, out);
+  if (!d.content.empty()) AddText(d.content, out, searched);
   for (const text::ToolCallDelta& t : d.tool_calls) {
     if (!request_.parallel_tool_calls && t.index > 0) continue;
     ToolCallChunk chunk;
@@ -77,14 +78,24 @@ void ChoiceDecoder::AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out)
 ChoiceDelta ChoiceDecoder::Push(const engine::GenerationOutput& output) {
   ChoiceDelta out;
   if (finished()) return out;
-  num_tokens_ += static_cast<int64_t>(output.new_tokens.size());
+  // min_tokens: the text of the first min_tokens tokens is never searched
+  // for stop strings (the sampler keeps stop tokens out of them too).
+  const std::span<const int32_t> ids = output.new_tokens;
+  const int64_t unsearched = std::clamp<int64_t>(request_.sampling.min_tokens - num_tokens_, 0,
+                                                 static_cast<int64_t>(ids.size()));
+  const std::span<const int32_t> early = ids.first(static_cast<size_t>(unsearched));
+  const std::span<const int32_t> late = ids.subspan(static_cast<size_t>(unsearched));
+  num_tokens_ += static_cast<int64_t>(ids.size());
   if (request_.logprobs) {
     out.logprobs = output.logprobs;
     logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
   }
   if (parser_) {
-    CountReasoning(output.new_tokens);
-    AddParserDelta(parser_->Feed(output.new_tokens), &out);
+    CountReasoning(ids);
+    if (!early.empty()) AddParserDelta(parser_->Feed(early), &out, /*searched=*/false);
+    if (!late.empty() && parser_->error().ok()) {
+      AddParserDelta(parser_->Feed(late), &out, /*searched=*/true);
+    }
     if (!parser_->error().ok()) {
       error_ = parser_->error();
       finish_reason_ = "error";
@@ -92,7 +103,8 @@ ChoiceDelta ChoiceDecoder::Push(const engine::GenerationOutput& output) {
       return out;
     }
   } else {
-    AddText(detok_->Push(output.new_tokens), &out);
+    if (!early.empty()) AddText(detok_->Push(early), &out, /*searched=*/false);
+    if (!late.empty()) AddText(detok_->Push(late), &out, /*searched=*/true);
   }
   if (stop_.stopped()) {
     finish_reason_ = "stop";

@@ -68,8 +68,9 @@ class ChoiceDecoder {
 
  private:
   explicit ChoiceDecoder(const ParsedRequest& request);
-  void AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out);
-  void AddText(std::string_view text, ChoiceDelta* out);
+  // searched = false: text of the first min_tokens tokens (never a stop).
+  void AddParserDelta(const text::ParserDelta& d, ChoiceDelta* out, bool searched = true);
+  void AddText(std::string_view text, ChoiceDelta* out, bool searched = true);
   void Finish(const engine::GenerationOutput& output, ChoiceDelta* out);
   void CountReasoning(std::span<const int32_t> ids);
 

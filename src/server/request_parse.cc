@@ -30,6 +30,8 @@ const std::set<std::string> kCommonFields = {"model",
                                              "n",
                                              "logprobs",
                                              "ignore_eos",
+                                             "min_tokens",
+                                             "include_stop_str_in_output",
                                              "user",
                                              "skip_special_tokens",
                                              "logit_bias"};
@@ -193,7 +195,8 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
     }
   }
   engine::SamplingParams& sp = out->sampling;
-  int64_t top_k = 0, n = 1;
+  sp = options.default_sampling;  // the fields a request leaves out
+  int64_t top_k = sp.top_k, n = 1, min_tokens = 0;
   Err e;
   if ((e = ReadNumber(body, "temperature", 0.0, 2.0, &sp.temperature))) return e;
   if ((e = ReadNumber(body, "top_p", 1e-9, 1.0, &sp.top_p))) return e;
@@ -209,6 +212,11 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
         s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
   if ((e = ReadBool(body, "ignore_eos", &sp.ignore_eos))) return e;
+  if ((e = ReadInt(body, "min_tokens", 0, INT32_MAX, &min_tokens))) return e;
+  sp.min_tokens = static_cast<int32_t>(min_tokens);
+  if ((e = ReadBool(body, "include_stop_str_in_output", &out->include_stop_str_in_output))) {
+    return e;
+  }
   if ((e = ReadInt(body, "n", 1, 128, &n))) return e;
   out->n = static_cast<int32_t>(n);
   if ((e = ReadBool(body, "stream", &out->stream))) return e;
@@ -231,12 +239,19 @@ Err ReadCommon(const Json& body, const ServerOptions& options, ParsedRequest* ou
   return ReadStop(body, options.limits, out);
 }
 
+// A chat request's max_tokens when it sets none: what is left of the context,
+// capped by generation_config.json's max_new_tokens when one was taken.
+int64_t DefaultChatMaxTokens(const ServerOptions& options, int64_t prompt_len) {
+  const int64_t left = options.max_model_len - prompt_len;
+  return options.default_max_tokens > 0 ? std::min(left, options.default_max_tokens) : left;
+}
+
 // max_tokens defaults to what is left of the context (chat) or 16 (completions).
 Err CheckLength(const ServerOptions& options, bool max_tokens_given, ParsedRequest* out) {
   for (const auto& prompt : out->prompts) {
     const int64_t len = static_cast<int64_t>(prompt.size());
     int64_t max_tokens = out->max_tokens;
-    if (!max_tokens_given && out->chat) max_tokens = options.max_model_len - len;
+    if (!max_tokens_given && out->chat) max_tokens = DefaultChatMaxTokens(options, len);
     if (len + std::max<int64_t>(max_tokens, 1) > options.max_model_len) {
       return BadRequest(
           fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
@@ -249,7 +264,12 @@ Err CheckLength(const ServerOptions& options, bool max_tokens_given, ParsedReque
     }
   }
   if (!max_tokens_given && out->chat) {
-    out->max_tokens = options.max_model_len - static_cast<int64_t>(out->prompts[0].size());
+    out->max_tokens = DefaultChatMaxTokens(options, static_cast<int64_t>(out->prompts[0].size()));
+  }
+  if (out->sampling.min_tokens > out->max_tokens) {
+    return BadRequest(fmt::format("'min_tokens' ({}) must not exceed max_tokens ({})",
+                                  out->sampling.min_tokens, out->max_tokens),
+                      "min_tokens");
   }
   return std::nullopt;
 }

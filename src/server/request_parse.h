@@ -28,6 +28,8 @@ struct ParsedRequest {
   engine::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
+  // vLLM's: a matched stop string stays at the end of the output text.
+  bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   bool echo = false;  // completions: prepend the prompt text
   // Chat only.

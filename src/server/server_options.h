@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/sampling_params.h"
+
 namespace dsv4::server {
 
 // What one request may ask for (docs/server.md "Input limits").  Every bound
@@ -59,6 +61,14 @@ struct ServerOptions {
   int num_http_threads = 0;  // 0 = max_concurrent_requests + 8
   int32_t eos_token_id = 1;
   bool default_thinking = false;  // chat mode unless the request asks for thinking
+  // What a request that does not set a sampling field gets (temperature,
+  // top_p, top_k, min_p, repetition_penalty): dsv4's SamplingParams{} unless
+  // --generation-config took the model's generation_config.json
+  // (docs/sampling.md "Generation config").
+  engine::SamplingParams default_sampling;
+  // Chat requests without max_tokens: min(this, what is left of the
+  // context); 0 = what is left (generation_config.json's max_new_tokens).
+  int64_t default_max_tokens = 0;
   int retry_after_seconds = 1;
   // --profile: POST /start_profile and /stop_profile exist (404 otherwise)
   // and write traces of `profile_levels` under `profile_output`

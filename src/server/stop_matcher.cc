@@ -5,7 +5,8 @@
 
 namespace dsv4::server {
 
-StopMatcher::StopMatcher(std::vector<std::string> stops) {
+StopMatcher::StopMatcher(std::vector<std::string> stops, bool include_stop)
+    : include_stop_(include_stop) {
   for (std::string& s : stops) {
     if (!s.empty()) stops_.push_back(std::move(s));
   }
@@ -15,11 +16,17 @@ std::string StopMatcher::Push(std::string_view text) {
   if (stopped_) return "";
   held_.append(text);
   if (stops_.empty()) return std::exchange(held_, std::string());
-  size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  size_t first = std::string::npos, first_len = 0;
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first || (at == first && at != std::string::npos && s.size() < first_len)) {
+      first = at;
+      first_len = s.size();
+    }
+  }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, first);
+    std::string out = held_.substr(0, include_stop_ ? first + first_len : first);
     held_.clear();
     return out;
   }
@@ -37,6 +44,11 @@ std::string StopMatcher::Push(std::string_view text) {
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;
+}
+
+std::string StopMatcher::PushUnsearched(std::string_view text) {
+  if (stopped_) return "";
+  return std::exchange(held_, std::string()) + std::string(text);
 }
 
 std::string StopMatcher::Finish() {

@@ -19,6 +19,7 @@
 #include "base/file_util.h"
 #include "base/mapped_file.h"
 #include "base/mutex.h"
+#include "base/progress.h"
 #include "base/sha256.h"
 #include "checkpoint/safetensors_writer.h"
 #include "tools/convert_internal.h"
@@ -307,19 +308,19 @@ Status CopyAuxiliaryFiles(const std::string& in_dir, const std::string& out_dir)
 Status CheckDirs(const ConvertOptions& o, bool* out_exists) {
   std::error_code ec;
   if (o.input_dir.empty() || o.output_dir.empty()) {
-    return InvalidArgument("--input-dir and --output-dir are required");
+    return InvalidArgument("--input-dir and --output are required");
   }
   DSV4_RETURN_IF_ERROR(CheckDirectory(o.input_dir, "--input-dir"));
   // A symlink loop (or no permission) is an error here, not "absent".
   DSV4_ASSIGN_OR_RETURN(*out_exists, PathExists(o.output_dir));
-  if (*out_exists) DSV4_RETURN_IF_ERROR(CheckDirectory(o.output_dir, "--output-dir"));
+  if (*out_exists) DSV4_RETURN_IF_ERROR(CheckDirectory(o.output_dir, "--output"));
   if (SameFile(o.input_dir, o.output_dir)) {
-    return InvalidArgument("--output-dir must differ from --input-dir ({})", o.input_dir);
+    return InvalidArgument("--output must differ from --input-dir ({})", o.input_dir);
   }
   const fs::path in = fs::weakly_canonical(o.input_dir, ec);
   const fs::path out = fs::weakly_canonical(o.output_dir, ec);
   if (!ec && in == out) {
-    return InvalidArgument("--output-dir must differ from --input-dir ({})", o.input_dir);
+    return InvalidArgument("--output must differ from --input-dir ({})", o.input_dir);
   }
   return Status::Ok();
 }
@@ -333,6 +334,15 @@ void Log(const ConvertOptions& o, const std::string& line) {
 struct ShardCounters {
   std::atomic<int64_t> converted{0}, resumed{0}, hashed{0};
 };
+
+// Output tensor bytes of one shard (what the progress line counts).
+int64_t ShardBytes(const ShardPlan& shard) {
+  int64_t bytes = 0;
+  for (const checkpoint::SafetensorsTensorInfo& t : shard.outputs) {
+    bytes += NumElements(t.shape) * static_cast<int64_t>(DTypeSize(t.dtype));
+  }
+  return bytes;
+}
 
 Status ProcessShard(const ConvertOptions& o, const Source& src, const Plan& plan, size_t i,
                     Marker& marker, ShardCounters& counters, Mutex& log_mu) {
@@ -390,9 +400,16 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   Status first_error;
+  // Shard by shard (a Flash shard is a few GiB): percentage, rate and ETA
+  // over the output bytes, on stderr (base/progress.h).
+  std::optional<Progress> progress;
+  if (o.progress) {
+    progress.emplace("convert", static_cast<int64_t>(plan.total_size), ProgressUnit::kBytes);
+  }
   auto worker = [&] {
     for (size_t i = next++; i < n && !failed; i = next++) {
       Status s = ProcessShard(o, src, plan, i, marker, counters, mu);
+      if (s.ok() && progress) progress->Add(ShardBytes(plan.shards[i]));
       if (!s.ok()) {
         MutexLock lock(&mu);
         if (!failed.exchange(true)) first_error = s;
@@ -409,6 +426,10 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
   }
   worker();
   for (std::thread& t : threads) t.join();
+  if (progress) {
+    progress->Finish();
+    if (first_error.ok()) Log(o, progress->Summary());
+  }
   sum->shards_converted = counters.converted;
   sum->shards_resumed = counters.resumed;
   sum->source_shards_hashed += counters.hashed;

@@ -30,6 +30,9 @@ struct ConvertOptions {
   // Shards converted at once (each streams through its own few-MB buffers);
   // the output bytes do not depend on it.  Values < 1 mean 1.
   int num_threads = 1;
+  // A progress line on stderr while shards convert (base/progress.h) and a
+  // summary line through `log` at the end.
+  bool progress = false;
   // Receives progress and plan lines (no trailing newline); may be empty.
   std::function<void(const std::string&)> log;
 };

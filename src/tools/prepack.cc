@@ -11,9 +11,11 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/file_util.h"
+#include "base/progress.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/prepacked.h"
@@ -97,6 +99,10 @@ std::vector<std::string> InputFiles(const checkpoint::Checkpoint& ckpt, const st
   return files;
 }
 
+uint64_t PackedBytes(const checkpoint::PackedTensor& t) {
+  return static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype);
+}
+
 // --output must not name an input (by path or by inode: a hard link, a
 // symlink, "dir/./shard"), and --force replaces only an earlier sidecar,
 // never another file (a checkpoint shard, tokenizer.json).
@@ -129,10 +135,8 @@ Status CheckOutput(const std::string& path, const checkpoint::Checkpoint& ckpt,
 // pad each), instead of failing mid-write with a full disk.
 Status CheckFreeSpace(const std::string& path, const std::vector<checkpoint::PackedTensor>& plan) {
   uint64_t need = 0;
-  for (const checkpoint::PackedTensor& t : plan) {
-    need += static_cast<uint64_t>(NumElements(t.shape)) * DTypeSize(t.dtype) +
-            checkpoint::kPrepackedAlignment;
-  }
+  for (const checkpoint::PackedTensor& t : plan)
+    need += PackedBytes(t) + checkpoint::kPrepackedAlignment;
   const std::string dir =
       fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : std::string(".");
   struct statvfs vfs {};
@@ -177,8 +181,19 @@ Result<PrepackSummary> Prepack(const PrepackOptions& options) {
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::SafetensorsWriter> writer,
                         checkpoint::SafetensorsWriter::Create(
                             path, infos, checkpoint::PrepackedMetadata(source), wo));
-  for (const checkpoint::PackedTensor& t : plan)
+  // Progress over the bytes written (base/progress.h: a live line on a
+  // terminal, a plain line every 10 s otherwise); the caller prints the summary.
+  uint64_t total_bytes = 0;
+  for (const checkpoint::PackedTensor& t : plan) total_bytes += PackedBytes(t);
+  std::optional<Progress> progress;
+  if (options.progress) {
+    progress.emplace("prepack", static_cast<int64_t>(total_bytes), ProgressUnit::kBytes);
+  }
+  for (const checkpoint::PackedTensor& t : plan) {
     DSV4_RETURN_IF_ERROR(WriteTensor(*ckpt, t, *writer));
+    if (progress) progress->Add(static_cast<int64_t>(PackedBytes(t)));
+  }
+  if (progress) progress->Finish();
   DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedSource after,
                         checkpoint::DescribePrepackedSource(*ckpt, options.ranks));
   if (after.Fingerprint() != source.Fingerprint()) {

@@ -12,9 +12,10 @@ namespace dsv4::tools {
 
 struct PrepackOptions {
   std::string model_dir;
-  std::string output;  // empty: <model_dir>/dsv4-stacked-r{ranks}.safetensors
-  int64_t ranks = 1;   // expert-parallel ranks; must divide n_routed_experts
-  bool force = false;  // replace an existing output
+  std::string output;     // empty: <model_dir>/dsv4-stacked-r{ranks}.safetensors
+  int64_t ranks = 1;      // expert-parallel ranks; must divide n_routed_experts
+  bool force = false;     // replace an existing output
+  bool progress = false;  // report progress on stderr (base/progress.h)
 };
 
 struct PrepackSummary {

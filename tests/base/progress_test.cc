@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +55,39 @@ TEST(ProgressTest, AShortRunOnAPlainStreamIsQuiet) {
   const std::string out = ReadAll(f);
   std::fclose(f);
   EXPECT_EQ(out, "");
+}
+
+// Not a terminal, a report due at every Add (interval 0): whole plain lines,
+// one per report, no carriage return or escape, in FormatProgress's form.
+TEST(ProgressTest, PlainLinesWhenNotATerminal) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  Progress p("convert", int64_t{4} << 20, ProgressUnit::kBytes, f, /*plain_interval=*/0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p.Add(int64_t{1} << 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p.Add(int64_t{1} << 20);
+  p.Finish();
+  p.Add(int64_t{2} << 20);  // after Finish: counted, not printed
+  const std::string out = ReadAll(f);
+  std::fclose(f);
+  EXPECT_EQ(out.find('\r'), std::string::npos);
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+  const std::regex line(
+      "convert  25%  1\\.0 MiB / 4\\.0 MiB  [0-9.]+ [KMG]?i?B/s  ETA [0-9.]+ (s|min [0-9]+ s)\n"
+      "convert  50%  2\\.0 MiB / 4\\.0 MiB  [0-9.]+ [KMG]?i?B/s  ETA [0-9.]+ (s|min [0-9]+ s)\n");
+  EXPECT_TRUE(std::regex_match(out, line)) << out;
+  EXPECT_TRUE(
+      std::regex_match(p.Summary(), std::regex("convert: 4\\.0 MiB in [0-9.]+ s \\(.*/s\\)")))
+      << p.Summary();
+}
+
+TEST(ProgressTest, SummaryLine) {
+  EXPECT_EQ(FormatProgressSummary("convert", int64_t{4} << 30, ProgressUnit::kBytes, 12.0),
+            "convert: 4.0 GiB in 12 s (341.3 MiB/s)");
+  EXPECT_EQ(FormatProgressSummary("eval", 2048, ProgressUnit::kItems, 4.0),
+            "eval: 2048 in 4.0 s (512.0/s)");
+  EXPECT_EQ(FormatProgressSummary("load", 0, ProgressUnit::kItems, 0.0), "load: 0 in 0.0 s");
 }
 
 }  // namespace

@@ -43,7 +43,22 @@ mkdir "$tmp/empty"
 expect_error 2 "^dsv4 serve: model directory $tmp/empty has no config.json" \
   "$dsv4" serve "$tmp/empty"
 expect_error 2 '^dsv4 convert: --input-dir .*/nope does not exist$' \
-  "$dsv4" convert --input-dir "$tmp/nope" --output-dir "$tmp/converted"
+  "$dsv4" convert --input-dir "$tmp/nope" -o "$tmp/converted"
+expect_error 2 '^dsv4 convert: --output is required$' "$dsv4" convert --input-dir "$tmp/model"
+expect_error 2 '^dsv4 make-tiny: --output is required$' "$dsv4" make-tiny
+
+# --- readable help: one output spelling, no raw CLI11 ranges -------------------------
+for cmd in generate serve bench eval convert prepack make-tiny tokenize check-golden; do
+  "$dsv4" "$cmd" --help > "$tmp/help" 2>&1 || fail "$cmd --help"
+  if grep -nE 'in \[|[0-9]{10,}' "$tmp/help"; then fail "$cmd --help shows a raw range"; fi
+  case $cmd in
+    convert | prepack | make-tiny | tokenize) grep -q -- '-o,--output' "$tmp/help" || fail "$cmd: no -o,--output" ;;
+  esac
+  if grep -qE -- '--out\b|--output-dir|Excludes' "$tmp/help"; then fail "$cmd --help shows an old spelling"; fi
+done
+"$dsv4" serve --help > "$tmp/help"
+grep -qE -- '--max-model-len INT >= 2 \(default 4096\)' "$tmp/help" || fail "serve --help: --max-model-len"
+grep -qE -- '--port INT in 0\.\.65535 \(default 8000\)' "$tmp/help" || fail "serve --help: --port"
 expect_error 2 '^dsv4 serve: the model is given twice' \
   "$dsv4" serve "$tmp/model" --model "$tmp/empty"
 
@@ -73,6 +88,38 @@ for placement in before after; do
   ! grep -q '^\[dsv4 I\]' "$tmp/err" || { cat "$tmp/err" >&2; fail "--log-level warning ($placement) printed info lines"; }
 done
 expect_error 2 '^dsv4: --log-level: loud not in' "$dsv4" generate --log-level loud --model "$tmp/model"
+
+# --- resident before ready: --populate, --mlock, --numa ------------------------------
+"$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6 \
+  --generate-config "$greedy" --populate --numa interleave > "$tmp/out" 2> "$tmp/err" \
+  || { cat "$tmp/err" >&2; fail "generate --populate --numa interleave"; }
+grep -qE 'populate: [0-9.]+ [MG]iB of mapped checkpoint \([1-9][0-9]* regions\) resident in [0-9.]+ s' \
+  "$tmp/err" || { cat "$tmp/err" >&2; fail "no populate line"; }
+grep -qE 'numa: (interleave is a no-op: the host has one NUMA node|weights and caches interleaved over [0-9]+ nodes)' \
+  "$tmp/err" || { cat "$tmp/err" >&2; fail "no numa line"; }
+expect_error 2 '^dsv4 generate: --numa must be none, interleave or node:N, got "both"$' \
+  "$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5 --numa both
+# --mlock: locked (a line with the time), or refused naming RLIMIT_MEMLOCK
+# where the limit is below the process size (no CAP_IPC_LOCK).
+rc=0
+"$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6 \
+  --generate-config "$greedy" --mlock > "$tmp/out" 2> "$tmp/err" || rc=$?
+if [[ $rc -eq 0 ]]; then
+  grep -qE 'mlock: [0-9.]+ [MG]iB of weights, caches and working memory locked in [0-9.]+ s' "$tmp/err" \
+    || { cat "$tmp/err" >&2; fail "no mlock line"; }
+else
+  [[ $rc -eq 1 ]] && grep -q '^dsv4 generate: --mlock: mlockall failed .*RLIMIT_MEMLOCK' "$tmp/err" \
+    || { cat "$tmp/err" >&2; fail "--mlock: exit $rc without the RLIMIT_MEMLOCK message"; }
+fi
+
+# Without CAP_IPC_LOCK and under a finite limit the refusal is certain
+# (where capsh can drop the capability, i.e. when run as root).
+if [[ $(ulimit -l) != unlimited ]] && command -v capsh > /dev/null \
+    && capsh --drop=cap_ipc_lock -- -c true 2> /dev/null; then
+  expect_error 1 '^dsv4 generate: --mlock: mlockall failed \(.*\): the locked-memory limit RLIMIT_MEMLOCK is [0-9.]+ [MKG]iB and the process maps [0-9.]+ [MG]iB; raise it \(ulimit -l unlimited' \
+    capsh --drop=cap_ipc_lock -- -c "exec \"\$0\" \"\$@\"" "$dsv4" generate --model "$tmp/model" "${engine[@]}" \
+    --kv-cache-memory 64M --prompt-ids 5,6 --generate-config "$greedy" --mlock
+fi
 
 # --- serve MODEL, ready means ready -------------------------------------------------
 # start BINARY LOG ARGS...: a server in the background on a free port.
@@ -129,4 +176,18 @@ for _ in $(seq 1 200); do
 done
 [[ $(health "$port") == 200 ]] || fail "positional serve never healthy"
 curl -s "http://127.0.0.1:$port/v1/models" | grep -q '"id":"model"' || fail "/v1/models id"
+# --generation-config auto: the model's defaults, named in the log; vLLM's
+# min_tokens (over max_tokens is a 400; equal to it, every token is generated).
+grep -qE 'generation config \(auto\): defaults from .*/generation_config\.json: temperature=1\.0, top_p=1\.0 ' \
+  "$tmp/plain.err" || { cat "$tmp/plain.err" >&2; fail "no generation-config line"; }
+completion() {
+  curl -s -o "$tmp/completion.json" -w '%{http_code}' "http://127.0.0.1:$port/v1/completions" \
+    -H 'Content-Type: application/json' -d "$1"
+}
+[[ $(completion '{"prompt":[5,6],"max_tokens":2,"min_tokens":3}') == 400 ]] \
+  || fail "min_tokens > max_tokens accepted"
+grep -q '"param":"min_tokens"' "$tmp/completion.json" || fail "min_tokens 400 names no param"
+[[ $(completion '{"prompt":[5,6],"max_tokens":3,"min_tokens":3,"temperature":0}') == 200 ]] \
+  || fail "min_tokens request failed"
+grep -q '"completion_tokens":3' "$tmp/completion.json" || fail "min_tokens: $(cat "$tmp/completion.json")"
 echo "deploy_test: OK"

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "engine_flags.h"
+#include "generation_defaults.h"
 #include "output_text.h"
 #include "text/tokenizer.h"
 
@@ -226,6 +230,128 @@ TEST_F(OutputTextTest, StreamingHoldsBackAPossibleStopPrefix) {
   streamed += out.TakeDelta();
   EXPECT_EQ(streamed, "abc <stay x");
   EXPECT_EQ(out.text(), "abc <stay x");
+}
+
+TEST_F(OutputTextTest, MinTokensLeavesTheFirstTokensUnsearched) {
+  const std::vector<int32_t> ids = tokenizer_->Encode("END one END two");
+  // Find how many tokens the first "END" takes.
+  int64_t first = 0;
+  {
+    OutputText probe(*tokenizer_, {"END"});
+    for (int32_t id : ids) {
+      ++first;
+      if (probe.Push(id)) break;
+    }
+  }
+  OutputText out(*tokenizer_, {"END"}, /*min_tokens=*/first);
+  bool stopped = false;
+  for (int32_t id : ids) {
+    if ((stopped = out.Push(id))) break;
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(out.text(), "END one ");  // the second END stops it
+  OutputText kept(*tokenizer_, {"END"}, first, /*include_stop=*/true);
+  for (int32_t id : ids) {
+    if (kept.Push(id)) break;
+  }
+  EXPECT_EQ(kept.text(), "END one END");
+}
+
+TEST(GenerateConfigTest, MinTokensAndIncludeStop) {
+  auto c = ParseGenerateConfig(
+      R"({"min_tokens":4,"max_new_tokens":8,"include_stop_str_in_output":true})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sampling.min_tokens, 4);
+  EXPECT_TRUE(c->include_stop_str_in_output);
+  EXPECT_EQ(ParseGenerateConfig(R"({"min_tokens":9,"max_new_tokens":8})").status().message(),
+            "\"min_tokens\" (9) must not exceed \"max_new_tokens\" (8)");
+  EXPECT_FALSE(ParseGenerateConfig(R"({"min_tokens":-1})").ok());
+}
+
+// One precedence rule: dsv4's defaults < generation_config.json < the JSON
+// of --generate-config < the flat flags.
+TEST(GenerateConfigTest, FlatFlagsOverrideTheJsonWhichOverridesTheBase) {
+  GenerateConfig base;
+  base.sampling.temperature = 0.6f;
+  base.sampling.top_p = 0.95f;
+  base.max_new_tokens = 100;
+  auto c = ParseGenerateConfig(R"({"temperature":0.3,"top_k":5})", base);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FLOAT_EQ(c->sampling.temperature, 0.3f);
+  EXPECT_FLOAT_EQ(c->sampling.top_p, 0.95f);  // from the base
+  EXPECT_EQ(c->max_new_tokens, 100);
+  SamplingFlags f;
+  f.temperature = 0.0;
+  f.max_tokens = 12;
+  f.min_tokens = 3;
+  f.stop = {"\n\n"};
+  f.stop_token_ids = {7};
+  f.seed = 5;
+  f.include_stop_str_in_output = true;
+  ASSERT_TRUE(ApplySamplingFlags(f, &*c).ok());
+  EXPECT_FLOAT_EQ(c->sampling.temperature, 0.0f);
+  EXPECT_EQ(c->sampling.top_k, 5);  // the JSON's, no flag given
+  EXPECT_EQ(c->max_new_tokens, 12);
+  EXPECT_EQ(c->sampling.min_tokens, 3);
+  EXPECT_EQ(c->stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(c->stop_token_ids, std::vector<int32_t>{7});
+  EXPECT_EQ(c->sampling.seed, 5u);
+  EXPECT_TRUE(c->include_stop_str_in_output);
+  // A bad value names the flag and the field's rule.
+  SamplingFlags bad;
+  bad.top_p = 2.0;
+  EXPECT_EQ(ApplySamplingFlags(bad, &*c).message(), "--top-p: \"top_p\" must be in (0, 1], got 2");
+  SamplingFlags over;
+  over.min_tokens = 13;
+  EXPECT_FALSE(ApplySamplingFlags(over, &*c).ok());
+}
+
+TEST(GenerationDefaultsTest, TakesVllmsFieldsAndIgnoresTheRest) {
+  auto d = ParseGenerationDefaults(
+      R"({"bos_token_id":0,"eos_token_id":1,"do_sample":true,"temperature":0.7,"top_p":0.95,
+          "top_k":20,"min_p":0.05,"repetition_penalty":1.1,"max_new_tokens":64,"top_a":null})",
+      "m/generation_config.json");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_FLOAT_EQ(d->sampling.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(d->sampling.top_p, 0.95f);
+  EXPECT_EQ(d->sampling.top_k, 20);
+  EXPECT_FLOAT_EQ(d->sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(d->sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(d->max_new_tokens, 64);
+  EXPECT_EQ(d->taken.size(), 6u);
+  EXPECT_EQ(DescribeGenerationDefaults(*d, "auto"),
+            "generation config (auto): defaults from m/generation_config.json: max_new_tokens=64, "
+            "min_p=0.05, repetition_penalty=1.1, temperature=0.7, top_k=20, top_p=0.95 (a "
+            "request's own values win; --generation-config vllm ignores the file)");
+  EXPECT_EQ(ParseGenerationDefaults(R"({"top_p":0})", "g.json").status().message(),
+            "g.json: \"top_p\" must be in (0, 1], got 0");
+  EXPECT_FALSE(ParseGenerationDefaults(R"({"temperature":"hot"})", "g.json").ok());
+  EXPECT_FALSE(ParseGenerationDefaults(R"({"max_new_tokens":1.5})", "g.json").ok());
+  EXPECT_FALSE(ParseGenerationDefaults("[1]", "g.json").ok());
+}
+
+TEST(GenerationDefaultsTest, AutoVllmAndDirectory) {
+  const std::string dir = ::testing::TempDir() + "/gen_defaults_model";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/generation_config.json");
+  // auto without a file: dsv4's defaults; a directory without one: an error.
+  auto none = LoadGenerationDefaults("auto", dir);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->path.empty());
+  EXPECT_EQ(none->sampling.temperature, 0.0f);
+  EXPECT_EQ(LoadGenerationDefaults(dir, "/nonexistent").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(LoadGenerationDefaults(dir + "/nope", "").status().code(), StatusCode::kNotFound);
+  std::ofstream(dir + "/generation_config.json") << R"({"temperature":0.6})";
+  auto taken = LoadGenerationDefaults("auto", dir);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_FLOAT_EQ(taken->sampling.temperature, 0.6f);
+  auto from_dir = LoadGenerationDefaults(dir, "/nonexistent");
+  ASSERT_TRUE(from_dir.ok());
+  EXPECT_FLOAT_EQ(from_dir->sampling.temperature, 0.6f);
+  auto ignored = LoadGenerationDefaults("vllm", dir);
+  ASSERT_TRUE(ignored.ok());
+  EXPECT_EQ(ignored->sampling.temperature, 0.0f);
+  EXPECT_NE(DescribeGenerationDefaults(*ignored, "vllm").find("ignored"), std::string::npos);
 }
 
 }  // namespace

@@ -18,7 +18,9 @@ expect_count() {  # expect_count FILE REGEX N
 
 "$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 \
   || fail "make-tiny"
-engine=(--model "$tmp/model" --kv-cache-memory 256M --threads 2)
+# --generation-config vllm: dsv4's greedy defaults (make-tiny's
+# generation_config.json asks for temperature 1.0); the auto case is below.
+engine=(--model "$tmp/model" --kv-cache-memory 256M --threads 2 --generation-config vllm)
 prompts=(--prompt "Hello world" --prompt "The capital of France is")
 mtp=(--speculative-config '{"method":"mtp","num_speculative_tokens":2}')
 
@@ -56,6 +58,18 @@ if [[ -n $stop ]]; then
     got=$(grep '^text: ' "$tmp/stop.out")
     [[ $got == "$want" ]] || fail "stop '$stop': got [$got], want [$want]"
   done
+  # The same through the flat flags, keeping the stop string.
+  "$dsv4" generate "${engine[@]}" --prompt "Hello world" --max-tokens 24 --stop "$stop" \
+    --include-stop-str-in-output > "$tmp/stop.out" 2>&1 || { cat "$tmp/stop.out" >&2; fail "flag stop run"; }
+  want="text: \"${text%%"$stop"*}$stop\""
+  got=$(grep '^text: ' "$tmp/stop.out")
+  [[ $got == "$want" ]] || fail "--include-stop-str-in-output: got [$got], want [$want]"
+  # min_tokens = max_tokens: no token's text is searched, the whole output stays.
+  "$dsv4" generate "${engine[@]}" --prompt "Hello world" --max-tokens 24 --min-tokens 24 \
+    --stop "$stop" > "$tmp/stop.out" 2>&1 || { cat "$tmp/stop.out" >&2; fail "min-tokens run"; }
+  expect_count "$tmp/stop.out" '^finish_reason: length$' 1
+  got=$(grep '^text: ' "$tmp/stop.out")
+  [[ $got == "text: \"$text\"" ]] || fail "--min-tokens: got [$got], want [text: \"$text\"]"
 else
   echo "note: no 3-character ASCII run in the greedy text; stop-string check skipped"
 fi
@@ -118,6 +132,17 @@ else
   fail "sampled run"
 fi
 
+# --generation-config auto (the default): the model's generation_config.json
+# supplies the defaults and the log names them; a flag wins over it, so
+# --temperature 0 is the greedy run again.
+auto=("${engine[@]:0:${#engine[@]}-2}")  # without --generation-config vllm
+"$dsv4" generate "${auto[@]}" "${prompts[@]}" --temperature 0 --max-tokens 24 \
+  > "$tmp/auto.out" 2> "$tmp/auto.err" || { cat "$tmp/auto.err" >&2; fail "auto run"; }
+grep -qE 'generation config \(auto\): defaults from .*/generation_config\.json: temperature=1\.0, top_p=1\.0 ' \
+  "$tmp/auto.err" || { cat "$tmp/auto.err" >&2; fail "no generation-config line"; }
+diff <(grep -v '^\[generate\]' "$tmp/plain.out") <(grep -v '^\[generate\]' "$tmp/auto.out") \
+  || fail "--temperature 0 over generation_config.json is not the greedy output"
+
 # Bad flags and JSON: exit status 2 and exactly one line on stderr.
 expect_usage_error() {  # expect_usage_error REGEX ARGS...
   local regex=$1 rc=0
@@ -147,4 +172,12 @@ expect_usage_error "^dsv4 generate: --chat-request $tmp/none.json: cannot open" 
 echo '{"messages": [{"role": "user", "content": "x"}], "stream": true}' > "$tmp/stream.json"
 expect_usage_error 'stream.json: "stream": true is not supported' --chat-request "$tmp/stream.json"
 expect_usage_error 'need --chat or --chat-request' --prompt x --thinking
+expect_usage_error '^dsv4 generate: --top-p: "top_p" must be in \(0, 1\], got 2$' --prompt x --top-p 2
+expect_usage_error '"min_tokens" \(30\) must not exceed "max_new_tokens" \(20\)' --prompt x \
+  --generate-config '{"max_new_tokens":20}' --min-tokens 30
+rc=0
+"$dsv4" generate "${auto[@]}" --prompt x --generation-config "$tmp" > "$tmp/bad.out" 2> "$tmp/bad.err" || rc=$?
+[[ $rc -eq 2 && $(wc -l < "$tmp/bad.err") -eq 1 ]] || { cat "$tmp/bad.err" >&2; fail "--generation-config DIR: exit $rc"; }
+grep -q "^dsv4 generate: --generation-config: $tmp/generation_config.json does not exist$" "$tmp/bad.err" \
+  || { cat "$tmp/bad.err" >&2; fail "--generation-config DIR message"; }
 echo "PASS"

@@ -280,6 +280,9 @@ TEST_F(LocalEngineTest, SubmitRefusesMalformedRequestsOnTheCallersThread) {
   engine::GenerationRequest bad_sampling = MakeRequest(4);
   bad_sampling.sampling.top_p = 0;
   EXPECT_EQ(code(bad_sampling), StatusCode::kInvalidArgument);
+  engine::GenerationRequest min_over_max = MakeRequest(4);
+  min_over_max.sampling.min_tokens = 5;
+  EXPECT_EQ(code(min_over_max), StatusCode::kInvalidArgument);
   // Nothing was queued: the next request gets id 1.
   EXPECT_EQ(*engine_->Submit(MakeRequest(4), out_.Callback()), 1);
   out_.WaitFinished(1);

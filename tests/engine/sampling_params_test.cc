@@ -28,6 +28,11 @@ TEST(SamplingParamsTest, ValidateRejectsOutOfRangeParams) {
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.repetition_penalty = 0; }));
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.logprobs = 21; }));
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.logprobs = -2; }));
+  EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.min_tokens = -1; }));
+  EXPECT_TRUE(bad([](engine::SamplingParams& p) {
+    p.min_tokens = 2;
+    p.min_tokens_stop_ids = {10};  // outside the vocabulary
+  }));
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.logit_bias = {{10, 1.0f}}; }));  // vocab 10
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }));
   EXPECT_TRUE(bad([](engine::SamplingParams& p) { p.logit_bias = {{3, 100.5f}}; }));

@@ -432,5 +432,43 @@ TEST(SamplerTest, LogitBiasShiftsRawLogitsBeforePenalties) {
   }
 }
 
+TEST(SamplerTest, MinTokensMasksStopIdsUntilEnoughTokensAreOut) {
+  // Token 1 (a stop id) dominates; 3 is the next best.
+  const std::vector<float> logits = {0.0f, 5.0f, -1.0f, 1.0f};
+  sampling::Sampler sampler(4);
+  engine::SamplingParams greedy;
+  greedy.min_tokens = 2;
+  greedy.min_tokens_stop_ids = {1, 2};
+  std::vector<int32_t> out;
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {{}, out}, nullptr), 3);
+  out = {3};
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {{}, out}, nullptr), 3);
+  out = {3, 3};  // two tokens out: the stop id is allowed again
+  EXPECT_EQ(sampler.Sample(logits.data(), greedy, {}, {{}, out}, nullptr), 1);
+  // Sampled: the masked ids have probability 0, the rest renormalised, even
+  // when a logit_bias pushes a stop id up.
+  engine::SamplingParams p = Sampled();
+  p.min_tokens = 1;
+  p.min_tokens_stop_ids = {1};
+  p.logit_bias = {{1, 50.0f}};
+  const std::vector<double> q = SoftmaxOf({0.0f, -INFINITY, -1.0f, 1.0f});
+  ExpectProbs(Probs(logits, p), q);
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    ASSERT_NE(sampler.Sample(logits.data(), p, sampling::SamplerState{seed}, {}, nullptr), 1);
+  }
+  // Greedy verification: a drafted stop id before min_tokens is rejected
+  // and replaced by the masked argmax; the bonus after it may stop.
+  greedy.min_tokens = 1;
+  const std::vector<float> rows = {0.0f, 5.0f, -1.0f, 1.0f, 0.0f, 5.0f, -1.0f, 1.0f};
+  const std::vector<int32_t> drafts = {1};
+  sampling::VerifyResult r =
+      sampler.Verify(rows.data(), drafts, nullptr, greedy, {}, {{}, {}}, nullptr);
+  EXPECT_EQ(r.num_accepted, 0);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({3}));
+  const std::vector<int32_t> ok_drafts = {3};
+  r = sampler.Verify(rows.data(), ok_drafts, nullptr, greedy, {}, {{}, {}}, nullptr);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>({3, 1}));
+}
+
 }  // namespace
 }  // namespace dsv4::testing

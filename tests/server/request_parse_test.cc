@@ -124,6 +124,42 @@ void ExpectBad(const std::optional<ApiError>& e, const std::string& param) {
   EXPECT_EQ(e->param, param) << e->message;
 }
 
+// vLLM's min_tokens and include_stop_str_in_output; the server's defaults
+// (--generation-config) fill only the fields a request leaves out.
+TEST(RequestParse, MinTokensStopStringsAndGenerationDefaults) {
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  const ParsedRequest r =
+      Chat("{" + m + R"(,"min_tokens":3,"max_tokens":8,"include_stop_str_in_output":true})");
+  EXPECT_EQ(r.sampling.min_tokens, 3);
+  EXPECT_TRUE(r.include_stop_str_in_output);
+  EXPECT_EQ(Chat("{" + m + "}").sampling.min_tokens, 0);
+  EXPECT_FALSE(Chat("{" + m + "}").include_stop_str_in_output);
+
+  ServerOptions o;
+  ParsedRequest out;
+  auto parse = [&](const std::string& body) {
+    out = ParsedRequest{};
+    return ParseChatRequest(Json::parse(body), V4Tokenizer(), o, &out);
+  };
+  ExpectBad(parse("{" + m + R"(,"min_tokens":9,"max_tokens":8})"), "min_tokens");
+  ExpectBad(parse("{" + m + R"(,"min_tokens":-1})"), "min_tokens");
+  ExpectBad(parse("{" + m + R"(,"include_stop_str_in_output":1})"), "include_stop_str_in_output");
+
+  o.default_sampling.temperature = 0.6f;
+  o.default_sampling.top_p = 0.95f;
+  o.default_sampling.top_k = 20;
+  o.default_max_tokens = 5;
+  ExpectOk(parse("{" + m + R"(,"top_p":0.5,"top_k":-1})"));
+  EXPECT_FLOAT_EQ(out.sampling.temperature, 0.6f);  // the default
+  EXPECT_FLOAT_EQ(out.sampling.top_p, 0.5f);        // the request's own
+  EXPECT_EQ(out.sampling.top_k, 0);                 // -1: off, over the default
+  EXPECT_EQ(out.max_tokens, 5);                     // max_new_tokens caps the chat default
+  ExpectOk(parse("{" + m + R"(,"temperature":0,"max_tokens":7})"));
+  EXPECT_FLOAT_EQ(out.sampling.temperature, 0.0f);
+  EXPECT_EQ(out.max_tokens, 7);
+  ExpectOk(ParseWith(o, R"({"prompt":"x"})", /*chat=*/false));
+}
+
 TEST(RequestParse, InputLimits) {
   ServerOptions o;
   RequestLimits& l = o.limits;

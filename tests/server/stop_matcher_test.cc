@@ -28,5 +28,26 @@ TEST(StopMatcher, EarliestStopWinsAndFinishFlushes) {
   EXPECT_EQ(none.Push("all"), "all");
 }
 
+TEST(StopMatcher, IncludeStopKeepsTheStopStringShortestFirst) {
+  StopMatcher m({"END"}, /*include_stop=*/true);
+  EXPECT_EQ(m.Push("abc E"), "abc ");
+  EXPECT_EQ(m.Push("ND tail"), "END");
+  EXPECT_TRUE(m.stopped());
+  StopMatcher tie({"abcd", "ab"}, /*include_stop=*/true);
+  EXPECT_EQ(tie.Push("xabcd"), "xab");  // both begin at 1: "ab" completed first
+}
+
+TEST(StopMatcher, UnsearchedTextIsFinalAndNeverAStop) {
+  // min_tokens: the first tokens' text passes unsearched; a stop string is
+  // found only in text pushed after it.
+  StopMatcher m({"ab"});
+  EXPECT_EQ(m.PushUnsearched("xab"), "xab");
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.Push("a"), "");  // may start "ab"
+  EXPECT_EQ(m.Push("b!"), "");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.PushUnsearched("late"), "");
+}
+
 }  // namespace
 }  // namespace dsv4::server

@@ -438,9 +438,8 @@ TEST(Convert, HeaderDtypeShapeAndScaleErrors) {
 TEST(Convert, OutputDirectoryRules) {
   TempDir tmp("convert-dirs");
   CopySource(tmp.sub("src"));
-  EXPECT_NE(
-      ErrorOf(tmp.sub("src"), tmp.sub("src")).find("--output-dir must differ from --input-dir"),
-      std::string::npos);
+  EXPECT_NE(ErrorOf(tmp.sub("src"), tmp.sub("src")).find("--output must differ from --input-dir"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(tmp.sub("src"), tmp.sub("src") + "/.").find("must differ"), std::string::npos);
   fs::create_directories(tmp.sub("full"));
   WriteAll(tmp.sub("full/x"), "x");

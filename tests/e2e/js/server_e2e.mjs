@@ -40,8 +40,11 @@ async function check(name, fn) {
 // Starts `dsv4 serve` on port 0 and resolves once it prints its address.
 function startServer(extra, env = {}) {
   return new Promise((resolve, reject) => {
+    // --generation-config vllm: requests without a temperature stay greedy
+    // (make-tiny's generation_config.json asks for 1.0; docs/sampling.md).
     const args = ['serve', '--model', model, '--port', '0', '--kv-cache-memory', '64M',
-                  '--max-model-len', '1024', '--max-num-seqs', '16', '--threads', '2', ...extra];
+                  '--max-model-len', '1024', '--max-num-seqs', '16', '--threads', '2',
+                  '--generation-config', 'vllm', ...extra];
     const proc = spawn(dsv4, args, { env: { ...process.env, ...env } });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`no startup: ${out}`)), 60000);

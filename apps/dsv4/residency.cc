@@ -1,0 +1,201 @@
+#include "residency.h"
+
+#include <fmt/format.h>
+#include <numa.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "base/logging.h"
+#include "base/progress.h"
+
+namespace dsv4::cli {
+namespace {
+
+// "1.5 GiB", or MiB below 1 GiB (a tiny model).
+std::string Gib(int64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes < (int64_t{1} << 30)) return fmt::format("{:.1f} MiB", b / double(1 << 20));
+  return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30));
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// VmSize of this process (what mlockall(MCL_CURRENT) counts against the
+// limit), 0 if unknown.
+int64_t MappedBytes() {
+  std::istringstream status(ReadText("/proc/self/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::atoll(line.c_str() + 7) * 1024;
+  }
+  return 0;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* f) {
+  cmd->add_flag("--mlock", f->mlock,
+                "Lock weights and caches in RAM after loading (mlockall; needs RLIMIT_MEMLOCK, "
+                "ulimit -l, above the process size)");
+  cmd->add_flag("--populate", f->populate,
+                "Read every page of the mapped checkpoint before serving (a progress line, the "
+                "time taken in the log)");
+  cmd->add_option("--numa", f->numa,
+                  "Memory placement of weights and caches: none, interleave (all nodes) or "
+                  "node:N; a no-op on a one-node host")
+      ->capture_default_str();
+}
+
+Result<NumaPlan> ParseNuma(const std::string& text) {
+  static const std::regex kNode(R"(^node[:= ]([0-9]{1,4})$)");
+  NumaPlan plan;
+  std::smatch m;
+  if (text == "none") return plan;
+  if (text == "interleave") {
+    plan.mode = NumaPlan::Mode::kInterleave;
+    return plan;
+  }
+  if (std::regex_match(text, m, kNode)) {
+    plan.mode = NumaPlan::Mode::kNode;
+    plan.node = std::stoi(m[1].str());
+    return plan;
+  }
+  return InvalidArgument("--numa must be none, interleave or node:N, got \"{}\"", text);
+}
+
+Result<std::string> ApplyNuma(const NumaPlan& plan, int num_nodes) {
+  if (plan.mode == NumaPlan::Mode::kNone) return std::string("numa: none (the kernel's default)");
+  const bool have_libnuma = numa_available() >= 0;
+  if (num_nodes < 0) num_nodes = have_libnuma ? numa_num_configured_nodes() : 1;
+  if (plan.mode == NumaPlan::Mode::kNode && plan.node >= num_nodes) {
+    return InvalidArgument("--numa node:{}: the host has {} NUMA node{} (0..{})", plan.node,
+                           num_nodes, num_nodes == 1 ? "" : "s", num_nodes - 1);
+  }
+  const std::string what = plan.mode == NumaPlan::Mode::kInterleave
+                               ? std::string("interleave")
+                               : fmt::format("node:{}", plan.node);
+  if (num_nodes <= 1 || !have_libnuma) {
+    return fmt::format("numa: {} is a no-op: the host has one NUMA node", what);
+  }
+  if (plan.mode == NumaPlan::Mode::kInterleave) {
+    numa_set_interleave_mask(numa_all_nodes_ptr);
+    return fmt::format("numa: weights and caches interleaved over {} nodes", num_nodes);
+  }
+  // Preferred, not bound: a node that fills up spills to the others instead
+  // of failing an allocation (or SIGBUS on a mapped page).
+  numa_set_preferred(plan.node);
+  return fmt::format(
+      "numa: weights and caches placed on node {} (of {}; preferred, spills when "
+      "full)",
+      plan.node, num_nodes);
+}
+
+std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text) {
+  // begin-end perms offset dev inode path
+  static const std::regex kLine(R"(^([0-9a-f]+)-([0-9a-f]+) (r)\S* \S+ \S+ \S+\s+(\S.*)$)");
+  std::vector<MappedRegion> out;
+  std::istringstream in(maps_text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) continue;
+    const std::string path = m[4].str();
+    static const std::string kExt = ".safetensors";
+    if (path.size() < kExt.size() || path.compare(path.size() - kExt.size(), kExt.size(), kExt)) {
+      continue;
+    }
+    out.push_back({static_cast<uintptr_t>(std::stoull(m[1].str(), nullptr, 16)),
+                   static_cast<uintptr_t>(std::stoull(m[2].str(), nullptr, 16)), path});
+  }
+  return out;
+}
+
+Result<std::string> PopulateCheckpointMappings() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<MappedRegion> regions = CheckpointRegions(ReadText("/proc/self/maps"));
+  int64_t total = 0;
+  for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  Progress progress("populate", total, ProgressUnit::kBytes);
+  volatile uint8_t sink = 0;
+  for (const MappedRegion& r : regions) {
+    // The kernel reads ahead in large requests; the touch makes sure every
+    // page is in before the engine counts as ready.
+    ::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_WILLNEED);
+    constexpr uintptr_t kStep = uintptr_t{64} << 20;  // progress granularity
+    for (uintptr_t a = r.begin; a < r.end; a += kStep) {
+      const uintptr_t stop = std::min(r.end, a + kStep);
+      for (uintptr_t p = a; p < stop; p += page) sink = sink + *reinterpret_cast<const uint8_t*>(p);
+      progress.Add(static_cast<int64_t>(stop - a));
+    }
+  }
+  progress.Finish();
+  (void)sink;
+  return fmt::format("populate: {} of mapped checkpoint ({} regions) resident in {:.2f} s",
+                     Gib(total), regions.size(), SecondsSince(t0));
+}
+
+std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes) {
+  const std::string limit =
+      limit_bytes < 0 ? std::string("unlimited")
+                      : fmt::format("{:.1f} MiB", static_cast<double>(limit_bytes) / (1 << 20));
+  return fmt::format(
+      "--mlock: mlockall failed ({}): the locked-memory limit RLIMIT_MEMLOCK is {} and the "
+      "process maps {}; raise it (ulimit -l unlimited, systemd LimitMEMLOCK=infinity, docker "
+      "--ulimit memlock=-1) or run without --mlock",
+      std::strerror(err), limit, Gib(mapped_bytes));
+}
+
+Result<std::string> LockAllMemory() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (::mlockall(MCL_CURRENT) != 0) {
+    const int err = errno;
+    rlimit lim{};
+    int64_t limit = -1;
+    if (::getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+      limit = static_cast<int64_t>(lim.rlim_cur);
+    }
+    return FailedPrecondition("{}", MlockError(err, limit, MappedBytes()));
+  }
+  return fmt::format("mlock: {} of weights, caches and working memory locked in {:.2f} s",
+                     Gib(MappedBytes()), SecondsSince(t0));
+}
+
+Status PlaceMemory(const ResidencyFlags& flags) {
+  DSV4_ASSIGN_OR_RETURN(const NumaPlan plan, ParseNuma(flags.numa));
+  DSV4_ASSIGN_OR_RETURN(const std::string line, ApplyNuma(plan));
+  DSV4_LOG_INFO("{}", line);
+  return Status::Ok();
+}
+
+Status MakeResident(const ResidencyFlags& flags) {
+  if (flags.populate) {
+    DSV4_ASSIGN_OR_RETURN(std::string line, PopulateCheckpointMappings());
+    DSV4_LOG_INFO("{}", line);
+  }
+  if (flags.mlock) {
+    DSV4_ASSIGN_OR_RETURN(std::string line, LockAllMemory());
+    DSV4_LOG_INFO("{}", line);
+  }
+  return Status::Ok();
+}
+
+}  // namespace dsv4::cli

@@ -1,0 +1,87 @@
+// --numa, --populate and --mlock helpers (apps/dsv4/residency.h): parsing,
+// the one-node no-op, the mapped checkpoint regions, the mlock refusal.
+#include "residency.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "base/mapped_file.h"
+
+namespace dsv4::cli {
+namespace {
+
+TEST(ResidencyTest, ParsesNumaFlag) {
+  EXPECT_EQ(ParseNuma("none")->mode, NumaPlan::Mode::kNone);
+  EXPECT_EQ(ParseNuma("interleave")->mode, NumaPlan::Mode::kInterleave);
+  for (const char* text : {"node:1", "node=1", "node 1"}) {
+    auto plan = ParseNuma(text);
+    ASSERT_TRUE(plan.ok()) << text;
+    EXPECT_EQ(plan->mode, NumaPlan::Mode::kNode);
+    EXPECT_EQ(plan->node, 1);
+  }
+  for (const char* text : {"", "all", "node", "node:", "node:-1", "node:x", "Interleave"}) {
+    EXPECT_EQ(ParseNuma(text).status().code(), StatusCode::kInvalidArgument) << text;
+  }
+  EXPECT_EQ(ParseNuma("both").status().message(),
+            "--numa must be none, interleave or node:N, got \"both\"");
+}
+
+// This host's case: one node.  Every placement is a no-op with a line that
+// says so; a node the host lacks is refused.
+TEST(ResidencyTest, NumaOnOneNodeIsANoOp) {
+  EXPECT_EQ(*ApplyNuma(*ParseNuma("none"), 1), "numa: none (the kernel's default)");
+  EXPECT_EQ(*ApplyNuma(*ParseNuma("interleave"), 1),
+            "numa: interleave is a no-op: the host has one NUMA node");
+  EXPECT_EQ(*ApplyNuma(*ParseNuma("node:0"), 1),
+            "numa: node:0 is a no-op: the host has one NUMA node");
+  EXPECT_EQ(ApplyNuma(*ParseNuma("node:1"), 1).status().message(),
+            "--numa node:1: the host has 1 NUMA node (0..0)");
+  EXPECT_EQ(ApplyNuma(*ParseNuma("node:4"), 2).status().message(),
+            "--numa node:4: the host has 2 NUMA nodes (0..1)");
+  // The host's own count (libnuma): node:0 always exists.
+  EXPECT_TRUE(ApplyNuma(*ParseNuma("node:0")).ok());
+}
+
+TEST(ResidencyTest, CheckpointRegionsFromProcMaps) {
+  const std::string maps =
+      "7f0000000000-7f0000100000 r--s 00000000 08:01 1234   /m/model-00001.safetensors\n"
+      "7f0000100000-7f0000200000 r--p 00000000 08:01 99     /usr/lib/libc.so.6\n"
+      "7f0000200000-7f0000300000 ---p 00000000 00:00 0 \n"
+      "7f0000300000-7f0000380000 r--s 00001000 08:01 1235   /m/dsv4 stacked r1.safetensors\n"
+      "7f0000400000-7f0000480000 ---s 00000000 08:01 1236   /m/x.safetensors\n";
+  const std::vector<MappedRegion> r = CheckpointRegions(maps);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].begin, 0x7f0000000000u);
+  EXPECT_EQ(r[0].end, 0x7f0000100000u);
+  EXPECT_EQ(r[0].path, "/m/model-00001.safetensors");
+  EXPECT_EQ(r[1].path, "/m/dsv4 stacked r1.safetensors");  // spaces in the path
+}
+
+TEST(ResidencyTest, PopulateReadsTheMappedCheckpoint) {
+  const std::string path = ::testing::TempDir() + "/residency_test.safetensors";
+  std::ofstream(path) << std::string(3 << 20, 'x');
+  auto mapped = MappedFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  auto line = PopulateCheckpointMappings();
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  EXPECT_NE(line->find("populate: "), std::string::npos) << *line;
+  EXPECT_EQ(line->find("populate: 0.0 GiB of mapped checkpoint (0 regions)"), std::string::npos)
+      << *line;
+  std::filesystem::remove(path);
+}
+
+TEST(ResidencyTest, MlockRefusalNamesTheLimit) {
+  EXPECT_EQ(MlockError(ENOMEM, int64_t{8} << 20, int64_t{3} << 30),
+            "--mlock: mlockall failed (Cannot allocate memory): the locked-memory limit "
+            "RLIMIT_MEMLOCK is 8.0 MiB and the process maps 3.0 GiB; raise it (ulimit -l "
+            "unlimited, systemd LimitMEMLOCK=infinity, docker --ulimit memlock=-1) or run "
+            "without --mlock");
+  EXPECT_NE(MlockError(EPERM, -1, 0).find("RLIMIT_MEMLOCK is unlimited"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4::cli

@@ -16,6 +16,7 @@
 #include "base/thread_pool.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
+#include "kernels/moe.h"
 #include "kernels/quant.h"
 
 namespace dsv4::kernels {
@@ -195,6 +196,132 @@ void AttnOArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "part", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// The expert GEMVs of one decode step's MoE layer at DeepSeek-V4-Flash shapes,
+// one token: 6 routed MXFP4 experts (w1, w3 [2048, 4096], w2 [4096, 2048])
+// and the FP8 shared expert (same shapes), each with its clamped SwiGLU and
+// re-quantization between gate/up and down, as model/moe.cc runs them.
+// Arg `batched`: 0 = one Fp4Gemm / Fp8Gemm call per weight (the per-expert
+// loop, 21 dispatches), 1 = two BlockScaledGemmBatch calls (gate/up of
+// every expert, then every down).  kMoeLayers layers' weights are cycled so
+// every call streams from DRAM.  Bytes: the weights read (codes + scales).
+constexpr int64_t kMoeLayers = 2, kMoeExperts = 6, kMoeInter = 2048, kMoeDim = 4096;
+
+struct MoeLayerWeights {
+  std::vector<uint8_t> packed, scales;     // routed: [expert][w1 | w3 | w2]
+  std::vector<uint8_t> codes, fp8_scales;  // shared: [w1 | w3 | w2]
+  std::vector<Fp4Weight> w4;               // expert e: 3e (w1), 3e + 1 (w3), 3e + 2 (w2)
+  std::vector<Fp8Weight> w8;               // w1, w3, w2
+};
+
+// Fast deterministic filler (the weights are ~100 MB per layer).
+void FillBytes(std::vector<uint8_t>& v, uint64_t seed, uint8_t lo, uint8_t span, bool no_nan) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& b : v) {
+    z ^= z << 13;
+    z ^= z >> 7;
+    z ^= z << 17;
+    b = static_cast<uint8_t>(lo + (z >> 32) % span);
+    if (no_nan && (b & 0x7f) == 0x7f) b &= 0xfe;
+  }
+}
+
+MoeLayerWeights MakeMoeLayer(uint64_t seed) {
+  MoeLayerWeights l;
+  const int64_t one = kMoeInter * kMoeDim;  // elements of one weight
+  l.packed.resize(kMoeExperts * 3 * one / 2);
+  l.scales.resize(kMoeExperts * 3 * one / 32);
+  l.codes.resize(3 * one);
+  l.fp8_scales.resize(3 * one / (128 * 128));
+  FillBytes(l.packed, seed, 0, 255, false);
+  FillBytes(l.scales, seed + 1, 118, 9, false);
+  FillBytes(l.codes, seed + 2, 0, 255, true);
+  FillBytes(l.fp8_scales, seed + 3, 116, 9, false);
+  for (int64_t i = 0; i < 3 * kMoeExperts; ++i) {
+    const bool down = i % 3 == 2;
+    l.w4.push_back({l.packed.data() + i * one / 2, l.scales.data() + i * one / 32,
+                    down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim});
+  }
+  for (int64_t i = 0; i < 3; ++i) {
+    const bool down = i == 2;
+    l.w8.push_back({l.codes.data() + i * one, l.fp8_scales.data() + i * one / (128 * 128),
+                    down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim});
+  }
+  return l;
+}
+
+void BM_MoeDecode(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const bool batched = state.range(1) != 0;
+  std::vector<MoeLayerWeights> layers;
+  for (int64_t l = 0; l < kMoeLayers; ++l) layers.push_back(MakeMoeLayer(100 + 8 * l));
+  constexpr int64_t kBodies = kMoeExperts + 1;  // routed, then shared
+  const Activation x = RandomActivation(1, kMoeDim);
+  std::vector<bf16> g(kBodies * kMoeInter), u(kBodies * kMoeInter), h(kBodies * kMoeInter);
+  std::vector<uint8_t> hq(kBodies * kMoeInter);
+  std::vector<float> hs(kBodies * kMoeInter / 128), rw(kMoeExperts, 0.25f);
+  std::vector<bf16> y(kBodies * kMoeDim);
+  std::vector<BlockScaledGemm> jobs;
+  auto pool = MakePool(state.range(2));
+  int64_t layer = 0;
+  for (auto _ : state) {
+    const MoeLayerWeights& l = layers[layer];
+    // Body b's weights: routed experts first, the shared expert last.
+    auto gemm = [&](int64_t b, int64_t which, const uint8_t* codes, const float* scales,
+                    bf16* out) {
+      BlockScaledGemm j{codes, scales, 1, nullptr, nullptr, out};
+      if (b < kMoeExperts) {
+        j.fp4 = &l.w4[3 * b + which];
+      } else {
+        j.fp8 = &l.w8[which];
+      }
+      return j;
+    };
+    jobs.clear();
+    for (int64_t b = 0; b < kBodies; ++b) {
+      jobs.push_back(gemm(b, 0, x.codes.data(), x.scales.data(), g.data() + b * kMoeInter));
+      jobs.push_back(gemm(b, 1, x.codes.data(), x.scales.data(), u.data() + b * kMoeInter));
+    }
+    if (batched) {
+      BlockScaledGemmBatch(jobs.data(), static_cast<int64_t>(jobs.size()), pool.get());
+    } else {
+      for (const BlockScaledGemm& j : jobs) BlockScaledGemmBatch(&j, 1, pool.get());
+    }
+    for (int64_t b = 0; b < kBodies; ++b) {
+      const int64_t o = b * kMoeInter;
+      SwiGlu(g.data() + o, u.data() + o, 1, kMoeInter, 10.0f,
+             b < kMoeExperts ? rw.data() + b : nullptr, h.data() + o);
+    }
+    ActQuantFp8(h.data(), kBodies, kMoeInter, 128, hq.data(), hs.data());
+    jobs.clear();
+    for (int64_t b = 0; b < kBodies; ++b) {
+      jobs.push_back(gemm(b, 2, hq.data() + b * kMoeInter, hs.data() + b * kMoeInter / 128,
+                          y.data() + b * kMoeDim));
+    }
+    if (batched) {
+      BlockScaledGemmBatch(jobs.data(), static_cast<int64_t>(jobs.size()), pool.get());
+    } else {
+      for (const BlockScaledGemm& j : jobs) BlockScaledGemmBatch(&j, 1, pool.get());
+    }
+    benchmark::DoNotOptimize(y.data());
+    layer = (layer + 1) % kMoeLayers;
+  }
+  const int64_t one = kMoeInter * kMoeDim;
+  state.SetBytesProcessed(state.iterations() *
+                          (kMoeExperts * 3 * (one / 2 + one / 32) + 3 * (one + one / (128 * 128))));
+}
+
+// {isa, batched, threads}: AVX-512 and AVX2, one thread and all CPUs.
+void MoeDecodeArgs(benchmark::internal::Benchmark* b) {
+  const int64_t all = ThreadPool::DefaultThreads();
+  for (int64_t isa = 1; isa <= 2; ++isa) {
+    for (int64_t batched = 0; batched <= 1; ++batched) {
+      b->Args({isa, batched, 1});
+      if (all > 1) b->Args({isa, batched, all});
+    }
+  }
+  b->ArgNames({"isa", "batched", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 // The LM head of the tiny preset (vocab 4096 x hidden 256, BF16 weight used
 // as FP32, FP32 logits): cache resident, so compute bound.  `approx`: the
 // draft head's kernel.
@@ -278,6 +405,7 @@ BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
+BENCHMARK(BM_MoeDecode)->Name("BM_Moe/Decode")->Apply(MoeDecodeArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);

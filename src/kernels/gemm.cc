@@ -101,6 +101,30 @@ void ForEachRow(ThreadPool* pool, int64_t m, int64_t k, const Fn& fn) {
               });
 }
 
+// FP8 GEMM activations: each e4m3 code's value ×2^8, which compensates the
+// kernels' FP16 route for the weights (gemm_cpu.h).  x [m, in].
+void DecodeFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, float* x,
+                          ThreadPool* pool) {
+  static const std::array<float, 256> kTable = E4M3Table(256.0f);
+  ForEachRow(pool, m, in, [&](int64_t r) {
+    for (int64_t i = r * in; i < (r + 1) * in; ++i) x[i] = kTable[x_codes[i]];
+  });
+}
+
+// FP4 GEMM activations: each e4m3 code's value, every group of 2·width
+// elements (width = the panel's lanes) stored as its even elements, then its
+// odd ones (the order in which the kernels split the packed nibbles).
+void DecodeFp4Activations(const uint8_t* x_codes, int64_t m, int64_t in, int64_t width, float* x,
+                          ThreadPool* pool) {
+  static const std::array<float, 256> kTable = E4M3Table(1.0f);
+  const int64_t group = 2 * width;
+  ForEachRow(pool, m, in, [&](int64_t r) {
+    for (int64_t i = r * in; i < (r + 1) * in; i += group) {
+      for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * width + j / 2] = kTable[x_codes[i + j]];
+    }
+  });
+}
+
 }  // namespace
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
@@ -109,12 +133,8 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   if (simd == nullptr) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
-  // ×2^8 compensates the kernels' FP16 route for the weights (gemm_cpu.h).
-  static const std::array<float, 256> kTable = E4M3Table(256.0f);
   float* x = Activations(m * w.in);  // [m, in]
-  ForEachRow(pool, m, w.in, [&](int64_t r) {
-    for (int64_t i = r * w.in; i < (r + 1) * w.in; ++i) x[i] = kTable[x_codes[i]];
-  });
+  DecodeFp8Activations(x_codes, m, w.in, x, pool);
   const cpu::Fp8GemmArgs args{x, x_scales, m, w, y};
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { simd->fp8(args, t); });
@@ -126,20 +146,132 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   if (simd == nullptr) return ref::Fp4Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
-  static const std::array<float, 256> kTable = E4M3Table(1.0f);
   const int64_t width = simd->panel;
-  // Groups of 2·lanes (= 2·panel width) elements: even elements, then odd.
-  const int64_t group = 2 * width;
-  const int64_t half = width;
   float* x = Activations(m * w.in);  // [m, in], permuted within groups
-  ForEachRow(pool, m, w.in, [&](int64_t r) {
-    for (int64_t i = r * w.in; i < (r + 1) * w.in; i += group) {
-      for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * half + j / 2] = kTable[x_codes[i + j]];
-    }
-  });
+  DecodeFp4Activations(x_codes, m, w.in, width, x, pool);
   const cpu::Fp4GemmArgs args{x, x_scales, m, w, y};
   ForEachTile(pool, m, w.out, width, width * w.in / 2,
               [&](const cpu::Tile& t) { simd->fp4(args, t); });
+}
+
+namespace {
+
+// A BlockScaledGemmBatch entry, prepared: its kernel arguments and where its
+// tasks start in the batch's task space (tasks numbered as ForEachTile does).
+struct BatchEntry {
+  cpu::Fp8GemmArgs fp8;
+  cpu::Fp4GemmArgs fp4;
+  bool is_fp4 = false;
+  int64_t num_panels = 0;
+  int64_t first_task = 0;
+};
+
+struct BatchEntriesTag {};
+
+int64_t InOf(const BlockScaledGemm& g) { return g.fp4 != nullptr ? g.fp4->in : g.fp8->in; }
+
+// The entry before i that reads the same activation in the same decoded
+// form, or -1.
+int64_t SharedActivation(const BlockScaledGemm* gemms, int64_t i) {
+  const BlockScaledGemm& g = gemms[i];
+  for (int64_t j = 0; j < i; ++j) {
+    const BlockScaledGemm& h = gemms[j];
+    if (h.x_codes == g.x_codes && h.m == g.m && (h.fp4 != nullptr) == (g.fp4 != nullptr) &&
+        InOf(h) == InOf(g)) {
+      return j;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPool* pool) {
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) {
+    for (int64_t i = 0; i < count; ++i) {
+      const BlockScaledGemm& g = gemms[i];
+      if (g.fp4 != nullptr) {
+        ref::Fp4Gemm(g.x_codes, g.x_scales, g.m, *g.fp4, g.y, pool);
+      } else {
+        ref::Fp8Gemm(g.x_codes, g.x_scales, g.m, *g.fp8, g.y, pool);
+      }
+    }
+    return;
+  }
+  const int64_t width = simd->panel;
+  BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
+  int64_t floats = 0;  // activation floats of the distinct inputs
+  for (int64_t i = 0; i < count; ++i) {
+    const BlockScaledGemm& g = gemms[i];
+    DSV4_CHECK((g.fp4 != nullptr) != (g.fp8 != nullptr) && InOf(g) % 128 == 0 && g.m >= 0);
+    if (SharedActivation(gemms, i) < 0) floats += g.m * InOf(g);
+  }
+  float* x = Activations(floats);
+  int64_t next_x = 0, tasks = 0, min_panel_bytes = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const BlockScaledGemm& g = gemms[i];
+    BatchEntry& e = entries[i];
+    const int64_t in = InOf(g);
+    const int64_t shared = SharedActivation(gemms, i);
+    const float* xi = nullptr;
+    if (shared >= 0) {
+      xi = entries[shared].is_fp4 ? entries[shared].fp4.x : entries[shared].fp8.x;
+    } else {
+      float* xo = x + next_x;
+      next_x += g.m * in;
+      if (g.fp4 != nullptr) {
+        DecodeFp4Activations(g.x_codes, g.m, in, width, xo, pool);
+      } else {
+        DecodeFp8Activations(g.x_codes, g.m, in, xo, pool);
+      }
+      xi = xo;
+    }
+    e.is_fp4 = g.fp4 != nullptr;
+    int64_t out = 0, panel_bytes = 0;
+    if (e.is_fp4) {
+      e.fp4 = cpu::Fp4GemmArgs{xi, g.x_scales, g.m, *g.fp4, g.y};
+      out = g.fp4->out;
+      panel_bytes = width * in / 2;
+    } else {
+      e.fp8 = cpu::Fp8GemmArgs{xi, g.x_scales, g.m, *g.fp8, g.y};
+      out = g.fp8->out;
+      panel_bytes = width * in;
+    }
+    e.num_panels = CeilDiv(out, width);
+    e.first_task = tasks;
+    tasks += g.m > 0 ? e.num_panels * CeilDiv(g.m, cpu::kRowBlock) : 0;
+    min_panel_bytes = i == 0 ? panel_bytes : std::min(min_panel_bytes, panel_bytes);
+  }
+  // Global task t belongs to the last entry whose first_task <= t; within
+  // it, tasks are numbered as ForEachTile numbers them, so every entry runs
+  // exactly the tiles its own call would.
+  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+    int64_t i = 0;
+    while (begin < end) {
+      while (i + 1 < count && entries[i + 1].first_task <= begin) ++i;
+      const BatchEntry& e = entries[i];
+      const int64_t m = e.is_fp4 ? e.fp4.m : e.fp8.m;
+      const int64_t local = begin - e.first_task;
+      const int64_t row_block = local / e.num_panels;
+      const int64_t panel = local % e.num_panels;
+      const int64_t n = std::min(e.num_panels - panel, end - begin);
+      const cpu::Tile t{row_block * cpu::kRowBlock, std::min(m, (row_block + 1) * cpu::kRowBlock),
+                        panel, panel + n};
+      if (e.is_fp4) {
+        simd->fp4(e.fp4, t);
+      } else {
+        simd->fp8(e.fp8, t);
+      }
+      begin += n;
+    }
+  };
+  const int64_t grain = Grain(min_panel_bytes);
+  if (pool == nullptr || pool->num_threads() == 1 || tasks < 2 * grain) {
+    if (tasks > 0) run(0, tasks);
+    return;
+  }
+  pool->ParallelForDynamic(tasks, grain, run);
 }
 
 namespace {

@@ -40,6 +40,28 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* pool);
 
+// One GEMM of a BlockScaledGemmBatch: Fp8Gemm (fp8 set) or Fp4Gemm (fp4 set;
+// exactly one of the two) of x_codes [m, in] / x_scales [m, in/128] into
+// y [m, out].
+struct BlockScaledGemm {
+  const uint8_t* x_codes = nullptr;
+  const float* x_scales = nullptr;
+  int64_t m = 0;
+  const Fp8Weight* fp8 = nullptr;
+  const Fp4Weight* fp4 = nullptr;
+  bf16* y = nullptr;
+};
+
+// Runs gemms[0..count) as one task space in one pool dispatch: bitwise equal
+// to calling Fp8Gemm / Fp4Gemm on each entry (the same panel kernels on the
+// same tiles), without a dispatch, a wake-up and a tail per GEMM (a decode
+// step's MoE runs every selected expert's gate/up GEMVs, then their down
+// GEMVs, as two batches instead of ~14-21 calls).  Entries that read the same
+// x_codes with the same kind, m and in share one activation decode.
+// REQUIRES: every entry's in % 128 == 0; outputs do not overlap each other or
+// any input.
+void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPool* pool);
+
 // y[M, N] (row stride ldy) = bf16(x[M, K] (row stride ldx) . w[N, K]^T), FP32 accumulation.
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
               int64_t ldy, ThreadPool* pool);

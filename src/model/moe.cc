@@ -8,6 +8,7 @@
 #include "kernels/moe.h"
 #include "kernels/moe_routing.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 #include "model/linear.h"
 
 namespace dsv4::model {
@@ -248,6 +249,143 @@ void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
              nullptr, y, ws, pool, kernels::Fp8Gemm);
 }
 
+namespace {
+
+// Calls of at most this many tokens (decode steps, speculative verifies) run
+// the FP8/FP4 experts batched (BatchedExperts); longer ones keep one expert
+// at a time, whose buffers are O(max rows of one expert) instead of
+// O(n·top_k) and whose GEMMs are long enough that a dispatch each costs
+// nothing.
+constexpr int64_t kBatchedMaxTokens = 16;
+
+struct MoeJobsTag {};
+
+// Adds the gate/up GEMMs of one expert body to jobs: the fused w13 into gu
+// [m, 2·inter], or w1 into g and w3 into u ([m, inter] each).
+template <typename W>
+int64_t AddGateUp(const W& w1, const W& w3, const W& w13, const uint8_t* codes, const float* scales,
+                  int64_t m, bf16* gu, bf16* g, bf16* u, kernels::BlockScaledGemm* jobs) {
+  auto job = [&](const W& wt, bf16* y) {
+    kernels::BlockScaledGemm j{codes, scales, m, nullptr, nullptr, y};
+    if constexpr (std::is_same_v<W, kernels::Fp4Weight>) {
+      j.fp4 = &wt;
+    } else {
+      j.fp8 = &wt;
+    }
+    return j;
+  };
+  if (w13.out != 0) {
+    jobs[0] = job(w13, gu);
+    return 1;
+  }
+  jobs[0] = job(w1, g);
+  jobs[1] = job(w3, u);
+  return 2;
+}
+
+// SwiGLU of one expert body's gate/up output (as ExpertBody) into h [m, inter].
+void SwiGluBody(bool fused, const bf16* gu, const bf16* g, const bf16* u, int64_t m, int64_t inter,
+                float limit, const float* row_weight, bf16* h) {
+  if (!fused) return kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
+  for (int64_t r = 0; r < m; ++r) {
+    kernels::SwiGlu(gu + r * 2 * inter, gu + r * 2 * inter + inter, 1, inter, limit,
+                    row_weight != nullptr ? row_weight + r : nullptr, h + r * inter);
+  }
+}
+
+// The FP8/FP4 routed experts and the shared expert of a short batch, as two
+// kernel dispatches: every active expert's gate/up GEMMs (and the shared
+// expert's) in one BlockScaledGemmBatch, SwiGLU and re-quantization per
+// expert, then every down GEMM in a second batch.  Bitwise equal to
+// ExpertBody run expert by expert (the batch equals separate GEMM calls, and
+// SwiGLU and quantization are per row), and acc receives the routed outputs
+// in ascending expert id as in MoeForward's loop.  xq/xs: the n rows'
+// activation codes and scales; offset/ptok/pw: SortByExpert's output; ysh
+// [n, d]: the shared expert's output (shape.shared_inter > 0).
+void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* xq, const float* xs,
+                    int64_t n, const int64_t* offset, const int64_t* ptok, const float* pw,
+                    float* acc, bf16* ysh, Workspace& ws, ThreadPool* pool) {
+  const int64_t d = shape.dim, e = shape.num_experts, in = shape.inter;
+  const int64_t si = shape.shared_inter;
+  const int64_t nb = d / kActBlock;
+  const int64_t na = offset[e];  // routed rows, sorted by expert
+  const int64_t ns = si > 0 ? n : 0;
+  // Rows of every expert body side by side: routed rows [0, na) of width
+  // inter, then the shared expert's n rows of width si.
+  const int64_t h_elems = na * in + ns * si;
+  bf16* gu = ws.Get<bf16>(WsSlot::kMoeGu, Sz(2 * h_elems));
+  bf16* u = ws.Get<bf16>(WsSlot::kMoeU, Sz(h_elems));
+  bf16* h = ws.Get<bf16>(WsSlot::kMoeH, Sz(h_elems));
+  uint8_t* hq = ws.Get<uint8_t>(WsSlot::kMoeHq, Sz(h_elems));
+  float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(h_elems / kActBlock));
+  bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(na * d));  // [na, d]
+  // One token: every expert reads the token's own row, nothing to gather.
+  uint8_t* eq = n == 1 ? nullptr : ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(na * d));
+  float* es = n == 1 ? nullptr : ws.Get<float>(WsSlot::kMoeEs, Sz(na * nb));
+  kernels::BlockScaledGemm* jobs =
+      kernels::ScratchArray<MoeJobsTag, kernels::BlockScaledGemm>::Get(Sz(2 * e + 2));
+
+  // Gate/up of every active expert, then of the shared expert.
+  int64_t count = 0;
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t r0 = offset[i], m = offset[i + 1] - r0;
+    if (m == 0) continue;
+    const uint8_t* codes = xq;
+    const float* scales = xs;
+    if (n > 1) {
+      kernels::GatherRows(xq, xs, d, nb, ptok + r0, m, eq + r0 * d, es + r0 * nb);
+      codes = eq + r0 * d;
+      scales = es + r0 * nb;
+    }
+    const RoutedExpertWeights& x = w.experts[Sz(i)];
+    count += AddGateUp(x.w1, x.w3, x.w13, codes, scales, m, gu + 2 * r0 * in, gu + r0 * in,
+                       u + r0 * in, jobs + count);
+  }
+  const int64_t hsh = na * in;  // the shared expert's first element in h-sized buffers
+  if (ns > 0) {
+    const SharedExpertWeights& x = w.shared;
+    count += AddGateUp(x.w1, x.w3, x.w13, xq, xs, n, gu + 2 * hsh, gu + hsh, u + hsh, jobs + count);
+  }
+  kernels::BlockScaledGemmBatch(jobs, count, pool);
+
+  // SwiGLU (with the routing weights) and re-quantization per row.
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t r0 = offset[i], m = offset[i + 1] - r0;
+    if (m == 0) continue;
+    const RoutedExpertWeights& x = w.experts[Sz(i)];
+    SwiGluBody(x.w13.out != 0, gu + 2 * r0 * in, gu + r0 * in, u + r0 * in, m, in,
+               shape.swiglu_limit, pw + r0, h + r0 * in);
+  }
+  if (ns > 0) {
+    SwiGluBody(w.shared.w13.out != 0, gu + 2 * hsh, gu + hsh, u + hsh, n, si, shape.swiglu_limit,
+               nullptr, h + hsh);
+  }
+  kernels::ActQuantFp8(h, na, in, kActBlock, hq, hs);
+  if (ns > 0) {
+    kernels::ActQuantFp8(h + hsh, n, si, kActBlock, hq + hsh, hs + hsh / kActBlock);
+  }
+
+  // Down projections.
+  count = 0;
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t r0 = offset[i], m = offset[i + 1] - r0;
+    if (m == 0) continue;
+    jobs[count++] = {hq + r0 * in, hs + r0 * in / kActBlock, m,
+                     nullptr,      &w.experts[Sz(i)].w2,     ye + r0 * d};
+  }
+  if (ns > 0) {
+    jobs[count++] = {hq + hsh, hs + hsh / kActBlock, n, &w.shared.w2, nullptr, ysh};
+  }
+  kernels::BlockScaledGemmBatch(jobs, count, pool);
+
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t r0 = offset[i], m = offset[i + 1] - r0;
+    if (m > 0) kernels::ScatterAddRows(ye + r0 * d, ptok + r0, m, d, acc, pool);
+  }
+}
+
+}  // namespace
+
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
                 int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool) {
   if (n == 0) return;
@@ -284,11 +422,18 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   // y starts at zero in FP32 and each expert, in ascending id, adds its BF16
   // output to its tokens: exactly the reference's order, with O(n*d) memory
   // rather than O(n*top_k*d).
-  float* acc = ws.Get<float>(WsSlot::kMoeAcc, Sz(n * d));           // [n, d]
+  float* acc = ws.Get<float>(WsSlot::kMoeAcc, Sz(n * d));  // [n, d]
+  std::memset(acc, 0, Sz(n * d) * sizeof(float));
+  bf16* ysh = shape.shared_inter > 0 ? ws.Get<bf16>(WsSlot::kMoeYsh, Sz(n * d)) : nullptr;
+  if (!w.int8 && n <= kBatchedMaxTokens) {
+    BatchedExperts(shape, w, xq, xs, n, offset, ptok, pw, acc, ysh, ws, pool);
+    kernels::CombineExperts(acc, ysh, n, d, y, pool);  // the shared expert last
+    if (expert_ids_out != nullptr) kernels::SortRowsAscending(ids, n, k, expert_ids_out);
+    return;
+  }
   uint8_t* eq = ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(max_rows * d));  // [rows, d] gathered codes
   float* es = ws.Get<float>(WsSlot::kMoeEs, Sz(max_rows * nb));     // [rows, d/128]
   bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(max_rows * d));        // [rows, d]
-  std::memset(acc, 0, Sz(n * d) * sizeof(float));
   for (int64_t i = 0; i < e; ++i) {
     const int64_t m = offset[i + 1] - offset[i];
     if (m == 0) continue;
@@ -297,9 +442,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
     RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye, ws, pool);
     kernels::ScatterAddRows(ye, tok, m, d, acc, pool);
   }
-  bf16* ysh = nullptr;
-  if (shape.shared_inter > 0) {
-    ysh = ws.Get<bf16>(WsSlot::kMoeYsh, Sz(n * d));  // [n, d]
+  if (ysh != nullptr) {
     SharedExpertForward(shape, w.shared, xq, xs, n, ysh, ws, pool);
   }
   kernels::CombineExperts(acc, ysh, n, d, y, pool);  // the shared expert last

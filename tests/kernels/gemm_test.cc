@@ -460,6 +460,122 @@ void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& wha
   }
 }
 
+// Every E8M0 scale byte with every e2m1 code, alone in its row and against one
+// activation element (1, 448 and the smallest e4m3 subnormal): the SIMD
+// kernels' decoded weight (AVX-512: a precomputed scaled table) times the
+// activation must equal, bit for bit, the FP32 product e2m1·2^(s-127) · x of
+// the kernels' definition, including subnormal products, overflow to
+// infinity and the NaN scale 255 (any NaN).  A zero product gives +0 (the
+// lane chain adds +0 to it).
+TEST(GemmDifferential, Fp4EveryScaleAndCodeExact) {
+  constexpr int64_t k = 128, n = 256 * 16;
+  std::vector<uint8_t> packed(n * k / 2, 0), scales(n * k / 32, 127);
+  for (int64_t s = 0; s < 256; ++s) {
+    for (int64_t c = 0; c < 16; ++c) {
+      const int64_t row = s * 16 + c;
+      packed[row * (k / 2)] = static_cast<uint8_t>(c);
+      scales[row * (k / 32)] = static_cast<uint8_t>(s);
+    }
+  }
+  const Fp4Weight w{packed.data(), scales.data(), n, k};
+  const uint8_t x_first[] = {0x38, 0x7e, 0x01, 0xb8};  // 1, 448, 2^-9, -1
+  const int64_t m = 4;
+  std::vector<uint8_t> x_codes(m * k, 0);
+  std::vector<float> x_scales(m, 1.0f);
+  for (int64_t r = 0; r < m; ++r) x_codes[r * k] = x_first[r];
+  ThreadPool pool(2);
+  for (Isa isa : SimdIsas()) {
+    IsaScope scope(isa);
+    std::vector<bf16> got(m * n);
+    Fp4Gemm(x_codes.data(), x_scales.data(), m, w, got.data(), &pool);
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t row = 0; row < n; ++row) {
+        const int64_t s = row / 16, c = row % 16;
+        const float wv = E2M1ToF32(static_cast<uint8_t>(c)) * E8M0ToF32(static_cast<uint8_t>(s));
+        float p = wv * E4M3ToF32(x_first[r]);
+        if (p == 0.0f) p = 0.0f;  // +0 + -0 = +0
+        const bf16 g = got[r * n + row];
+        if (std::isnan(p)) {
+          EXPECT_TRUE(std::isnan(Bf16ToF32(g))) << IsaName(isa) << " s" << s << " c" << c;
+        } else {
+          EXPECT_EQ(g.bits, F32ToBf16(p).bits) << IsaName(isa) << " x" << r << " s" << s << " c"
+                                               << c << " want " << p << " got " << Bf16ToF32(g);
+        }
+      }
+    }
+  }
+}
+
+// BlockScaledGemmBatch is the separate Fp8Gemm / Fp4Gemm calls, bit for bit:
+// mixed kinds, shared and distinct activations, M = 0, 1, 3 and 70 (two row
+// blocks), every ISA and thread count.
+TEST(GemmBatch, EqualsOneCallPerGemm) {
+  std::mt19937 rng(41);
+  constexpr int64_t k4 = 256, k8 = 384;
+  struct Weights {
+    Misaligned codes, scales;
+  };
+  std::vector<Fp4Weight> w4;
+  std::vector<Fp8Weight> w8;
+  std::vector<Weights> keep;
+  for (int64_t n : {33, 200, 128}) {
+    keep.push_back({RandomBytes(n * k4 / 2, &rng, 0, 255, false),
+                    RandomBytes(n * k4 / 32, &rng, 118, 126, false)});
+    w4.push_back({keep.back().codes.data(), keep.back().scales.data(), n, k4});
+  }
+  for (int64_t n : {17, 256}) {
+    keep.push_back({RandomBytes(n * k8, &rng, 0, 255, true),
+                    RandomBytes(((n + 127) / 128) * (k8 / 128), &rng, 116, 124, false)});
+    w8.push_back({keep.back().codes.data(), keep.back().scales.data(), n, k8});
+  }
+  for (int64_t m : {0, 1, 3, 70}) {
+    const QuantizedActivation a4 = RandomActivation(m, k4, &rng);
+    const QuantizedActivation b4 = RandomActivation(m + 1, k4, &rng);
+    const QuantizedActivation a8 = RandomActivation(m, k8, &rng);
+    struct Entry {
+      const QuantizedActivation* a;
+      int64_t m;
+      const Fp8Weight* fp8;
+      const Fp4Weight* fp4;
+    };
+    // w4[0] and w4[1] share a4 (one decode); w8[0] and w8[1] share a8.
+    const std::vector<Entry> entries = {{&a4, m, nullptr, &w4[0]}, {&a8, m, &w8[0], nullptr},
+                                        {&a4, m, nullptr, &w4[1]}, {&b4, m + 1, nullptr, &w4[2]},
+                                        {&a8, m, &w8[1], nullptr}, {&a4, m, nullptr, &w4[2]}};
+    for (Isa isa : AllIsas()) {
+      if (isa == Isa::kScalar && m > 3) continue;
+      IsaScope scope(isa);
+      std::vector<std::vector<bf16>> want, got;
+      for (const Entry& e : entries) {
+        const int64_t out = e.fp4 != nullptr ? e.fp4->out : e.fp8->out;
+        want.emplace_back(e.m * out, bf16{0x1234});
+        if (e.fp4 != nullptr) {
+          Fp4Gemm(e.a->codes.data(), e.a->scales.data(), e.m, *e.fp4, want.back().data(), nullptr);
+        } else {
+          Fp8Gemm(e.a->codes.data(), e.a->scales.data(), e.m, *e.fp8, want.back().data(), nullptr);
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<BlockScaledGemm> batch;
+        got.clear();
+        for (const Entry& e : entries) {
+          const int64_t out = e.fp4 != nullptr ? e.fp4->out : e.fp8->out;
+          got.emplace_back(e.m * out, bf16{0x1234});
+          batch.push_back(
+              {e.a->codes.data(), e.a->scales.data(), e.m, e.fp8, e.fp4, got.back().data()});
+        }
+        BlockScaledGemmBatch(batch.data(), static_cast<int64_t>(batch.size()), &pool);
+        for (size_t i = 0; i < entries.size(); ++i) {
+          ASSERT_EQ(got[i].size(), want[i].size());
+          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(bf16)), 0)
+              << IsaName(isa) << " m" << m << " entry " << i << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmBatchInvariance, AllKernels) {
   std::mt19937 rng(17);
   const int64_t n = 1100;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -272,6 +273,72 @@ TEST_F(MoeGoldenTest, EachTokenAloneEqualsTheBatch) {
     for (int64_t c = 0; c < d; ++c) {
       ASSERT_EQ(one[static_cast<size_t>(c)].bits, batch[static_cast<size_t>(t * d + c)].bits)
           << "token " << t << " channel " << c;
+    }
+  }
+}
+
+// Short calls (decode, speculative verify) run the experts batched, long ones
+// one expert at a time; fused gate-up weights (the sidecar's w13) and
+// separate w1/w3 must agree too.  Every split of a 40-row batch (the
+// per-expert loop) into calls of 1..16 rows (the batched path), with and
+// without fused weights and a pool, gives the same bits.
+TEST_F(MoeGoldenTest, BatchedAndPerExpertPathsAgree) {
+  const model::MoeShape shape = OpsMoeShape();
+  const int64_t d = shape.dim, in = shape.inter, n = 40;
+  std::vector<bf16> x(static_cast<size_t>(n * d));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t src = (t * 7) % n_;  // the golden rows, reordered and repeated
+    std::copy_n(x_.begin() + src * d, d, x.begin() + t * d);
+    ids[static_cast<size_t>(t)] = ids_[static_cast<size_t>(src)];
+  }
+  const model::MoeWeights plain = Weights(false);
+  // Fused copies: per expert, w1's rows then w3's rows (packed and scales).
+  std::vector<uint8_t> w13, w13s, s13, s13s;
+  const int64_t pb = in * d / 2, sb = in * d / 32;  // one routed [in, d] weight's bytes
+  for (int64_t e = 0; e < 8; ++e) {
+    w13.insert(w13.end(), e_.w1.begin() + e * pb, e_.w1.begin() + (e + 1) * pb);
+    w13.insert(w13.end(), e_.w3.begin() + e * pb, e_.w3.begin() + (e + 1) * pb);
+    w13s.insert(w13s.end(), e_.w1s.begin() + e * sb, e_.w1s.begin() + (e + 1) * sb);
+    w13s.insert(w13s.end(), e_.w3s.begin() + e * sb, e_.w3s.begin() + (e + 1) * sb);
+  }
+  s13 = e_.s1;
+  s13.insert(s13.end(), e_.s3.begin(), e_.s3.end());
+  s13s = e_.s1s;
+  s13s.insert(s13s.end(), e_.s3s.begin(), e_.s3s.end());
+  model::MoeWeights fused = Weights(false);
+  for (int64_t e = 0; e < 8; ++e) {
+    model::RoutedExpertWeights& r = fused.experts[static_cast<size_t>(e)];
+    r.w13 = Fp4(w13, w13s, e, 2 * in, d);
+    r.w1 = {};
+    r.w3 = {};
+  }
+  fused.shared.w13 = Fp8(s13, s13s, 2 * in, d);
+  fused.shared.w1 = {};
+  fused.shared.w3 = {};
+
+  std::vector<bf16> want(x.size());
+  model::Workspace ws;
+  model::MoeForward(shape, plain, x.data(), ids.data(), n, want.data(), nullptr, ws, nullptr);
+  ThreadPool pool(2);
+  for (const model::MoeWeights* w : std::vector<const model::MoeWeights*>{&plain, &fused}) {
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<bf16> whole(x.size());
+      model::MoeForward(shape, *w, x.data(), ids.data(), n, whole.data(), nullptr, ws, p);
+      ASSERT_EQ(std::memcmp(whole.data(), want.data(), want.size() * sizeof(bf16)), 0)
+          << "40 rows, fused " << (w == &fused);
+      for (int64_t chunk : {1, 2, 3, 16}) {
+        std::vector<bf16> got(x.size());
+        for (int64_t t = 0; t < n; t += chunk) {
+          const int64_t m = std::min(chunk, n - t);
+          model::MoeForward(shape, *w, x.data() + t * d, ids.data() + t, m, got.data() + t * d,
+                            nullptr, ws, p);
+        }
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].bits, want[i].bits) << "chunk " << chunk << " fused " << (w == &fused)
+                                               << " pool " << (p != nullptr) << " element " << i;
+        }
+      }
     }
   }
 }

@@ -323,6 +323,48 @@ TEST_F(GenerateDriverTest, ChatStopStringsCutTheContentOnly) {
   EXPECT_EQ(engine.aborted_, (std::vector<engine::RequestId>{100}));
 }
 
+TEST_F(GenerateDriverTest, ChatMinTokensAndIncludeStopThroughTheServersDecoder) {
+  // The stop string "an" first appears inside "and": with min_tokens
+  // covering those tokens it is not a stop, the next "an" is, and
+  // include_stop_str_in_output keeps it.  Three tokens per step, so the
+  // unsearched boundary falls inside a step.
+  const std::string answer = "An apple and an orange, and a banana.";
+  const std::vector<int32_t> ids = tokenizer_->Encode(answer);
+  size_t covered = 0;  // tokens until the text first contains "an"
+  while (tokenizer_->Decode({ids.begin(), ids.begin() + static_cast<ptrdiff_t>(covered)}, false)
+             .find("an") == std::string::npos) {
+    ++covered;
+  }
+  const std::string early =
+      tokenizer_->Decode({ids.begin(), ids.begin() + static_cast<ptrdiff_t>(covered)}, false);
+  const size_t stop_at = answer.find("an", early.size());
+  ASSERT_NE(stop_at, std::string::npos);
+  const std::string body = fmt::format(
+      R"({{"messages":[{{"role":"user","content":"Fruit?"}}],"stop":["an"],"min_tokens":{},)"
+      R"("include_stop_str_in_output":true}})",
+      covered);
+  GenerateJob job;
+  job.tokenizer = tokenizer_;
+  job.prompts.push_back(ChatPrompt(body));
+  ScriptedEngine engine({Steps(ids, 3, engine::FinishReason::kStop)});
+  GenerateStats stats;
+  auto results = RunGenerate(engine, job, &stats);
+  ASSERT_TRUE(results.ok()) << results.status().message();
+  EXPECT_EQ((*results)[0].content, answer.substr(0, stop_at + 2));
+  EXPECT_EQ((*results)[0].finish, "stop");
+  EXPECT_EQ(engine.submitted_[0].sampling.min_tokens, static_cast<int32_t>(covered));
+  // Without min_tokens the first "an" stops it, and without
+  // include_stop_str_in_output the stop string is cut.
+  GenerateJob plain;
+  plain.tokenizer = tokenizer_;
+  plain.prompts.push_back(
+      ChatPrompt(R"({"messages":[{"role":"user","content":"Fruit?"}],"stop":["an"]})"));
+  ScriptedEngine engine2({Steps(ids, 3, engine::FinishReason::kStop)});
+  results = RunGenerate(engine2, plain, &stats);
+  ASSERT_TRUE(results.ok());
+  EXPECT_EQ((*results)[0].content, answer.substr(0, answer.find("an")));
+}
+
 TEST_F(GenerateDriverTest, MalformedChatOutputIsAnErrorWithTheRawText) {
   GenerateJob job;
   job.tokenizer = tokenizer_;

@@ -192,6 +192,11 @@ bool CacheManager::CanTakeSnapshot(int32_t partition) const {
   return !snapshots_.empty() && snapshots_[size_t(partition)].num_available() > 0;
 }
 
+bool CacheManager::HasWorkingSnapshot(OwnerId owner) const {
+  auto it = owners_.find(owner);
+  return it != owners_.end() && it->second.working_snapshot >= 0;
+}
+
 int64_t CacheManager::num_free_snapshots(int32_t partition) const {
   return snapshots_.empty() ? 0 : snapshots_[size_t(partition)].num_available();
 }

@@ -110,6 +110,11 @@ class CacheManager {
   // one: a second call re-targets it.
   bool CanTakeSnapshot(int32_t partition) const;
   int32_t TakeSnapshot(OwnerId owner, int64_t at_tokens);
+  // Whether snapshot ids are in use (EnablePrefixCaching with snapshots > 0).
+  bool uses_snapshots() const { return !snapshots_.empty(); }
+  // Whether the owner holds a working snapshot (TakeSnapshot, not yet
+  // published or released).
+  bool HasWorkingSnapshot(OwnerId owner) const;
   int64_t num_free_snapshots(int32_t partition) const;
   // Positions below which the owner's pages may be shared (adopted or
   // published); its steps start at or after it.

@@ -146,6 +146,7 @@ Result<CacheSetup> CreateCache(std::vector<cache::CacheGroupSpec> groups,
   capacity.prefill_align = o.prefill_tile;
   capacity.max_seqs = CeilDiv(o.max_num_seqs, o.num_partitions);
   capacity.slot_ring_bytes = o.slot_ring_bytes;
+  capacity.snapshots_per_slot = o.snapshots_per_slot;
   DSV4_ASSIGN_OR_RETURN(cache::CapacityPlan plan, cache::PlanCapacity(groups, capacity));
   std::string description = fmt::format("{} partition(s); {}", o.num_partitions,
                                         cache::DescribeCapacity(groups, capacity, plan));

@@ -95,6 +95,9 @@ struct CachePlanOptions {
   // this many bytes (CapacityOptions::slot_ring_bytes); the ring groups' pages
   // are then admission bookkeeping priced at 0 bytes.
   int64_t slot_ring_bytes = 0;
+  // Prefix caching: snapshot buffers (slot_ring_bytes each) per runner slot
+  // (CapacityOptions::snapshots_per_slot).
+  int64_t snapshots_per_slot = 0;
 };
 
 // CreateDsv4Cache's input: groups priced from shapes and a row format (what-if

@@ -58,6 +58,10 @@ struct RequestOutput {
   // accepted (before stop/length truncation).
   int32_t num_draft_tokens = 0;
   int32_t num_accepted_tokens = 0;
+  // Prompt tokens served from the prefix cache at the request's first
+  // admission (usage.prompt_tokens_details.cached_tokens); the same in every
+  // output of the request.
+  int64_t num_cached_tokens = 0;
 };
 
 // Speculation counters (the reference's per-request and global acceptance

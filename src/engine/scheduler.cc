@@ -126,9 +126,13 @@ Status Scheduler::AddRequest(Request request) {
 Status Scheduler::Abort(RequestId id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return NotFound("request {} is not live", id);
+  Seq& seq = it->second;
+  // A request in the plan in flight may still be written (its snapshot
+  // buffer too): only one at rest publishes.
+  if (!(in_flight_ && seq.scheduled_step == current_step_)) PublishOnExit(seq);
   RequestOutput out;
   out.finish = FinishReason::kAbort;
-  Finish(it->second, std::move(out));
+  Finish(seq, std::move(out));
   return Status::Ok();
 }
 
@@ -144,6 +148,12 @@ int32_t Scheduler::DraftBudget(const Seq& seq) const {
   // the request may still produce are never accepted.
   k = std::min(k, config_.max_model_len - seq.num_tokens());
   k = std::min(k, seq.request.max_tokens - seq.num_output() - 1);
+  if (Snapshots()) {
+    // A step ends exactly on the next page boundary rather than crossing it,
+    // so the state there can be snapshotted (docs/engine.md §7.2).
+    const int64_t page = cache_.prefix_page_tokens();
+    k = std::min(k, (seq.num_computed / page + 1) * page - seq.num_computed - 1);
+  }
   return static_cast<int32_t>(std::max<int64_t>(k, 0));
 }
 
@@ -154,7 +164,20 @@ int64_t Scheduler::ChunkSize(const Seq& seq, int64_t budget) const {
   // padding except in the final chunk, and ring pages sized for tile-aligned
   // chunk starts suffice (PeakPagesPerRequest).  0 = wait for a larger budget.
   if (n < remaining) n -= n % config_.prefill_tile;
+  // Prefix caching: a chunk ends at the prompt's boundary L, whose state is
+  // snapshotted and published for later hits.
+  const int64_t l = PrefixBoundary(seq);
+  if (l > seq.num_computed && l < seq.num_computed + n && l > seq.snapshot_valid) {
+    const int64_t cut = l - seq.num_computed;
+    if (cut % config_.prefill_tile == 0) n = cut;
+  }
   return n;
+}
+
+int64_t Scheduler::PrefixBoundary(const Seq& seq) const {
+  if (!Snapshots()) return 0;
+  const int64_t page = cache_.prefix_page_tokens();
+  return (seq.num_tokens() - 1) / page * page;
 }
 
 int64_t Scheduler::LargestFittingChunk(int32_t partition, const Seq& seq, int64_t chunk) const {
@@ -182,7 +205,10 @@ Scheduler::Seq* Scheduler::PickVictim(const Seq& needy) {
 void Scheduler::Preempt(Seq& victim, const Seq& needy, StepPlan* plan) {
   plan->events.push_back({SchedulerEvent::Kind::kPreempt, victim.request.id, needy.request.id,
                           victim.num_computed, 0});
+  PublishOnExit(victim);  // its pages stay hittable, by itself when readmitted too
   ReleaseResources(victim);
+  victim.snapshot_valid = 0;
+  victim.snapshot_published = 0;
   victim.num_computed = 0;
   victim.has_draft_state = false;
   victim.status = SeqStatus::kWaiting;
@@ -213,6 +239,19 @@ void Scheduler::Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* pl
   e.num_padded_tokens = e.decode ? num_real + num_draft : (num_real + tile - 1) / tile * tile;
   cache_.Allocate(seq.partition, e.id, {c, c + num_real + num_draft, num_draft}, &e.fresh_pages);
   e.block_tables = cache_.Tables(e.id);
+  if (e.is_new && seq.restore_snapshot >= 0) {
+    e.restore_snapshot = seq.restore_snapshot;
+    e.prefix_token_ids.assign(seq.tokens.begin(), seq.tokens.begin() + c);
+  }
+  seq.restore_snapshot = -1;
+  // A step that ends on a page boundary past the last snapshot saves one
+  // there (kept only if the step's every row stands, ApplyResult).
+  const int64_t end = c + num_real + num_draft;
+  if (Snapshots() && end % cache_.prefix_page_tokens() == 0 && end > seq.snapshot_valid &&
+      (cache_.HasWorkingSnapshot(e.id) || cache_.CanTakeSnapshot(seq.partition))) {
+    e.save_snapshot = cache_.TakeSnapshot(e.id, end);
+    e.save_at = end;
+  }
   seq.slot_is_new = false;
   seq.scheduled_step = current_step_;
   plan->num_tokens += num_real + num_draft;
@@ -268,6 +307,57 @@ int32_t Scheduler::PickPartition(const Seq& seq, int64_t chunk, const std::vecto
   return best;
 }
 
+int32_t Scheduler::AdmitWithHit(Seq& seq, int64_t budget, const std::vector<int64_t>& load,
+                                int64_t* chunk) {
+  if (!cache_.prefix_caching()) return -1;
+  const int32_t num_partitions = config_.num_partitions;
+  int32_t best = -1;
+  cache::CacheManager::PrefixMatch match;
+  for (int32_t i = 0; i < num_partitions; ++i) {
+    const int32_t p = (partition_cursor_ + i) % num_partitions;
+    if (slots_[size_t(p)].num_free() == 0) continue;
+    // At least one token is computed: a hit must produce logits.
+    cache::CacheManager::PrefixMatch m = cache_.MatchPrefix(p, seq.tokens, seq.num_tokens() - 1);
+    if (m.num_tokens == 0) continue;
+    if (best < 0 || m.num_tokens > match.num_tokens ||
+        (m.num_tokens == match.num_tokens && load[size_t(p)] < load[size_t(best)])) {
+      best = p;
+      match = std::move(m);
+    }
+  }
+  if (best < 0) return -1;
+  const RequestId id = seq.request.id;
+  cache_.AdoptPrefix(best, id, match);
+  seq.num_computed = match.num_tokens;
+  const int64_t n = ChunkSize(seq, budget);
+  if (n > 0 && cache_.CanAllocate(best, id, {seq.num_computed, seq.num_computed + n, 0})) {
+    *chunk = n;
+    seq.restore_snapshot = match.snapshot;
+    partition_cursor_ = (best + 1) % num_partitions;
+    return best;
+  }
+  cache_.Free(id);  // the pages go back to the cache as they were
+  seq.num_computed = 0;
+  return -1;
+}
+
+bool Scheduler::AwaitsSharedPrefix(const Seq& seq) const {
+  const int64_t page = cache_.prefix_page_tokens();
+  const int64_t mine = PrefixBoundary(seq);
+  if (mine == 0) return false;
+  for (const auto& [arrival, rid] : running_) {
+    const Seq& r = seqs_.at(rid);
+    const int64_t theirs = PrefixBoundary(r);
+    // Past its boundary (published, or the rest is its own) it no longer
+    // produces a hit for seq; waiting on it could be long.
+    if (r.num_computed >= theirs || r.snapshot_published >= theirs) continue;
+    const int64_t common = std::min(mine, theirs) / page * page;
+    if (common == 0) continue;
+    if (std::equal(seq.tokens.begin(), seq.tokens.begin() + common, r.tokens.begin())) return true;
+  }
+  return false;
+}
+
 void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
   std::vector<int64_t> load(size_t(config_.num_partitions), 0);  // held tokens per partition
   for (const auto& [arrival, id] : running_) {
@@ -280,14 +370,22 @@ void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
     ++it;  // admission erases seq's entry
     if (num_running() >= config_.max_num_seqs || *budget <= 0) break;
     if (seq.preempted_step == current_step_) continue;
-    const int64_t chunk = ChunkSize(seq, *budget);
-    if (chunk <= 0) {  // needs a larger budget than this step has left
+    if (Snapshots() && AwaitsSharedPrefix(seq)) {
       head = false;
       continue;
     }
-    // The whole first chunk must fit (no shrinking on admission: a request
-    // admitted into scraps would only be preempted again).
-    const int32_t p = PickPartition(seq, chunk, load);
+    int64_t chunk = 0;
+    int32_t p = AdmitWithHit(seq, *budget, load, &chunk);
+    if (p < 0) {
+      chunk = ChunkSize(seq, *budget);
+      if (chunk <= 0) {  // needs a larger budget than this step has left
+        head = false;
+        continue;
+      }
+      // The whole first chunk must fit (no shrinking on admission: a request
+      // admitted into scraps would only be preempted again).
+      p = PickPartition(seq, chunk, load);
+    }
     if (p < 0) {
       ++seq.admission_skips;
       // Past its limit the oldest waiting request stops everyone behind it, so
@@ -304,6 +402,11 @@ void Scheduler::AdmitWaiting(StepPlan* plan, int64_t* budget) {
     seq.slot = slots_[size_t(p)].Acquire();
     seq.slot_is_new = true;
     seq.admission_skips = 0;
+    if (cache_.prefix_caching()) {
+      stats_.prefix_cache_queries += seq.num_tokens();
+      stats_.prefix_cache_hits += seq.num_computed;
+      if (seq.num_cached < 0) seq.num_cached = seq.num_computed;
+    }
     Emit(seq, chunk, 0, plan);
     *budget -= chunk;
     load[size_t(p)] += seq.num_tokens();
@@ -415,12 +518,25 @@ void Scheduler::ApplyResult(Seq& seq, const ScheduledRequest& e, const RequestRe
     out.logprobs.assign(r.logprobs.begin(),
                         r.logprobs.begin() + static_cast<std::ptrdiff_t>(appended.size()));
   }
+  out.num_cached_tokens = std::max<int64_t>(seq.num_cached, 0);
+  // The runner saved the snapshot iff every row of the step stands.
+  if (e.save_snapshot >= 0 && seq.num_computed == e.save_at && e.save_at <= seq.num_tokens()) {
+    seq.snapshot_valid = e.save_at;
+  }
   if (finish != FinishReason::kNone) {
     out.finish = finish;
+    if (cache_.prefix_caching()) {
+      cache_.Commit(seq.request.id, seq.num_computed);
+      PublishOnExit(seq);
+    }
     Finish(seq, std::move(out));
     return;
   }
   cache_.Commit(seq.request.id, seq.num_computed);
+  // A prefill boundary (L) is published at once: a request with the same
+  // prompt may hit it while this one decodes.  Decode boundaries wait for
+  // the exit (one working snapshot per request, not one per page).
+  if (!e.decode && seq.snapshot_valid == e.save_at && e.save_snapshot >= 0) PublishOnExit(seq);
   if (!appended.empty()) {
     out.id = seq.request.id;
     outputs_.push_back(std::move(out));
@@ -461,6 +577,23 @@ void Scheduler::FailStep(const StepPlan& plan, const Status& error) {
   }
 }
 
+void Scheduler::PublishOnExit(Seq& seq) {
+  if (!cache_.prefix_caching() || seq.status != SeqStatus::kRunning) return;
+  const RequestId id = seq.request.id;
+  const int64_t page = cache_.prefix_page_tokens();
+  if (!cache_.uses_snapshots()) {
+    const int64_t n = std::min(seq.num_computed, seq.num_tokens()) / page;
+    cache_.PublishPrefix(id, seq.tokens, n);
+    return;
+  }
+  if (seq.snapshot_valid <= seq.snapshot_published || !cache_.HasWorkingSnapshot(id)) return;
+  // The buffer holds the state at snapshot_valid (a later save that did not
+  // happen only re-targeted the id).
+  cache_.TakeSnapshot(id, seq.snapshot_valid);
+  cache_.PublishPrefix(id, seq.tokens, seq.snapshot_valid / page, /*snapshot_at_end=*/true);
+  seq.snapshot_published = seq.snapshot_valid;
+}
+
 void Scheduler::ReleaseResources(Seq& seq) {
   if (seq.status == SeqStatus::kWaiting) {
     waiting_.erase(seq.arrival);
@@ -477,6 +610,7 @@ void Scheduler::ReleaseResources(Seq& seq) {
 void Scheduler::Finish(Seq& seq, RequestOutput out) {
   const RequestId id = seq.request.id;
   out.id = id;
+  out.num_cached_tokens = std::max<int64_t>(seq.num_cached, 0);
   ReleaseResources(seq);
   outputs_.push_back(std::move(out));
   seqs_.erase(id);

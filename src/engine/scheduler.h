@@ -70,6 +70,10 @@ struct SchedulerStats {
   int64_t num_preemptions = 0;
   int64_t num_draft_tokens = 0;  // draft positions dispatched
   int64_t num_accepted_drafts = 0;
+  // Prefix caching (vLLM's counters, in tokens): tokens looked up at
+  // admission and tokens found.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
 };
 
 class Scheduler {
@@ -128,6 +132,11 @@ class Scheduler {
     int32_t admission_skips = 0;
     uint64_t scheduled_step = 0;  // plan id + 1 of the last plan it is in
     uint64_t preempted_step = 0;  // plan id + 1 of the Schedule that preempted it
+    // Prefix caching (docs/engine.md §7.2).
+    int64_t num_cached = -1;         // hit at the first admission (-1: not admitted yet)
+    int32_t restore_snapshot = -1;   // the next (first) plan entry restores this id
+    int64_t snapshot_valid = 0;      // the working snapshot holds the state at this position
+    int64_t snapshot_published = 0;  // pages and snapshot published up to here
 
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
     int64_t num_output() const { return num_tokens() - num_prompt; }
@@ -144,6 +153,21 @@ class Scheduler {
   // Records a kPreempt event in `plan` naming `needy` as the cause.
   void Preempt(Seq& victim, const Seq& needy, StepPlan* plan);
   void AdmitWaiting(StepPlan* plan, int64_t* budget);
+  // Prefix caching: adopts the longest hit among partitions with a free slot
+  // and returns its partition with *chunk set, or -1 (nothing adopted) when
+  // there is no hit or its first chunk does not fit.
+  int32_t AdmitWithHit(Seq& seq, int64_t budget, const std::vector<int64_t>& load, int64_t* chunk);
+  // Whether a running request is still computing a prefix `seq` shares (a
+  // page or more, to be published at its boundary L): admitting `seq` now
+  // would compute it twice (n > 1 choices, identical prompts).
+  bool AwaitsSharedPrefix(const Seq& seq) const;
+  // Snapshots in use (prefix caching with rolling-state snapshots).
+  bool Snapshots() const { return cache_.prefix_caching() && cache_.uses_snapshots(); }
+  // The prompt's snapshot boundary L = AlignDown(tokens - 1, page) (0: none).
+  int64_t PrefixBoundary(const Seq& seq) const;
+  // Publishes what a leaving request computed: pages up to its valid
+  // snapshot (or, without snapshots, every committed full page).
+  void PublishOnExit(Seq& seq);
   int32_t PickPartition(const Seq& seq, int64_t chunk, const std::vector<int64_t>& load);
   void Emit(Seq& seq, int64_t num_real, int32_t num_draft, StepPlan* plan);
   void ApplyResult(Seq& seq, const ScheduledRequest& entry, const RequestResult& result);

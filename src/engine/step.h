@@ -54,6 +54,19 @@ struct ScheduledRequest {
   // for prefill chunks (including a recompute after preemption).
   bool decode = false;
 
+  // Prefix caching (docs/engine.md §7.2).  restore_snapshot >= 0 (with
+  // is_new): positions [0, start_pos) are a cache hit; the runner restores the
+  // slot's rolling state from that snapshot id of the partition (the pages of
+  // those positions are the first start_pos / block entries of the block
+  // tables), and prefix_token_ids are their tokens (sampling history).
+  int32_t restore_snapshot = -1;
+  std::vector<int32_t> prefix_token_ids;
+  // save_snapshot >= 0: after the step, when the request's computed positions
+  // end exactly at save_at (a page boundary: every real row and accepted
+  // draft), the runner saves the slot's rolling state into that snapshot id.
+  int32_t save_snapshot = -1;
+  int64_t save_at = 0;
+
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_real_tokens() const { return num_tokens() - num_draft; }
 };

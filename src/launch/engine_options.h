@@ -30,6 +30,10 @@ struct EngineOptions {
   double memory_utilization = 0.9;     // fraction of available RAM for caches (when bytes = 0)
   int32_t num_speculative_tokens = 0;  // K; 0 = no MTP
   int64_t max_waiting = 1024;          // queued requests beyond which Submit fails (429/503)
+  // Prefix caching (--enable-prefix-caching, on by default as in vLLM):
+  // prompts reuse the pages and rolling-state snapshots earlier requests
+  // computed (docs/engine.md §7.2).
+  bool enable_prefix_caching = true;
   std::string prepacked =
       "auto";  // sidecar policy: auto | off | PATH (model.h model::ModelOptions)
 };

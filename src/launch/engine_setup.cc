@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/logging.h"
+#include "cache/prefix_hash.h"
 #include "dist/session.h"
 #include "engine/memory_budget.h"
 #include "launch/compute_pool.h"
@@ -10,6 +11,29 @@
 #include "launch/ranks.h"
 
 namespace dsv4::launch {
+
+uint64_t PrefixCacheSalt(const model::Model& model, const EngineOptions& options,
+                         int64_t slot_bytes) {
+  // Everything besides the tokens that changes a page or a snapshot: the
+  // model's shape and weight bytes, and the cache options (block size, K and
+  // with it the ring sizes, the per-slot state bytes).  The index lives in one
+  // process, so a different checkpoint means a restart and an empty cache;
+  // the salt keeps hashes of different configurations apart all the same.
+  const checkpoint::ModelConfig& c = model.config();
+  const auto weights = static_cast<uint64_t>(model.MappedWeightBytes());
+  std::vector<int32_t> words;
+  for (int64_t v :
+       {c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.head_dim,
+        c.sliding_window, c.index_topk, c.n_routed_experts, c.num_nextn_predict_layers,
+        options.block_size, int64_t{options.num_speculative_tokens}, slot_bytes}) {
+    words.push_back(static_cast<int32_t>(v));
+    words.push_back(static_cast<int32_t>(v >> 32));
+  }
+  for (int64_t r : c.compress_ratios) words.push_back(static_cast<int32_t>(r));
+  words.push_back(static_cast<int32_t>(weights));
+  words.push_back(static_cast<int32_t>(weights >> 32));
+  return cache::HashPage(cache::RootPageHash(0x64737634u), words).lo;
+}
 
 engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
   engine::SchedulerConfig c;
@@ -49,8 +73,15 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
   co.prefill_tile = sc.prefill_tile;
   co.max_num_seqs = options.max_num_seqs;
   co.slot_ring_bytes = declared.slot_bytes;
+  // Prefix caching: a working snapshot per running request plus as many
+  // published ones (docs/engine.md §7.2).
+  co.snapshots_per_slot = options.enable_prefix_caching ? kSnapshotsPerSlot : 0;
   DSV4_ASSIGN_OR_RETURN(engine::CacheSetup setup,
                         engine::CreateCache(std::move(declared.groups), co));
+  if (options.enable_prefix_caching) {
+    DSV4_RETURN_IF_ERROR(setup.cache.EnablePrefixCaching(
+        PrefixCacheSalt(model, options, declared.slot_bytes), setup.plan.num_snapshots));
+  }
 
   // The ring "requests" of the plan are the runner's slots per partition.
   const cache::CapacityPlan& plan = setup.plan;
@@ -60,6 +91,7 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
   eo.slots_per_partition = static_cast<int32_t>(plan.num_ring_requests);
   eo.num_speculative_tokens = options.num_speculative_tokens;
   eo.page_tokens = options.block_size;
+  eo.snapshots_per_partition = options.enable_prefix_caching ? plan.num_snapshots : 0;
   for (size_t g = 0; g < eo.pages_per_partition.size() && g < plan.num_pages.size(); ++g) {
     eo.pages_per_partition[g] = plan.num_pages[g];
   }
@@ -90,7 +122,18 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
       "--max-num-seqs {} run at once)",
       options.max_model_len, plan.num_slots * options.dp, FormatBytes(plan.total_bytes),
       options.max_num_seqs);
-  parts.description = setup.description + "; " + model_cache;
+  std::string prefix_line = "prefix caching: off";
+  if (options.enable_prefix_caching) {
+    prefix_line = fmt::format(
+        "prefix caching: on, pages of {} tokens shared by hash; {} rolling-state snapshots x {} "
+        "bytes = {} ({} per runner slot, in the plan above)",
+        options.block_size, plan.num_snapshots * options.dp, cache.FixedBytesPerSlot(),
+        FormatBytes(plan.num_snapshots * options.dp *
+                    static_cast<int64_t>(cache.FixedBytesPerSlot())),
+        kSnapshotsPerSlot);
+  }
+  DSV4_LOG_INFO("{}", prefix_line);
+  parts.description = setup.description + "; " + model_cache + "; " + prefix_line;
   return parts;
 }
 

@@ -30,6 +30,14 @@ namespace dsv4::launch {
 // (any number of rows per call), so chunks are not padded: tile 1.
 engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& options);
 
+// Prefix caching: snapshot buffers per runner slot (one working per running
+// request + one published; docs/engine.md §7.2).
+inline constexpr int64_t kSnapshotsPerSlot = 2;
+// The prefix hashes' salt: the model's shape and weight bytes and the cache
+// options (block size, K, per-slot state bytes).
+uint64_t PrefixCacheSalt(const model::Model& model, const EngineOptions& options,
+                         int64_t slot_bytes);
+
 struct EngineParts {
   std::unique_ptr<runner::ModelExecutor> executor;
   // Rank 0 of several (BuildEngine's broadcast_plans): what the core calls,

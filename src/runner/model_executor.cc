@@ -48,6 +48,11 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
     return InvalidArgument("executor needs partitions >= 1, slots >= 1, K >= 0 (got {}, {}, {})",
                            options.num_partitions, options.slots_per_partition, k);
   }
+  if (options.snapshots_per_partition < 0 ||
+      (options.snapshots_per_partition > 0 && options.page_tokens <= 0)) {
+    return InvalidArgument("prefix-cache snapshots need external pages (got {} snapshots)",
+                           options.snapshots_per_partition);
+  }
   if (k > 0 && proposer == nullptr && !model.has_mtp()) {
     return FailedPrecondition("--speculative K = {} needs the checkpoint's MTP layer", k);
   }
@@ -100,7 +105,8 @@ ModelExecutor::ModelExecutor(const model::Model& model, ThreadPool* pool,
       vocab_(model.config().vocab_size),
       cache_(std::move(cache)),
 
-      slots_(static_cast<size_t>(cache_->num_slots())) {
+      slots_(static_cast<size_t>(cache_->num_slots())),
+      snapshots_(static_cast<size_t>(options.num_partitions * options.snapshots_per_partition)) {
   const int num_samplers = pool != nullptr ? pool->num_threads() : 1;
   for (int t = 0; t < num_samplers; ++t) {
     samplers_.push_back(std::make_unique<sampling::Sampler>(model.config().vocab_size));
@@ -114,6 +120,61 @@ int64_t ModelExecutor::num_live_slots() const {
 }
 
 // A release of another generation refers to a previous occupant: ignored.
+Status ModelExecutor::Restore(const engine::ScheduledRequest& e, int64_t idx, const Bound& b,
+                              SlotState& st) {
+  const int64_t per = options_.snapshots_per_partition;
+  if (e.restore_snapshot >= per || options_.page_tokens <= 0) {
+    return InvalidArgument("restore from snapshot {} of {}", e.restore_snapshot, per);
+  }
+  const Snapshot& snap = snapshots_[static_cast<size_t>(e.partition * per + e.restore_snapshot)];
+  const int64_t at = e.start_pos;
+  if (snap.slot.num_tokens() != at || static_cast<int64_t>(e.prefix_token_ids.size()) != at ||
+      at % options_.page_tokens != 0) {
+    return FailedPrecondition(
+        "restore at {} from snapshot {} of {} tokens with {} prefix tokens (page {})", at,
+        e.restore_snapshot, snap.slot.num_tokens(), e.prefix_token_ids.size(),
+        options_.page_tokens);
+  }
+  // The hit's pages: the first at / page of each pooled table.
+  std::array<std::span<const int32_t>, cache::kNumDsv4Groups> tables{};
+  const auto num_pages = static_cast<size_t>(at / options_.page_tokens);
+  for (cache::Dsv4Group g : model::kPooledGroups) {
+    const auto& t = b.tables[static_cast<size_t>(g)];
+    if (t.size() < num_pages) {
+      return InvalidArgument("restore at {}: group {} table of {} pages", at, int{g}, t.size());
+    }
+    tables[static_cast<size_t>(g)] = std::span<const int32_t>(t).first(num_pages);
+  }
+  DSV4_RETURN_IF_ERROR(cache_->RestoreSlot(idx, snap.slot, tables));
+  st.tokens = e.prefix_token_ids;
+  if (proposer_ != nullptr) DSV4_RETURN_IF_ERROR(proposer_->Resume(idx, at, snap.pending));
+  return Status::Ok();
+}
+
+void ModelExecutor::SaveSnapshots(const std::vector<Bound>& bound,
+                                  const engine::StepResult& result) {
+  const int64_t per = options_.snapshots_per_partition;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const engine::ScheduledRequest& e = *bound[i].entry;
+    const engine::RequestResult& r = result.requests[i];
+    if (e.save_snapshot < 0 || e.save_snapshot >= per || !r.error.ok()) continue;
+    // Only a step whose every row stands leaves the slot exactly at save_at.
+    const int64_t computed = e.start_pos + e.num_real_tokens() + r.num_accepted_drafts;
+    if (computed != e.save_at || r.num_accepted_drafts != e.num_draft) continue;
+    Snapshot& snap = snapshots_[static_cast<size_t>(e.partition * per + e.save_snapshot)];
+    cache_->SaveSlot(bound[i].slot, &snap.slot);
+    snap.pending.clear();
+    if (proposer_ != nullptr) {
+      // The MTP row before the boundary waits for the hit's next token: keep
+      // its main streams (the proposer restarts from there, Resume).
+      const int64_t width = model_.stream_width();
+      const bf16* row =
+          streams_.data() + (bound[i].row_offset + e.save_at - 1 - e.start_pos) * width;
+      snap.pending.assign(row, row + width);
+    }
+  }
+}
+
 void ModelExecutor::Release(const engine::ReleasedSlot& r) {
   const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
   if (r.partition < 0 || r.partition >= options_.num_partitions || r.slot < 0 ||
@@ -149,6 +210,10 @@ Status ModelExecutor::Bind(const engine::ScheduledRequest& e, Bound* b) {
     st.num_prompt = e.num_prompt_tokens;
     if (proposer_ != nullptr) {
       proposer_->AllocateState(idx, e.id, {e.sampling, st.rng, e.num_prompt_tokens});
+    }
+    if (e.restore_snapshot >= 0) {
+      if (options_.page_tokens > 0) DSV4_RETURN_IF_ERROR(BindPages(e, b));
+      DSV4_RETURN_IF_ERROR(Restore(e, idx, *b, st));
     }
   } else if (!st.live || st.generation != e.generation || st.id != e.id) {
     return FailedPrecondition("stale step: slot holds request {} generation {}, plan has {} gen {}",
@@ -394,6 +459,7 @@ Result<engine::StepResult> ModelExecutor::Run(const engine::StepPlan& plan) {
     profile::Span draft(profile::kE2e, "runner", "draft");
     DSV4_RETURN_IF_ERROR(proposer_->AfterVerify(batch, streams_.data(), updates));
   }
+  if (!snapshots_.empty()) SaveSnapshots(bound, result);
   return result;
 }
 

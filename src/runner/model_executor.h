@@ -46,6 +46,9 @@ struct ModelExecutorOptions {
   // partition (the capacity plan's num_pages; only kPooledGroups are read).
   int64_t page_tokens = 0;
   std::array<int64_t, cache::kNumDsv4Groups> pages_per_partition{};
+  // Prefix caching: rolling-state snapshot buffers per partition (the cache
+  // manager's snapshot ids; docs/engine.md §7.2).  0 = none.
+  int64_t snapshots_per_partition = 0;
 };
 
 class ModelExecutor : public engine::Executor {
@@ -73,6 +76,12 @@ class ModelExecutor : public engine::Executor {
   // and its release reached the executor).
   int64_t num_live_slots() const;
   int32_t num_speculative_tokens() const { return k_; }
+  // Prefix-cache snapshot buffers and the bytes they may hold (each a slot's
+  // rolling state; allocated when first saved).
+  int64_t num_snapshots() const { return static_cast<int64_t>(snapshots_.size()); }
+  int64_t snapshot_capacity_bytes() const {
+    return num_snapshots() * static_cast<int64_t>(cache_->FixedBytesPerSlot());
+  }
 
  private:
   struct SlotState {
@@ -100,6 +109,12 @@ class ModelExecutor : public engine::Executor {
   ModelExecutor(const model::Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
                 std::unique_ptr<model::ModelCache> cache);
   void Release(const engine::ReleasedSlot& r);
+  // Prefix-cache hit: the new slot `idx` becomes the snapshot's sequence on
+  // the entry's first pages (b->tables), with the proposer resumed there.
+  Status Restore(const engine::ScheduledRequest& e, int64_t idx, const Bound& b, SlotState& st);
+  // After the step: saves the snapshot of every entry whose computed
+  // positions end at its save_at.
+  void SaveSnapshots(const std::vector<Bound>& bound, const engine::StepResult& result);
   Status Bind(const engine::ScheduledRequest& e, Bound* b);
   Status BindPages(const engine::ScheduledRequest& e, Bound* b) const;
   // What sampling one entry's logit rows gave.
@@ -129,6 +144,14 @@ class ModelExecutor : public engine::Executor {
   // parallel after the forward.
   std::vector<std::unique_ptr<sampling::Sampler>> samplers_;
   std::vector<SlotState> slots_;  // [num cache slots]
+  // Prefix caching: one snapshot per id, [partition * snapshots_per_partition
+  // + id]: the model slot's rolling state plus, with a proposer, the main
+  // streams of the row before the boundary (the MTP's pending row).
+  struct Snapshot {
+    model::SlotSnapshot slot;
+    std::vector<bf16> pending;  // [hc, D] when proposing, else empty
+  };
+  std::vector<Snapshot> snapshots_;
   model::Workspace ws_;
   std::vector<float> logits_;  // [logit rows, vocab]
   std::vector<bf16> streams_;  // [rows, hc, D] when proposing

@@ -55,6 +55,17 @@ class DraftProposer {
   virtual void AllocateState(int64_t slot, engine::RequestId id, const DraftSampling& sampling) = 0;
   // The sequence in `slot` is gone; its state must not leak into the next.
   virtual void FreeState(int64_t slot) = 0;
+  // Prefix-cache hit (docs/engine.md §7.2): the fresh sequence in `slot`
+  // (AllocateState'd) starts at `position` > 0, its proposer cache restored
+  // with the model cache's slot; `pending` holds the main model's streams of
+  // row position - 1, whose next token the sequence's first step supplies.
+  // A proposer that cannot resume refuses (the request then fails).
+  virtual Status Resume(int64_t slot, int64_t position, std::span<const bf16> pending) {
+    (void)slot;
+    (void)pending;
+    return FailedPrecondition("this draft proposer cannot resume at position {} (prefix cache)",
+                              position);
+  }
   // Drafts for the positions after the slot's last committed token
   // (max_drafts() of them once a token was committed, else none).
   virtual std::span<const int32_t> Propose(int64_t slot) const = 0;

@@ -41,6 +41,25 @@ void MtpProposer::FreeState(int64_t slot) {
   st.drafts.clear();
 }
 
+// The MTP window of a hit at `position`: rows [0, position - 1) are true (the
+// restored MTP cache; rows it holds past them are rewound by the next
+// forward), row position - 1 waits for its next token, as after a prefill
+// chunk that ended at `position`.
+Status MtpProposer::Resume(int64_t slot, int64_t position, std::span<const bf16> pending) {
+  SlotState& st = slots_[static_cast<size_t>(slot)];
+  if (!st.live || position < 1 || static_cast<int64_t>(pending.size()) != width_ ||
+      cache_.NumMtpCachedTokens(slot) < position - 1) {
+    return FailedPrecondition(
+        "MTP resume of slot {} at {}: live {}, {} pending values for {}, {} MTP rows cached", slot,
+        position, st.live, pending.size(), width_, cache_.NumMtpCachedTokens(slot));
+  }
+  st.mtp_pos = position - 1;
+  st.has_pending = true;
+  st.pending.assign(pending.begin(), pending.end());
+  st.drafts.clear();
+  return Status::Ok();
+}
+
 std::span<const int32_t> MtpProposer::Propose(int64_t slot) const {
   const SlotState& st = slots_[static_cast<size_t>(slot)];
   return {st.drafts.data(), st.drafts.size()};

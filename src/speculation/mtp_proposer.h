@@ -45,6 +45,7 @@ class MtpProposer : public DraftProposer {
   int32_t max_drafts() const override { return k_; }
   void AllocateState(int64_t slot, engine::RequestId id, const DraftSampling& sampling) override;
   void FreeState(int64_t slot) override;
+  Status Resume(int64_t slot, int64_t position, std::span<const bf16> pending) override;
   std::span<const int32_t> Propose(int64_t slot) const override;
   Status AfterVerify(const model::ForwardBatch& batch, const bf16* streams,
                      std::span<const DraftUpdate> updates) override;

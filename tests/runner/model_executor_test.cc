@@ -210,6 +210,10 @@ TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
   const auto want = RunToCompletion(TestOptions(0), reqs);
   for (int32_t k : {0, 2}) {
     launch::EngineOptions o = TestOptions(k);
+    // Off: the budget below leaves room for more running requests than
+    // histories (with snapshots charged per slot, fewer slots would fit);
+    // preemption with prefix caching on is runner_prefix_test's.
+    o.enable_prefix_caching = false;
     Result<launch::EngineParts> probe = launch::BuildEngine(TinyModel(), TestPool(), o, 256 << 20);
     ASSERT_TRUE(probe.ok());
     // Room for ~2 max-length requests while 8 long ones run: preemption.
@@ -226,26 +230,38 @@ TEST(ModelExecutorTest, PreemptionUnderTinyCacheChangesNothing) {
 
 // The engine's model cache is exactly what the capacity plan priced: per-slot
 // rings and compressor states for the plan's slots, full-history pools of
-// the plan's pages, dp partitions.
+// the plan's pages, dp partitions; with prefix caching, the executor's
+// snapshot buffers are the plan's snapshots.
 TEST(ModelExecutorTest, EngineCacheBytesEqualThePlan) {
   for (int32_t k : {0, 2}) {
     for (int32_t dp : {1, 2}) {
-      launch::EngineOptions o = TestOptions(k);
-      o.dp = dp;
-      Result<launch::EngineParts> parts = launch::BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
-      ASSERT_TRUE(parts.ok()) << parts.status().ToString();
-      const model::ModelCache& cache = parts->executor->cache();
-      const cache::CapacityPlan& plan = parts->plan;
-      EXPECT_TRUE(cache.external_pages());
-      EXPECT_EQ(cache.num_slots(), dp * plan.num_ring_requests);
-      EXPECT_EQ(static_cast<int64_t>(cache.FixedBytesPerSlot()), plan.ring_bytes_per_request);
-      EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC4), dp * plan.num_pages[cache::kGroupCmpC4]);
-      EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC128),
-                dp * plan.num_pages[cache::kGroupCmpC128]);
-      EXPECT_EQ(cache.NumPoolPages(cache::kGroupIdx), dp * plan.num_pages[cache::kGroupIdx]);
-      EXPECT_EQ(static_cast<int64_t>(cache.AllocatedBytes()), dp * plan.total_bytes)
-          << "K=" << k << " dp=" << dp;
-      EXPECT_NE(parts->description.find("per-slot rings"), std::string::npos);
+      for (bool prefix : {false, true}) {
+        launch::EngineOptions o = TestOptions(k);
+        o.dp = dp;
+        o.enable_prefix_caching = prefix;
+        Result<launch::EngineParts> parts =
+            launch::BuildEngine(TinyModel(), TestPool(), o, 64 << 20);
+        ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+        const model::ModelCache& cache = parts->executor->cache();
+        const cache::CapacityPlan& plan = parts->plan;
+        EXPECT_TRUE(cache.external_pages());
+        EXPECT_EQ(cache.num_slots(), dp * plan.num_ring_requests);
+        const int64_t snapshots = prefix ? launch::kSnapshotsPerSlot : 0;
+        EXPECT_EQ(static_cast<int64_t>(cache.FixedBytesPerSlot()) * (1 + snapshots),
+                  plan.ring_bytes_per_request);
+        EXPECT_EQ(parts->executor->num_snapshots(), dp * plan.num_ring_requests * snapshots);
+        EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC4), dp * plan.num_pages[cache::kGroupCmpC4]);
+        EXPECT_EQ(cache.NumPoolPages(cache::kGroupCmpC128),
+                  dp * plan.num_pages[cache::kGroupCmpC128]);
+        EXPECT_EQ(cache.NumPoolPages(cache::kGroupIdx), dp * plan.num_pages[cache::kGroupIdx]);
+        EXPECT_EQ(static_cast<int64_t>(cache.AllocatedBytes()) +
+                      parts->executor->snapshot_capacity_bytes(),
+                  dp * plan.total_bytes)
+            << "K=" << k << " dp=" << dp;
+        EXPECT_NE(parts->description.find("per-slot rings"), std::string::npos);
+        EXPECT_NE(parts->description.find(prefix ? "prefix caching: on" : "prefix caching: off"),
+                  std::string::npos);
+      }
     }
   }
 }

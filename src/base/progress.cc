@@ -73,6 +73,15 @@ Progress::Progress(std::string label, int64_t total, ProgressUnit unit, std::FIL
       plain_interval_(plain_interval),
       start_ns_(NowNs()) {}
 
+void Progress::ClearLine() {
+  MutexLock lock(&mu_);
+  if (!line_open_) return;
+  std::fputs("\r\x1b[K", out_);
+  std::fflush(out_);
+  line_open_ = false;
+  last_report_ = -kTtyInterval;  // redraw at the next Add
+}
+
 std::string Progress::Summary() const {
   MutexLock lock(&mu_);
   return FormatProgressSummary(label_, done_, unit_, Elapsed());

@@ -45,6 +45,9 @@ class Progress {
   // Ends the reports: on a terminal the live line is erased, so the caller's
   // summary takes its place.  Later Adds print nothing.
   void Finish() EXCLUDES(mu_);
+  // Erases the live line (terminal only) so the caller can print a line of
+  // its own; the next Add draws it again.
+  void ClearLine() EXCLUDES(mu_);
   // FormatProgressSummary of the work done so far and the time since the
   // start.
   std::string Summary() const EXCLUDES(mu_);

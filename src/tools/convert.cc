@@ -345,13 +345,14 @@ int64_t ShardBytes(const ShardPlan& shard) {
 }
 
 Status ProcessShard(const ConvertOptions& o, const Source& src, const Plan& plan, size_t i,
-                    Marker& marker, ShardCounters& counters, Mutex& log_mu) {
+                    Marker& marker, ShardCounters& counters, Mutex& log_mu, Progress* progress) {
   const ShardPlan& shard = plan.shards[i];
   const std::string out_path = (fs::path(o.output_dir) / shard.file).string();
   const std::string src_path = (fs::path(o.input_dir) / shard.file).string();
   const std::string tag = fmt::format("[{:02d}/{:02d}] ", i + 1, plan.shards.size());
   auto log = [&](const std::string& line) {
     MutexLock lock(&log_mu);
+    if (progress != nullptr) progress->ClearLine();  // the line goes above the live one
     Log(o, line);
   };
   DSV4_ASSIGN_OR_RETURN(const bool exists, PathExists(out_path));
@@ -408,7 +409,8 @@ Status RunShards(const ConvertOptions& o, const Source& src, const Plan& plan, M
   }
   auto worker = [&] {
     for (size_t i = next++; i < n && !failed; i = next++) {
-      Status s = ProcessShard(o, src, plan, i, marker, counters, mu);
+      Status s =
+          ProcessShard(o, src, plan, i, marker, counters, mu, progress ? &*progress : nullptr);
       if (s.ok() && progress) progress->Add(ShardBytes(plan.shards[i]));
       if (!s.ok()) {
         MutexLock lock(&mu);

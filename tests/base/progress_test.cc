@@ -2,6 +2,8 @@
 #include "base/progress.h"
 
 #include <gtest/gtest.h>
+#include <pty.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -88,6 +90,42 @@ TEST(ProgressTest, SummaryLine) {
   EXPECT_EQ(FormatProgressSummary("eval", 2048, ProgressUnit::kItems, 4.0),
             "eval: 2048 in 4.0 s (512.0/s)");
   EXPECT_EQ(FormatProgressSummary("load", 0, ProgressUnit::kItems, 0.0), "load: 0 in 0.0 s");
+}
+
+// On a terminal (a pseudo-terminal here): the line is drawn in place
+// ("\r" + text + erase to the end), ClearLine erases it for a line of the
+// caller's and the next Add draws it again at once; Finish erases it.
+TEST(ProgressTest, TerminalLineIsRewrittenAndCleared) {
+  int master = -1, slave = -1;
+  ASSERT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  std::FILE* f = ::fdopen(slave, "w");
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p("convert", 4, ProgressUnit::kItems, f);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // past the 0.2 s redraw limit
+    p.Add(1);
+    p.ClearLine();
+    p.Add(1);  // drawn again without waiting
+    p.Finish();
+  }
+  std::fclose(f);
+  std::string out;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(master, buf, sizeof(buf))) > 0) {
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > 4 && out.compare(out.size() - 4, 4, "\r\x1b[K") == 0 &&
+        out.find("50%") != std::string::npos) {
+      break;
+    }
+  }
+  ::close(master);
+  const std::regex want(
+      "\rconvert  25%  1 / 4  [0-9.]+/s  ETA [0-9.]+ s\x1b\\[K"
+      "\r\x1b\\[K"
+      "\rconvert  50%  2 / 4  [0-9.]+/s  ETA [0-9.]+ s\x1b\\[K"
+      "\r\x1b\\[K");
+  EXPECT_TRUE(std::regex_match(out, want)) << ::testing::PrintToString(out);
 }
 
 }  // namespace

@@ -35,8 +35,10 @@ struct BenchArgs {
   int threads = 0;
   std::string cpu_list = "auto";
   int64_t triad_mib = 512;
-  int32_t speculative = 0;  // > 0: engine runs without MTP and with K = 1..speculative
-  int32_t ep = 1;           // > 1: expert-parallel engine runs only (docs/scale-out.md)
+  int32_t speculative = 0;            // > 0: engine runs without MTP and with K = 1..speculative
+  int32_t ep = 1;                     // > 1: expert-parallel engine runs only (docs/scale-out.md)
+  bool enable_prefix_caching = true;  // of the engine runs (--speculative)
+  int64_t prefix_turns = 0;           // > 0: multi-turn TTFT with and without prefix caching
   std::string prepacked = "auto";
   ProfileFlagArgs profile;
   ResidencyFlags residency;
@@ -166,6 +168,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
     eo.num_speculative_tokens = std::max(k, 0);
     eo.ep = args.ep;
+    eo.enable_prefix_caching = args.enable_prefix_caching;
     auto engine = launch::CreateLocalEngine(eo);
     if (!engine.ok()) {
       std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
@@ -200,6 +203,105 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
         static_cast<long long>(report->spec_draft_tokens));
   }
   return 0;
+}
+
+// One engine per setting of prefix caching (off, on); on each, a chat of
+// args.prefix_turns turns run one after another: turn 1 is --prompt-len
+// random ids, turn t + 1 is turn t's prompt + its answer (--decode-steps
+// greedy tokens) + a 32-token message.  Prints each turn's time to first
+// token side by side; then --batch distinct prompts decoded with each
+// setting (nothing hits: what prefix caching costs a plain decode).
+int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
+  const int64_t message = 32;
+  const int64_t turns = args.prefix_turns;
+  std::mt19937 rng(7);
+  auto random_ids = [&](int64_t n) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+    return ids;
+  };
+  std::vector<std::vector<int32_t>> messages;  // the same for both settings
+  for (int64_t t = 0; t < turns; ++t)
+    messages.push_back(random_ids(t == 0 ? args.prompt_len : message));
+  std::vector<std::vector<int32_t>> decode_prompts;
+  for (int64_t b = 0; b < args.batch; ++b) decode_prompts.push_back(random_ids(args.prompt_len));
+  struct Turn {
+    int64_t prompt = 0, cached = 0;
+    double ttft = 0;
+    std::vector<int32_t> answer;
+  };
+  std::vector<Turn> runs[2];
+  double tpot[2] = {0, 0};
+  for (int on = 0; on < 2; ++on) {
+    launch::EngineOptions eo;
+    eo.model_dir = args.model;
+    eo.prepacked = args.prepacked;
+    eo.threads = args.threads;
+    eo.cpu_list = args.cpu_list;
+    eo.max_num_seqs = std::max<int64_t>(args.batch, 1);
+    eo.max_model_len = args.prompt_len + turns * (args.decode_steps + message) + 8;
+    eo.enable_prefix_caching = on == 1;
+    auto engine = launch::CreateLocalEngine(eo);
+    if (!engine.ok()) {
+      std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
+      return 1;
+    }
+    std::vector<int32_t> prompt;
+    for (int64_t t = 0; t < turns; ++t) {
+      prompt.insert(prompt.end(), messages[size_t(t)].begin(), messages[size_t(t)].end());
+      engine::GenerationRequest r;
+      r.prompt = prompt;
+      r.max_tokens = args.decode_steps;
+      r.sampling.ignore_eos = true;
+      auto report = engine::RunOffline(**engine, {r});
+      if (!report.ok()) {
+        std::cerr << "dsv4 bench: " << report.status().message() << "\n";
+        return 1;
+      }
+      const engine::OfflineOutput& o = report->outputs[0];
+      runs[on].push_back({static_cast<int64_t>(prompt.size()), o.num_cached_tokens,
+                          o.first_token_seconds, o.tokens});
+      prompt.insert(prompt.end(), o.tokens.begin(), o.tokens.end());
+    }
+    std::vector<engine::GenerationRequest> reqs;
+    for (const auto& p : decode_prompts) {
+      engine::GenerationRequest r;
+      r.prompt = p;
+      r.max_tokens = args.decode_steps;
+      r.sampling.ignore_eos = true;
+      reqs.push_back(std::move(r));
+    }
+    auto report = engine::RunOffline(**engine, std::move(reqs));
+    (*engine)->Shutdown();
+    if (!report.ok()) {
+      std::cerr << "dsv4 bench: " << report.status().message() << "\n";
+      return 1;
+    }
+    tpot[on] = MedianTpotSeconds(*report);
+  }
+  std::printf(
+      "multi-turn chat, %lld turns (turn 1: %lld tokens; each turn + %lld answer + %lld message "
+      "tokens), time to first token without / with prefix caching:\n",
+      static_cast<long long>(turns), static_cast<long long>(args.prompt_len),
+      static_cast<long long>(args.decode_steps), static_cast<long long>(message));
+  bool same = true;
+  for (int64_t t = 0; t < turns; ++t) {
+    const Turn& off = runs[0][size_t(t)];
+    const Turn& on = runs[1][size_t(t)];
+    same = same && off.answer == on.answer;
+    std::printf(
+        "  turn %lld: prompt %lld tokens, TTFT off %.3f s, on %.3f s (%lld cached), x%.2f\n",
+        static_cast<long long>(t + 1), static_cast<long long>(off.prompt), off.ttft, on.ttft,
+        static_cast<long long>(on.cached), on.ttft > 0 ? off.ttft / on.ttft : 0.0);
+  }
+  std::printf("  answers identical with and without prefix caching: %s\n", same ? "yes" : "NO");
+  std::printf(
+      "no hits, batch %lld x %lld-token prompts, %lld new tokens: median TPOT off %.2f ms, on "
+      "%.2f ms (x%.3f)\n",
+      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
+      static_cast<long long>(args.decode_steps), tpot[0] * 1e3, tpot[1] * 1e3,
+      tpot[0] > 0 ? tpot[1] / tpot[0] : 0.0);
+  return same ? 0 : 1;
 }
 
 int RunBench(BenchArgs& args) {
@@ -244,6 +346,7 @@ int RunBench(BenchArgs& args) {
   // Expert parallelism: only the engine runs span the ranks; the bare loop
   // and the triad below measure one process.
   if (args.ep > 1) return RunSpeculativeComparison(args, cfg.vocab_size);
+  if (args.prefix_turns > 0) return RunPrefixComparison(args, cfg.vocab_size);
   if (auto mem = engine::ReadMemInfo();
       mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
     std::cerr << "dsv4 bench: --triad-mib " << args.triad_mib << " needs 3 x " << args.triad_mib
@@ -392,6 +495,13 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                   "Expert-parallel ranks (mpirun -np N ... --ep N): runs only the engine "
                   "comparison, without MTP and with K = 1..--speculative")
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", args->enable_prefix_caching,
+                "Prefix caching in the engine runs of --speculative (on by default)");
+  cmd->add_option("--prefix-turns", args->prefix_turns,
+                  "Only compare time to first token of an N-turn chat (turn 1: --prompt-len "
+                  "tokens, answers of --decode-steps) without and with prefix caching, and "
+                  "decode of --batch prompts that never hit")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
   AddProfileFlags(cmd, &args->profile);
   cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
 }

@@ -121,6 +121,7 @@ void PrintBanner(const ServeArgs& a, int port) {
             << e.long_prefill_token_threshold << ")\n"
             << "  max model len:            " << e.max_model_len << "\n"
             << "  speculative tokens (MTP): " << e.num_speculative_tokens << "\n"
+            << "  prefix caching:           " << (e.enable_prefix_caching ? "on" : "off") << "\n"
             << "  API key:                  " << (a.server.api_key.empty() ? "none" : "required")
             << "\n"
             << "  HTTP:                     " << a.server.max_connections << " connections, "

@@ -66,6 +66,9 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* flags) {
                   "Prepacked sidecar: auto (<model>/dsv4-stacked-r1.safetensors when hot and "
                   "current), off, or a path (docs/prepack.md)")
       ->capture_default_str();
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
+                "Reuse the cache pages and rolling-state snapshots of earlier prompts that share "
+                "a prefix (on by default; docs/engine.md §7.2)");
   cmd->add_option("--speculative-config", flags->speculative_config,
                   R"(MTP speculation, e.g. {"method":"mtp","num_speculative_tokens":2})");
   cmd->add_option("--num-speculative-tokens", flags->num_speculative_tokens,

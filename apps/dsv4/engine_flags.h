@@ -24,7 +24,8 @@ struct EngineFlags {
 // Adds --model, --max-model-len, --max-num-seqs, --max-num-batched-tokens,
 // --long-prefill-token-threshold, --block-size, --dp / --data-parallel-size,
 // --kv-cache-memory, --memory-utilization, --threads, --prepacked,
-// --speculative-config and --num-speculative-tokens to `cmd`.
+// --enable-prefix-caching / --no-enable-prefix-caching, --speculative-config
+// and --num-speculative-tokens to `cmd`.
 void AddEngineFlags(CLI::App* cmd, EngineFlags* flags);
 
 // Fills options.kv_cache_memory and options.num_speculative_tokens from the

@@ -33,6 +33,10 @@ struct EngineStats {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;  // [K]
+  // Prefix caching (vLLM's counters, in tokens): prompt tokens looked up at
+  // admission and tokens found in the cache.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
 };
 
 class AsyncEngine {

@@ -241,6 +241,8 @@ void LocalEngine::UpdateStats() {
   stats_.spec_num_draft_tokens = spec_.num_draft_tokens;
   stats_.spec_num_accepted_tokens = spec_.num_accepted_tokens;
   stats_.spec_accepted_per_pos = spec_.accepted_per_pos;
+  stats_.prefix_cache_queries = sched.stats().prefix_cache_queries;
+  stats_.prefix_cache_hits = sched.stats().prefix_cache_hits;
 }
 
 }  // namespace dsv4::engine

@@ -46,6 +46,7 @@ Result<OfflineReport> RunOffline(AsyncEngine& engine, std::vector<GenerationRequ
       o.logprobs.insert(o.logprobs.end(), g.logprobs.begin(), g.logprobs.end());
       o.num_draft_tokens += g.num_draft_tokens;
       o.num_accepted_tokens += g.num_accepted_tokens;
+      o.num_cached_tokens = g.num_cached_tokens;
       if (!g.new_tokens.empty() && !c.got_first[i]) {
         c.got_first[i] = true;
         o.first_token_seconds = Seconds(c.start, now);

@@ -21,6 +21,7 @@ struct OfflineOutput {
   double total_seconds = 0;        // from submission to the final output
   int64_t num_draft_tokens = 0;
   int64_t num_accepted_tokens = 0;
+  int64_t num_cached_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 struct OfflineReport {

@@ -1,5 +1,7 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 namespace dsv4::server {
 
 Generation::Generation(engine::AsyncEngine& engine, const text::Tokenizer& tokenizer,
@@ -43,6 +45,7 @@ std::optional<ApiError> Generation::Start() {
     }
     ids_.push_back(*id);
     engine_done_.push_back(false);
+    cached_.push_back(0);
   }
   return std::nullopt;
 }
@@ -59,6 +62,7 @@ std::vector<std::pair<int, ChoiceDelta>> Generation::Poll(std::chrono::milliseco
   std::vector<std::pair<int, ChoiceDelta>> deltas;
   for (Pending& p : items) {
     if (p.output.finish != engine::FinishReason::kNone) engine_done_[p.choice] = true;
+    cached_[static_cast<size_t>(p.choice)] = p.output.num_cached_tokens;
     ChoiceDecoder& d = *decoders_[p.choice];
     if (d.finished()) continue;
     if (!p.output.new_tokens.empty() && p.choice == 0) {
@@ -102,6 +106,13 @@ int64_t Generation::completion_tokens() const {
   return total;
 }
 
+int64_t Generation::cached_tokens() const {
+  int64_t total = 0;
+  const size_t n = static_cast<size_t>(std::max(request_.n, 1));
+  for (size_t c = 0; c < cached_.size(); c += n) total += cached_[c];
+  return total;
+}
+
 int64_t Generation::reasoning_tokens() const {
   int64_t total = 0;
   for (const auto& d : decoders_) total += d->num_reasoning_tokens();
@@ -117,6 +128,7 @@ RequestTiming Generation::Timing() const {
   }
   t.itl_s = itl_s_;
   t.prompt_tokens = prompt_tokens();
+  t.cached_tokens = cached_tokens();
   t.generation_tokens = completion_tokens();
   t.finished_reason = "stop";
   if (!decoders_.empty()) {

@@ -43,6 +43,10 @@ class Generation {
   int64_t prompt_tokens() const;
   int64_t completion_tokens() const;
   int64_t reasoning_tokens() const;
+  // Prompt tokens served from the prefix cache: per prompt, its first
+  // choice's (the other choices share the same prompt), summed over prompts
+  // like prompt_tokens().
+  int64_t cached_tokens() const;
   // Timing of the whole request for the metrics (first choice's token times).
   RequestTiming Timing() const;
 
@@ -65,6 +69,7 @@ class Generation {
   std::vector<std::unique_ptr<ChoiceDecoder>> decoders_;
   std::vector<engine::RequestId> ids_;
   std::vector<bool> engine_done_;  // the engine delivered the final output
+  std::vector<int64_t> cached_;    // per choice: the engine's num_cached_tokens
   Clock::time_point start_;
   Clock::time_point first_token_{};
   Clock::time_point last_token_{};

@@ -95,6 +95,10 @@ std::string ServerMetrics::Render(const engine::EngineStats& s) const {
   gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.cache_usage);
   counter("vllm:prompt_tokens_total", "Prefill tokens processed.", prompt_tokens_);
   counter("vllm:generation_tokens_total", "Generation tokens processed.", generation_tokens_);
+  counter("vllm:prefix_cache_queries_total",
+          "Prefix cache queries, in terms of number of queried tokens.", s.prefix_cache_queries);
+  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+          s.prefix_cache_hits);
   Header(out, "vllm:request_success_total", "counter", "Finished requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     auto it = success_.find(reason);

@@ -34,6 +34,7 @@ struct RequestTiming {
   double e2e_s = 0;
   std::vector<double> itl_s;  // gaps between consecutive token deliveries
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, served from the prefix cache
   int64_t generation_tokens = 0;
   std::string finished_reason;  // stop | length | abort | error
 };

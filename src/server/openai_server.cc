@@ -345,6 +345,7 @@ void OpenAiServer::Impl::HandleGenerate(HttpExchange& ex, bool chat) {
   const RequestTiming t = stream ? RespondStream(ex, std::move(gen), header, &access.status)
                                  : RespondWhole(ex, *gen, header, &access.status);
   access.completion_tokens = t.generation_tokens;
+  access.cached_tokens = t.cached_tokens;
   access.ttft_s = t.ttft_s;
   access.finish = t.finished_reason;
   access.total_s =

@@ -48,7 +48,8 @@ ResponseHeader NewHeader(bool chat, const std::string& model) {
 Json UsageJson(const Generation& gen) {
   Json u{{"prompt_tokens", gen.prompt_tokens()},
          {"completion_tokens", gen.completion_tokens()},
-         {"total_tokens", gen.prompt_tokens() + gen.completion_tokens()}};
+         {"total_tokens", gen.prompt_tokens() + gen.completion_tokens()},
+         {"prompt_tokens_details", Json{{"cached_tokens", gen.cached_tokens()}}}};
   if (gen.request().chat) {
     u["completion_tokens_details"] = Json{{"reasoning_tokens", gen.reasoning_tokens()}};
   }

@@ -50,6 +50,8 @@ engine::EngineStats FakeEngine::Stats() const {
   s.prompt_tokens_total = prompt_total_;
   s.generation_tokens_total = gen_total_;
   s.spec_accepted_per_pos = {0};
+  s.prefix_cache_queries = prefix_queries_;
+  s.prefix_cache_hits = prefix_hits_;
   return s;
 }
 
@@ -86,6 +88,22 @@ void FakeEngine::Step(std::vector<std::pair<OutputCallback, engine::GenerationOu
   }
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_running) {
     prompt_total_ += static_cast<int64_t>(waiting_.front().second.request.prompt.size());
+    if (opt_.prefix_page > 0) {
+      Live& w = waiting_.front().second;
+      const std::vector<int32_t>& p = w.request.prompt;
+      int64_t best = 0;
+      for (const std::vector<int32_t>& q : seen_prompts_) {
+        const auto n = static_cast<int64_t>(std::min(p.size(), q.size()));
+        int64_t i = 0;
+        while (i < n && p[static_cast<size_t>(i)] == q[static_cast<size_t>(i)]) ++i;
+        best = std::max(best, i);
+      }
+      best = std::min<int64_t>(best, static_cast<int64_t>(p.size()) - 1);
+      w.cached = best / opt_.prefix_page * opt_.prefix_page;
+      prefix_queries_ += static_cast<int64_t>(p.size());
+      prefix_hits_ += w.cached;
+      seen_prompts_.push_back(p);
+    }
     running_.emplace(waiting_.front().first, std::move(waiting_.front().second));
     waiting_.pop_front();
   }
@@ -93,6 +111,7 @@ void FakeEngine::Step(std::vector<std::pair<OutputCallback, engine::GenerationOu
     Live& live = it->second;
     engine::GenerationOutput out;
     out.id = it->first;
+    out.num_cached_tokens = live.cached;
     if (live.abort || stop_) {
       out.finish = engine::FinishReason::kAbort;
       ++num_aborted_;

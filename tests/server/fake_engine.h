@@ -25,6 +25,11 @@ struct FakeEngineOptions {
   int32_t eos_id = 1;
   std::chrono::microseconds step_time{500};
   int64_t max_model_len = 4096;
+  // > 0: a prefix-cache model — a request's cached tokens are its longest
+  // common prefix with an earlier admitted prompt, in whole pages of this
+  // many tokens, at most its prompt - 1 (reported in every output and in
+  // the prefix-cache counters).
+  int64_t prefix_page = 0;
 };
 
 class FakeEngine : public engine::AsyncEngine {
@@ -52,6 +57,7 @@ class FakeEngine : public engine::AsyncEngine {
     OutputCallback on_output;
     int64_t produced = 0;
     bool abort = false;
+    int64_t cached = 0;
   };
   void Loop();
   void Step(std::vector<std::pair<OutputCallback, engine::GenerationOutput>>* outputs);
@@ -65,6 +71,8 @@ class FakeEngine : public engine::AsyncEngine {
   bool stop_ = false;
   bool paused_ = false;
   int64_t prompt_total_ = 0, gen_total_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  std::vector<std::vector<int32_t>> seen_prompts_;  // prefix_page > 0
   std::atomic<bool> ready_{true};
   std::atomic<int64_t> num_aborted_{0};
   std::thread thread_;

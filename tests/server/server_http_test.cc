@@ -50,6 +50,56 @@ TEST(ServerHttp, CompletionTextUsageAndFinish) {
   EXPECT_EQ(r["usage"]["total_tokens"], prompt.size() + 7);
 }
 
+// usage.prompt_tokens_details.cached_tokens (whole and streamed, chat and
+// completions, per prompt for n > 1) and the prefix-cache counters on
+// /metrics, over a fake engine that models a prefix cache of 16-token pages.
+TEST(ServerHttp, CachedTokensInUsageAndMetrics) {
+  FakeEngineOptions eo;
+  eo.prefix_page = 16;
+  TestServer srv({}, eo);
+  Json prompt = Json::array();
+  for (int i = 0; i < 40; ++i) prompt.push_back(5 + i);
+  const std::string body = Json{{"prompt", prompt}, {"max_tokens", 2}}.dump();
+  auto [s1, b1] = srv.Post("/v1/completions", body);
+  ASSERT_EQ(s1, 200) << b1;
+  EXPECT_EQ(Json::parse(b1)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto [s2, b2] = srv.Post("/v1/completions", body);
+  ASSERT_EQ(s2, 200) << b2;
+  EXPECT_EQ(Json::parse(b2)["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+  // n = 2: the prompt's cached tokens once, as prompt_tokens counts it once.
+  const Json n2{{"prompt", prompt}, {"max_tokens", 2}, {"n", 2}};
+  auto [s3, b3] = srv.Post("/v1/completions", n2.dump());
+  ASSERT_EQ(s3, 200) << b3;
+  EXPECT_EQ(Json::parse(b3)["usage"]["prompt_tokens"], 40);
+  EXPECT_EQ(Json::parse(b3)["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+  // Streamed: the final usage chunk.
+  const Json streamed{{"prompt", prompt},
+                      {"max_tokens", 2},
+                      {"stream", true},
+                      {"stream_options", Json{{"include_usage", true}}}};
+  auto [s4, b4] = srv.Post("/v1/completions", streamed.dump());
+  ASSERT_EQ(s4, 200) << b4;
+  const size_t at = b4.rfind("\"usage\"");
+  ASSERT_NE(at, std::string::npos) << b4;
+  EXPECT_NE(b4.find("\"prompt_tokens_details\":{\"cached_tokens\":32}", at), std::string::npos)
+      << b4;
+  // Chat: a fresh prompt misses.
+  auto [s5, b5] = srv.Post("/v1/chat/completions",
+                           R"({"messages":[{"role":"user","content":"Hi there"}],"max_tokens":2})");
+  ASSERT_EQ(s5, 200) << b5;
+  EXPECT_EQ(Json::parse(b5)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto m = srv.Client().Get("/metrics");
+  ASSERT_TRUE(m);
+  const int64_t chat = Json::parse(b5)["usage"]["prompt_tokens"].get<int64_t>();
+  for (const std::string& needle :
+       {fmt::format("vllm:prefix_cache_queries_total{{model_name=\"dsv4\",engine=\"0\"}} {}",
+                    5 * 40 + chat),
+        std::string("vllm:prefix_cache_hits_total{model_name=\"dsv4\",engine=\"0\"} ") +
+            std::to_string(4 * 32)}) {
+    EXPECT_NE(m->body.find(needle), std::string::npos) << needle << "\n" << m->body;
+  }
+}
+
 TEST(ServerHttp, CompletionPromptFormsAndN) {
   TestServer srv;
   auto [s1, b1] = srv.Post("/v1/completions", R"({"prompt":[5,6,7],"max_tokens":3})");

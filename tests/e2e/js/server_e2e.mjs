@@ -344,6 +344,7 @@ async function scriptedServerTests() {
                                                         arguments: '{"city": "Paris", "days": 3}' } }] },
                   logprobs: null, finish_reason: 'tool_calls' }],
       usage: { prompt_tokens: prompt, completion_tokens: whole, total_tokens: prompt + whole,
+               prompt_tokens_details: { cached_tokens: 0 },
                completion_tokens_details: { reasoning_tokens: reasoning } } });
   });
 
@@ -391,7 +392,8 @@ async function scriptedServerTests() {
     assert.deepEqual(chunks.at(-2).choices, [{ index: 0, delta: {}, logprobs: null, finish_reason: 'tool_calls' }]);
     assert.deepEqual(chunks.at(-1).choices, []);
     assert.deepEqual(chunks.at(-1).usage, { prompt_tokens: prompt, completion_tokens: whole,
-      total_tokens: prompt + whole, completion_tokens_details: { reasoning_tokens: reasoning } });
+      total_tokens: prompt + whole, prompt_tokens_details: { cached_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: reasoning } });
   });
 
   await check('scripted: the client library accumulates the tool call', async () => {

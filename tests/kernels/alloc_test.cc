@@ -84,6 +84,10 @@ TEST(KernelAllocations, RepeatCallsAllocateNoBuffers) {
                   GemmBf16F32(x.data(), m, k, wb.data(), n, yf.data(), p);
                   GemmBf16F32Approx(x.data(), m, k, wb.data(), n, yf.data(), p);
                   GemmBf16xF32(x.data(), m, k, wf.data(), n, yf.data(), p);
+                  const BlockScaledGemm batch[] = {
+                      {codes.data(), xs.data(), m - 1, &w8, nullptr, y.data()},
+                      {codes.data(), xs.data(), 1, nullptr, &w4, y.data() + (m - 1) * n}};
+                  BlockScaledGemmBatch(batch, 2, p);
                 }))
           << "GEMMs, " << where;
       if (isa == Isa::kScalar) continue;  // the scalar references are oracles

@@ -256,21 +256,28 @@ TEST(PrefixCacheTest, MultiTurnSeededSamplingHitsDecodeBoundaries) {
 }
 
 // n > 1 choices (identical prompts submitted together): the first computes
-// the prompt, the others wait for its boundary and share its pages.
+// the prompt, the others wait for its boundary and share its pages (also
+// with --dp 2).
 TEST(PrefixCacheTest, ChoicesShareThePrompt) {
   const std::vector<int32_t> a = Tokens(300, 4);
   std::vector<engine::Request> reqs;
   for (int i = 0; i < 3; ++i) reqs.push_back(MakeRequest(20 + i, a, 12, true, 100 + i));
-  for (int32_t k : {0, 1}) {
-    Engine warm(Options(k, 128));
-    const auto got = warm.Run(reqs);
-    int64_t hits = 0;
-    for (const engine::Request& r : reqs) {
-      ExpectSame(Cold(r), got.at(r.id), "choice " + std::to_string(r.id));
-      hits += got.at(r.id).cached == 256 ? 1 : 0;
+  // dp = 2: the hit is in the writer's partition, which admission prefers
+  // to the less loaded one.
+  for (int32_t dp : {1, 2}) {
+    for (int32_t k : {0, 1}) {
+      launch::EngineOptions o = Options(k, 128);
+      o.dp = dp;
+      Engine warm(o);
+      const auto got = warm.Run(reqs);
+      int64_t hits = 0;
+      for (const engine::Request& r : reqs) {
+        ExpectSame(Cold(r), got.at(r.id), "choice " + std::to_string(r.id));
+        hits += got.at(r.id).cached == 256 ? 1 : 0;
+      }
+      EXPECT_EQ(got.at(20).cached, 0);
+      EXPECT_EQ(hits, 2) << "K=" << k << " dp=" << dp;
     }
-    EXPECT_EQ(got.at(20).cached, 0);
-    EXPECT_EQ(hits, 2) << "K=" << k;
   }
 }
 

@@ -317,7 +317,7 @@ int RunBench(BenchArgs& args) {
   }
   args.model = location->dir;
   LogModel(*location);
-  if (Status placed = PlaceMemory(args.residency); !placed.ok()) {
+  if (Status placed = PlaceMemory(args.residency, args.threads, &args.cpu_list); !placed.ok()) {
     std::cerr << "dsv4 bench: " << placed.message() << "\n";
     return ExitCodeFor(placed);
   }

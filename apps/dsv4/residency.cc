@@ -1,6 +1,7 @@
 #include "residency.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <numa.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -179,10 +180,32 @@ Result<std::string> LockAllMemory() {
                      Gib(MappedBytes()), SecondsSince(t0));
 }
 
-Status PlaceMemory(const ResidencyFlags& flags) {
+std::string NodeCpuList(const std::vector<CpuPlace>& places, int node) {
+  std::vector<CpuPlace> on_node;
+  for (const CpuPlace& p : places) {
+    if (p.node == node) on_node.push_back(p);
+  }
+  if (on_node.empty()) return "";
+  return fmt::format("{}", fmt::join(OneNodeCoreCpus(on_node), ","));
+}
+
+Status PlaceMemory(const ResidencyFlags& flags, int threads, std::string* cpu_list) {
   DSV4_ASSIGN_OR_RETURN(const NumaPlan plan, ParseNuma(flags.numa));
   DSV4_ASSIGN_OR_RETURN(const std::string line, ApplyNuma(plan));
   DSV4_LOG_INFO("{}", line);
+  const bool multi_node = numa_available() >= 0 && numa_num_configured_nodes() > 1;
+  if (plan.mode != NumaPlan::Mode::kNode || !multi_node || threads != 0 || *cpu_list != "auto") {
+    return Status::Ok();
+  }
+  Result<std::vector<CpuPlace>> places = ReadCpuPlaces(kSysCpuRoot, AffinityCpus());
+  if (!places.ok()) return Status::Ok();  // --cpu-list auto decides as without --numa
+  const std::string cpus = NodeCpuList(*places, plan.node);
+  if (cpus.empty()) {
+    return InvalidArgument("--numa node:{}: none of this process's CPUs is on node {}", plan.node,
+                           plan.node);
+  }
+  *cpu_list = cpus;
+  DSV4_LOG_INFO("numa: compute threads on node {}'s cores ({})", plan.node, cpus);
   return Status::Ok();
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_topology.h"
 #include "base/status.h"
 
 namespace dsv4::cli {
@@ -65,8 +66,15 @@ Result<std::string> LockAllMemory();
 // unlimited) against the process's mapped bytes, and how to raise it.
 std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes);
 
-// Parses and applies --numa before the model loads, logging the line.
-Status PlaceMemory(const ResidencyFlags& flags);
+// --numa node:N with --cpu-list auto and --threads 0: one CPU per physical
+// core of node N (not of the first node, --cpu-list auto's choice), as a
+// CPU list ("8,9,10"); empty when node N has none of `places`.  Pure.
+std::string NodeCpuList(const std::vector<CpuPlace>& places, int node);
+
+// Parses and applies --numa before the model loads, logging the line.  With
+// node:N on a multi-node host, --cpu-list auto and --threads 0, *cpu_list
+// becomes NodeCpuList of the process's CPUs (the threads follow the memory).
+Status PlaceMemory(const ResidencyFlags& flags, int threads, std::string* cpu_list);
 
 // Applies --mlock and --populate after the model is loaded, logging a line
 // for each.

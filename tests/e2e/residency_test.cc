@@ -3,6 +3,7 @@
 #include "residency.h"
 
 #include <gtest/gtest.h>
+#include <numa.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -81,6 +82,29 @@ TEST(ResidencyTest, MlockRefusalNamesTheLimit) {
             "unlimited, systemd LimitMEMLOCK=infinity, docker --ulimit memlock=-1) or run "
             "without --mlock");
   EXPECT_NE(MlockError(EPERM, -1, 0).find("RLIMIT_MEMLOCK is unlimited"), std::string::npos);
+}
+
+// --numa node:N moves --cpu-list auto's threads to node N: one CPU per
+// physical core of that node (a two-socket SMT host: cpus 0-3 on node 0,
+// 4-7 on node 1, siblings 0/2, 1/3, 4/6, 5/7).
+TEST(ResidencyTest, NodeCpuListIsOneCpuPerCoreOfThatNode) {
+  std::vector<CpuPlace> places;
+  for (int cpu = 0; cpu < 8; ++cpu) {
+    places.push_back({cpu, cpu % 2, cpu / 4, cpu / 4});
+  }
+  EXPECT_EQ(NodeCpuList(places, 0), "0,1");
+  EXPECT_EQ(NodeCpuList(places, 1), "4,5");
+  EXPECT_EQ(NodeCpuList(places, 2), "");
+  // On this host (one node) PlaceMemory leaves --cpu-list alone.
+  std::string cpu_list = "auto";
+  ResidencyFlags flags;
+  flags.numa = "node:0";
+  ASSERT_TRUE(PlaceMemory(flags, 0, &cpu_list).ok());
+  if (numa_available() < 0 || numa_num_configured_nodes() == 1) {
+    EXPECT_EQ(cpu_list, "auto");
+  }
+  flags.numa = "sideways";
+  EXPECT_EQ(PlaceMemory(flags, 0, &cpu_list).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ Result<std::string> Fingerprint(const model::Model& model) {
 // What each rank reports at a start-up agreement point.
 struct Record {
   int32_t ok = 0;
-  int32_t code = 0;  // StatusCode of the failure
+  int32_t code = 0;           // StatusCode of the failure
   int64_t value = 0;          // rank 0's cache budget in the first agreement
   char fingerprint[72] = {};  // 64 hex digits
   char message[432] = {};     // the failure, truncated
@@ -133,6 +133,7 @@ struct RankEngine {
 Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options,
                                                     dist::Communicator& world) {
   world.set_timeout_s(options.dist_timeout_s);
+  world.ResetStats();  // the engine's own traffic, logged when it ends
   auto e = std::make_unique<RankEngine>();
   model::ModelOptions mo;
   mo.prepacked = options.prepacked;

@@ -93,6 +93,8 @@ void PutSampling(Writer& w, const engine::SamplingParams& p) {
     w.Pod(bias);
   }
   w.Pod(p.ignore_eos);
+  w.Pod(p.min_tokens);
+  w.Vec(p.min_tokens_stop_ids);
 }
 
 Status GetSampling(Reader& r, engine::SamplingParams* p) {
@@ -116,7 +118,9 @@ Status GetSampling(Reader& r, engine::SamplingParams* p) {
     DSV4_RETURN_IF_ERROR(r.Pod(&id));
     DSV4_RETURN_IF_ERROR(r.Pod(&bias));
   }
-  return r.Pod(&p->ignore_eos);
+  DSV4_RETURN_IF_ERROR(r.Pod(&p->ignore_eos));
+  DSV4_RETURN_IF_ERROR(r.Pod(&p->min_tokens));
+  return r.Vec(&p->min_tokens_stop_ids);
 }
 
 void PutRequest(Writer& w, const engine::ScheduledRequest& q) {
@@ -140,6 +144,10 @@ void PutRequest(Writer& w, const engine::ScheduledRequest& q) {
   w.Pod(static_cast<uint64_t>(q.fresh_pages.size()));
   for (const std::vector<int32_t>& f : q.fresh_pages) w.Vec(f);
   w.Pod(q.decode);
+  w.Pod(q.restore_snapshot);
+  w.Vec(q.prefix_token_ids);
+  w.Pod(q.save_snapshot);
+  w.Pod(q.save_at);
 }
 
 Status GetRequest(Reader& r, engine::ScheduledRequest* q) {
@@ -165,7 +173,11 @@ Status GetRequest(Reader& r, engine::ScheduledRequest* q) {
   DSV4_RETURN_IF_ERROR(r.Count(8, &n));
   q->fresh_pages.resize(n);
   for (std::vector<int32_t>& f : q->fresh_pages) DSV4_RETURN_IF_ERROR(r.Vec(&f));
-  return r.Pod(&q->decode);
+  DSV4_RETURN_IF_ERROR(r.Pod(&q->decode));
+  DSV4_RETURN_IF_ERROR(r.Pod(&q->restore_snapshot));
+  DSV4_RETURN_IF_ERROR(r.Vec(&q->prefix_token_ids));
+  DSV4_RETURN_IF_ERROR(r.Pod(&q->save_snapshot));
+  return r.Pod(&q->save_at);
 }
 
 }  // namespace
@@ -211,6 +223,7 @@ std::vector<uint8_t> EncodeEngineOptions(const EngineOptions& o) {
   w.Pod(o.dist_timeout_s);
   w.Pod(o.num_speculative_tokens);
   w.Str(o.prepacked);
+  w.Pod(o.enable_prefix_caching);
   return w.Take();
 }
 
@@ -230,6 +243,7 @@ Result<EngineOptions> DecodeEngineOptions(const std::vector<uint8_t>& bytes) {
   DSV4_RETURN_IF_ERROR(r.Pod(&o.dist_timeout_s));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.num_speculative_tokens));
   DSV4_RETURN_IF_ERROR(r.Str(&o.prepacked));
+  DSV4_RETURN_IF_ERROR(r.Pod(&o.enable_prefix_caching));
   DSV4_RETURN_IF_ERROR(r.End());
   return o;
 }

@@ -11,7 +11,7 @@
 //        [--input-len 128] [--output-len 64] [--concurrency 1,8,32]
 //        [--requests-per-client 4] [--api-key KEY] [--vocab-lo 100 --vocab-hi 4000]
 //
-// Requests are /v1/completions with random token-id prompts and ignore_eos,
+// Requests are /v1/completions with random token-id prompts, greedy, and ignore_eos,
 // streamed with usage, so every request produces exactly --output-len tokens.
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -40,8 +40,10 @@ async function model() {
 }
 
 async function oneRequest(name) {
+  // Greedy, as vLLM's benchmark requests are: the server's default sampling now
+  // comes from the model's generation_config.json (--generation-config auto).
   const body = { model: name, prompt: prompt(), max_tokens: outputLen, ignore_eos: true,
-                 stream: true, stream_options: { include_usage: true } };
+                 temperature: 0, stream: true, stream_options: { include_usage: true } };
   const t0 = performance.now();
   const res = await fetch(`${base}/v1/completions`, { method: 'POST', headers, body: JSON.stringify(body) });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);

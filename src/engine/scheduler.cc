@@ -348,11 +348,15 @@ bool Scheduler::AwaitsSharedPrefix(const Seq& seq) const {
   for (const auto& [arrival, rid] : running_) {
     const Seq& r = seqs_.at(rid);
     const int64_t theirs = PrefixBoundary(r);
-    // Past its boundary (published, or the rest is its own) it no longer
-    // produces a hit for seq; waiting on it could be long.
-    if (r.num_computed >= theirs || r.snapshot_published >= theirs) continue;
     const int64_t common = std::min(mine, theirs) / page * page;
-    if (common == 0) continue;
+    // Only while r still computes the shared pages (it publishes them, with
+    // its snapshot, when it reaches its L): one past them (it hit them, or
+    // computed them and is on its way to its L) is not waited for, so a
+    // prefix many prompts share (a system prompt) holds admission back only
+    // while a writer computes it; a request admitted between r passing the
+    // shared pages and r reaching its L computes them again.  Cheap checks
+    // first: few running requests are that early in their prefill.
+    if (common == 0 || r.num_computed >= common || r.snapshot_published >= theirs) continue;
     if (std::equal(seq.tokens.begin(), seq.tokens.begin() + common, r.tokens.begin())) return true;
   }
   return false;

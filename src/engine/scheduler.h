@@ -157,9 +157,10 @@ class Scheduler {
   // and returns its partition with *chunk set, or -1 (nothing adopted) when
   // there is no hit or its first chunk does not fit.
   int32_t AdmitWithHit(Seq& seq, int64_t budget, const std::vector<int64_t>& load, int64_t* chunk);
-  // Whether a running request is still computing a prefix `seq` shares (a
-  // page or more, to be published at its boundary L): admitting `seq` now
-  // would compute it twice (n > 1 choices, identical prompts).
+  // Whether a running request is still computing pages `seq` shares (a page
+  // or more before both boundaries L, published when it reaches its L):
+  // admitting `seq` now would compute them twice (n > 1 choices, identical
+  // prompts, a new system prompt).
   bool AwaitsSharedPrefix(const Seq& seq) const;
   // Snapshots in use (prefix caching with rolling-state snapshots).
   bool Snapshots() const { return cache_.prefix_caching() && cache_.uses_snapshots(); }

@@ -10,6 +10,7 @@
 #include "kernels/cpu/int8_gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/int8_gemm_ref.h"
+#include "kernels/scratch.h"
 
 namespace dsv4::kernels {
 
@@ -24,6 +25,16 @@ constexpr int64_t kRowBlock = 64;
 constexpr int64_t kVnniMinRows = 4;
 // Each task should stream at least this many weight bytes (wake-up cost).
 constexpr int64_t kMinBytesPerTask = 64 * 1024;
+// From this many rows on, VNNI machines take the packed outer-product kernel
+// (int8_gemm_avx512.cc): its per-task packing of 64 weight rows is O(N·K),
+// repaid once a few micro-tiles of 6 rows reuse each packed vector
+// (docs/performance.md "Prefill GEMMs side by side with oneDNN").
+constexpr int64_t kPackedMinRows = 16;
+// Rows per packed task (a multiple of cpu::kInt8PackedRows): each task packs
+// its 64 columns once, so longer blocks amortise the packing further, while
+// prefill chunks of a few hundred rows still split over the threads.
+constexpr int64_t kPackedRowBlock = 240;
+static_assert(kPackedRowBlock % cpu::kInt8PackedRows == 0);
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -31,6 +42,59 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool HasVnni() {
   static const bool vnni = CpuFeatures::Detect().avx512vnni;
   return vnni;
+}
+
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+
+struct Int8OffsetActivationsTag {};
+struct Int8PackedPanelTag {};
+// One cache line of the packed weight panel (so the scratch is 64-byte aligned).
+struct alignas(64) PanelLine {
+  int8_t bytes[64];
+};
+
+// The packed path: activations offset to unsigned once (in the caller's
+// scratch, read by every task), then tasks of 64 columns x kPackedRowBlock
+// rows, each packing its columns into its own thread's scratch.
+void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
+                    bf16* y, ThreadPool* pool) {
+  const int64_t k = w.in;
+  const int64_t ldx = RoundUp(k, 4);
+  const int64_t m_pad = RoundUp(m, cpu::kInt8PackedRows);
+  uint8_t* xu =
+      ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m_pad * ldx));
+  ParallelFor(pool, m_pad, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t r = begin; r < end; ++r) {
+                  uint8_t* row = xu + r * ldx;
+                  int64_t i = 0;
+                  if (r < m) {
+                    const int8_t* src = x_codes + r * k;
+                    for (; i < k; ++i) row[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
+                  }
+                  for (; i < ldx; ++i) row[i] = 0;
+                }
+              });
+  const cpu::Int8PackedArgs args{xu, ldx, x_scales, m, w, y};
+  const int64_t num_col_blocks = CeilDiv(w.out, cpu::kInt8PackedCols);
+  const int64_t num_tasks = num_col_blocks * CeilDiv(m, kPackedRowBlock);
+  const int64_t panel_lines = CeilDiv(cpu::Int8PackedPanelBytes(k), 64);
+  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+    PanelLine* panel = ScratchArray<Int8PackedPanelTag, PanelLine>::Get(panel_lines);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = (t / num_col_blocks) * kPackedRowBlock;
+      const int64_t c0 = (t % num_col_blocks) * cpu::kInt8PackedCols;
+      cpu::Int8GemmAvx512VnniPacked(args, r0, std::min(m, r0 + kPackedRowBlock), c0,
+                                    std::min(w.out, c0 + cpu::kInt8PackedCols), panel);
+    }
+  };
+  // Tasks are claimed dynamically: on a shared machine a preempted worker
+  // then delays the call by one task, not by a static share.
+  if (pool == nullptr || pool->num_threads() == 1 || num_tasks < 2) {
+    run(0, num_tasks);
+  } else {
+    pool->ParallelForDynamic(num_tasks, 1, run);
+  }
 }
 
 }  // namespace
@@ -49,6 +113,7 @@ void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int
   // The VNNI kernel's offset form keeps row totals exact in INT32 up to here.
   DSV4_CHECK(w.in <= 65536);
   const bool vnni = isa == Isa::kAvx512 && HasVnni() && m >= kVnniMinRows;
+  if (vnni && m >= kPackedMinRows) return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
   const cpu::Int8GemmArgs args{x_codes, x_scales, m, w, y};
   const int64_t num_panels = CeilDiv(w.out, cpu::kInt8Panel);
   const int64_t num_tasks = num_panels * CeilDiv(m, kRowBlock);

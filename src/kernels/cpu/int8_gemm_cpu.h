@@ -34,4 +34,35 @@ void Int8GemmAvx2(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end, int
 void Int8GemmAvx512Vnni(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end,
                         int64_t col_begin, int64_t col_end);
 
+// The prefill (many-row) path: a register-blocked outer-product kernel over
+// weights packed on the fly (int8_gemm_avx512.cc).  Same bits as the others.
+//
+// Rows of one micro-tile and output columns of one packed block.
+inline constexpr int64_t kInt8PackedRows = 6;
+inline constexpr int64_t kInt8PackedCols = 64;
+
+struct Int8PackedArgs {
+  // [m_pad, ldx] activation codes offset to unsigned (code XOR 0x80 = code +
+  // 128); m_pad = m rounded up to kInt8PackedRows, ldx = w.in rounded up to 4;
+  // the padding holds any bytes (padded k lanes meet zero weights, padded rows
+  // are never stored).
+  const uint8_t* xu = nullptr;
+  int64_t ldx = 0;
+  const float* xs = nullptr;  // [m]
+  int64_t m = 0;
+  Int8Weight w;
+  bf16* y = nullptr;  // [m, w.out]
+};
+
+// Bytes of the per-thread panel scratch Int8GemmAvx512VnniPacked needs (one
+// packed block of kInt8PackedCols columns over the whole K).
+int64_t Int8PackedPanelBytes(int64_t k);
+
+// Rows [row_begin, row_end) (row_begin a multiple of kInt8PackedRows) of the
+// columns [col_begin, col_end) (col_begin a multiple of kInt8PackedCols,
+// at most kInt8PackedCols of them).  panel: Int8PackedPanelBytes(w.in)
+// bytes, 64-byte aligned, owned by the calling thread.
+void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_t row_end,
+                              int64_t col_begin, int64_t col_end, void* panel);
+
 }  // namespace dsv4::kernels::cpu

@@ -128,7 +128,7 @@ void BM_Bf16(benchmark::State& state) {
 
 // {engine, M, threads}: the two engines next to each other for each M.
 void Args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {128, 1024}) {
+  for (int64_t m : {16, 32, 128, 1024}) {
     for (int64_t engine : {0, 1}) b->Args({engine, m, 1});
   }
   b->ArgNames({"engine", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -280,6 +280,23 @@ int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
     }
     (*engine)->Shutdown();
   }
+  std::printf(
+      "multi-turn chat, %lld turns (turn 1: %lld tokens; each turn + %lld answer + %lld message "
+      "tokens), time to first token without / with prefix caching:\n",
+      static_cast<long long>(turns), static_cast<long long>(args.prompt_len),
+      static_cast<long long>(args.decode_steps), static_cast<long long>(message));
+  bool same = true;
+  for (int64_t t = 0; t < turns; ++t) {
+    const Turn& off = runs[0][size_t(t)];
+    const Turn& on = runs[1][size_t(t)];
+    same = same && off.answer == on.answer;
+    std::printf(
+        "  turn %lld: prompt %lld tokens, TTFT off %.3f s, on %.3f s (%lld cached), x%.2f\n",
+        static_cast<long long>(t + 1), static_cast<long long>(off.prompt), off.ttft, on.ttft,
+        static_cast<long long>(on.cached), on.ttft > 0 ? off.ttft / on.ttft : 0.0);
+  }
+  std::printf("  answers identical with and without prefix caching: %s\n", same ? "yes" : "NO");
+  std::fflush(stdout);  // the table stands even if the decode runs are cut short
   for (int rep = 0; rep < 6; ++rep) {
     const int on = rep % 2;
     auto engine = make_engine(on == 1);
@@ -308,22 +325,6 @@ int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
     std::sort(tpots[on].begin(), tpots[on].end());
     tpot[on] = tpots[on][tpots[on].size() / 2];
   }
-  std::printf(
-      "multi-turn chat, %lld turns (turn 1: %lld tokens; each turn + %lld answer + %lld message "
-      "tokens), time to first token without / with prefix caching:\n",
-      static_cast<long long>(turns), static_cast<long long>(args.prompt_len),
-      static_cast<long long>(args.decode_steps), static_cast<long long>(message));
-  bool same = true;
-  for (int64_t t = 0; t < turns; ++t) {
-    const Turn& off = runs[0][size_t(t)];
-    const Turn& on = runs[1][size_t(t)];
-    same = same && off.answer == on.answer;
-    std::printf(
-        "  turn %lld: prompt %lld tokens, TTFT off %.3f s, on %.3f s (%lld cached), x%.2f\n",
-        static_cast<long long>(t + 1), static_cast<long long>(off.prompt), off.ttft, on.ttft,
-        static_cast<long long>(on.cached), on.ttft > 0 ? off.ttft / on.ttft : 0.0);
-  }
-  std::printf("  answers identical with and without prefix caching: %s\n", same ? "yes" : "NO");
   std::printf(
       "no hits, batch %lld x %lld-token prompts, %lld new tokens, 3 alternating runs each: median "
       "TPOT off %.2f ms, on %.2f ms (x%.3f)\n",

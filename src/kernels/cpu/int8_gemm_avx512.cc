@@ -189,7 +189,7 @@ static_assert(kInt8PackedRows == 6 && kInt8PackedCols == 64);
 
 void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_t rows, int64_t n0,
                 int64_t cols, const __m512i* comp) {
-  const int64_t k4n = a.ldx / 4;
+  const int64_t k4n = (a.w.in + 3) / 4;  // the packed groups (ldx may be longer)
   const int64_t ldx = a.ldx;
   const __m512i z = _mm512_setzero_si512();
   __m512i c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z;

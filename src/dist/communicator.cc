@@ -36,7 +36,8 @@ Status LocalCommunicator::Broadcast(void*, int64_t bytes, int root) {
   return CheckRoot(root, 1, "broadcast");
 }
 
-Status LocalCommunicator::BroadcastIdle(void* data, int64_t bytes, int root) {
+Status LocalCommunicator::BroadcastIdle(void* data, int64_t bytes, int root, double timeout_s) {
+  if (timeout_s < 0) return InvalidArgument("idle broadcast: timeout {} s", timeout_s);
   return Broadcast(data, bytes, root);
 }
 

@@ -36,9 +36,13 @@ class Communicator {
 
   // Root's `bytes` bytes at `data` land in every rank's `data`.
   virtual Status Broadcast(void* data, int64_t bytes, int root) = 0;
-  // The same, but waits for the root without a time limit: a rank idling
-  // until the root has work for it.
-  virtual Status BroadcastIdle(void* data, int64_t bytes, int root) = 0;
+  // The same for a rank idling until the root has work for it: waits up to
+  // `timeout_s` (0 = forever) instead of timeout_s(), and past it a rank
+  // other than the root aborts every rank with one line saying the root
+  // stopped talking (the root keeps idle ranks waiting with keep-alive
+  // broadcasts shorter than that; launch/ranks.cc).  Not counted in stats():
+  // idle waiting is not communication.
+  virtual Status BroadcastIdle(void* data, int64_t bytes, int root, double timeout_s) = 0;
   // Rank r contributes counts[r] bytes (`send`); `recv` receives every
   // rank's contribution, rank after rank (sum of counts bytes).  `send` may
   // be this rank's own block inside `recv` (in place); no other overlap.
@@ -74,7 +78,7 @@ class LocalCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   Status Broadcast(void* data, int64_t bytes, int root) override;
-  Status BroadcastIdle(void* data, int64_t bytes, int root) override;
+  Status BroadcastIdle(void* data, int64_t bytes, int root, double timeout_s) override;
   Status AllGatherV(const void* send, void* recv, std::span<const int64_t> counts) override;
   Status AllToAllV(const void* send, std::span<const int64_t> send_counts, void* recv,
                    std::span<const int64_t> recv_counts) override;

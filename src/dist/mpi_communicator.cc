@@ -26,10 +26,11 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   Status Broadcast(void* data, int64_t bytes, int root) override {
-    return DoBroadcast(data, bytes, root, true);
+    return DoBroadcast(data, bytes, root, timeout_s_, false);
   }
-  Status BroadcastIdle(void* data, int64_t bytes, int root) override {
-    return DoBroadcast(data, bytes, root, false);
+  Status BroadcastIdle(void* data, int64_t bytes, int root, double timeout_s) override {
+    if (timeout_s < 0) return InvalidArgument("idle broadcast: timeout {} s", timeout_s);
+    return DoBroadcast(data, bytes, root, timeout_s, true);
   }
 
   Status AllGatherV(const void* send, void* recv, std::span<const int64_t> counts) override {
@@ -50,7 +51,7 @@ class MpiCommunicator final : public Communicator {
     const int rc = MPI_Iallgatherv(in_place ? MPI_IN_PLACE : send, c[Sz(rank_)], MPI_BYTE, recv,
                                    c.data(), displ.data(), MPI_BYTE, MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return Internal("MPI_Iallgatherv failed ({})", rc);
-    Wait(&req, "all-gather", true);
+    Wait(&req, "all-gather", timeout_s_, -1);
     const int64_t mine = counts[Sz(rank_)];
     Account(t0, mine * (size_ - 1), total - mine);
     return Status::Ok();
@@ -76,7 +77,7 @@ class MpiCommunicator final : public Communicator {
     const int err = MPI_Ialltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(),
                                    MPI_BYTE, MPI_COMM_WORLD, &req);
     if (err != MPI_SUCCESS) return Internal("MPI_Ialltoallv failed ({})", err);
-    Wait(&req, "all-to-all", true);
+    Wait(&req, "all-to-all", timeout_s_, -1);
     Account(t0, st - send_counts[Sz(rank_)], rt - recv_counts[Sz(rank_)]);
     return Status::Ok();
   }
@@ -86,7 +87,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request req;
     const int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return Internal("MPI_Ibarrier failed ({})", rc);
-    Wait(&req, "barrier", true);
+    Wait(&req, "barrier", timeout_s_, -1);
     Account(t0, 0, 0);
     return Status::Ok();
   }
@@ -101,40 +102,47 @@ class MpiCommunicator final : public Communicator {
  private:
   static size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 
-  Status DoBroadcast(void* data, int64_t bytes, int root, bool bounded) {
+  Status DoBroadcast(void* data, int64_t bytes, int root, double timeout_s, bool idle) {
     DSV4_RETURN_IF_ERROR(CheckRoot(root, size_, "broadcast"));
     if (bytes < 0 || bytes > INT32_MAX) return InvalidArgument("broadcast: {} bytes", bytes);
     const auto t0 = Clock::now();
     MPI_Request req;
     const int rc = MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &req);
     if (rc != MPI_SUCCESS) return Internal("MPI_Ibcast failed ({})", rc);
-    Wait(&req, "broadcast", bounded);
-    if (bounded) {
+    Wait(&req, "broadcast", timeout_s, idle && rank_ != root ? root : -1);
+    if (!idle) {
       Account(t0, rank_ == root ? bytes * (size_ - 1) : 0, rank_ == root ? 0 : bytes);
     }
     return Status::Ok();
   }
 
   // Completes `req`.  Yields for the first 2 ms (an exchange between busy
-  // ranks ends in microseconds), then sleeps 100 us per poll (1 ms when
-  // idle); past timeout_s a bounded wait aborts every rank.
-  void Wait(MPI_Request* req, const char* op, bool bounded) {
+  // ranks ends in microseconds), then sleeps 100 us per poll (1 ms while
+  // idling for `silent_root`, >= 0 on an idle wait for another rank); past
+  // timeout_s (0 = forever) it aborts every rank, naming the silent root
+  // when there is one.
+  void Wait(MPI_Request* req, const char* op, double timeout_s, int silent_root) {
     const auto t0 = Clock::now();
     for (;;) {
       int done = 0;
       MPI_Test(req, &done, MPI_STATUS_IGNORE);
       if (done != 0) return;
       const double waited = SecondsSince(t0);
-      if (bounded && timeout_s_ > 0 && waited > timeout_s_) {
-        Abort(fmt::format("dsv4: rank {} of {}: {} waited {:.0f} s for the other ranks (a rank "
-                          "died or hangs); stopping every rank",
-                          rank_, size_, op, waited),
-              1);
+      if (timeout_s > 0 && waited > timeout_s) {
+        Abort(
+            silent_root >= 0
+                ? fmt::format("dsv4: rank {} of {}: no message from rank {} for {:.0f} s (rank {} "
+                              "died or hangs); stopping every rank",
+                              rank_, size_, silent_root, waited, silent_root)
+                : fmt::format("dsv4: rank {} of {}: {} waited {:.0f} s for the other ranks (a "
+                              "rank died or hangs); stopping every rank",
+                              rank_, size_, op, waited),
+            1);
       }
       if (waited < 2e-3) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(bounded ? 100 : 1000));
+        std::this_thread::sleep_for(std::chrono::microseconds(silent_root >= 0 ? 1000 : 100));
       }
     }
   }

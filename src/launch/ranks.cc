@@ -1,14 +1,25 @@
 #include "launch/ranks.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "base/checksum.h"
+#include "base/cpu_topology.h"
 #include "base/logging.h"
 #include "base/sha256.h"
 #include "checkpoint/prepacked.h"
@@ -29,10 +40,15 @@ double SecondsSince(Clock::time_point t0) {
 }
 
 // What rank 0 sends: a header (idle wait on the followers), then its payload.
-enum class Message : uint32_t { kEngine = 1, kPlan = 2, kEndEngine = 3, kExit = 4 };
+// kKeepAlive carries nothing: rank 0 sends it when it has sent nothing else
+// for a quarter of --dist-timeout, so an idle follower can tell a quiet rank
+// 0 from a hung one (docs/scale-out.md "Faults").
+enum class Message : uint32_t { kEngine = 1, kPlan = 2, kEndEngine = 3, kExit = 4, kKeepAlive = 5 };
 struct Header {
   Message kind = Message::kExit;
-  uint32_t reserved = 0;
+  // Rank 0's promise: its next header comes within this many milliseconds
+  // (--dist-timeout; 0 = no promise, wait forever).
+  uint32_t next_within_ms = 0;
   uint64_t bytes = 0;
 };
 
@@ -40,22 +56,111 @@ void Fatal(dist::Communicator& world, const Status& s) {
   world.Abort(fmt::format("dsv4: rank {}: {}", world.rank(), s.ToString()), 1);
 }
 
-void Send(dist::Communicator& world, Message kind, std::vector<uint8_t> payload) {
-  Header h{kind, 0, payload.size()};
-  Status s = world.BroadcastIdle(&h, sizeof(h), 0);
-  if (s.ok() && !payload.empty()) {
-    s = world.Broadcast(payload.data(), static_cast<int64_t>(payload.size()), 0);
-  }
-  if (!s.ok()) Fatal(world, s);
+uint32_t Milliseconds(double seconds) {
+  return static_cast<uint32_t>(std::clamp(seconds * 1e3, 0.0, 4e9));
 }
 
-Header Receive(dist::Communicator& world, std::vector<uint8_t>* payload) {
-  Header h;
-  Status s = world.BroadcastIdle(&h, sizeof(h), 0);
-  payload->resize(h.bytes);
-  if (s.ok() && h.bytes > 0) s = world.Broadcast(payload->data(), static_cast<int64_t>(h.bytes), 0);
-  if (!s.ok()) Fatal(world, s);
-  return h;
+// Rank 0's side of the conversation with the followers.  Every MPI call of
+// rank 0 happens under lock(): the engine thread's steps (plan and the
+// model's exchanges), the main thread's engine start and end, and the
+// keep-alive thread, which MPI_THREAD_SERIALIZED requires and which keeps
+// the followers' stream of headers in one order.  The keep-alive thread
+// sends kKeepAlive once nothing was sent or run for interval (a quarter of
+// --dist-timeout): while steps follow each other it never sends, and a step
+// costs one uncontended lock and a clock read more.  One per process, like
+// dist::World() (rank 0 has one conversation); started by the first engine,
+// stopped by ReleaseFollowers.
+class Leader {
+ public:
+  static Leader& Of(dist::Communicator& world) {
+    static Leader leader(world);
+    return leader;
+  }
+  ~Leader() { Stop(); }
+
+  // Recursive: an engine whose start fails after its PlanBroadcaster exists
+  // destroys it (kEndEngine) inside the start's own locked region.
+  std::recursive_mutex& lock() { return mu_; }
+
+  // REQUIRES lock() held.  Starts the keep-alive thread the first time.
+  void SetTimeout(double seconds) {
+    timeout_s_ = seconds;
+    if (!thread_.joinable() && !stopped_) thread_ = std::thread([this] { KeepAlive(); });
+    cv_.notify_all();
+  }
+
+  // REQUIRES lock() held.
+  void Send(Message kind, const std::vector<uint8_t>& payload) {
+    Header h{kind, Milliseconds(timeout_s_), payload.size()};
+    Status s = world_.BroadcastIdle(&h, sizeof(h), 0, timeout_s_);
+    if (s.ok() && !payload.empty()) {
+      s = world_.Broadcast(const_cast<uint8_t*>(payload.data()),
+                           static_cast<int64_t>(payload.size()), 0);
+    }
+    if (!s.ok()) Fatal(world_, s);
+    Touch();
+  }
+
+  // REQUIRES lock() held.  Rank 0 just talked to the followers (a step).
+  void Touch() { last_ = Clock::now(); }
+
+  int64_t keep_alives() const { return keep_alives_; }
+
+  void Stop() {
+    {
+      std::lock_guard<std::recursive_mutex> l(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  explicit Leader(dist::Communicator& world) : world_(world) {}
+
+  void KeepAlive() {
+    std::unique_lock<std::recursive_mutex> l(mu_);
+    while (!stopped_) {
+      if (timeout_s_ <= 0) {
+        cv_.wait(l);
+        continue;
+      }
+      const auto due = last_ + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(timeout_s_ / 4));
+      if (Clock::now() < due) {
+        cv_.wait_until(l, due);
+        continue;
+      }
+      Send(Message::kKeepAlive, {});
+      ++keep_alives_;
+    }
+  }
+
+  dist::Communicator& world_;
+  std::recursive_mutex mu_;
+  std::condition_variable_any cv_;
+  std::thread thread_;
+  double timeout_s_ = 0;
+  Clock::time_point last_ = Clock::now();
+  int64_t keep_alives_ = 0;
+  bool stopped_ = false;
+};
+
+// A follower's next header: waits as long as the previous header promised
+// (forever before the first), skipping keep-alives.
+Header Receive(dist::Communicator& world, double* deadline_s, std::vector<uint8_t>* payload) {
+  for (;;) {
+    Header h;
+    Status s = world.BroadcastIdle(&h, sizeof(h), 0, *deadline_s);
+    if (s.ok()) *deadline_s = h.next_within_ms / 1e3;
+    if (s.ok() && h.kind == Message::kKeepAlive) continue;
+    payload->resize(h.bytes);
+    if (s.ok() && h.bytes > 0) {
+      s = world.Broadcast(payload->data(), static_cast<int64_t>(h.bytes), 0);
+    }
+    if (!s.ok()) Fatal(world, s);
+    return h;
+  }
 }
 
 // The binary (its bytes) and the checkpoint (config.json, the tensor -> shard
@@ -129,6 +234,63 @@ struct RankEngine {
   EngineParts parts;
 };
 
+// "node 0 of 2" for the NUMA nodes of this process's CPUs ("nodes 0,1 of 2"
+// when its affinity spans several), from sysfs.
+std::string NodeText() {
+  int host_nodes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(name[4]) != 0) ++host_nodes;
+  }
+  host_nodes = std::max(host_nodes, 1);
+  std::set<int> nodes;
+  if (Result<std::vector<CpuPlace>> places = ReadCpuPlaces(kSysCpuRoot, AffinityCpus());
+      places.ok()) {
+    for (const CpuPlace& p : *places) nodes.insert(p.node);
+  }
+  if (nodes.empty()) nodes.insert(0);
+  return fmt::format("node{} {} of {}", nodes.size() > 1 ? "s" : "", fmt::join(nodes, ","),
+                     host_nodes);
+}
+
+// Bytes of the routed experts [first, last) in the checkpoint (every MoE
+// layer): what this rank holds resident.
+int64_t ExpertBytes(const model::Model& model, int64_t first, int64_t last) {
+  int64_t bytes = 0;
+  for (const std::string& name : model.checkpoint().Names()) {
+    const size_t at = name.find(".ffn.experts.");
+    if (at == std::string::npos) continue;
+    const int64_t expert = std::atoll(name.c_str() + at + 13);
+    if (expert < first || expert >= last) continue;
+    if (const TensorView* t = model.checkpoint().Find(name); t != nullptr) {
+      bytes += static_cast<int64_t>(t->nbytes());
+    }
+  }
+  return bytes;
+}
+
+// One start-up line per rank (docs/scale-out.md "Start-up log"): where it
+// runs, what it holds and what its caches hold.
+void LogRankStart(const dist::Communicator& world, const RankEngine& e,
+                  const std::string& fingerprint) {
+  const model::Model& m = *e.model;
+  const int64_t experts = m.config().n_routed_experts;
+  const int64_t first = world.rank() * experts / world.size();
+  const int64_t last = (world.rank() + 1) * experts / world.size();
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const cache::CapacityPlan& plan = e.parts.plan;
+  DSV4_LOG_INFO(
+      "rank {} of {} (local rank {}, {}): {} compute thread{}, routed experts [{}, {}) of {} in "
+      "every MoE layer ({:.1f} MiB), cache {:.1f} MiB ({} request{} at max length), "
+      "fingerprint {}",
+      world.rank(), world.size(), local_rank != nullptr ? local_rank : "-", NodeText(),
+      e.pool->num_threads(), e.pool->num_threads() == 1 ? "" : "s", first, last, experts,
+      static_cast<double>(ExpertBytes(m, first, last)) / (1 << 20),
+      static_cast<double>(plan.total_bytes) / (1 << 20), plan.num_slots,
+      plan.num_slots == 1 ? "" : "s", fingerprint.substr(0, 12));
+}
+
 // Loads, agrees, builds and agrees again: the same calls on every rank.
 Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options,
                                                     dist::Communicator& world) {
@@ -171,10 +333,6 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   }
   DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &budget));
   const model::Model& m = *e->model;
-  const int64_t experts = m.config().n_routed_experts;
-  DSV4_LOG_INFO("rank {} of {}: routed experts [{}, {}) of {} in every MoE layer, fingerprint {}",
-                world.rank(), world.size(), world.rank() * experts / world.size(),
-                (world.rank() + 1) * experts / world.size(), experts, fingerprint.substr(0, 12));
   Result<std::unique_ptr<ThreadPool>> pool = CreateComputePool(options.threads, options.cpu_list);
   local = pool.status();
   if (pool.ok()) {
@@ -186,6 +344,7 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   }
   int64_t unused = 0;
   DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &unused));
+  LogRankStart(world, *e, fingerprint);
   return e;
 }
 
@@ -206,6 +365,19 @@ void LogCommunication(const dist::Communicator& world, const model::Model& model
       world.rank(), world.size(), steps, step_seconds, x.exchanges, x.token_layers, per_token_layer,
       x.bytes_sent, x.bytes_received, x.exchange_seconds, world.stats().calls,
       world.stats().seconds);
+}
+
+// A follower leaves stopping to rank 0 (docs/scale-out.md "Stopping"):
+// SIGINT and SIGTERM are ignored, so when mpirun forwards a SIGTERM to every
+// rank, rank 0 drains and then releases the followers (kEndEngine, kExit)
+// instead of a follower dying mid-step under rank 0's drain.  A follower
+// still ends on rank 0's kExit, on a deadline (rank 0 silent) or on SIGKILL.
+void IgnoreStopSignals() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGINT, &ignore, nullptr);
+  sigaction(SIGTERM, &ignore, nullptr);
 }
 
 // Keeps what rank 0's engine thread runs on alive until it has stopped.
@@ -239,14 +411,22 @@ PlanBroadcaster::PlanBroadcaster(dist::Communicator& world, runner::ModelExecuto
     : world_(world), local_(local), model_(model) {}
 
 PlanBroadcaster::~PlanBroadcaster() {
-  Send(world_, Message::kEndEngine, {});
+  Leader& leader = Leader::Of(world_);
+  std::lock_guard<std::recursive_mutex> l(leader.lock());
+  leader.Send(Message::kEndEngine, {});
   LogCommunication(world_, model_, steps_, step_seconds_);
+  DSV4_LOG_INFO("rank 0 of {}: {} keep-alives sent to idle followers so far", world_.size(),
+                leader.keep_alives());
 }
 
 Result<engine::StepResult> PlanBroadcaster::Run(const engine::StepPlan& plan) {
   const auto t0 = Clock::now();
-  Send(world_, Message::kPlan, EncodePlan(plan));
+  std::vector<uint8_t> bytes = EncodePlan(plan);
+  Leader& leader = Leader::Of(world_);
+  std::lock_guard<std::recursive_mutex> l(leader.lock());
+  leader.Send(Message::kPlan, bytes);
   Result<engine::StepResult> r = local_->Run(plan);
+  leader.Touch();
   ++steps_;
   step_seconds_ += SecondsSince(t0);
   return r;
@@ -255,8 +435,16 @@ Result<engine::StepResult> PlanBroadcaster::Run(const engine::StepPlan& plan) {
 Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOptions& options,
                                                                   dist::Communicator& world) {
   DSV4_RETURN_IF_ERROR(CheckRanks(options, world));
-  Send(world, Message::kEngine, EncodeEngineOptions(options));
-  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<RankEngine> e, BuildRankEngine(options, world));
+  Result<std::unique_ptr<RankEngine>> built = Internal("unset");
+  {
+    Leader& leader = Leader::Of(world);
+    std::lock_guard<std::recursive_mutex> l(leader.lock());
+    leader.SetTimeout(options.dist_timeout_s);
+    leader.Send(Message::kEngine, EncodeEngineOptions(options));
+    built = BuildRankEngine(options, world);
+    leader.Touch();
+  }
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<RankEngine> e, std::move(built));
   engine::LocalEngineConfig config;
   config.vocab_size = e->model->config().vocab_size;
   config.eos_token_id = e->model->config().eos_token_id;
@@ -277,10 +465,15 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOp
 }
 
 int RunFollower(dist::Communicator& world) {
+  IgnoreStopSignals();
   std::vector<uint8_t> payload;
+  double deadline_s = 0;  // no promise before rank 0's first header
   for (;;) {
-    const Header h = Receive(world, &payload);
+    const Header h = Receive(world, &deadline_s, &payload);
     if (h.kind == Message::kExit) return 0;
+    // An engine whose start failed on some rank after rank 0 had built its
+    // broadcaster ends without steps.
+    if (h.kind == Message::kEndEngine) continue;
     if (h.kind != Message::kEngine) {
       Fatal(world, Internal("expected an engine or exit message from rank 0, got {}",
                             static_cast<uint32_t>(h.kind)));
@@ -297,7 +490,7 @@ int RunFollower(dist::Communicator& world) {
     int64_t steps = 0;
     double seconds = 0;
     for (;;) {
-      const Header p = Receive(world, &payload);
+      const Header p = Receive(world, &deadline_s, &payload);
       if (p.kind == Message::kEndEngine) break;
       if (p.kind != Message::kPlan) {
         Fatal(world, Internal("expected a step plan from rank 0, got message {}",
@@ -317,7 +510,11 @@ int RunFollower(dist::Communicator& world) {
 }
 
 void ReleaseFollowers(dist::Communicator& world) {
-  if (world.size() > 1 && world.rank() == 0) Send(world, Message::kExit, {});
+  if (world.size() == 1 || world.rank() != 0) return;
+  Leader& leader = Leader::Of(world);
+  leader.Stop();  // no keep-alive after kExit: the followers stop listening
+  std::lock_guard<std::recursive_mutex> l(leader.lock());
+  leader.Send(Message::kExit, {});
 }
 
 }  // namespace dsv4::launch

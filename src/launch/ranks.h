@@ -50,10 +50,14 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOp
                                                                   dist::Communicator& world);
 
 // Ranks other than 0: serves rank 0's engines until rank 0 releases them
-// (ReleaseFollowers); returns the process's exit status.
+// (ReleaseFollowers); returns the process's exit status.  Ignores SIGINT and
+// SIGTERM (rank 0 decides when to stop); once rank 0 has sent its first
+// message, a silence longer than --dist-timeout aborts every rank (rank 0
+// sends keep-alives while idle).
 int RunFollower(dist::Communicator& world);
 
-// Rank 0, before it exits: lets the followers exit.  Nothing with one rank.
+// Rank 0, before it exits: stops the keep-alives and lets the followers
+// exit.  Nothing with one rank.
 void ReleaseFollowers(dist::Communicator& world);
 
 }  // namespace dsv4::launch

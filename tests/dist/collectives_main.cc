@@ -3,6 +3,8 @@
 // when every check passed on this rank, 1 otherwise (mpirun then fails).
 // `collectives_main timeout`: rank 1 never joins a barrier; rank 0 must abort
 // the run after its 2 s timeout with one line naming the barrier.
+// `collectives_main silent-root`: rank 0 never broadcasts; the others, idle
+// with a 2 s deadline, must abort the run with one line naming rank 0.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,7 +40,8 @@ void CheckAll(Communicator& c) {
     Expect(std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == root + 1; }),
            "broadcast delivers the root's data", r);
     int64_t x = r == root ? 42 : 0;
-    Expect(c.BroadcastIdle(&x, 8, root).ok() && x == 42, "idle broadcast", r);
+    Expect(c.BroadcastIdle(&x, 8, root, 30).ok() && x == 42, "idle broadcast", r);
+    Expect(!c.BroadcastIdle(&x, 8, root, -1).ok(), "a negative idle timeout is refused", r);
   }
 
   // All-gather v: rank q contributes q + 3 bytes (0 for the last rank).
@@ -93,6 +96,14 @@ int Main(int argc, char** argv) {
     if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::seconds(60));
     (void)c.Barrier();
     std::fprintf(stderr, "rank %d: the barrier returned although rank 1 never joined\n", c.rank());
+    return 1;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "silent-root") == 0) {
+    if (c.rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(60));
+    int64_t x = 0;
+    (void)c.BroadcastIdle(&x, 8, 0, 2);
+    std::fprintf(stderr, "rank %d: the idle broadcast returned although rank 0 never sent\n",
+                 c.rank());
     return 1;
   }
   CheckAll(c);

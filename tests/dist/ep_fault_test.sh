@@ -40,7 +40,7 @@ fault() {  # fault NAME SIGNAL REGEX: start, wait for decoding, signal rank 1, e
   pids+=("$mpirun_pid")
   for i in $(seq 100); do  # rank 1 up and the engine running (its rank line logged)
     victim=$(rank1_pid "$mpirun_pid" || true)
-    [[ -n $victim ]] && grep -q "rank 1 of 2: routed experts" "$tmp/$name.err" && break
+    [[ -n $victim ]] && grep -q "rank 1 of 2 (.*routed experts" "$tmp/$name.err" && break
     sleep 0.1
   done
   [[ -n $victim ]] || fail "$name: rank 1 not found"

@@ -47,7 +47,11 @@ for k in 0 1 2 3; do
         diff "$tmp/one.$mode.$k" "$tmp/ep$np.$mode.$k" >&2 || true
         fail "$mode, K = $k: $np ranks differ from one"
       }
-      grep -q "rank 1 of $np: routed experts" "$tmp/ep$np.$mode.$k.err" || fail "no rank line"
+      # Rank 1's start-up line (on this one-node host: node 0 of 1, placement a no-op).
+      line="rank 1 of $np \\(local rank 1, node 0 of 1\\): 1 compute thread, routed experts"
+      line+=" \\[$((8 / np)), $((16 / np))\\) of 8 in every MoE layer \\([0-9.]+ MiB\\), cache"
+      line+=" [0-9.]+ MiB \\([0-9]+ requests at max length\\), fingerprint [0-9a-f]{12}$"
+      grep -qE "$line" "$tmp/ep$np.$mode.$k.err" || { grep "rank 1 of" "$tmp/ep$np.$mode.$k.err" >&2; fail "no rank line"; }
     done
   done
 done

@@ -16,7 +16,8 @@ TEST(LocalCommunicatorTest, CollectivesOfOneRank) {
   EXPECT_EQ(c.size(), 1);
   int64_t x = 7;
   EXPECT_TRUE(c.Broadcast(&x, 8, 0).ok());
-  EXPECT_TRUE(c.BroadcastIdle(&x, 8, 0).ok());
+  EXPECT_TRUE(c.BroadcastIdle(&x, 8, 0, 0).ok());
+  EXPECT_FALSE(c.BroadcastIdle(&x, 8, 0, -1).ok());
   EXPECT_EQ(x, 7);
   const std::vector<uint8_t> send = {1, 2, 3};
   std::vector<uint8_t> recv(3);

@@ -7,31 +7,12 @@
 set -euo pipefail
 dsv4=$1
 here=$(cd "$(dirname "$0")" && pwd)
-command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+source "$here/ep_common.sh"
+make_tiny "$tmp/m"
 long=(generate --model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config vllm
       --max-model-len 4096 --prompt "Hello" --generate-config
       '{"max_new_tokens":4000,"ignore_eos":true}' --ep 2 --dist-timeout 3)
 
-rank1_pid() {  # the dsv4 process of rank 1 under mpirun $1
-  local p
-  for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 
 fault() {  # fault NAME SIGNAL REGEX: start, wait for decoding, signal rank 1, expect an error
   local name=$1 sig=$2 regex=$3
@@ -39,7 +20,7 @@ fault() {  # fault NAME SIGNAL REGEX: start, wait for decoding, signal rank 1, e
   local mpirun_pid=$! victim="" i
   pids+=("$mpirun_pid")
   for i in $(seq 100); do  # rank 1 up and the engine running (its rank line logged)
-    victim=$(rank1_pid "$mpirun_pid" || true)
+    victim=$(rank_pid "$mpirun_pid" 1 || true)
     [[ -n $victim ]] && grep -q "rank 1 of 2 (.*routed experts" "$tmp/$name.err" && break
     sleep 0.1
   done

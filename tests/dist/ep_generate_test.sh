@@ -10,12 +10,8 @@ set -euo pipefail
 dsv4=$1
 here=$(cd "$(dirname "$0")" && pwd)
 mpirun_sh=$here/mpirun.sh
-command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+source "$here/ep_common.sh"
+make_tiny "$tmp/m"
 ids=$(seq -s, 1 200)  # a 200-token prompt: crosses 4- and 128-token blocks and pages
 engine=(--model "$tmp/m" --kv-cache-memory 64M --threads 1 --generation-config vllm
         --prompt "Hello world" --prompt "The capital of France is")

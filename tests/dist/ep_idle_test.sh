@@ -12,43 +12,11 @@
 set -euo pipefail
 dsv4=$1
 here=$(cd "$(dirname "$0")" && pwd)
-command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
 command -v curl >/dev/null 2>&1 || { echo "curl not found: skipping" >&2; exit 77; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+source "$here/ep_common.sh"
+make_tiny "$tmp/m"
 serve=(serve --model "$tmp/m" --kv-cache-memory 64M --threads 1 --port 0 --ep 2 --dist-timeout 2)
 
-port_of() {  # port_of ERRFILE PID: waits for the bound port and /health 200
-  local i port=""
-  for i in $(seq 300); do
-    kill -0 "$2" 2>/dev/null || { cat "$1" >&2; fail "the server exited"; }
-    port=$(grep -oE 'bound http://[^:]+:[0-9]+' "$1" | grep -oE '[0-9]+$' || true)
-    if [[ -n $port ]] && curl -sf "localhost:$port/health" > /dev/null; then
-      echo "$port"
-      return 0
-    fi
-    sleep 0.2
-  done
-  fail "server not ready"
-}
-rank_pid() {  # rank_pid MPIRUN_PID RANK
-  local p
-  for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
 ended_within() {  # ended_within PID SECONDS
   local i
   for i in $(seq $(($2 * 10))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done

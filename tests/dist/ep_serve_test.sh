@@ -6,34 +6,12 @@
 set -euo pipefail
 dsv4=$1
 here=$(cd "$(dirname "$0")" && pwd)
-command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
 command -v curl >/dev/null 2>&1 || { echo "curl not found: skipping" >&2; exit 77; }
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-"$dsv4" make-tiny --preset tiny --seed 1 --out "$tmp/m" > /dev/null 2>&1 || fail "make-tiny"
+source "$here/ep_common.sh"
+make_tiny "$tmp/m"
 serve=(serve --model "$tmp/m" --kv-cache-memory 64M --threads 1 --port 0)
 body='{"prompt":"The capital of France is","max_tokens":16,"temperature":0.7,"seed":5,"logprobs":2}'
 
-port_of() {  # port_of ERRFILE PID: waits for the bound port and /health 200
-  local i port=""
-  for i in $(seq 300); do
-    kill -0 "$2" 2>/dev/null || { cat "$1" >&2; fail "the server exited"; }
-    port=$(grep -oE 'bound http://[^:]+:[0-9]+' "$1" | grep -oE '[0-9]+$' || true)
-    if [[ -n $port ]] && curl -sf "localhost:$port/health" > /dev/null; then
-      echo "$port"
-      return 0
-    fi
-    sleep 0.2
-  done
-  fail "server not ready"
-}
 complete() {  # complete PORT OUT: the completion's choices (ids and timestamps differ)
   curl -sf "localhost:$1/v1/completions" -H 'content-type: application/json' -d "$body" \
     | grep -oE '"choices":.*"usage"' > "$2" || fail "completion on port $1"
@@ -54,11 +32,7 @@ cmp -s "$tmp/one.json" "$tmp/ep.json" || {
   diff "$tmp/one.json" "$tmp/ep.json" >&2 || true
   fail "2 ranks answered differently from one"
 }
-rank0=""
-for p in $(pgrep -P "$mpi"); do
-  tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=0' && rank0=$p
-done
-[[ -n $rank0 ]] || fail "rank 0 not found"
+rank0=$(rank_pid "$mpi" 0) || fail "rank 0 not found"
 kill -TERM "$rank0"
 for i in $(seq 150); do kill -0 "$mpi" 2>/dev/null || break; sleep 0.2; done
 kill -0 "$mpi" 2>/dev/null && fail "still running 30 s after SIGTERM on rank 0"

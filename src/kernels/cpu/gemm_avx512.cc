@@ -10,14 +10,13 @@
 #endif
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_bf16_store-inl.h"
 #include "kernels/cpu/gemm_simd-inl.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
 
-[[gnu::always_inline]] inline __mmask16 TailMask(int64_t count) {
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1);
-}
+[[gnu::always_inline]] inline __mmask16 TailMask(int64_t count) { return TailMask16(count); }
 
 // 32 e4m3 codes -> 32 floats equal to value·2^-8, exactly: each code becomes
 // the FP16 with the same sign, exponent field and mantissa (bias 15 instead
@@ -121,13 +120,7 @@ struct GemmAvx512 {
 
   // Round to nearest even like F32ToBf16 (NaN stays a quiet NaN); stores count.
   [[gnu::always_inline]] static void StoreBf16(bf16* y, F v, int64_t count) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-    r = _mm512_srli_epi32(r, 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    _mm256_mask_storeu_epi16(y, TailMask(count), _mm512_cvtepi32_epi16(r));
+    StoreBf16x16(y, v, count);
   }
   [[gnu::always_inline]] static void StoreF32(float* y, F v, int64_t count) {
     _mm512_mask_storeu_ps(y, TailMask(count), v);

@@ -32,6 +32,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/avx512_bf16_store-inl.h"
 #include "kernels/cpu/int8_gemm_cpu.h"
 
 namespace dsv4::kernels::cpu {
@@ -85,20 +86,6 @@ template <int R>
     const int32_t offset = 128 * _mm512_reduce_add_epi32(sum[j]);
     for (int r = 0; r < R; ++r) out[r][j] = _mm512_reduce_add_epi32(acc[r][j]) - offset;
   }
-}
-
-// Rounds to BF16 like F32ToBf16 (nearest even, NaN stays quiet) and stores
-// the first count of the 16 values.
-[[gnu::always_inline]] inline void StoreBf16x16(bf16* y, __m512 v, int64_t count) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
-  r = _mm512_srli_epi32(r, 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  const __mmask16 mask =
-      count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1);
-  _mm256_mask_storeu_epi16(y, mask, _mm512_cvtepi32_epi16(r));
 }
 
 // In place: r[i] holds 16 dwords of row i; afterwards r[q] holds dword q of

@@ -119,7 +119,8 @@ int64_t ModelExecutor::num_live_slots() const {
   return n;
 }
 
-// A release of another generation refers to a previous occupant: ignored.
+// A prefix-cache hit's first step: the slot's rolling state from the
+// snapshot, the shared pages as its tables, the proposer at the boundary.
 Status ModelExecutor::Restore(const engine::ScheduledRequest& e, int64_t idx, const Bound& b,
                               SlotState& st) {
   const int64_t per = options_.snapshots_per_partition;
@@ -175,6 +176,7 @@ void ModelExecutor::SaveSnapshots(const std::vector<Bound>& bound,
   }
 }
 
+// A release of another generation refers to a previous occupant: ignored.
 void ModelExecutor::Release(const engine::ReleasedSlot& r) {
   const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
   if (r.partition < 0 || r.partition >= options_.num_partitions || r.slot < 0 ||

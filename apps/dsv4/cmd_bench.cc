@@ -144,6 +144,26 @@ double MedianTpotSeconds(const engine::OfflineReport& report) {
   return n % 2 == 1 ? tpot[n / 2] : 0.5 * (tpot[n / 2 - 1] + tpot[n / 2]);
 }
 
+// Runs one greedy request per prompt, decode_steps new tokens each
+// (ignore_eos, so every run generates the same count), then shuts the
+// engine down; a failure is printed as a dsv4 bench error.
+Result<engine::OfflineReport> RunDecodeRequests(engine::AsyncEngine& eng,
+                                                std::vector<std::vector<int32_t>> prompts,
+                                                int64_t decode_steps) {
+  std::vector<engine::GenerationRequest> reqs;
+  for (auto& p : prompts) {
+    engine::GenerationRequest r;
+    r.prompt = std::move(p);
+    r.max_tokens = decode_steps;
+    r.sampling.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  auto report = engine::RunOffline(eng, std::move(reqs));
+  eng.Shutdown();
+  if (!report.ok()) std::cerr << "dsv4 bench: " << report.status().message() << "\n";
+  return report;
+}
+
 // Decode throughput through the full engine (scheduler, runner, sampler),
 // without MTP and with MTP K = 1..args.speculative, side by side in one run:
 // the same `batch` requests of prompt_len random ids, greedy, decode_steps
@@ -175,21 +195,13 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
       return 1;
     }
     std::mt19937 rng(99);
-    std::vector<engine::GenerationRequest> reqs;
-    for (int64_t b = 0; b < args.batch; ++b) {
-      engine::GenerationRequest r;
-      r.prompt.resize(static_cast<size_t>(args.prompt_len));
-      for (auto& id : r.prompt) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-      r.max_tokens = args.decode_steps;
-      r.sampling.ignore_eos = true;
-      reqs.push_back(std::move(r));
+    std::vector<std::vector<int32_t>> prompts(size_t(args.batch));
+    for (auto& p : prompts) {
+      p.resize(static_cast<size_t>(args.prompt_len));
+      for (auto& id : p) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
     }
-    auto report = engine::RunOffline(**engine, std::move(reqs));
-    (*engine)->Shutdown();
-    if (!report.ok()) {
-      std::cerr << "dsv4 bench: " << report.status().message() << "\n";
-      return 1;
-    }
+    auto report = RunDecodeRequests(**engine, std::move(prompts), args.decode_steps);
+    if (!report.ok()) return 1;
     const double run_tps = report->generated_tokens_per_second();
     const double tpot = MedianTpotSeconds(*report);
     const double tps = tpot > 0 ? static_cast<double>(args.batch) / tpot : 0;
@@ -304,20 +316,8 @@ int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
       std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
       return 1;
     }
-    std::vector<engine::GenerationRequest> reqs;
-    for (const auto& p : decode_prompts) {
-      engine::GenerationRequest r;
-      r.prompt = p;
-      r.max_tokens = args.decode_steps;
-      r.sampling.ignore_eos = true;
-      reqs.push_back(std::move(r));
-    }
-    auto report = engine::RunOffline(**engine, std::move(reqs));
-    (*engine)->Shutdown();
-    if (!report.ok()) {
-      std::cerr << "dsv4 bench: " << report.status().message() << "\n";
-      return 1;
-    }
+    auto report = RunDecodeRequests(**engine, decode_prompts, args.decode_steps);
+    if (!report.ok()) return 1;
     tpots[on].push_back(MedianTpotSeconds(*report));
   }
   double tpot[2];

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstring>
 
 #include "base/cpu_features.h"
 #include "base/logging.h"
@@ -111,21 +113,75 @@ void DecodeFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, float* 
   });
 }
 
-// FP4 GEMM activations: each e4m3 code's value, every group of 2·width
-// elements (width = the panel's lanes) stored as its even elements, then its
-// odd ones (the order in which the kernels split the packed nibbles).
-void DecodeFp4Activations(const uint8_t* x_codes, int64_t m, int64_t in, int64_t width, float* x,
-                          ThreadPool* pool) {
-  static const std::array<float, 256> kTable = E4M3Table(1.0f);
-  const int64_t group = 2 * width;
+// e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
+// (0x7f, 0xff) -> 0, flagged separately.
+std::array<int32_t, 256> E4M3IntTable() {
+  std::array<int32_t, 256> t;
+  for (int c = 0; c < 256; ++c) {
+    const float v = E4M3ToF32(static_cast<uint8_t>(c));
+    t[c] = (c & 0x7f) == 0x7f ? 0 : static_cast<int32_t>(v * 512.0f);
+  }
+  return t;
+}
+
+// FP4 GEMM activations: one record per 128-element block of a row
+// (cpu::Fp4GemmArgs in gemm_cpu.h): three signed byte planes of the codes'
+// integer values, each group of 8·width elements (one vector load of packed
+// weights, width = the panel's lanes) stored as its even elements, then its
+// odd ones; the 32-block offsets 12·Σa; the NaN flag.  x: m·in/128 records.
+void BuildFp4Records(const uint8_t* x_codes, int64_t m, int64_t in, int64_t width, uint8_t* x,
+                     ThreadPool* pool) {
+  static const std::array<int32_t, 256> kInt = E4M3IntTable();
+  const int64_t group = 8 * width, half = 4 * width, num_kb = in / 128;
   ForEachRow(pool, m, in, [&](int64_t r) {
-    for (int64_t i = r * in; i < (r + 1) * in; i += group) {
-      for (int64_t j = 0; j < group; ++j) x[i + (j & 1) * width + j / 2] = kTable[x_codes[i + j]];
+    for (int64_t kb = 0; kb < num_kb; ++kb) {
+      const uint8_t* codes = x_codes + r * in + kb * 128;
+      uint8_t* rec = x + (r * num_kb + kb) * cpu::kFp4RecordBytes;
+      int32_t offset[4] = {0, 0, 0, 0}, nan = 0;
+      for (int64_t e = 0; e < 128; ++e) {
+        const int32_t a = kInt[codes[e]];
+        nan |= (codes[e] & 0x7f) == 0x7f ? 1 : 0;
+        offset[e / 32] += a;
+        const int64_t o = e % group;
+        const int64_t at = e - o + (o & 1) * half + o / 2;
+        // a = p0 + 2^8·p1 + 2^16·p2 with p0, p1 signed bytes.
+        const auto p0 = static_cast<int8_t>(a & 0xff);
+        const int32_t r1 = (a - p0) / 256;
+        const auto p1 = static_cast<int8_t>(r1 & 0xff);
+        const int32_t p2 = (r1 - p1) / 256;
+        rec[at] = static_cast<uint8_t>(p0);
+        rec[128 + at] = static_cast<uint8_t>(p1);
+        rec[256 + at] = static_cast<uint8_t>(static_cast<int8_t>(p2));
+      }
+      for (int32_t& o : offset) o *= 12;
+      std::memcpy(rec + cpu::kFp4OffsetAt, offset, sizeof offset);
+      std::memcpy(rec + cpu::kFp4NanAt, &nan, sizeof nan);
     }
   });
 }
 
+std::atomic<bool>& Fp4WithoutVnniSlot() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
+// The FP4 panel kernel for this CPU (the AVX-512 one needs VNNI, or its
+// VNNI-free twin: same bits).
+auto Fp4Kernel(const cpu::GemmKernels& simd) {
+  static const bool vnni = CpuFeatures::Detect().avx512vnni;
+  const bool without = !vnni || Fp4WithoutVnniSlot().load(std::memory_order_relaxed);
+  return simd.fp4_without_vnni != nullptr && without ? simd.fp4_without_vnni : simd.fp4;
+}
+
+// Bytes of FP4 records for [m, in] activations (they fit the float array
+// the other GEMMs use for [m, in]).
+uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
+
 }  // namespace
+
+namespace cpu {
+void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }
+}  // namespace cpu
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
              ThreadPool* pool) {
@@ -147,11 +203,12 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
   const int64_t width = simd->panel;
-  float* x = Activations(m * w.in);  // [m, in], permuted within groups
-  DecodeFp4Activations(x_codes, m, w.in, width, x, pool);
+  static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
+  uint8_t* x = Fp4Records(Activations(m * w.in));  // m·in/128 records
+  BuildFp4Records(x_codes, m, w.in, width, x, pool);
   const cpu::Fp4GemmArgs args{x, x_scales, m, w, y};
-  ForEachTile(pool, m, w.out, width, width * w.in / 2,
-              [&](const cpu::Tile& t) { simd->fp4(args, t); });
+  const auto fp4 = Fp4Kernel(*simd);
+  ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
 }
 
 namespace {
@@ -200,6 +257,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     return;
   }
   const int64_t width = simd->panel;
+  const auto fp4 = Fp4Kernel(*simd);
   BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
   int64_t floats = 0;  // activation floats of the distinct inputs
   for (int64_t i = 0; i < count; ++i) {
@@ -216,12 +274,13 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     const int64_t shared = SharedActivation(gemms, i);
     const float* xi = nullptr;
     if (shared >= 0) {
-      xi = entries[shared].is_fp4 ? entries[shared].fp4.x : entries[shared].fp8.x;
+      xi = entries[shared].is_fp4 ? reinterpret_cast<const float*>(entries[shared].fp4.x)
+                                  : entries[shared].fp8.x;
     } else {
       float* xo = x + next_x;
       next_x += g.m * in;
       if (g.fp4 != nullptr) {
-        DecodeFp4Activations(g.x_codes, g.m, in, width, xo, pool);
+        BuildFp4Records(g.x_codes, g.m, in, width, Fp4Records(xo), pool);
       } else {
         DecodeFp8Activations(g.x_codes, g.m, in, xo, pool);
       }
@@ -230,7 +289,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     e.is_fp4 = g.fp4 != nullptr;
     int64_t out = 0, panel_bytes = 0;
     if (e.is_fp4) {
-      e.fp4 = cpu::Fp4GemmArgs{xi, g.x_scales, g.m, *g.fp4, g.y};
+      e.fp4 = cpu::Fp4GemmArgs{reinterpret_cast<const uint8_t*>(xi), g.x_scales, g.m, *g.fp4, g.y};
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {
@@ -259,7 +318,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       const cpu::Tile t{row_block * cpu::kRowBlock, std::min(m, (row_block + 1) * cpu::kRowBlock),
                         panel, panel + n};
       if (e.is_fp4) {
-        simd->fp4(e.fp4, t);
+        fp4(e.fp4, t);
       } else {
         simd->fp8(e.fp8, t);
       }

@@ -1,6 +1,7 @@
 // Output hashes of the kernels/gemm.h entry points pinned by gemm_bits_test.cc,
 // per ISA (scalar, AVX2, AVX-512), recorded from the kernels before they were
-// rewritten as one templated body per family.  Regenerate only for a
+// rewritten as one templated body per family; the Fp4Gemm rows re-recorded
+// when its 32-block sums became exact (the same bits on every ISA).  Regenerate only for a
 // deliberate numerics change: DSV4_GEMM_BITS_PRINT=1 kernel_gemm_test
 // --gtest_filter='GemmBits.*' prints these rows.
 #pragma once
@@ -50,7 +51,7 @@ inline constexpr GemmBitsRow kGemmBits[] = {
     {"Fp4Gemm",
      "random",
      67,
-     {0xd1fa18fa74c7a7d0ull, 0x53dc1dc6ded21aabull, 0x53dc1dc6ded21aabull}},
+     {0xd1fa18fa74c7a7d0ull, 0xd1fa18fa74c7a7d0ull, 0xd1fa18fa74c7a7d0ull}},
     {"GemmBf16",
      "random",
      1,
@@ -228,23 +229,23 @@ inline constexpr GemmBitsRow kGemmBits[] = {
      "cancel",
      67,
      {0xa4930818e343dfacull, 0xa1b4ab85e4ceef3aull, 0x32f30eb57ff090d2ull}},
-    {"Fp4Gemm", "cancel", 1, {0xe186ac3de51482b4ull, 0x724e7b32aa71a856ull, 0x2b69d9995e38efd2ull}},
-    {"Fp4Gemm", "cancel", 2, {0x0fa9b74240452a1bull, 0xff87ab49edbd4bebull, 0x7b2f4c30574cd415ull}},
-    {"Fp4Gemm", "cancel", 3, {0xe3c18e2199a5077eull, 0x888ca122756db99aull, 0xccfd8c6712c75199ull}},
-    {"Fp4Gemm", "cancel", 4, {0x5e55ab2eeed563b1ull, 0x144b1906a79c8237ull, 0xf73db18d16fbc6aaull}},
-    {"Fp4Gemm", "cancel", 5, {0x35f83e5693c38356ull, 0x0f7099ca1303c82cull, 0x3939685a2340b363ull}},
+    {"Fp4Gemm", "cancel", 1, {0xe186ac3de51482b4ull, 0xe186ac3de51482b4ull, 0xe186ac3de51482b4ull}},
+    {"Fp4Gemm", "cancel", 2, {0x0fa9b74240452a1bull, 0x0fa9b74240452a1bull, 0x0fa9b74240452a1bull}},
+    {"Fp4Gemm", "cancel", 3, {0xe3c18e2199a5077eull, 0xe3c18e2199a5077eull, 0xe3c18e2199a5077eull}},
+    {"Fp4Gemm", "cancel", 4, {0x5e55ab2eeed563b1ull, 0x5e55ab2eeed563b1ull, 0x5e55ab2eeed563b1ull}},
+    {"Fp4Gemm", "cancel", 5, {0x35f83e5693c38356ull, 0x35f83e5693c38356ull, 0x35f83e5693c38356ull}},
     {"Fp4Gemm",
      "cancel",
      16,
-     {0x512357facb382a66ull, 0x7371c2a3689ddc56ull, 0xa1d3354ad7ffaed4ull}},
+     {0x512357facb382a66ull, 0x512357facb382a66ull, 0x512357facb382a66ull}},
     {"Fp4Gemm",
      "cancel",
      17,
-     {0xc0d229ead15ed339ull, 0x22d7d26fab087451ull, 0x243a43b8b80c7f5dull}},
+     {0xc0d229ead15ed339ull, 0xc0d229ead15ed339ull, 0xc0d229ead15ed339ull}},
     {"Fp4Gemm",
      "cancel",
      67,
-     {0xba0d194cb265b42eull, 0x93319a53f2d76bb0ull, 0xfe780ed0bea6b321ull}},
+     {0xba0d194cb265b42eull, 0xba0d194cb265b42eull, 0xba0d194cb265b42eull}},
     {"GemmBf16",
      "cancel",
      1,

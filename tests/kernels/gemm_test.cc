@@ -17,6 +17,7 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/quant.h"
 #include "kernels/ref/gemm_ref.h"
@@ -298,47 +299,90 @@ TEST(GemmDifferential, Fp8GemmMatchesReference) {
     counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
 }
 
-TEST(GemmDifferential, Fp4GemmMatchesReference) {
+// FP4 sums each 32-block exactly (an integer sum, rounded once), so every
+// ISA, every M and every thread count must give the reference's bits.
+TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
   std::mt19937 rng(11);
-  std::vector<DiffCounter> counters(SimdIsas().size());
   for (int64_t k : {128, 384}) {
     for (int64_t n : kDiffN) {
       Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
       Misaligned scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
       const Fp4Weight w{packed.data(), scales.data(), n, k};
-      std::vector<double> wv(n * k);  // |dequantized weight|
-      for (int64_t c = 0; c < n; ++c) {
-        for (int64_t i = 0; i < k; ++i) {
-          const uint8_t byte = packed.data()[c * (k / 2) + i / 2];
-          wv[c * k + i] = std::fabs(E2M1ToF32((i & 1) ? byte >> 4 : byte & 0xf) *
-                                    E8M0ToF32(scales.data()[c * (k / 32) + i / 32]));
-        }
-      }
       for (int64_t m : kDiffM) {
         const QuantizedActivation a = RandomActivation(m, k, &rng);
         std::vector<bf16> want(m * n), got(m * n + 1);
         ref::Fp4Gemm(a.codes.data(), a.scales.data(), m, w, want.data(), nullptr);
-        const std::vector<double> xv = AbsActivation(a, m, k);
-        std::vector<double> abs_sum(m * n, 0.0);
-        for (int64_t r = 0; r < m; ++r) {
-          for (int64_t c = 0; c < n; ++c) {
-            for (int64_t i = 0; i < k; ++i) abs_sum[r * n + c] += xv[r * k + i] * wv[c * k + i];
-          }
-        }
         ThreadPool pool(3);
-        for (size_t t = 0; t < SimdIsas().size(); ++t) {
-          IsaScope scope(SimdIsas()[t]);
-          Fp4Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
-          ExpectBf16WithinBound(got.data() + 1, want.data(), abs_sum, k,
-                                std::string(IsaName(SimdIsas()[t])) + " m" + std::to_string(m) +
-                                    " k" + std::to_string(k) + " n" + std::to_string(n),
-                                &counters[t]);
+        for (Isa isa : SimdIsas()) {
+          IsaScope scope(isa);
+          for (bool without_vnni : {false, true}) {  // AVX-512 also without VNNI
+            cpu::UseFp4WithoutVnniForTesting(without_vnni);
+            Fp4Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
+            EXPECT_EQ(CompareBf16(got.data() + 1, want.data(), m * n).num_differ, 0)
+                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " " << without_vnni;
+          }
+          cpu::UseFp4WithoutVnniForTesting(false);
         }
       }
     }
   }
-  for (size_t t = 0; t < counters.size(); ++t)
-    counters[t].ExpectFractionSmall(std::string(IsaName(SimdIsas()[t])));
+}
+
+// The sums are exact where a sequential FP32 sum is not: in row 0 against
+// columns 0-15, each 32-block is 16 products ±448·6 (the sign alternating
+// between blocks) and then 16 products 2^-9·0.5, each under half an ulp of
+// the running sum; a sequential FP32 sum drops them all and the blocks
+// cancel to 0, the exact sums leave 16·2^-10 per block.  Rows 1-2 cover
+// every e4m3 code (NaN codes aside) against random e2m1 codes.  Bitwise the
+// reference on every ISA, and the reference is the exact sum.
+TEST(GemmDifferential, Fp4SumsAreExact) {
+  constexpr int64_t k = 256, n = 48;
+  std::mt19937 rng(3);
+  std::vector<uint8_t> packed(n * k / 2), scales(n * k / 32, 127);
+  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  for (int64_t c = 0; c < 16; ++c) {  // columns 0-15: 16 of ±6, then 16 of 0.5
+    for (int64_t b = 0; b < k / 2; ++b) {
+      packed[c * (k / 2) + b] = b % 16 >= 8 ? 0x11 : (b / 16) % 2 == 0 ? 0x77 : 0xff;
+    }
+  }
+  constexpr int64_t m = 3;
+  std::vector<uint8_t> x_codes(m * k);
+  for (int64_t i = 0; i < k; ++i) {
+    x_codes[i] = i % 32 < 16 ? 0x7e : 0x01;                      // 448s, then 2^-9s
+    x_codes[k + i] = static_cast<uint8_t>(i);                    // every code (0x7f: NaN below)
+    x_codes[2 * k + i] = static_cast<uint8_t>((i * 37) & 0xff);  // shuffled
+  }
+  for (int64_t r = 1; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      uint8_t& c = x_codes[r * k + i];
+      if ((c & 0x7f) == 0x7f) c &= 0xfe;
+    }
+  }
+  const std::vector<float> x_scales(m * k / 128, 1.0f);
+  const Fp4Weight w{packed.data(), scales.data(), n, k};
+  std::vector<bf16> want(m * n), got(m * n);
+  ref::Fp4Gemm(x_codes.data(), x_scales.data(), m, w, want.data(), nullptr);
+  for (int64_t c = 0; c < 16; ++c) {  // row 0: the exact sum (a double holds it exactly)
+    double exact = 0.0;
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t byte = packed[c * (k / 2) + i / 2];
+      exact += static_cast<double>(E4M3ToF32(x_codes[i])) *
+               E2M1ToF32(static_cast<uint8_t>((i & 1) ? byte >> 4 : byte & 0xf));
+    }
+    EXPECT_NE(exact, 0.0);
+    EXPECT_EQ(want[c].bits, F32ToBf16(static_cast<float>(exact)).bits) << "column " << c;
+  }
+  ThreadPool pool(2);
+  for (Isa isa : SimdIsas()) {
+    IsaScope scope(isa);
+    for (int64_t r = 0; r < m; ++r) {  // each row alone (the one-row path), then all rows
+      Fp4Gemm(x_codes.data() + r * k, x_scales.data() + r * (k / 128), 1, w, got.data() + r * n,
+              nullptr);
+    }
+    EXPECT_EQ(CompareBf16(got.data(), want.data(), m * n).num_differ, 0) << IsaName(isa);
+    Fp4Gemm(x_codes.data(), x_scales.data(), m, w, got.data(), &pool);
+    EXPECT_EQ(CompareBf16(got.data(), want.data(), m * n).num_differ, 0) << IsaName(isa);
+  }
 }
 
 std::vector<bf16> RandomBf16(int64_t n, std::mt19937* rng) {
@@ -461,12 +505,10 @@ void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& wha
 }
 
 // Every E8M0 scale byte with every e2m1 code, alone in its row and against one
-// activation element (1, 448 and the smallest e4m3 subnormal): the SIMD
-// kernels' decoded weight (AVX-512: a precomputed scaled table) times the
-// activation must equal, bit for bit, the FP32 product e2m1·2^(s-127) · x of
-// the kernels' definition, including subnormal products, overflow to
-// infinity and the NaN scale 255 (any NaN).  A zero product gives +0 (the
-// lane chain adds +0 to it).
+// activation element (1, 448 and the smallest e4m3 subnormal): the result
+// must equal, bit for bit, (e2m1·x)·2^(s-127) (the exact block sum, then the
+// weight scale: the reference's expression), including subnormal results,
+// overflow to infinity and the NaN scale 255 (any NaN).  A zero sum gives +0.
 TEST(GemmDifferential, Fp4EveryScaleAndCodeExact) {
   constexpr int64_t k = 128, n = 256 * 16;
   std::vector<uint8_t> packed(n * k / 2, 0), scales(n * k / 32, 127);
@@ -491,8 +533,8 @@ TEST(GemmDifferential, Fp4EveryScaleAndCodeExact) {
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t row = 0; row < n; ++row) {
         const int64_t s = row / 16, c = row % 16;
-        const float wv = E2M1ToF32(static_cast<uint8_t>(c)) * E8M0ToF32(static_cast<uint8_t>(s));
-        float p = wv * E4M3ToF32(x_first[r]);
+        float p = (E2M1ToF32(static_cast<uint8_t>(c)) * E4M3ToF32(x_first[r])) *
+                  E8M0ToF32(static_cast<uint8_t>(s));
         if (p == 0.0f) p = 0.0f;  // +0 + -0 = +0
         const bf16 g = got[r * n + row];
         if (std::isnan(p)) {

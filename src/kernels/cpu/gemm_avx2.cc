@@ -60,30 +60,86 @@ struct GemmAvx2 {
     for (int i = 0; i < 8; ++i) DecodeE4M3x16(codes + 16 * i, w + 2 * i);
   }
 
-  // 128 packed e2m1 weights -> 16 vectors scaled by their block scales.  Each
-  // 16-element group g gives vector 2g (its even elements) and 2g+1 (odd).
-  // vpermps looks up the magnitude from the low 3 index bits (8 entries
-  // only); the sign bit of the nibble is moved to bit 31 and OR-ed in.
-  [[gnu::always_inline]] static void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales,
-                                                    F* w) {
-    const __m256 mags = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-    const __m256i sign_bit = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
-#pragma GCC unroll 16
-    for (int j = 0; j < 4; ++j) {
-      const __m256 t = _mm256_mul_ps(
-          mags, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
-#pragma GCC unroll 16
-      for (int h = 0; h < 2; ++h) {
-        const __m256i d = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + 16 * j + 8 * h)));
-        const __m256i se = _mm256_and_si256(_mm256_slli_epi32(d, 28), sign_bit);
-        const __m256i so = _mm256_and_si256(_mm256_slli_epi32(d, 24), sign_bit);
-        const __m256 even = _mm256_permutevar8x32_ps(t, d);
-        const __m256 odd = _mm256_permutevar8x32_ps(t, _mm256_srli_epi32(d, 4));
-        w[4 * j + 2 * h] = _mm256_or_ps(even, _mm256_castsi256_ps(se));
-        w[4 * j + 2 * h + 1] = _mm256_or_ps(odd, _mm256_castsi256_ps(so));
-      }
+  // The FP4 kernel's integer set (gemm_fp4-inl.h).
+  using I = __m256i;
+  [[gnu::always_inline]] static I ZeroI() { return _mm256_setzero_si256(); }
+  [[gnu::always_inline]] static I LoadI(const uint8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  // 64 packed bytes (128 weights) -> per 32-byte load i, w[2i] the low
+  // nibbles (even elements), w[2i+1] the high ones, each as the unsigned
+  // byte 2·e2m1 + 12.
+  [[gnu::always_inline]] static void Fp4Weights(const uint8_t* packed, I* w) {
+    const I table = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const I low4 = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      const I v = LoadI(packed + 32 * i);
+      w[2 * i] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
+      w[2 * i + 1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
     }
+  }
+  // vpmaddubsw (pairs of products, at most 2·24·128: never saturates) +
+  // vpmaddwd: the 4-product sums of vpdpbusd, which x86-64-v3 lacks.
+  [[gnu::always_inline]] static I DotU8S8(I acc, I u, I s) {
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  [[gnu::always_inline]] static I Shl8(I v) { return _mm256_slli_epi32(v, 8); }
+  [[gnu::always_inline]] static I SubI(I v, int32_t s) {
+    return _mm256_sub_epi32(v, _mm256_set1_epi32(s));
+  }
+  [[gnu::always_inline]] static F CvtI(I v) { return _mm256_cvtepi32_ps(v); }
+  // dots[2c + i]: column c's load i, whose chunk h holds 32-block 2i + h in
+  // lanes 4j..4j+3.  sums[j] lane c: 32-block j of column c.
+  [[gnu::always_inline]] static void Fp4SubBlockSums(const I* dots, I* sums) {
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; ++i) {
+      I g[2];
+#pragma GCC unroll 2
+      for (int q = 0; q < 2; ++q) {
+        const I a = dots[2 * (4 * q) + i], b = dots[2 * (4 * q + 1) + i];
+        const I c = dots[2 * (4 * q + 2) + i], d = dots[2 * (4 * q + 3) + i];
+        const I ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+        const I cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
+        g[q] = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
+      }
+      sums[2 * i] = _mm256_permute2x128_si256(g[0], g[1], 0x20);
+      sums[2 * i + 1] = _mm256_permute2x128_si256(g[0], g[1], 0x31);
+    }
+  }
+  // Lane c: the 4 bytes at p + c·stride for c < nc, else 0.
+  [[gnu::always_inline]] static I GatherDwords(const uint8_t* p, int64_t stride, int64_t nc) {
+    int32_t d[8] = {};
+    for (int64_t c = 0; c < nc; ++c) __builtin_memcpy(d + c, p + c * stride, 4);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
+  }
+  // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
+  // shift does not give.
+  [[gnu::always_inline]] static bool E8M0Special(I v) {
+    return _mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, ZeroI()),
+                                                _mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)))) != 0;
+  }
+  // Byte j of every lane as the E8M0 value 2^(byte - 127): the byte moved to
+  // the lane's top byte and shifted right by one lands in the exponent field.
+  // With kSpecial, byte 0 gives 2^-127 and 255 NaN (as E8M0Bits).
+  template <bool kSpecial>
+  [[gnu::always_inline]] static F E8M0Bytes(I dwords, int j) {
+    // vpshufb indexes bytes within 128-bit chunks: lane d of a chunk takes byte 4d + j.
+    const I top = _mm256_shuffle_epi8(
+        dwords, _mm256_add_epi32(_mm256_setr_epi32(0x00808080, 0x04808080, 0x08808080, 0x0c808080,
+                                                   0x00808080, 0x04808080, 0x08808080, 0x0c808080),
+                                 _mm256_set1_epi32(j << 24)));
+    I bits = _mm256_srli_epi32(top, 1);
+    if constexpr (kSpecial) {
+      const I b = _mm256_srli_epi32(top, 24);
+      bits =
+          _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x00400000), _mm256_cmpeq_epi32(b, ZeroI()));
+      bits = _mm256_blendv_epi8(bits, _mm256_set1_epi32(0x7fc00000),
+                                _mm256_cmpeq_epi32(b, _mm256_set1_epi32(0xff)));
+    }
+    return _mm256_castsi256_ps(bits);
   }
 
   // Sums each of 8 lane vectors; result lane (c%2)·4 + c/2 holds column c.

@@ -69,24 +69,96 @@ struct GemmAvx512 {
     for (int i = 0; i < 4; ++i) DecodeE4M3x32(codes + 32 * i, w + 2 * i);
   }
 
-  // 128 packed e2m1 weights of one row (64 bytes, 4 scale bytes) -> 8
-  // vectors, each value multiplied by its block scale (exact: powers of two).
-  // vpermps looks the value up in the 16-entry table (pre-multiplied by the
-  // scale); vector 2j holds the even elements of 32-block j (low nibbles),
-  // vector 2j+1 the odd ones.
-  [[gnu::always_inline]] static void DecodeFp4Block(const uint8_t* packed, const uint8_t* scales,
-                                                    F* w) {
-    const __m512 table = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f,
-                                        -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-#pragma GCC unroll 16
-    for (int j = 0; j < 4; ++j) {
-      const __m512 t = _mm512_mul_ps(
-          table, _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int32_t>(E8M0Bits(scales[j])))));
-      const __m512i d =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + 16 * j)));
-      w[2 * j] = _mm512_permutexvar_ps(d, t);  // uses the low 4 bits: low nibble
-      w[2 * j + 1] = _mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), t);
+  // The FP4 kernel's integer set (gemm_fp4-inl.h).
+  using I = __m512i;
+  [[gnu::always_inline]] static I ZeroI() { return _mm512_setzero_si512(); }
+  [[gnu::always_inline]] static I LoadI(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  // 64 packed bytes (128 weights) -> w[0] the low nibbles (even elements),
+  // w[1] the high ones, each as the unsigned byte 2·e2m1 + 12.
+  [[gnu::always_inline]] static void Fp4Weights(const uint8_t* packed, I* w) {
+    const I table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const I low4 = _mm512_set1_epi8(0x0f);
+    const I v = LoadI(packed);
+    w[0] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low4));
+    w[1] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+  }
+  [[gnu::always_inline]] static I DotU8S8(I acc, I u, I s) {
+    return _mm512_dpbusd_epi32(acc, u, s);
+  }
+  [[gnu::always_inline]] static I Shl8(I v) { return _mm512_slli_epi32(v, 8); }
+  [[gnu::always_inline]] static I SubI(I v, int32_t s) {
+    return _mm512_sub_epi32(v, _mm512_set1_epi32(s));
+  }
+  [[gnu::always_inline]] static F CvtI(I v) { return _mm512_cvtepi32_ps(v); }
+  // Lanes 4j..4j+3 of every 128-bit chunk of dots[c] summed (32-block j of
+  // column c), transposed: sums[j] lane c.
+  [[gnu::always_inline]] static void Fp4SubBlockSums(const I* dots, I* sums) {
+    I g[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const I* d = dots + 4 * q;
+      const I ab =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(d[0], d[1]), _mm512_unpackhi_epi32(d[0], d[1]));
+      const I cd =
+          _mm512_add_epi32(_mm512_unpacklo_epi32(d[2], d[3]), _mm512_unpackhi_epi32(d[2], d[3]));
+      g[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
     }
+    // g[q] chunk j = 32-block j of columns 4q..4q+3.
+    const I t0 = _mm512_shuffle_i32x4(g[0], g[1], 0x44),
+            t1 = _mm512_shuffle_i32x4(g[0], g[1], 0xee);
+    const I t2 = _mm512_shuffle_i32x4(g[2], g[3], 0x44),
+            t3 = _mm512_shuffle_i32x4(g[2], g[3], 0xee);
+    sums[0] = _mm512_shuffle_i32x4(t0, t2, 0x88);
+    sums[1] = _mm512_shuffle_i32x4(t0, t2, 0xdd);
+    sums[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
+    sums[3] = _mm512_shuffle_i32x4(t1, t3, 0xdd);
+  }
+  // Lane c: the 4 bytes at p + c·stride for c < nc, else 0.  (Scalar loads
+  // inserted in groups of four: vpgatherdd measured slower.)
+  [[gnu::always_inline]] static I GatherDwords(const uint8_t* p, int64_t stride, int64_t nc) {
+    const auto at = [&](int64_t c) {
+      int32_t d;
+      __builtin_memcpy(&d, p + c * stride, 4);
+      return d;
+    };
+    if (nc == kLanes) {
+      __m128i q[4];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i)
+        q[i] = _mm_setr_epi32(at(4 * i), at(4 * i + 1), at(4 * i + 2), at(4 * i + 3));
+      return _mm512_inserti32x4(
+          _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2),
+          q[3], 3);
+    }
+    alignas(64) int32_t d[kLanes] = {};
+    for (int64_t c = 0; c < nc; ++c) d[c] = at(c);
+    return _mm512_load_si512(d);
+  }
+  // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
+  // shift does not give.
+  [[gnu::always_inline]] static bool E8M0Special(I v) {
+    return (_mm512_cmpeq_epi8_mask(v, ZeroI()) | _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(-1))) !=
+           0;
+  }
+  // Byte j of every lane as the E8M0 value 2^(byte - 127): the byte moved to
+  // the lane's top byte and shifted right by one lands in the exponent field.
+  // With kSpecial, byte 0 gives 2^-127 and 255 NaN (as E8M0Bits).
+  template <bool kSpecial>
+  [[gnu::always_inline]] static F E8M0Bytes(I dwords, int j) {
+    // vpshufb indexes bytes within 128-bit chunks: lane d of a chunk takes byte 4d + j.
+    const I top = _mm512_shuffle_epi8(
+        dwords, _mm512_add_epi32(_mm512_set4_epi32(0x0c808080, 0x08808080, 0x04808080, 0x00808080),
+                                 _mm512_set1_epi32(j << 24)));
+    I bits = _mm512_srli_epi32(top, 1);
+    if constexpr (kSpecial) {
+      const I b = _mm512_srli_epi32(top, 24);
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, ZeroI()),
+                                   _mm512_set1_epi32(0x00400000));
+      bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(b, _mm512_set1_epi32(0xff)),
+                                   _mm512_set1_epi32(0x7fc00000));
+    }
+    return _mm512_castsi512_ps(bits);
   }
 
   // Sums each of 16 lane vectors.  Result lane 4·(c%4) + c/4 holds the sum of
@@ -137,8 +209,23 @@ struct GemmAvx512 {
   [[gnu::always_inline]] static F DotBh(F acc, BH a, BH b) { return _mm512_dpbf16_ps(acc, a, b); }
 };
 
+// AVX-512 CPUs without AVX512-VNNI: each vpdpbusd as vpmaddubsw (pairs of
+// products, at most 2·24·128 in magnitude: never saturates) + vpmaddwd.
+struct GemmAvx512NoVnni : GemmAvx512 {
+  [[gnu::always_inline]] static I DotU8S8(I acc, I u, I s) {
+    return _mm512_add_epi32(acc,
+                            _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
+};
+
+constexpr GemmKernels Avx512Table() {
+  GemmKernels k = GemmKernelTable<GemmAvx512>();
+  k.fp4_without_vnni = &Fp4GemmPanels<GemmAvx512NoVnni>;
+  return k;
+}
+
 }  // namespace
 
-constinit const GemmKernels kGemmKernelsAvx512 = GemmKernelTable<GemmAvx512>();
+constinit const GemmKernels kGemmKernelsAvx512 = Avx512Table();
 
 }  // namespace dsv4::kernels::cpu

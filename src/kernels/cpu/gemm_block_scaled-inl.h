@@ -1,4 +1,4 @@
-// Block-scaled GEMMs (FP8 128x128-block weights, MXFP4 expert weights),
+// Block-scaled GEMMs with FP8 128x128-block weights (MXFP4: gemm_fp4-inl.h),
 // written once for every vector width V (see gemm_simd_common-inl.h).
 //
 // One panel = V::kLanes output columns.  For each 128-wide K block, column
@@ -67,7 +67,7 @@ template <class V, typename Decode>
 }
 
 // K blocks per stretch of the one-row path (GemvPanel): 32 blocks are 4 KB
-// of an FP8 weight row (2 KB of FP4), and the stretch's lane vectors
+// of an FP8 weight row, and the stretch's lane vectors
 // (32 x 16 AVX-512 vectors) 32 KB of stack.
 constexpr int64_t kGemvBlocks = 32;
 
@@ -81,7 +81,6 @@ constexpr int64_t kGemvBlocks = 32;
 // which streamed a [4096, 8192] FP8 weight at 12 GB/s on one thread or two
 // (docs/kernels.md "One-row FP8 GEMV").  Same chains, same reduction tree,
 // same order of the block sums: the same bits as GemvBlock and TileBlock.
-// (FP4 expert rows, 2 KB, measured slower this way: they keep GemvBlock.)
 template <class V, typename Decode, typename PanelScale>
 typename V::F GemvPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n0, int64_t nc,
                         const float* x, const float* x_scales, int64_t num_kb) {
@@ -210,32 +209,6 @@ void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
         V::DecodeFp8Block(p, out);
       },
       [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });
-}
-
-// MXFP4: the 32-element block scales are folded into the decoded weights
-// (exact: powers of two), so a 128-block needs one reduction and one ·sa.
-template <class V>
-void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
-  constexpr int64_t kP = V::kLanes;
-  const Fp4Weight& w = a.w;
-  BlockScaledPanels<V, false>(
-      a.x, a.x_scales, w.in, w.out, a.y, t,
-      [&](int64_t col, int64_t kb, typename V::F* out) {
-        const uint8_t* packed = w.packed + col * (w.in / 2) + kb * 64;
-        const uint8_t* scales = w.scales + col * (w.in / 32) + kb * 4;
-        if (col + kP < w.out) {
-          Prefetch(packed + kP * (w.in / 2), 64);
-          // A column's scales are in/32 contiguous bytes: fetch the next
-          // panel's 64 of them once per 16 blocks, not 4 bytes per block.
-          if (kb % 16 == 0) {
-            const char* s_next = reinterpret_cast<const char*>(scales + kP * (w.in / 32));
-            _mm_prefetch(s_next, _MM_HINT_T0);
-            _mm_prefetch(s_next + 63, _MM_HINT_T0);
-          }
-        }
-        V::DecodeFp4Block(packed, scales, out);
-      },
-      [](int64_t, int64_t) { return 1.0f; });
 }
 
 }  // namespace

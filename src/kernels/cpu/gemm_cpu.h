@@ -44,11 +44,26 @@ struct Fp8GemmArgs {
   bf16* y = nullptr;  // [m, w.out]
 };
 
+// FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block
+// of a row (row r, block kb at x + (r·in/128 + kb)·kFp4RecordBytes), built
+// once per call by gemm.cc.  The kernels compute each 32-block's exact
+// integer sum Σ a·(2·e2m1 + 12) with unsigned x signed byte dot products
+// (vpdpbusd), where a = e4m3·2^9 is the code's value as an integer
+// (|a| <= 448·2^9 < 2^18):
+//   bytes [128p, 128p + 128), p = 0, 1, 2: plane p of a, a = p0 + 2^8·p1 +
+//     2^16·p2 (p0, p1 signed bytes, p2 in [-4, 4]); within every group of
+//     8·lanes elements (one vector load of packed weights), its even
+//     elements first, then its odd ones (the low and high nibbles);
+//   int32 at kFp4OffsetAt + 4j: 12·Σ a over 32-block j (the +12 that makes
+//     the weights unsigned, taken back out of the sum);
+//   int32 at kFp4NanAt: 1 when a code of the block is NaN (0x7f / 0xff),
+//     which makes the block's contribution NaN as in the reference.
+inline constexpr int64_t kFp4RecordBytes = 512;
+inline constexpr int64_t kFp4OffsetAt = 384;
+inline constexpr int64_t kFp4NanAt = 400;
+
 struct Fp4GemmArgs {
-  // [m, w.in] activation codes decoded to FP32, each group of
-  // 2·lanes elements stored as its even elements then its odd elements (the
-  // order in which the kernels split the packed nibbles).
-  const float* x = nullptr;
+  const uint8_t* x = nullptr;       // [m, w.in/128] records (above)
   const float* x_scales = nullptr;  // [m, w.in/128]
   int64_t m = 0;
   Fp4Weight w;
@@ -87,6 +102,10 @@ struct GemmKernels {
   int64_t panel = 0;  // output columns per panel (the ISA's FP32 lanes)
   void (*fp8)(const Fp8GemmArgs& a, const Tile& t) = nullptr;
   void (*fp4)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
+  // The same FP4 kernel without VNNI dot products (vpmaddubsw + vpmaddwd,
+  // same exact sums, same bits), for AVX-512 CPUs without AVX512-VNNI; null
+  // where fp4 needs no VNNI.
+  void (*fp4_without_vnni)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   void (*dense)(const DenseGemmArgs& a, const Tile& t) = nullptr;
   // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.
   // REQUIRES: the CPU feature behind it (AVX-512: AVX512-BF16).
@@ -97,5 +116,9 @@ struct GemmKernels {
 // when ActiveIsa() is that ISA.
 extern const GemmKernels kGemmKernelsAvx2;
 extern const GemmKernels kGemmKernelsAvx512;
+
+// Tests: run the FP4 GEMMs through fp4_without_vnni where a table has one,
+// even on a CPU with VNNI (both must give the same bits).
+void UseFp4WithoutVnniForTesting(bool on);
 
 }  // namespace dsv4::kernels::cpu

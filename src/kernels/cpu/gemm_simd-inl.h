@@ -1,5 +1,5 @@
 // The GEMM kernel families, written once (gemm_block_scaled-inl.h,
-// gemm_dense-inl.h, gemm_bf16dot-inl.h) and bound to one ISA's traits V by
+// gemm_fp4-inl.h, gemm_dense-inl.h, gemm_bf16dot-inl.h) and bound to one ISA's traits V by
 // GemmKernelTable<V>() in that ISA's translation unit, which is compiled with
 // the ISA's target flags.  gemm.cc picks the table (the one dispatch point).
 #pragma once
@@ -8,6 +8,7 @@
 #include "kernels/cpu/gemm_block_scaled-inl.h"
 #include "kernels/cpu/gemm_cpu.h"
 #include "kernels/cpu/gemm_dense-inl.h"
+#include "kernels/cpu/gemm_fp4-inl.h"
 
 namespace dsv4::kernels::cpu {
 namespace {

@@ -10,10 +10,10 @@
 // kXInRegisters / kPairRows / kFewRowPaths, Zero, Set1, Load, Add, Mul, Fma
 // (a*b + c fused), LoadBf16 and LoadUpto / LoadBf16Upto (min(n, kLanes)
 // values, zero filled),
-// DecodeFp8Block, DecodeFp4Block, ReducePanel + UnpermuteColumns (the fixed
-// transpose-and-add tree), StoreBf16 (RNE, NaN kept quiet) and StoreF32 (the
-// first `count` lanes).  Optional: the BF16 dot-product set of
-// gemm_bf16dot-inl.h.
+// DecodeFp8Block, the FP4 integer set (gemm_fp4-inl.h), ReducePanel +
+// UnpermuteColumns (the fixed transpose-and-add tree), StoreBf16 (RNE, NaN
+// kept quiet) and StoreF32 (the first `count` lanes).  Optional: the BF16
+// dot-product set of gemm_bf16dot-inl.h.
 #pragma once
 
 #include <immintrin.h>
@@ -49,9 +49,8 @@ inline constexpr int kVecs = static_cast<int>(kChunk / V::kLanes);
 }
 
 // FP32 bits of an E8M0 scale: 2^(byte-127); byte 0 is 2^-127 (subnormal),
-// 255 NaN.  A table, so the FP4 decode broadcasts each block scale straight
-// from L1 (one load-broadcast) instead of a compare/select chain and a
-// GPR-to-vector move per 32 weights; same bits as the formula.
+// 255 NaN.  A table, so a block scale is one L1 load instead of a
+// compare/select chain; same bits as the formula.
 struct E8M0BitsTable {
   uint32_t bits[256];
   constexpr E8M0BitsTable() : bits() {

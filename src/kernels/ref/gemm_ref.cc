@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 
 #include "base/logging.h"
 
@@ -64,6 +65,10 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   }
 }
 
+// Each 32-block's sum of products is the exact sum rounded once to FP32
+// (docs/kernels.md "FP4: exact 32-block sums"): the products are integers in
+// units of 2^-10 (e4m3 = a·2^-9, e2m1 = u·2^-1 with a, u integers), so the
+// sum is taken in int64 and converted once.  A NaN code makes it NaN.
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* /*pool*/) {
   DSV4_CHECK(w.in % 128 == 0);
@@ -75,11 +80,18 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
       for (int64_t j = 0; j < num_j; ++j) {
         const uint8_t* xq = x_codes + r * w.in + j * 32;
         const uint8_t* wp = w.packed + n * (w.in / 2) + j * 16;
-        float part = 0.0f;
+        int64_t sum = 0;  // in units of 2^-10
+        bool nan = false;
         for (int64_t k = 0; k < 32; ++k) {
           const uint8_t code = (k & 1) ? (wp[k / 2] >> 4) : (wp[k / 2] & 0xf);
-          part += t.e4m3[xq[k]] * t.e2m1[code];
+          const float a = t.e4m3[xq[k]];
+          nan = nan || a != a;
+          if (!nan) {
+            sum += static_cast<int64_t>(a * 512.0f) * static_cast<int64_t>(t.e2m1[code] * 2.0f);
+          }
         }
+        const float part =
+            nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sum) * 0x1p-10f;
         const float sa = LoadF32(x_scales, r * (w.in / 128) + j / 4);
         acc += (part * sa) * E8M0ToF32(w.scales[n * num_j + j]);
       }

@@ -17,6 +17,7 @@
 #include "kernels/dispatch.h"
 #include "launch/compute_pool.h"
 #include "launch/engine_setup.h"
+#include "launch/ranks.h"
 #include "membw.h"
 #include "model/model.h"
 #include "profile/profile.h"
@@ -164,6 +165,27 @@ Result<engine::OfflineReport> RunDecodeRequests(engine::AsyncEngine& eng,
   return report;
 }
 
+// Rank 0's share of an expert-parallel engine run (every step, prefill
+// included): time per step split into compute and communication, and the
+// routed-output bytes exchanged per token per MoE layer.  The other ranks log
+// the same figures when the engine ends ("rank r of N: ... steps in ...").
+void PrintRankTraffic(const launch::RankTraffic& t, int32_t ranks) {
+  if (t.steps == 0) return;
+  const double ms = 1e3 / static_cast<double>(t.steps);
+  const double comm = t.moe.exchange_seconds + t.plan_seconds;
+  const double token_layers = std::max<double>(static_cast<double>(t.moe.token_layers), 1.0);
+  std::printf(
+      "    rank 0 of %d: %lld steps, %.2f ms per step = compute %.2f + communication %.2f (%.1f%%: "
+      "MoE all-gathers %.2f, plan broadcast %.2f); %.0f bytes exchanged per token per MoE layer "
+      "(all ranks; rank 0 sent %.0f, received %.0f; %lld token-layers)\n",
+      ranks, static_cast<long long>(t.steps), t.step_seconds * ms, t.compute_seconds() * ms,
+      comm * ms, t.step_seconds > 0 ? 100.0 * comm / t.step_seconds : 0.0,
+      t.moe.exchange_seconds * ms, t.plan_seconds * ms, t.bytes_per_token_layer(),
+      static_cast<double>(t.moe.bytes_sent) / token_layers,
+      static_cast<double>(t.moe.bytes_received) / token_layers,
+      static_cast<long long>(t.moe.token_layers));
+}
+
 // Decode throughput through the full engine (scheduler, runner, sampler),
 // without MTP and with MTP K = 1..args.speculative, side by side in one run:
 // the same `batch` requests of prompt_len random ids, greedy, decode_steps
@@ -188,6 +210,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
     eo.max_model_len = args.prompt_len + args.decode_steps + 8;
     eo.num_speculative_tokens = std::max(k, 0);
     eo.ep = args.ep;
+    eo.numa = args.residency.numa;  // each rank places itself (--ep > 1)
     eo.enable_prefix_caching = args.enable_prefix_caching;
     auto engine = launch::CreateLocalEngine(eo);
     if (!engine.ok()) {
@@ -213,6 +236,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
         k, tps, base_tps > 0 ? tps / base_tps : 0.0, tpot * 1e3, run_tps,
         report->mean_accepted_length, static_cast<long long>(report->spec_accepted_tokens),
         static_cast<long long>(report->spec_draft_tokens));
+    if (args.ep > 1) PrintRankTraffic(launch::LastEngineTraffic(), args.ep);
   }
   return 0;
 }
@@ -347,9 +371,29 @@ int RunBench(BenchArgs& args) {
   }
   args.model = location->dir;
   LogModel(*location);
-  if (Status placed = PlaceMemory(args.residency, args.threads, &args.cpu_list); !placed.ok()) {
+  launch::EngineOptions placement;  // --numa and the CPUs, as the engines get them
+  placement.threads = args.threads;
+  placement.cpu_list = args.cpu_list;
+  placement.ep = args.ep;
+  if (Status placed = PlaceMemory(args.residency, &placement); !placed.ok()) {
     std::cerr << "dsv4 bench: " << placed.message() << "\n";
     return ExitCodeFor(placed);
+  }
+  args.cpu_list = placement.cpu_list;
+  // Expert parallelism: only the engine runs span the ranks (each rank loads
+  // its own shard); the bare loop and the triad below measure one process,
+  // so rank 0 reads only the configuration here.
+  if (args.ep > 1) {
+    Result<checkpoint::ModelConfig> cfg = checkpoint::LoadModelConfig(args.model);
+    if (!cfg.ok()) {
+      std::cerr << "dsv4 bench: " << cfg.status().message() << "\n";
+      return 1;
+    }
+    if (args.prompt_len + args.decode_steps > cfg->max_position_embeddings) {
+      std::cerr << "dsv4 bench: --prompt-len + --decode-steps exceed the model's positions\n";
+      return 2;
+    }
+    return RunSpeculativeComparison(args, cfg->vocab_size);
   }
   model::ModelOptions model_options;
   model_options.prepacked = args.prepacked;
@@ -373,9 +417,6 @@ int RunBench(BenchArgs& args) {
               << cfg.max_position_embeddings << " positions\n";
     return 2;
   }
-  // Expert parallelism: only the engine runs span the ranks; the bare loop
-  // and the triad below measure one process.
-  if (args.ep > 1) return RunSpeculativeComparison(args, cfg.vocab_size);
   if (args.prefix_turns > 0) return RunPrefixComparison(args, cfg.vocab_size);
   if (auto mem = engine::ReadMemInfo();
       mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
@@ -396,7 +437,15 @@ int RunBench(BenchArgs& args) {
               std::string(kernels::IsaName(kernels::ActiveIsa())).c_str(),
               CpuFeatures::Detect().ToString().c_str(), pool.num_threads());
 
-  const TriadResult triad = MeasureTriad(static_cast<size_t>(args.triad_mib) << 20, 5, &pool);
+  // The arrays stay allocated: one pass runs between groups of decode steps
+  // below, so the decode's roofline ratio compares with bandwidth measured
+  // under the same load (the up-front passes drift from it on a shared host).
+  Triad triad_arrays(static_cast<size_t>(args.triad_mib) << 20, &pool);
+  std::vector<double> upfront;
+  for (int r = 0; r <= 5; ++r) upfront.push_back(triad_arrays.Pass());
+  upfront.erase(upfront.begin());  // warm-up
+  const TriadResult triad =
+      SummarizeTriad(std::move(upfront), triad_arrays.array_bytes(), pool.num_threads());
   std::printf("memory bandwidth (STREAM triad, 3 x %lld MiB): best %.2f GB/s, median %.2f GB/s\n",
               static_cast<long long>(args.triad_mib), triad.best_gbps, triad.median_gbps);
 
@@ -448,8 +497,14 @@ int RunBench(BenchArgs& args) {
     }
   };
   argmax_rows();
-  t0 = std::chrono::steady_clock::now();
+  // One triad pass before every kStepsPerTriad decode steps and one after the
+  // last: timed apart from the steps (decode_sec counts forwards only).
+  constexpr int64_t kStepsPerTriad = 4;
+  std::vector<double> interleaved;
+  double decode_sec = 0;
   for (int64_t step = 0; step < args.decode_steps; ++step) {
+    if (step % kStepsPerTriad == 0) interleaved.push_back(triad_arrays.Pass());
+    t0 = std::chrono::steady_clock::now();
     model::ForwardBatch batch;
     for (int64_t b = 0; b < args.batch; ++b) {
       batch.Add(b, args.prompt_len + step, {next[static_cast<size_t>(b)]});
@@ -461,8 +516,11 @@ int RunBench(BenchArgs& args) {
       return 1;
     }
     argmax_rows();
+    decode_sec += Seconds(t0);
   }
-  const double decode_sec = Seconds(t0);
+  interleaved.push_back(triad_arrays.Pass());
+  const TriadResult alongside =
+      SummarizeTriad(interleaved, triad_arrays.array_bytes(), pool.num_threads());
   Result<profile::SessionSummary> trace = profile::SessionSummary{};
   if (profile_flags->enabled && !(trace = StopProfile("dsv4 bench")).ok()) return 1;
   const double steps_per_sec = static_cast<double>(args.decode_steps) / decode_sec;
@@ -475,6 +533,18 @@ int RunBench(BenchArgs& args) {
     const double achieved = bytes * steps_per_sec / 1e9;
     std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best\n", achieved,
                 100.0 * achieved / triad.best_gbps);
+  }
+  std::vector<double> sorted = interleaved;
+  std::sort(sorted.begin(), sorted.end());
+  std::printf(
+      "triad interleaved with decode (a pass before every %lld steps and after the last): %zu "
+      "passes, median %.2f GB/s (min %.2f, max %.2f)\n",
+      static_cast<long long>(kStepsPerTriad), sorted.size(), alongside.median_gbps, sorted.front(),
+      sorted.back());
+  if (args.batch == 1) {
+    const double achieved = bytes * steps_per_sec / 1e9;
+    std::printf("decode weight stream %.2f GB/s = %.1f%% of the interleaved triad median\n",
+                achieved, 100.0 * achieved / alongside.median_gbps);
   }
   if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
   if (args.speculative > 0) {
@@ -523,7 +593,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 16));
   cmd->add_option("--ep", args->ep,
                   "Expert-parallel ranks (mpirun -np N ... --ep N): runs only the engine "
-                  "comparison, without MTP and with K = 1..--speculative")
+                  "comparison, without MTP and with K = 1..--speculative, each with rank 0's "
+                  "time per step (compute, communication) and bytes exchanged per token per "
+                  "MoE layer")
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", args->enable_prefix_caching,
                 "Prefix caching in the engine runs of --speculative (on by default)");

@@ -226,9 +226,7 @@ int RunGenerateCommand(GenerateArgs& args) {
 
   LogModel(*model);
   DSV4_LOG_INFO("{}", DescribeGenerationDefaults(*defaults, args.generation_config));
-  if (Status placed =
-          PlaceMemory(args.residency, args.engine.options.threads, &args.engine.options.cpu_list);
-      !placed.ok()) {
+  if (Status placed = PlaceMemory(args.residency, &args.engine.options); !placed.ok()) {
     std::cerr << "dsv4 generate: " << placed.message() << "\n";
     return ExitCodeFor(placed);
   }

@@ -255,9 +255,7 @@ int RunServe(ServeArgs& a) {
   };
   // Placement first (the caches and the compute threads inherit it), then
   // the load, then residency: /health stays 503 until all are done.
-  if (Status s = PlaceMemory(a.residency, a.engine.options.threads, &a.engine.options.cpu_list);
-      !s.ok())
-    return fail(s);
+  if (Status s = PlaceMemory(a.residency, &a.engine.options); !s.ok()) return fail(s);
   auto engine = launch::CreateLocalEngine(a.engine.options);
   if (!engine.ok()) return fail(engine.status());
   if (Status s = MakeResident(a.residency); !s.ok()) return fail(s);

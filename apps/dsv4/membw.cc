@@ -2,43 +2,57 @@
 
 #include <algorithm>
 #include <chrono>
-#include <vector>
-
-#include "tensor/tensor.h"
 
 namespace dsv4 {
 
-TriadResult MeasureTriad(size_t array_bytes, int reps, ThreadPool* pool) {
-  const int64_t n = static_cast<int64_t>(array_bytes / sizeof(double));
-  Buffer a(array_bytes), b(array_bytes), c(array_bytes);
-  double* pa = a.as<double>();
-  double* pb = b.as<double>();
-  double* pc = c.as<double>();
+Triad::Triad(size_t array_bytes, ThreadPool* pool)
+    : bytes_(array_bytes), pool_(pool), a_(array_bytes), b_(array_bytes), c_(array_bytes) {
+  const int64_t n = static_cast<int64_t>(bytes_ / sizeof(double));
+  double* pa = a_.as<double>();
+  double* pb = b_.as<double>();
+  double* pc = c_.as<double>();
   // First touch from the threads that will use the pages (NUMA placement).
-  ParallelFor(pool, n, 1 << 16, [&](int64_t s, int64_t e) {
+  ParallelFor(pool_, n, 1 << 16, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
       pa[i] = 0;
       pb[i] = 1.0;
       pc[i] = 2.0;
     }
   });
+}
+
+double Triad::Pass() {
+  const int64_t n = static_cast<int64_t>(bytes_ / sizeof(double));
+  double* pa = a_.as<double>();
+  const double* pb = b_.as<double>();
+  const double* pc = c_.as<double>();
   const double scalar = 3.0;
-  std::vector<double> gbps;
-  for (int r = 0; r <= reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    ParallelFor(pool, n, 1 << 16, [&](int64_t s, int64_t e) {
-      for (int64_t i = s; i < e; ++i) pa[i] = pb[i] + scalar * pc[i];
-    });
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) gbps.push_back(3.0 * static_cast<double>(array_bytes) / sec / 1e9);
-  }
-  std::sort(gbps.begin(), gbps.end());
+  const auto t0 = std::chrono::steady_clock::now();
+  ParallelFor(pool_, n, 1 << 16, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) pa[i] = pb[i] + scalar * pc[i];
+  });
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 3.0 * static_cast<double>(bytes_) / sec / 1e9;
+}
+
+TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int threads) {
   TriadResult res;
-  res.best_gbps = gbps.back();
-  res.median_gbps = gbps[gbps.size() / 2];
   res.array_bytes = array_bytes;
-  res.threads = pool ? pool->num_threads() : 1;
+  res.threads = threads;
+  if (gbps.empty()) return res;
+  std::sort(gbps.begin(), gbps.end());
+  const size_t n = gbps.size();
+  res.best_gbps = gbps.back();
+  res.median_gbps = n % 2 == 1 ? gbps[n / 2] : 0.5 * (gbps[n / 2 - 1] + gbps[n / 2]);
   return res;
+}
+
+TriadResult MeasureTriad(size_t array_bytes, int reps, ThreadPool* pool) {
+  Triad triad(array_bytes, pool);
+  (void)triad.Pass();  // warm-up
+  std::vector<double> gbps;
+  for (int r = 0; r < reps; ++r) gbps.push_back(triad.Pass());
+  return SummarizeTriad(std::move(gbps), array_bytes, pool ? pool->num_threads() : 1);
 }
 
 }  // namespace dsv4

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "base/thread_pool.h"
+#include "tensor/tensor.h"
 
 namespace dsv4 {
 
@@ -15,8 +17,26 @@ struct TriadResult {
   int threads = 0;
 };
 
-// Runs the triad over arrays of array_bytes each (choose well past the LLC),
-// `reps` times after one warm-up, split statically over the pool.
+// Three arrays of array_bytes each (choose well past the LLC), first touched
+// by the pool's threads, kept so that passes can be interleaved with other
+// work (bench runs one between groups of decode steps).
+class Triad {
+ public:
+  Triad(size_t array_bytes, ThreadPool* pool);
+  // One pass, split statically over the pool; STREAM GB/s (3 arrays).
+  double Pass();
+  size_t array_bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  ThreadPool* pool_;
+  Buffer a_, b_, c_;
+};
+
+// Best and median of passes' GB/s (unsorted input); zeros when empty.
+TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int threads);
+
+// Runs the triad `reps` times after one warm-up pass.
 TriadResult MeasureTriad(size_t array_bytes, int reps, ThreadPool* pool);
 
 }  // namespace dsv4

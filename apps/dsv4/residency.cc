@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <numa.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "base/logging.h"
 #include "base/progress.h"
+#include "launch/numa_placement.h"
 
 namespace dsv4::cli {
 namespace {
@@ -60,53 +60,10 @@ void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* f) {
                 "Read every page of the mapped checkpoint before serving (a progress line, the "
                 "time taken in the log)");
   cmd->add_option("--numa", f->numa,
-                  "Memory placement of weights and caches: none, interleave (all nodes) or "
-                  "node:N; a no-op on a one-node host")
+                  "Memory placement of weights and caches: none, interleave (all nodes), "
+                  "node:N, or auto (node local_rank % nodes: one node per rank under mpirun, "
+                  "node 0 for one process); a no-op on a one-node host")
       ->capture_default_str();
-}
-
-Result<NumaPlan> ParseNuma(const std::string& text) {
-  static const std::regex kNode(R"(^node[:= ]([0-9]{1,4})$)");
-  NumaPlan plan;
-  std::smatch m;
-  if (text == "none") return plan;
-  if (text == "interleave") {
-    plan.mode = NumaPlan::Mode::kInterleave;
-    return plan;
-  }
-  if (std::regex_match(text, m, kNode)) {
-    plan.mode = NumaPlan::Mode::kNode;
-    plan.node = std::stoi(m[1].str());
-    return plan;
-  }
-  return InvalidArgument("--numa must be none, interleave or node:N, got \"{}\"", text);
-}
-
-Result<std::string> ApplyNuma(const NumaPlan& plan, int num_nodes) {
-  if (plan.mode == NumaPlan::Mode::kNone) return std::string("numa: none (the kernel's default)");
-  const bool have_libnuma = numa_available() >= 0;
-  if (num_nodes < 0) num_nodes = have_libnuma ? numa_num_configured_nodes() : 1;
-  if (plan.mode == NumaPlan::Mode::kNode && plan.node >= num_nodes) {
-    return InvalidArgument("--numa node:{}: the host has {} NUMA node{} (0..{})", plan.node,
-                           num_nodes, num_nodes == 1 ? "" : "s", num_nodes - 1);
-  }
-  const std::string what = plan.mode == NumaPlan::Mode::kInterleave
-                               ? std::string("interleave")
-                               : fmt::format("node:{}", plan.node);
-  if (num_nodes <= 1 || !have_libnuma) {
-    return fmt::format("numa: {} is a no-op: the host has one NUMA node", what);
-  }
-  if (plan.mode == NumaPlan::Mode::kInterleave) {
-    numa_set_interleave_mask(numa_all_nodes_ptr);
-    return fmt::format("numa: weights and caches interleaved over {} nodes", num_nodes);
-  }
-  // Preferred, not bound: a node that fills up spills to the others instead
-  // of failing an allocation (or SIGBUS on a mapped page).
-  numa_set_preferred(plan.node);
-  return fmt::format(
-      "numa: weights and caches placed on node {} (of {}; preferred, spills when "
-      "full)",
-      plan.node, num_nodes);
 }
 
 std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text) {
@@ -180,32 +137,14 @@ Result<std::string> LockAllMemory() {
                      Gib(MappedBytes()), SecondsSince(t0));
 }
 
-std::string NodeCpuList(const std::vector<CpuPlace>& places, int node) {
-  std::vector<CpuPlace> on_node;
-  for (const CpuPlace& p : places) {
-    if (p.node == node) on_node.push_back(p);
-  }
-  if (on_node.empty()) return "";
-  return fmt::format("{}", fmt::join(OneNodeCoreCpus(on_node), ","));
-}
-
-Status PlaceMemory(const ResidencyFlags& flags, int threads, std::string* cpu_list) {
-  DSV4_ASSIGN_OR_RETURN(const NumaPlan plan, ParseNuma(flags.numa));
-  DSV4_ASSIGN_OR_RETURN(const std::string line, ApplyNuma(plan));
-  DSV4_LOG_INFO("{}", line);
-  const bool multi_node = numa_available() >= 0 && numa_num_configured_nodes() > 1;
-  if (plan.mode != NumaPlan::Mode::kNode || !multi_node || threads != 0 || *cpu_list != "auto") {
-    return Status::Ok();
-  }
-  Result<std::vector<CpuPlace>> places = ReadCpuPlaces(kSysCpuRoot, AffinityCpus());
-  if (!places.ok()) return Status::Ok();  // --cpu-list auto decides as without --numa
-  const std::string cpus = NodeCpuList(*places, plan.node);
-  if (cpus.empty()) {
-    return InvalidArgument("--numa node:{}: none of this process's CPUs is on node {}", plan.node,
-                           plan.node);
-  }
-  *cpu_list = cpus;
-  DSV4_LOG_INFO("numa: compute threads on node {}'s cores ({})", plan.node, cpus);
+Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options) {
+  DSV4_RETURN_IF_ERROR(launch::ParseNuma(flags.numa).status());
+  options->numa = flags.numa;
+  if (options->ep > 1) return Status::Ok();
+  DSV4_ASSIGN_OR_RETURN(
+      const launch::Placement placed,
+      launch::PlaceProcess(flags.numa, options->threads, options->cpu_list, /*local_rank=*/0));
+  options->cpu_list = placed.cpu_list;
   return Status::Ok();
 }
 

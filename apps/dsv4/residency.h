@@ -1,9 +1,10 @@
 // Where the weights and caches live and when they are resident
 // (docs/deploy.md "Resident before ready", "NUMA placement"):
-//   --numa none|interleave|node:N  the memory policy of the process, set
-//       before the model loads (libnuma), so the caches and the page cache
-//       the compute threads fault in follow it; a no-op with a log line on a
-//       host with one NUMA node;
+//   --numa none|interleave|auto|node:N  the memory policy of the process
+//       (launch/numa_placement.h), set before the model loads (libnuma), so
+//       the caches and the page cache the compute threads fault in follow
+//       it; a no-op with a log line on a host with one NUMA node; with
+//       --ep N every rank applies it itself (auto: node local_rank % nodes);
 //   --populate  every page of the mapped checkpoint files is read once
 //       (madvise WILLNEED, then one byte per page) before the engine counts
 //       as ready, with a progress line and the time taken;
@@ -19,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "base/cpu_topology.h"
 #include "base/status.h"
+#include "launch/engine_options.h"
 
 namespace dsv4::cli {
 
@@ -30,19 +31,6 @@ struct ResidencyFlags {
   std::string numa = "none";
 };
 void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* flags);
-
-struct NumaPlan {
-  enum class Mode { kNone, kInterleave, kNode };
-  Mode mode = Mode::kNone;
-  int node = -1;  // kNode
-};
-// "none", "interleave", "node:N" (also "node=N" or "node N").
-Result<NumaPlan> ParseNuma(const std::string& text);
-// Sets the process memory policy for a host with num_nodes nodes (libnuma's
-// count when num_nodes < 0) and returns the log line.  InvalidArgument for a
-// node the host does not have.  REQUIRES: called before the model loads and
-// before the compute threads start (threads inherit the policy).
-Result<std::string> ApplyNuma(const NumaPlan& plan, int num_nodes = -1);
 
 // A file-backed mapping of the process (one line of /proc/self/maps).
 struct MappedRegion {
@@ -66,15 +54,13 @@ Result<std::string> LockAllMemory();
 // unlimited) against the process's mapped bytes, and how to raise it.
 std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes);
 
-// --numa node:N with --cpu-list auto and --threads 0: one CPU per physical
-// core of node N (not of the first node, --cpu-list auto's choice), as a
-// CPU list ("8,9,10"); empty when node N has none of `places`.  Pure.
-std::string NodeCpuList(const std::vector<CpuPlace>& places, int node);
-
-// Parses and applies --numa before the model loads, logging the line.  With
-// node:N on a multi-node host, --cpu-list auto and --threads 0, *cpu_list
-// becomes NodeCpuList of the process's CPUs (the threads follow the memory).
-Status PlaceMemory(const ResidencyFlags& flags, int threads, std::string* cpu_list);
+// Parses --numa into options->numa.  One process (--ep 1): applies it
+// before the model loads, logging the line; with node:N (or auto's node) on
+// a multi-node host, --cpu-list auto and --threads 0, options->cpu_list
+// becomes that node's cores (the threads follow the memory).  --ep > 1:
+// nothing more here: every rank, rank 0 included, places itself from the
+// options rank 0 broadcasts (launch/ranks.cc), so cpu_list stays unresolved.
+Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options);
 
 // Applies --mlock and --populate after the model is loaded, logging a line
 // for each.

@@ -1,6 +1,9 @@
 #include "checkpoint/checkpoint.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -203,6 +206,10 @@ Result<const TensorView*> Checkpoint::Require(std::string_view name, DType dtype
   if (it == where_.end())
     return NotFound("{}: tensor '{}' not found in the checkpoint", dir_, name);
   const TensorView* v = shards_[it->second]->Find(name);
+  if (v == nullptr) {
+    return NotFound("{}: tensor '{}' was unmapped (another rank's routed expert)",
+                    shards_[it->second]->path(), name);
+  }
   if (v->dtype != dtype || v->shape != shape) {
     return InvalidArgument("{}: tensor '{}': expected {} {}, found {} {}",
                            shards_[it->second]->path(), name, DTypeName(dtype),
@@ -215,6 +222,85 @@ std::string Checkpoint::FileOf(std::string_view name) const {
   if (overlay_ != nullptr && overlay_->Find(name) != nullptr) return overlay_->path();
   auto it = where_.find(name);
   return it == where_.end() ? std::string() : shards_[it->second]->path();
+}
+
+namespace {
+
+// "<layer>.experts.<rest>": the layer, and the expert id of a per-expert
+// tensor (-1 for the sidecar's stacked w13/w2).  False for any other name.
+bool ParseRoutedExpert(const std::string& name, std::string* layer, int64_t* expert) {
+  const size_t at = name.find(".experts.");
+  if (at == std::string::npos) return false;
+  const char* rest = name.c_str() + at + 9;
+  *layer = name.substr(0, at);
+  if (std::isdigit(static_cast<unsigned char>(*rest)) != 0) {
+    *expert = std::atoll(rest);
+    return true;
+  }
+  *expert = -1;
+  return std::strncmp(rest, "w13.", 4) == 0 || std::strncmp(rest, "w2.", 3) == 0;
+}
+
+uint64_t OffsetIn(const SafetensorsFile& file, const TensorView& v) {
+  return static_cast<uint64_t>(static_cast<const uint8_t*>(v.data) - file.mapped_data());
+}
+
+}  // namespace
+
+int64_t Checkpoint::RoutedExpertBytes(int64_t first, int64_t last, int64_t num_experts) const {
+  std::set<std::string> stacked;
+  int64_t bytes = 0;
+  std::string layer;
+  int64_t e = 0;
+  if (overlay_ != nullptr) {
+    for (const std::string& name : overlay_->Names()) {
+      if (!ParseRoutedExpert(name, &layer, &e) || e >= 0) continue;
+      stacked.insert(layer);
+      const auto n = static_cast<int64_t>(overlay_->Find(name)->nbytes());
+      bytes += n / num_experts * (last - first);
+    }
+  }
+  for (const auto& shard : shards_) {
+    for (const std::string& name : shard->Names()) {
+      if (!ParseRoutedExpert(name, &layer, &e) || e < first || e >= last) continue;
+      if (stacked.count(layer) == 0) bytes += static_cast<int64_t>(shard->Find(name)->nbytes());
+    }
+  }
+  return bytes;
+}
+
+int64_t Checkpoint::UnmapRoutedExpertsOutside(int64_t first, int64_t last, int64_t num_experts) {
+  std::set<std::string> stacked;
+  int64_t released = 0;
+  std::string layer;
+  int64_t e = 0;
+  if (overlay_ != nullptr) {
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const std::string& name : overlay_->Names()) {
+      if (!ParseRoutedExpert(name, &layer, &e) || e >= 0) continue;
+      stacked.insert(layer);
+      const TensorView& v = *overlay_->Find(name);
+      const uint64_t at = OffsetIn(*overlay_, v);
+      const uint64_t per = v.nbytes() / static_cast<uint64_t>(num_experts);
+      ranges.emplace_back(at, at + per * static_cast<uint64_t>(first));
+      ranges.emplace_back(at + per * static_cast<uint64_t>(last), at + v.nbytes());
+    }
+    released += static_cast<int64_t>(overlay_->Unmap(std::move(ranges), {}));
+  }
+  for (const auto& shard : shards_) {
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    std::vector<std::string> forget;
+    for (const std::string& name : shard->Names()) {
+      if (!ParseRoutedExpert(name, &layer, &e) || e < 0) continue;
+      if (e >= first && e < last && stacked.count(layer) == 0) continue;
+      const TensorView& v = *shard->Find(name);
+      const uint64_t at = OffsetIn(*shard, v);
+      ranges.emplace_back(at, at + v.nbytes());
+      forget.push_back(name);
+    }
+    released += static_cast<int64_t>(shard->Unmap(std::move(ranges), forget));
+  }
+  return released;
 }
 
 std::vector<std::string> Checkpoint::Names() const {

@@ -61,6 +61,21 @@ class Checkpoint {
   void SetOverlay(std::unique_ptr<SafetensorsFile> overlay) { overlay_ = std::move(overlay); }
   const SafetensorsFile* overlay() const { return overlay_.get(); }
 
+  // Expert parallelism (docs/scale-out.md "Memory").  A layer's routed
+  // experts are `<layer>.experts.{e}.*` in the shards, or, when the sidecar
+  // stacks that layer, its `<layer>.experts.{w13,w2}.*` whose leading
+  // [R, E/R] dims flatten to the expert id whatever R is.
+  //
+  // Bytes of experts [first, last) of num_experts in every layer, counted
+  // where the model binds them from (the sidecar for a layer it stacks).
+  int64_t RoutedExpertBytes(int64_t first, int64_t last, int64_t num_experts) const;
+  // Unmaps every routed-expert byte this process never reads: the experts
+  // outside [first, last) (their per-expert tensors leave Find), and the
+  // shards' per-expert tensors of the layers the sidecar stacks.  Returns the
+  // bytes unmapped (whole pages).  REQUIRES: the model bound only [first,
+  // last), and nothing reads the checkpoint's other experts again.
+  int64_t UnmapRoutedExpertsOutside(int64_t first, int64_t last, int64_t num_experts);
+
  private:
   Checkpoint() = default;
   Status OpenShards(const CheckpointIndex& index, const std::string& index_path);

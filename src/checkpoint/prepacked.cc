@@ -475,6 +475,26 @@ bool IsPrepackedSidecarFile(const std::string& path) {
   return f != m->end() && f->is_string() && f->get<std::string>() == kPrepackedFormat;
 }
 
+int64_t PrepackedFileRanks(const std::string& path) {
+  Result<int> opened = OpenRegularFile(path);
+  if (!opened.ok()) return 0;
+  ScopedFd fd(*opened);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return 0;
+  Result<json> header = ReadHeaderJson(fd.get(), static_cast<uint64_t>(st.st_size));
+  if (!header.ok()) return 0;
+  auto m = header->find("__metadata__");
+  if (m == header->end() || !m->is_object()) return 0;
+  auto r = m->find("ranks");
+  if (r == m->end() || !r->is_string()) return 0;
+  const std::string text = r->get<std::string>();
+  if (text.empty() || text.size() > 6 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return 0;
+  }
+  return std::stoll(text);
+}
+
 std::vector<std::pair<uint64_t, uint64_t>> ResidencyWindows(uint64_t file_size,
                                                             uint64_t page_size) {
   std::vector<std::pair<uint64_t, uint64_t>> w;

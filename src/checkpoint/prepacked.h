@@ -146,6 +146,12 @@ Result<PrepackedDecision> OpenPrepacked(const std::string& path, const Checkpoin
 // --force` may replace.
 bool IsPrepackedSidecarFile(const std::string& path);
 
+// The rank count a sidecar's metadata records (`dsv4 prepack --ranks N`),
+// read from its header only; 0 when `path` is no readable sidecar.  An
+// expert-parallel engine opens a sidecar of any rank count: expert e is
+// entry e of the flattened leading [R, E/R] dims whatever R is.
+int64_t PrepackedFileRanks(const std::string& path);
+
 // The windows [offset, offset + length) that residency sampling inspects in a
 // file of `file_size` bytes: all of it up to 256 MiB, else 64 evenly spaced
 // 4 MiB windows starting at multiples of `page_size` (the last one ending at

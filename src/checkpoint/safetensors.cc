@@ -1,5 +1,8 @@
 #include "checkpoint/safetensors.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -182,6 +185,37 @@ std::vector<std::string> SafetensorsFile::Names() const {
   names.reserve(views_.size());
   for (const auto& [k, v] : views_) names.push_back(k);
   return names;
+}
+
+uint64_t SafetensorsFile::Unmap(std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                                const std::vector<std::string>& forget) {
+  for (const std::string& name : forget) views_.erase(name);
+  if (file_->data() == nullptr) return 0;
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& [b, e] : ranges) {
+    if (b >= e) continue;
+    if (!merged.empty() && b <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, e);
+    } else {
+      merged.emplace_back(b, e);
+    }
+  }
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto base = reinterpret_cast<uintptr_t>(file_->data());  // page-aligned (mmap)
+  uint64_t released = 0;
+  for (const auto& [b, e] : merged) {
+    const uint64_t first = (b + page - 1) / page * page;
+    const uint64_t last = std::min<uint64_t>(e, file_->size()) / page * page;
+    if (first >= last) continue;
+    // A hole in the mapping: MappedFile's destructor later unmaps the whole
+    // range, which Linux allows across holes.
+    if (::munmap(reinterpret_cast<void*>(base + first), last - first) == 0) {
+      released += last - first;
+    }
+  }
+  unmapped_ += released;
+  return released;
 }
 
 }  // namespace dsv4::checkpoint

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/mapped_file.h"
@@ -59,11 +60,22 @@ class SafetensorsFile {
   // The whole mapped file (file_size() bytes; null when empty).
   const uint8_t* mapped_data() const { return file_->data(); }
 
+  // Expert parallelism (docs/scale-out.md "Memory"): unmaps the whole pages
+  // inside the byte ranges [begin, end) of the file (merged first, so pages
+  // spanning two adjacent ranges go too; partial pages at the edges stay) and
+  // drops the views of `forget` from Find and Names.  REQUIRES: nothing reads
+  // those bytes again.  Returns the bytes unmapped by this call.
+  uint64_t Unmap(std::vector<std::pair<uint64_t, uint64_t>> ranges,
+                 const std::vector<std::string>& forget);
+  // Bytes of the file still mapped: file_size() less what Unmap released.
+  uint64_t mapped_bytes() const { return file_->size() - unmapped_; }
+
  private:
   SafetensorsFile() = default;
   std::unique_ptr<MappedFile> file_;
   SafetensorsHeader header_;
   std::map<std::string, TensorView, std::less<>> views_;
+  uint64_t unmapped_ = 0;
 };
 
 }  // namespace dsv4::checkpoint

@@ -12,7 +12,13 @@ struct EngineOptions {
   std::string model_dir;
   int threads = 0;  // 0 = one per physical core of one NUMA node (ThreadPool::DefaultThreads)
   // Pinning of the compute threads (launch/compute_pool.h): "" / none, auto, or a CPU list.
+  // Unresolved as given on the command line when ranks are sent it: each rank
+  // resolves auto against its own NUMA node (launch/numa_placement.h).
   std::string cpu_list;
+  // --numa (launch/numa_placement.h): none, interleave, auto or node:N.  One
+  // process applies it in the CLI before loading; with --ep > 1 every rank
+  // applies it before loading its shard (auto: node local_rank % nodes).
+  std::string numa = "none";
   double log_stats_interval_s = 0;        // periodic statistics line (engine/stats_log.h); 0 = none
   int64_t max_model_len = 4096;           // prompt + output tokens per request
   int64_t max_num_seqs = 16;              // running requests at most

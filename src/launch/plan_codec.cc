@@ -213,6 +213,7 @@ std::vector<uint8_t> EncodeEngineOptions(const EngineOptions& o) {
   w.Str(o.model_dir);
   w.Pod(o.threads);
   w.Str(o.cpu_list);
+  w.Str(o.numa);
   w.Pod(o.max_model_len);
   w.Pod(o.max_num_seqs);
   w.Pod(o.max_num_batched_tokens);
@@ -233,6 +234,7 @@ Result<EngineOptions> DecodeEngineOptions(const std::vector<uint8_t>& bytes) {
   DSV4_RETURN_IF_ERROR(r.Str(&o.model_dir));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.threads));
   DSV4_RETURN_IF_ERROR(r.Str(&o.cpu_list));
+  DSV4_RETURN_IF_ERROR(r.Str(&o.numa));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.max_model_len));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.max_num_seqs));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.max_num_batched_tokens));

@@ -23,11 +23,13 @@
 #include "base/logging.h"
 #include "base/sha256.h"
 #include "checkpoint/prepacked.h"
+#include "dist/session.h"
 #include "engine/local_engine.h"
 #include "engine/memory_budget.h"
 #include "launch/compute_pool.h"
 #include "launch/engine_setup.h"
 #include "launch/host_memory.h"
+#include "launch/numa_placement.h"
 #include "launch/plan_codec.h"
 
 namespace dsv4::launch {
@@ -105,6 +107,8 @@ class Leader {
   void Touch() { last_ = Clock::now(); }
 
   int64_t keep_alives() const { return keep_alives_; }
+  // REQUIRES lock() held.
+  RankTraffic& last_traffic() { return last_traffic_; }
 
   void Stop() {
     {
@@ -143,6 +147,7 @@ class Leader {
   double timeout_s_ = 0;
   Clock::time_point last_ = Clock::now();
   int64_t keep_alives_ = 0;
+  RankTraffic last_traffic_;
   bool stopped_ = false;
 };
 
@@ -254,26 +259,10 @@ std::string NodeText() {
                      host_nodes);
 }
 
-// Bytes of the routed experts [first, last) in the checkpoint (every MoE
-// layer): what this rank holds resident.
-int64_t ExpertBytes(const model::Model& model, int64_t first, int64_t last) {
-  int64_t bytes = 0;
-  for (const std::string& name : model.checkpoint().Names()) {
-    const size_t at = name.find(".ffn.experts.");
-    if (at == std::string::npos) continue;
-    const int64_t expert = std::atoll(name.c_str() + at + 13);
-    if (expert < first || expert >= last) continue;
-    if (const TensorView* t = model.checkpoint().Find(name); t != nullptr) {
-      bytes += static_cast<int64_t>(t->nbytes());
-    }
-  }
-  return bytes;
-}
-
 // One start-up line per rank (docs/scale-out.md "Start-up log"): where it
 // runs, what it holds and what its caches hold.
 void LogRankStart(const dist::Communicator& world, const RankEngine& e,
-                  const std::string& fingerprint) {
+                  const std::string& fingerprint, const std::string& numa) {
   const model::Model& m = *e.model;
   const int64_t experts = m.config().n_routed_experts;
   const int64_t first = world.rank() * experts / world.size();
@@ -281,12 +270,13 @@ void LogRankStart(const dist::Communicator& world, const RankEngine& e,
   const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const cache::CapacityPlan& plan = e.parts.plan;
   DSV4_LOG_INFO(
-      "rank {} of {} (local rank {}, {}): {} compute thread{}, routed experts [{}, {}) of {} in "
-      "every MoE layer ({:.1f} MiB), cache {:.1f} MiB ({} request{} at max length), "
-      "fingerprint {}",
+      "rank {} of {} (local rank {}, {}{}): {} compute thread{}, routed experts [{}, {}) of {} in "
+      "every MoE layer ({:.1f} MiB), weights mapped {:.1f} MiB, cache {:.1f} MiB ({} request{} "
+      "at max length), fingerprint {}",
       world.rank(), world.size(), local_rank != nullptr ? local_rank : "-", NodeText(),
-      e.pool->num_threads(), e.pool->num_threads() == 1 ? "" : "s", first, last, experts,
-      static_cast<double>(ExpertBytes(m, first, last)) / (1 << 20),
+      numa.empty() ? "" : ", " + numa, e.pool->num_threads(), e.pool->num_threads() == 1 ? "" : "s",
+      first, last, experts, static_cast<double>(m.RoutedExpertBytes()) / (1 << 20),
+      static_cast<double>(m.MappedWeightBytes()) / (1 << 20),
       static_cast<double>(plan.total_bytes) / (1 << 20), plan.num_slots,
       plan.num_slots == 1 ? "" : "s", fingerprint.substr(0, 12));
 }
@@ -301,16 +291,24 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   mo.prepacked = options.prepacked;
   mo.prepacked_verify_threads = options.threads;
   mo.expert_parallel = &world;
-  Status local = Status::Ok();
   std::string fingerprint;
   int64_t budget = 0;
-  if (Result<std::unique_ptr<model::Model>> m = model::Model::Load(options.model_dir, mo); m.ok()) {
-    e->model = std::move(*m);
-    Result<std::string> fp = Fingerprint(*e->model);
-    local = fp.status();
-    if (fp.ok()) fingerprint = *fp;
-  } else {
-    local = m.status();
+  // Each rank's own NUMA placement (--numa, auto: its local rank's node),
+  // before its shard loads and its threads start; a failure goes through the
+  // agreement like a failed load.
+  Result<Placement> placed =
+      PlaceProcess(options.numa, options.threads, options.cpu_list, LocalRank());
+  Status local = placed.status();
+  if (local.ok()) {
+    if (Result<std::unique_ptr<model::Model>> m = model::Model::Load(options.model_dir, mo);
+        m.ok()) {
+      e->model = std::move(*m);
+      Result<std::string> fp = Fingerprint(*e->model);
+      local = fp.status();
+      if (fp.ok()) fingerprint = *fp;
+    } else {
+      local = m.status();
+    }
   }
   if (local.ok() && world.rank() == 0) {
     // Rank 0's budget for every rank: the scheduler's block tables index
@@ -333,7 +331,7 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   }
   DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &budget));
   const model::Model& m = *e->model;
-  Result<std::unique_ptr<ThreadPool>> pool = CreateComputePool(options.threads, options.cpu_list);
+  Result<std::unique_ptr<ThreadPool>> pool = CreateComputePool(options.threads, placed->cpu_list);
   local = pool.status();
   if (pool.ok()) {
     e->pool = std::move(*pool);
@@ -344,27 +342,28 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   }
   int64_t unused = 0;
   DSV4_RETURN_IF_ERROR(Agree(world, local, fingerprint, &unused));
-  LogRankStart(world, *e, fingerprint);
+  LogRankStart(world, *e, fingerprint, placed->summary);
   return e;
 }
 
-// One line per rank at the end of an engine: steps, time in steps, and what
-// the MoE exchanges moved (docs/scale-out.md "Measured").
-void LogCommunication(const dist::Communicator& world, const model::Model& model, int64_t steps,
-                      double step_seconds) {
-  const model::ExpertExchangeStats& x = model.expert_exchange_stats();
-  const double per_token_layer = x.token_layers > 0
-                                     ? static_cast<double>(x.rows) *
-                                           static_cast<double>(model.config().hidden_size) * 2.0 /
-                                           static_cast<double>(x.token_layers)
-                                     : 0.0;
+// One line per rank at the end of an engine: steps, time in steps split
+// into compute and communication, and what the MoE exchanges moved
+// (docs/scale-out.md "Measured").
+RankTraffic LogCommunication(const dist::Communicator& world, const model::Model& model,
+                             RankTraffic t) {
+  t.moe = model.expert_exchange_stats();
+  t.hidden_size = model.config().hidden_size;
+  const double per_step = t.steps > 0 ? 1e3 / static_cast<double>(t.steps) : 0.0;
   DSV4_LOG_INFO(
-      "rank {} of {}: {} steps in {:.3f} s; MoE exchanges: {} ({} token-layers, {:.0f} bytes of "
+      "rank {} of {}: {} steps in {:.3f} s ({:.2f} ms per step: compute {:.2f}, MoE exchange "
+      "{:.2f}, plan broadcast {:.2f}); MoE exchanges: {} ({} token-layers, {:.0f} bytes of "
       "routed outputs per token per MoE layer), sent {} B, received {} B, {:.3f} s in them; all "
       "collectives: {} calls, {:.3f} s",
-      world.rank(), world.size(), steps, step_seconds, x.exchanges, x.token_layers, per_token_layer,
-      x.bytes_sent, x.bytes_received, x.exchange_seconds, world.stats().calls,
-      world.stats().seconds);
+      world.rank(), world.size(), t.steps, t.step_seconds, t.step_seconds * per_step,
+      t.compute_seconds() * per_step, t.moe.exchange_seconds * per_step, t.plan_seconds * per_step,
+      t.moe.exchanges, t.moe.token_layers, t.bytes_per_token_layer(), t.moe.bytes_sent,
+      t.moe.bytes_received, t.moe.exchange_seconds, world.stats().calls, world.stats().seconds);
+  return t;
 }
 
 // A follower leaves stopping to rank 0 (docs/scale-out.md "Stopping"):
@@ -414,7 +413,7 @@ PlanBroadcaster::~PlanBroadcaster() {
   Leader& leader = Leader::Of(world_);
   std::lock_guard<std::recursive_mutex> l(leader.lock());
   leader.Send(Message::kEndEngine, {});
-  LogCommunication(world_, model_, steps_, step_seconds_);
+  leader.last_traffic() = LogCommunication(world_, model_, traffic_);
   DSV4_LOG_INFO("rank 0 of {}: {} keep-alives sent to idle followers so far", world_.size(),
                 leader.keep_alives());
 }
@@ -424,11 +423,13 @@ Result<engine::StepResult> PlanBroadcaster::Run(const engine::StepPlan& plan) {
   std::vector<uint8_t> bytes = EncodePlan(plan);
   Leader& leader = Leader::Of(world_);
   std::lock_guard<std::recursive_mutex> l(leader.lock());
+  const auto sent = Clock::now();
   leader.Send(Message::kPlan, bytes);
+  traffic_.plan_seconds += SecondsSince(sent);
   Result<engine::StepResult> r = local_->Run(plan);
   leader.Touch();
-  ++steps_;
-  step_seconds_ += SecondsSince(t0);
+  ++traffic_.steps;
+  traffic_.step_seconds += SecondsSince(t0);
   return r;
 }
 
@@ -487,8 +488,7 @@ int RunFollower(dist::Communicator& world) {
       continue;
     }
     runner::ModelExecutor& executor = *(*e)->parts.executor;
-    int64_t steps = 0;
-    double seconds = 0;
+    RankTraffic traffic;
     for (;;) {
       const Header p = Receive(world, &deadline_s, &payload);
       if (p.kind == Message::kEndEngine) break;
@@ -502,11 +502,19 @@ int RunFollower(dist::Communicator& world) {
       // Rank 0 runs the same plan and reports its result; an error here is
       // the same error there (same inputs, same arithmetic).
       (void)executor.Run(*plan);
-      ++steps;
-      seconds += SecondsSince(t0);
+      ++traffic.steps;
+      traffic.step_seconds += SecondsSince(t0);
     }
-    LogCommunication(world, *(*e)->model, steps, seconds);
+    LogCommunication(world, *(*e)->model, traffic);
   }
+}
+
+RankTraffic LastEngineTraffic() {
+  dist::Communicator& world = dist::World();
+  if (world.size() == 1 || world.rank() != 0) return RankTraffic();
+  Leader& leader = Leader::Of(world);
+  std::lock_guard<std::recursive_mutex> l(leader.lock());
+  return leader.last_traffic();
 }
 
 void ReleaseFollowers(dist::Communicator& world) {

@@ -14,6 +14,7 @@
 #include "engine/async_engine.h"
 #include "engine/executor.h"
 #include "launch/engine_options.h"
+#include "model/moe_shard.h"
 #include "runner/model_executor.h"
 
 namespace dsv4::launch {
@@ -22,6 +23,25 @@ namespace dsv4::launch {
 // from the number of ranks, --ep > 1 outside mpirun, --dp > 1 together with
 // several ranks (DP attention across ranks is not built yet).
 Status CheckRanks(const EngineOptions& options, const dist::Communicator& world);
+
+// One rank's share of an expert-parallel engine's steps (docs/scale-out.md
+// "Measured"), summed when the engine ends: logged by every rank, and rank
+// 0's is what `dsv4 bench --ep N` prints.
+struct RankTraffic {
+  int64_t steps = 0;
+  double step_seconds = 0;  // inside steps: rank 0's plan broadcast and every forward
+  double plan_seconds = 0;  // rank 0 broadcasting the plans (0 on a follower)
+  model::ExpertExchangeStats moe;
+  int64_t hidden_size = 0;
+  // What is neither the MoE all-gathers nor the plan broadcast.
+  double compute_seconds() const { return step_seconds - plan_seconds - moe.exchange_seconds; }
+  // Routed-output bytes every rank together exchanges per token per MoE layer.
+  double bytes_per_token_layer() const {
+    return moe.token_layers > 0 ? static_cast<double>(moe.rows) * static_cast<double>(hidden_size) *
+                                      2.0 / static_cast<double>(moe.token_layers)
+                                : 0.0;
+  }
+};
 
 // Rank 0's executor: sends each plan to the followers, then runs it on
 // `local` (not owned; it outlives this).  Its destruction tells the
@@ -37,9 +57,12 @@ class PlanBroadcaster final : public engine::Executor {
   dist::Communicator& world_;
   runner::ModelExecutor* local_;
   const model::Model& model_;
-  int64_t steps_ = 0;
-  double step_seconds_ = 0;
+  RankTraffic traffic_;
 };
+
+// Rank 0: the traffic of the last engine over the world's ranks
+// (dist::World()) that ended; all zero before one has, or with one rank.
+RankTraffic LastEngineTraffic();
 
 // Rank 0 of a run with several ranks: what CreateLocalEngine does, with the
 // followers loading the model alongside, a start-up check that every rank

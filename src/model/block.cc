@@ -10,7 +10,8 @@ namespace dsv4::model {
 
 Result<std::unique_ptr<Block>> Block::Load(const checkpoint::Checkpoint& ckpt,
                                            const checkpoint::ModelConfig& cfg, int64_t layer_id,
-                                           const std::string& prefix, WeightStore& store) {
+                                           const std::string& prefix, WeightStore& store,
+                                           ExpertRange experts) {
   std::unique_ptr<Block> b(new Block());
   b->layer_id_ = layer_id;
   b->hc_ = HcShape::FromConfig(cfg);
@@ -24,7 +25,7 @@ Result<std::unique_ptr<Block>> Block::Load(const checkpoint::Checkpoint& ckpt,
   DSV4_ASSIGN_OR_RETURN(b->ffn_norm_, BindBf16(ckpt, prefix + "ffn_norm.weight", {d}, store));
   DSV4_ASSIGN_OR_RETURN(
       b->moe_, LoadMoeWeights(ckpt, prefix + "ffn", b->moe_shape_, cfg.is_hash_layer(layer_id),
-                              cfg.vocab_size, store));
+                              cfg.vocab_size, store, experts));
   return b;
 }
 

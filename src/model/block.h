@@ -35,10 +35,12 @@ struct BlockTrace {
 
 class Block {
  public:
-  // Binds every tensor under `prefix`; copies small FP32 tensors into store.
+  // Binds every tensor under `prefix` (of the routed experts only `experts`,
+  // moe.h); copies small FP32 tensors into store.
   static Result<std::unique_ptr<Block>> Load(const checkpoint::Checkpoint& ckpt,
                                              const checkpoint::ModelConfig& cfg, int64_t layer_id,
-                                             const std::string& prefix, WeightStore& store);
+                                             const std::string& prefix, WeightStore& store,
+                                             ExpertRange experts = {});
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 

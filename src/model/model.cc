@@ -58,6 +58,7 @@ Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<checkpoint::Checkpoin
   m->ckpt_ = std::move(ckpt);
   DSV4_RETURN_IF_ERROR(m->AttachPrepacked(options));
   DSV4_RETURN_IF_ERROR(m->Bind(options));
+  m->UnmapOtherRanksExperts(options);
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   DSV4_LOG_INFO("Bound the weights in {:.3f} s (prepacked sidecar {})", dt.count(),
                 checkpoint::PrepackedOutcomeName(m->prepacked_.outcome));
@@ -68,15 +69,30 @@ Status Model::AttachPrepacked(const ModelOptions& options) {
   prepacked_ = PrepackedReport();
   if (options.prepacked == "off") return Status::Ok();
   const bool explicit_path = options.prepacked != "auto";
-  const std::string path = explicit_path
-                               ? options.prepacked
-                               : ckpt_->dir() + "/" + checkpoint::PrepackedFileName(options.ranks);
+  const int64_t ranks = ExpertRanks(options);
+  std::string path =
+      explicit_path ? options.prepacked : ckpt_->dir() + "/" + checkpoint::PrepackedFileName(ranks);
   checkpoint::PrepackedOpenOptions open;
-  open.ranks = options.ranks;
+  open.ranks = ranks;
   open.min_residency = options.prepacked_min_residency;
   open.verify_threads = options.prepacked_verify_threads;
+  if (explicit_path) {
+    // Any stacking binds (expert e is flattened entry e of [R, E/R]), so a
+    // named sidecar is checked against the rank count it records.
+    if (const int64_t recorded = checkpoint::PrepackedFileRanks(path); recorded > 0) {
+      open.ranks = recorded;
+    }
+  }
   DSV4_ASSIGN_OR_RETURN(checkpoint::PrepackedDecision d,
                         checkpoint::OpenPrepacked(path, *ckpt_, cfg_, open));
+  if (!explicit_path && ranks > 1 && d.outcome == checkpoint::PrepackedOutcome::kMissing) {
+    // No sidecar for this rank count: the one-process sidecar binds as well.
+    DSV4_LOG_INFO("No prepacked sidecar at {}; trying the one-process {}", path,
+                  checkpoint::PrepackedFileName(1));
+    path = ckpt_->dir() + "/" + checkpoint::PrepackedFileName(1);
+    open.ranks = 1;
+    DSV4_ASSIGN_OR_RETURN(d, checkpoint::OpenPrepacked(path, *ckpt_, cfg_, open));
+  }
   prepacked_ = {d.outcome, d.path, d.reason, d.residency};
   const char* fallback = "; repacking from the checkpoint";
   switch (d.outcome) {
@@ -113,16 +129,47 @@ int64_t Model::MappedWeightBytes() const {
   const checkpoint::SafetensorsFile* overlay = ckpt_->overlay();
   int64_t bytes = 0;
   if (overlay == nullptr) {
-    for (const auto& shard : ckpt_->shards()) bytes += static_cast<int64_t>(shard->file_size());
+    for (const auto& shard : ckpt_->shards()) bytes += static_cast<int64_t>(shard->mapped_bytes());
     return bytes;
   }
-  bytes = static_cast<int64_t>(overlay->file_size());
+  bytes = static_cast<int64_t>(overlay->mapped_bytes());
   for (const char* name : {"embed.weight", "head.weight"}) {  // not in the sidecar
     for (const auto& shard : ckpt_->shards()) {
       if (const TensorView* t = shard->Find(name)) bytes += static_cast<int64_t>(t->nbytes());
     }
   }
   return bytes;
+}
+
+int64_t Model::ExpertRanks(const ModelOptions& options) {
+  if (options.expert_parallel != nullptr && options.expert_parallel->size() > 1) {
+    return options.expert_parallel->size();
+  }
+  return options.ranks;
+}
+
+void Model::UnmapOtherRanksExperts(const ModelOptions& options) {
+  const int64_t e = cfg_.n_routed_experts;
+  expert_first_ = 0;
+  expert_last_ = e;
+  const ExpertShard shard{options.expert_parallel, nullptr};
+  if (!shard.active()) return;
+  expert_first_ = shard.first(e);
+  expert_last_ = shard.last(e);
+  const int64_t before = MappedWeightBytes();
+  const int64_t unmapped = ckpt_->UnmapRoutedExpertsOutside(expert_first_, expert_last_, e);
+  DSV4_LOG_INFO(
+      "rank {} of {}: bound routed experts [{}, {}) of {} ({:.1f} MiB); unmapped {:.1f} MiB of "
+      "experts it never reads, {:.1f} of {:.1f} MiB of weights stay mapped",
+      shard.comm->rank(), shard.comm->size(), expert_first_, expert_last_, e,
+      static_cast<double>(RoutedExpertBytes()) / (1 << 20),
+      static_cast<double>(unmapped) / (1 << 20),
+      static_cast<double>(MappedWeightBytes()) / (1 << 20),
+      static_cast<double>(before) / (1 << 20));
+}
+
+int64_t Model::RoutedExpertBytes() const {
+  return ckpt_->RoutedExpertBytes(expert_first_, expert_last_, cfg_.n_routed_experts);
 }
 
 Status Model::Bind(const ModelOptions& options) {
@@ -147,16 +194,22 @@ Status Model::Bind(const ModelOptions& options) {
   DSV4_ASSIGN_OR_RETURN(head_, BindBf16(*ckpt_, "head.weight", {v, d}, store_));
   DSV4_ASSIGN_OR_RETURN(main_head_.hc_head, LoadHcWeights(*ckpt_, "hc_head", hc_, true, store_));
   DSV4_ASSIGN_OR_RETURN(main_head_.norm, BindBf16(*ckpt_, "norm.weight", {d}, store_));
+  // Only this rank's routed experts are bound (the others' views stay empty:
+  // the sharded MoE never reads them, and UnmapOtherRanksExperts unmaps them).
+  const ExpertRange experts =
+      shard.active() ? ExpertRange{shard.first(c.n_routed_experts), shard.last(c.n_routed_experts)}
+                     : ExpertRange{0, c.n_routed_experts};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Block> b,
-                          Block::Load(*ckpt_, c, l, fmt::format("layers.{}.", l), store_));
+                          Block::Load(*ckpt_, c, l, fmt::format("layers.{}.", l), store_, experts));
     b->set_expert_shard(shard);
     blocks_.push_back(std::move(b));
   }
   if (!options.load_mtp || c.num_nextn_predict_layers == 0) return Status::Ok();
   // Only the first MTP layer is bound (Flash has exactly one).
   const std::string p = "mtp.0.";
-  DSV4_ASSIGN_OR_RETURN(mtp_block_, Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_block_,
+                        Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_, experts));
   mtp_block_->set_expert_shard(shard);
   DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d));

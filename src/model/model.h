@@ -134,7 +134,12 @@ class Model {
   // Bytes of mapped files the forward pass reads: the sidecar plus the
   // checkpoint tensors it does not cover when one is used, else the shards
   // (what the engine reserves in the page cache).
+  // Under expert parallelism the other ranks' routed experts are unmapped
+  // (docs/scale-out.md "Memory"), so this is the rank's own share.
   int64_t MappedWeightBytes() const;
+  // Bytes of the routed experts this process binds, every MoE layer (all of
+  // them without expert parallelism).
+  int64_t RoutedExpertBytes() const;
   bool has_mtp() const { return mtp_block_ != nullptr; }
   int64_t num_layers() const { return cfg_.num_hidden_layers; }
   int64_t stream_width() const { return cfg_.hc_mult * cfg_.hidden_size; }  // per token
@@ -199,6 +204,12 @@ class Model {
   // Decides about the sidecar and installs it as the checkpoint's overlay.
   Status AttachPrepacked(const ModelOptions& options);
   Status Bind(const ModelOptions& options);
+  // The rank count a sidecar is looked up for: the expert-parallel ranks,
+  // else options.ranks.
+  static int64_t ExpertRanks(const ModelOptions& options);
+  // Expert parallelism: unmaps the routed experts this rank never reads
+  // (Checkpoint::UnmapRoutedExpertsOutside) and logs what stays mapped.
+  void UnmapOtherRanksExperts(const ModelOptions& options);
   // Checks the batch against layers [first_layer, end_layer) of the cache
   // (slots, positions, ids, pages); nothing is changed.
   Status ValidateBatch(const ForwardBatch& batch, const ModelCache& cache, int64_t first_layer,
@@ -213,6 +224,8 @@ class Model {
 
   checkpoint::ModelConfig cfg_;
   std::unique_ptr<checkpoint::Checkpoint> ckpt_;
+  int64_t expert_first_ = 0;  // the routed experts this process binds
+  int64_t expert_last_ = 0;
   PrepackedReport prepacked_;
   WeightStore store_;
   HcShape hc_;

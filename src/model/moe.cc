@@ -78,7 +78,7 @@ namespace {
 // is entry e of the flattened leading [R*E/R] dims, whatever R is (one process
 // binds every rank's experts).
 Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
-                          const MoeShape& shape, MoeWeights& w) {
+                          const MoeShape& shape, ExpertRange range, MoeWeights& w) {
   const std::string p = prefix + ".experts.";
   const TensorView* probe = ckpt.Find(p + "w13.weight");
   const int64_t e = shape.num_experts;
@@ -104,7 +104,7 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
   const auto* c13 = w13->as<uint8_t>();
   const auto* c2 = w2->as<uint8_t>();
   w.experts.resize(Sz(e));
-  for (int64_t i = 0; i < e; ++i) {
+  for (int64_t i = range.first; i < range.last; ++i) {
     RoutedExpertWeights& x = w.experts[Sz(i)];
     if (w.int8) {
       x.q13 = {reinterpret_cast<const int8_t*>(c13) + i * 2 * in * d,
@@ -119,17 +119,18 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
 }
 
 Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
-                   const MoeShape& shape, MoeWeights& w) {
+                   const MoeShape& shape, ExpertRange range, MoeWeights& w) {
   w.experts.resize(Sz(shape.num_experts));
   // Routed experts are MXFP4 natively, unpacked INT8 in W8A8 checkpoints.
-  const TensorView* probe = ckpt.Find(prefix + ".experts.0.w1.weight");
+  const TensorView* probe =
+      ckpt.Find(prefix + ".experts." + std::to_string(range.first) + ".w1.weight");
   w.int8 = probe != nullptr && probe->dtype == DType::kI8 && probe->dim(1) == shape.dim;
   auto int8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Int8Weight> {
     DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in));
     w.owned.push_back(std::move(l));  // Buffer storage does not move with the vector
     return w.owned.back().weight();
   };
-  for (int64_t e = 0; e < shape.num_experts; ++e) {
+  for (int64_t e = range.first; e < range.last; ++e) {
     const std::string p = prefix + ".experts." + std::to_string(e) + ".";
     RoutedExpertWeights& x = w.experts[Sz(e)];
     if (w.int8) {
@@ -188,7 +189,12 @@ Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& p
 
 Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                   const MoeShape& shape, bool hash, int64_t vocab,
-                                  WeightStore& store) {
+                                  WeightStore& store, ExpertRange experts) {
+  if (experts.last == 0) experts.last = shape.num_experts;
+  if (experts.first < 0 || experts.first >= experts.last || experts.last > shape.num_experts) {
+    return InvalidArgument("{}: routed experts [{}, {}) outside the model's {}", prefix,
+                           experts.first, experts.last, shape.num_experts);
+  }
   MoeWeights w;
   const std::string gate = prefix + ".gate.";
   DSV4_ASSIGN_OR_RETURN(w.router.gate,
@@ -202,9 +208,9 @@ Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std:
   }
   w.owned.reserve(Sz(3 * shape.num_experts + 3));
   if (ckpt.Find(prefix + ".experts.w13.weight") != nullptr) {
-    DSV4_RETURN_IF_ERROR(BindStackedExperts(ckpt, prefix, shape, w));
+    DSV4_RETURN_IF_ERROR(BindStackedExperts(ckpt, prefix, shape, experts, w));
   } else {
-    DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, w));
+    DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, experts, w));
   }
   if (shape.shared_inter > 0) DSV4_RETURN_IF_ERROR(BindSharedExpert(ckpt, prefix, shape, w));
   return w;

@@ -79,15 +79,23 @@ struct MoeWeights {
   ExpertShard shard;                         // expert parallelism (moe_shard.h); default: all here
 };
 
+// The routed experts [first, last) a process binds: all of them, or one
+// rank's block under expert parallelism (the others' views stay empty).
+struct ExpertRange {
+  int64_t first = 0;
+  int64_t last = 0;
+};
+
 // Binds `<prefix>.gate.*`, the routed experts and the shared expert (prefix
 // e.g. "layers.0.ffn").  Routed experts come from the sidecar's rank-stacked
 // `<prefix>.experts.{w13,w2}.*` when the checkpoint has them (an overlay,
 // checkpoint.h), else from `<prefix>.experts.{e}.*`; the shared expert from
 // `<prefix>.shared_experts.w13.*` + `w2.*` or `w1/w2/w3.*` likewise.  hash
-// selects tid2eid routing (no bias).
+// selects tid2eid routing (no bias).  Only `experts` are bound (last 0: every
+// expert); w.experts always has num_experts entries.
 Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
                                   const MoeShape& shape, bool hash, int64_t vocab,
-                                  WeightStore& store);
+                                  WeightStore& store, ExpertRange experts = {});
 
 // Router.  x [n, dim]; token_ids [n] (hash routing only, may be null otherwise).
 // ids/weights [n, top_k]: score-routed rows are in descending biased score

@@ -133,7 +133,8 @@ TEST(PlanCodecTest, EngineOptionsRoundTrip) {
   EngineOptions o;
   o.model_dir = "/models/flash";
   o.threads = 7;
-  o.cpu_list = "0-3";
+  o.cpu_list = "auto";  // unresolved: each rank resolves it on its own node
+  o.numa = "auto";
   o.max_model_len = 8192;
   o.max_num_seqs = 5;
   o.max_num_batched_tokens = 2048;
@@ -150,6 +151,7 @@ TEST(PlanCodecTest, EngineOptionsRoundTrip) {
   EXPECT_EQ(b->model_dir, o.model_dir);
   EXPECT_EQ(b->threads, o.threads);
   EXPECT_EQ(b->cpu_list, o.cpu_list);
+  EXPECT_EQ(b->numa, o.numa);
   EXPECT_EQ(b->max_model_len, o.max_model_len);
   EXPECT_EQ(b->max_num_seqs, o.max_num_seqs);
   EXPECT_EQ(b->max_num_batched_tokens, o.max_num_batched_tokens);

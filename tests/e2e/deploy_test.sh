@@ -97,7 +97,7 @@ grep -qE 'populate: [0-9.]+ [MG]iB of mapped checkpoint \([1-9][0-9]* regions\) 
   "$tmp/err" || { cat "$tmp/err" >&2; fail "no populate line"; }
 grep -qE 'numa: (interleave is a no-op: the host has one NUMA node|weights and caches interleaved over [0-9]+ nodes)' \
   "$tmp/err" || { cat "$tmp/err" >&2; fail "no numa line"; }
-expect_error 2 '^dsv4 generate: --numa must be none, interleave or node:N, got "both"$' \
+expect_error 2 '^dsv4 generate: --numa must be none, interleave, auto or node:N, got "both"$' \
   "$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5 --numa both
 # --mlock: locked (a line with the time), or refused naming RLIMIT_MEMLOCK
 # where the limit is below the process size (no CAP_IPC_LOCK).

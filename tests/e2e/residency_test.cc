@@ -9,26 +9,50 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "base/mapped_file.h"
+#include "launch/numa_placement.h"
 
 namespace dsv4::cli {
 namespace {
 
+using launch::ApplyNuma;
+using launch::NodeCpuList;
+using launch::NumaPlan;
+using launch::ParseNuma;
+using launch::ResolveNuma;
+
 TEST(ResidencyTest, ParsesNumaFlag) {
   EXPECT_EQ(ParseNuma("none")->mode, NumaPlan::Mode::kNone);
   EXPECT_EQ(ParseNuma("interleave")->mode, NumaPlan::Mode::kInterleave);
+  EXPECT_EQ(ParseNuma("auto")->mode, NumaPlan::Mode::kAuto);
   for (const char* text : {"node:1", "node=1", "node 1"}) {
     auto plan = ParseNuma(text);
     ASSERT_TRUE(plan.ok()) << text;
     EXPECT_EQ(plan->mode, NumaPlan::Mode::kNode);
     EXPECT_EQ(plan->node, 1);
   }
-  for (const char* text : {"", "all", "node", "node:", "node:-1", "node:x", "Interleave"}) {
+  for (const char* text : {"", "all", "node", "node:", "node:-1", "node:x", "Interleave", "Auto"}) {
     EXPECT_EQ(ParseNuma(text).status().code(), StatusCode::kInvalidArgument) << text;
   }
   EXPECT_EQ(ParseNuma("both").status().message(),
-            "--numa must be none, interleave or node:N, got \"both\"");
+            "--numa must be none, interleave, auto or node:N, got \"both\"");
+}
+
+// auto: node local_rank % nodes (one process is local rank 0: node 0); the
+// other plans are left as they are.
+TEST(ResidencyTest, NumaAutoTakesTheLocalRanksNode) {
+  const NumaPlan a = *ParseNuma("auto");
+  const std::vector<std::tuple<int, int, int>> cases = {{0, 1, 0}, {1, 1, 0}, {0, 2, 0}, {1, 2, 1},
+                                                        {2, 2, 0}, {3, 2, 1}, {5, 4, 1}};
+  for (const auto& [local_rank, nodes, node] : cases) {
+    const NumaPlan r = ResolveNuma(a, local_rank, nodes);
+    EXPECT_EQ(r.mode, NumaPlan::Mode::kNode);
+    EXPECT_EQ(r.node, node) << "local rank " << local_rank << " of " << nodes << " nodes";
+  }
+  EXPECT_EQ(ResolveNuma(*ParseNuma("node:3"), 1, 2).node, 3);
+  EXPECT_EQ(ResolveNuma(*ParseNuma("interleave"), 1, 2).mode, NumaPlan::Mode::kInterleave);
 }
 
 // This host's case: one node.  Every placement is a no-op with a line that
@@ -45,6 +69,20 @@ TEST(ResidencyTest, NumaOnOneNodeIsANoOp) {
             "--numa node:4: the host has 2 NUMA nodes (0..1)");
   // The host's own count (libnuma): node:0 always exists.
   EXPECT_TRUE(ApplyNuma(*ParseNuma("node:0")).ok());
+  // auto on any local rank of a one-node host: node 0, nothing to do, and
+  // the start-up line names the choice.
+  if (launch::HostNumaNodes() == 1) {
+    for (int local_rank : {0, 1, 3}) {
+      Result<launch::Placement> p = launch::PlaceProcess("auto", 0, "auto", local_rank);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      EXPECT_EQ(p->plan.node, 0);
+      EXPECT_EQ(p->cpu_list, "auto");
+      EXPECT_EQ(p->summary, "numa auto: node 0");
+    }
+    EXPECT_EQ(launch::PlaceProcess("node:1", 0, "auto", 0).status().message(),
+              "--numa node:1: the host has 1 NUMA node (0..0)");
+  }
+  EXPECT_EQ(launch::PlaceProcess("none", 0, "auto", 1)->summary, "");
 }
 
 TEST(ResidencyTest, CheckpointRegionsFromProcMaps) {
@@ -96,15 +134,34 @@ TEST(ResidencyTest, NodeCpuListIsOneCpuPerCoreOfThatNode) {
   EXPECT_EQ(NodeCpuList(places, 1), "4,5");
   EXPECT_EQ(NodeCpuList(places, 2), "");
   // On this host (one node) PlaceMemory leaves --cpu-list alone.
-  std::string cpu_list = "auto";
+  launch::EngineOptions options;
+  options.cpu_list = "auto";
   ResidencyFlags flags;
   flags.numa = "node:0";
-  ASSERT_TRUE(PlaceMemory(flags, 0, &cpu_list).ok());
+  ASSERT_TRUE(PlaceMemory(flags, &options).ok());
+  EXPECT_EQ(options.numa, "node:0");
   if (numa_available() < 0 || numa_num_configured_nodes() == 1) {
-    EXPECT_EQ(cpu_list, "auto");
+    EXPECT_EQ(options.cpu_list, "auto");
   }
   flags.numa = "sideways";
-  EXPECT_EQ(PlaceMemory(flags, 0, &cpu_list).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlaceMemory(flags, &options).code(), StatusCode::kInvalidArgument);
+}
+
+// --ep > 1: the CLI only records the choice; every rank applies it itself
+// (a missing node is refused there, through the start-up agreement), so
+// --cpu-list goes to the ranks unresolved.
+TEST(ResidencyTest, ExpertParallelRanksPlaceThemselves) {
+  launch::EngineOptions options;
+  options.cpu_list = "auto";
+  options.ep = 2;
+  ResidencyFlags flags;
+  flags.numa = "auto";
+  ASSERT_TRUE(PlaceMemory(flags, &options).ok());
+  EXPECT_EQ(options.numa, "auto");
+  EXPECT_EQ(options.cpu_list, "auto");
+  flags.numa = "node:9";
+  EXPECT_TRUE(PlaceMemory(flags, &options).ok());
+  EXPECT_EQ(options.numa, "node:9");
 }
 
 }  // namespace

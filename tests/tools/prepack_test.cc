@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "checkpoint/prepacked.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/safetensors_writer.h"
+#include "dist/communicator.h"
 #include "kernels/gemm.h"
 #include "kernels/int8_gemm.h"
 #include "model/model.h"
@@ -232,6 +234,82 @@ TEST_F(PrepackTest, WrongRankCountIsStale) {
   auto m2 = LoadOrDie(*dir_, two);
   EXPECT_EQ(m2->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed) << m2->prepacked().reason;
   ExpectBitwiseEqual(Logits(*m2, pool_), *reference_);
+}
+
+// Rank `rank` of `size` as the model sees it at load (which experts to bind
+// and map); no collective may run.
+class LoadOnlyRanks final : public dist::Communicator {
+ public:
+  LoadOnlyRanks(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status Broadcast(void*, int64_t, int) override { return Internal("no collectives at load"); }
+  Status BroadcastIdle(void*, int64_t, int, double) override { return Broadcast(nullptr, 0, 0); }
+  Status AllGatherV(const void*, void*, std::span<const int64_t>) override {
+    return Broadcast(nullptr, 0, 0);
+  }
+  Status AllToAllV(const void*, std::span<const int64_t>, void*,
+                   std::span<const int64_t>) override {
+    return Broadcast(nullptr, 0, 0);
+  }
+  Status Barrier() override { return Broadcast(nullptr, 0, 0); }
+  [[noreturn]] void Abort(const std::string& message, int) override {
+    ADD_FAILURE() << message;
+    std::abort();
+  }
+
+ private:
+  int rank_, size_;
+};
+
+// Expert parallelism maps only the rank's experts (docs/scale-out.md
+// "Memory"): rank 1 of 2 binds experts [4, 8), the others' tensors leave the
+// checkpoint and their pages are unmapped, from the checkpoint itself, from
+// the one-process sidecar `auto` falls back to, and from a 4-rank sidecar
+// named explicitly (any stacking binds).
+TEST_F(PrepackTest, ExpertRankMapsOnlyItsExperts) {
+  LoadOnlyRanks rank1(1, 2);
+  auto whole = LoadOrDie(*dir_, Policy("off"));
+  model::ModelOptions o = Policy("off");
+  o.expert_parallel = &rank1;
+  auto m = LoadOrDie(*dir_, o);
+  ASSERT_NE(m, nullptr);
+  const checkpoint::Checkpoint& c = m->checkpoint();
+  EXPECT_EQ(c.Find("layers.0.ffn.experts.3.w1.weight"), nullptr);
+  EXPECT_NE(c.Find("layers.0.ffn.experts.4.w1.weight"), nullptr);
+  EXPECT_EQ(c.Find("mtp.0.ffn.experts.0.w2.weight"), nullptr);
+  EXPECT_EQ(c.Require("layers.1.ffn.experts.0.w2.weight", DType::kI8, {256, 64}).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_NE(c.Find("layers.0.ffn.shared_experts.w1.weight"), nullptr);
+  EXPECT_EQ(2 * m->RoutedExpertBytes(), whole->RoutedExpertBytes());
+  // Page rounding keeps a few edge pages; most of the other half goes.
+  EXPECT_LT(m->MappedWeightBytes(), whole->MappedWeightBytes() - whole->RoutedExpertBytes() / 4);
+
+  auto m_r1 = LoadOrDie(*dir_, [&] {
+    model::ModelOptions a = Policy("auto");
+    a.expert_parallel = &rank1;
+    return a;
+  }());
+  ASSERT_NE(m_r1, nullptr);
+  EXPECT_EQ(m_r1->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed);
+  EXPECT_EQ(m_r1->prepacked().path, sidecar_);  // no r2 file: the one-process sidecar
+  ASSERT_NE(m_r1->checkpoint().overlay(), nullptr);
+  EXPECT_LT(m_r1->checkpoint().overlay()->mapped_bytes(),
+            m_r1->checkpoint().overlay()->file_size());
+  EXPECT_EQ(2 * m_r1->RoutedExpertBytes(), LoadOrDie(*dir_, Policy("auto"))->RoutedExpertBytes());
+
+  const std::string r4 = *dir_ + "/four-ranks.safetensors";
+  ASSERT_TRUE(Pack(*dir_, 4, r4).ok());
+  model::ModelOptions four = Policy(r4);
+  four.expert_parallel = &rank1;
+  auto m_r4 = LoadOrDie(*dir_, four);
+  ASSERT_NE(m_r4, nullptr);
+  EXPECT_EQ(m_r4->prepacked().outcome, checkpoint::PrepackedOutcome::kUsed)
+      << m_r4->prepacked().reason;
+  EXPECT_EQ(m_r4->RoutedExpertBytes(), m_r1->RoutedExpertBytes());
+  EXPECT_LT(m_r4->checkpoint().overlay()->mapped_bytes(),
+            m_r4->checkpoint().overlay()->file_size());
+  fs::remove(r4);
 }
 
 TEST_F(PrepackTest, TruncatedSidecarIsAnError) {

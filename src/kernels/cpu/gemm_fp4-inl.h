@@ -163,7 +163,7 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
             // Whole panel: constant indices keep the dot vectors in
             // registers, and one running pointer and one prefetch test per
             // block keep the per-column scalar work small.
-            const bool next = n0 + kP < n;
+            const bool next = n0 + 2 * kP <= n;  // a whole next panel to prefetch
             if (next && kb % 16 == 0) {
               for (int64_t c = 0; c < kP; ++c)
                 Prefetch(w.scales + (n0 + kP + c) * stride + kb * 4, 64);

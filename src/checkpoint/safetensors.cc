@@ -208,9 +208,14 @@ uint64_t SafetensorsFile::Unmap(std::vector<std::pair<uint64_t, uint64_t>> range
     const uint64_t first = (b + page - 1) / page * page;
     const uint64_t last = std::min<uint64_t>(e, file_->size()) / page * page;
     if (first >= last) continue;
-    // A hole in the mapping: MappedFile's destructor later unmaps the whole
-    // range, which Linux allows across holes.
-    if (::munmap(reinterpret_cast<void*>(base + first), last - first) == 0) {
+    // Not munmap: the kernel could place a later mapping (a thread's stack)
+    // in the hole, and MappedFile's destructor unmaps the whole original
+    // range.  An inaccessible anonymous reservation replaces the file pages
+    // in place instead: they leave the process (no file page, no resident
+    // byte), the addresses stay ours, and a stray read faults as before.
+    void* at = reinterpret_cast<void*>(base + first);
+    if (::mmap(at, last - first, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+               -1, 0) == at) {
       released += last - first;
     }
   }

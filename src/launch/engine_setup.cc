@@ -50,7 +50,7 @@ engine::SchedulerConfig SchedulerConfigFor(const EngineOptions& o) {
 Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
                                 const EngineOptions& options, int64_t budget_bytes,
                                 std::unique_ptr<speculation::DraftProposer> proposer,
-                                dist::Communicator* broadcast_plans) {
+                                dist::Communicator* broadcast_plans, int32_t only_partition) {
   engine::SchedulerConfig sc = SchedulerConfigFor(options);
   DSV4_RETURN_IF_ERROR(sc.Validate());
   if (options.max_model_len > model.config().max_position_embeddings) {
@@ -91,6 +91,7 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
   eo.slots_per_partition = static_cast<int32_t>(plan.num_ring_requests);
   eo.num_speculative_tokens = options.num_speculative_tokens;
   eo.page_tokens = options.block_size;
+  eo.only_partition = only_partition;
   eo.snapshots_per_partition = options.enable_prefix_caching ? plan.num_snapshots : 0;
   for (size_t g = 0; g < eo.pages_per_partition.size() && g < plan.num_pages.size(); ++g) {
     eo.pages_per_partition[g] = plan.num_pages[g];
@@ -103,7 +104,8 @@ Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
                         engine::Scheduler::Create(sc, std::move(setup.cache)));
   engine::Executor* runs = parts.executor.get();
   if (broadcast_plans != nullptr) {
-    parts.front = std::make_unique<PlanBroadcaster>(*broadcast_plans, parts.executor.get(), model);
+    parts.front = std::make_unique<PlanBroadcaster>(*broadcast_plans, parts.executor.get(), model,
+                                                    only_partition >= 0);
     runs = parts.front.get();
   }
   parts.core = std::make_unique<engine::EngineCore>(std::move(scheduler), runs);

@@ -52,10 +52,13 @@ struct EngineParts {
 // executor for `model`.  `proposer` replaces the MTP proposer (tests).
 // `broadcast_plans` (rank 0 of an expert-parallel run, launch/ranks.h): the
 // core runs parts.front, which sends every plan to the other ranks first.
+// `only_partition` >= 0 (DP attention across ranks): the executor holds and
+// runs that partition only, and rank 0's front gathers every rank's results.
 Result<EngineParts> BuildEngine(const model::Model& model, ThreadPool* pool,
                                 const EngineOptions& options, int64_t budget_bytes,
                                 std::unique_ptr<speculation::DraftProposer> proposer = nullptr,
-                                dist::Communicator* broadcast_plans = nullptr);
+                                dist::Communicator* broadcast_plans = nullptr,
+                                int32_t only_partition = -1);
 
 // Loads options.model_dir, sizes the cache pools from the memory budget
 // (--kv-cache-memory, else --memory-utilization of RAM after the weights are

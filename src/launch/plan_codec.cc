@@ -208,6 +208,96 @@ Result<engine::StepPlan> DecodePlan(const std::vector<uint8_t>& bytes) {
   return plan;
 }
 
+namespace {
+
+void PutStatus(Writer& w, const Status& s) {
+  w.Pod(static_cast<int32_t>(s.code()));
+  w.Str(s.ok() ? std::string() : s.message());
+}
+
+Status GetStatus(Reader& r, Status* s) {
+  int32_t code = 0;
+  std::string message;
+  DSV4_RETURN_IF_ERROR(r.Pod(&code));
+  DSV4_RETURN_IF_ERROR(r.Str(&message));
+  *s = code == 0 ? Status::Ok() : Status(static_cast<StatusCode>(code), std::move(message));
+  return Status::Ok();
+}
+
+void PutLogprob(Writer& w, const engine::TokenLogprob& l) {
+  w.Pod(l.token);
+  w.Pod(l.logprob);
+  w.Pod(static_cast<uint64_t>(l.top.size()));
+  for (const auto& [token, logprob] : l.top) {
+    w.Pod(token);
+    w.Pod(logprob);
+  }
+}
+
+Status GetLogprob(Reader& r, engine::TokenLogprob* l) {
+  DSV4_RETURN_IF_ERROR(r.Pod(&l->token));
+  DSV4_RETURN_IF_ERROR(r.Pod(&l->logprob));
+  size_t n = 0;
+  DSV4_RETURN_IF_ERROR(r.Count(8, &n));
+  l->top.resize(n);
+  for (auto& [token, logprob] : l->top) {
+    DSV4_RETURN_IF_ERROR(r.Pod(&token));
+    DSV4_RETURN_IF_ERROR(r.Pod(&logprob));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeStepResult(const Result<engine::StepResult>& result) {
+  Writer w;
+  PutStatus(w, result.status());
+  if (!result.ok()) return w.Take();
+  w.Pod(result->step_id);
+  w.Pod(static_cast<uint64_t>(result->requests.size()));
+  for (const engine::RequestResult& q : result->requests) {
+    w.Pod(q.id);
+    w.Pod(q.generation);
+    w.Vec(q.tokens);
+    w.Pod(q.num_accepted_drafts);
+    w.Vec(q.drafts);
+    w.Pod(static_cast<uint64_t>(q.logprobs.size()));
+    for (const engine::TokenLogprob& l : q.logprobs) PutLogprob(w, l);
+    PutStatus(w, q.error);
+  }
+  return w.Take();
+}
+
+Result<engine::StepResult> DecodeStepResult(const std::vector<uint8_t>& bytes, bool* malformed) {
+  *malformed = true;
+  Reader r(bytes);
+  Status run;
+  DSV4_RETURN_IF_ERROR(GetStatus(r, &run));
+  engine::StepResult result;
+  if (run.ok()) {
+    DSV4_RETURN_IF_ERROR(r.Pod(&result.step_id));
+    size_t n = 0;
+    DSV4_RETURN_IF_ERROR(r.Count(8, &n));
+    result.requests.resize(n);
+    for (engine::RequestResult& q : result.requests) {
+      DSV4_RETURN_IF_ERROR(r.Pod(&q.id));
+      DSV4_RETURN_IF_ERROR(r.Pod(&q.generation));
+      DSV4_RETURN_IF_ERROR(r.Vec(&q.tokens));
+      DSV4_RETURN_IF_ERROR(r.Pod(&q.num_accepted_drafts));
+      DSV4_RETURN_IF_ERROR(r.Vec(&q.drafts));
+      size_t m = 0;
+      DSV4_RETURN_IF_ERROR(r.Count(8, &m));
+      q.logprobs.resize(m);
+      for (engine::TokenLogprob& l : q.logprobs) DSV4_RETURN_IF_ERROR(GetLogprob(r, &l));
+      DSV4_RETURN_IF_ERROR(GetStatus(r, &q.error));
+    }
+  }
+  DSV4_RETURN_IF_ERROR(r.End());
+  *malformed = false;
+  if (!run.ok()) return run;
+  return result;
+}
+
 std::vector<uint8_t> EncodeEngineOptions(const EngineOptions& o) {
   Writer w;
   w.Str(o.model_dir);

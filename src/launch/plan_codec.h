@@ -20,6 +20,14 @@ std::vector<uint8_t> EncodePlan(const engine::StepPlan& plan);
 // bytes, a count beyond the bytes left).
 Result<engine::StepPlan> DecodePlan(const std::vector<uint8_t>& bytes);
 
+// A rank's step result for rank 0 (DP attention across ranks: each rank
+// reports its own partition's requests): the step's status (a failed Run) or
+// every RequestResult field, each request's error included.
+std::vector<uint8_t> EncodeStepResult(const Result<engine::StepResult>& result);
+// A failed Run decodes as that error; bytes that are not an encoded result as
+// InvalidArgument (*malformed set, so the caller can tell the two apart).
+Result<engine::StepResult> DecodeStepResult(const std::vector<uint8_t>& bytes, bool* malformed);
+
 std::vector<uint8_t> EncodeEngineOptions(const EngineOptions& options);
 Result<EngineOptions> DecodeEngineOptions(const std::vector<uint8_t>& bytes);
 

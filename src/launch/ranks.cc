@@ -269,13 +269,19 @@ void LogRankStart(const dist::Communicator& world, const RankEngine& e,
   const int64_t last = (world.rank() + 1) * experts / world.size();
   const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   const cache::CapacityPlan& plan = e.parts.plan;
+  // The plan is one partition's: with DP attention across ranks that is
+  // exactly what this rank holds (its own partition's caches).
+  const std::string attention =
+      m.data_parallel()
+          ? fmt::format("attention for DP partition {} of {}, ", world.rank(), world.size())
+          : std::string();
   DSV4_LOG_INFO(
-      "rank {} of {} (local rank {}, {}{}): {} compute thread{}, routed experts [{}, {}) of {} in "
-      "every MoE layer ({:.1f} MiB), weights mapped {:.1f} MiB, cache {:.1f} MiB ({} request{} "
+      "rank {} of {} (local rank {}, {}{}): {} compute thread{}, {}routed experts [{}, {}) of {} "
+      "in every MoE layer ({:.1f} MiB), weights mapped {:.1f} MiB, cache {:.1f} MiB ({} request{} "
       "at max length), fingerprint {}",
       world.rank(), world.size(), local_rank != nullptr ? local_rank : "-", NodeText(),
       numa.empty() ? "" : ", " + numa, e.pool->num_threads(), e.pool->num_threads() == 1 ? "" : "s",
-      first, last, experts, static_cast<double>(m.RoutedExpertBytes()) / (1 << 20),
+      attention, first, last, experts, static_cast<double>(m.RoutedExpertBytes()) / (1 << 20),
       static_cast<double>(m.MappedWeightBytes()) / (1 << 20),
       static_cast<double>(plan.total_bytes) / (1 << 20), plan.num_slots,
       plan.num_slots == 1 ? "" : "s", fingerprint.substr(0, 12));
@@ -291,6 +297,7 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   mo.prepacked = options.prepacked;
   mo.prepacked_verify_threads = options.threads;
   mo.expert_parallel = &world;
+  mo.data_parallel = options.dp > 1;
   std::string fingerprint;
   int64_t budget = 0;
   // Each rank's own NUMA placement (--numa, auto: its local rank's node),
@@ -335,8 +342,10 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   local = pool.status();
   if (pool.ok()) {
     e->pool = std::move(*pool);
-    Result<EngineParts> parts = BuildEngine(m, e->pool.get(), options, budget, nullptr,
-                                            world.rank() == 0 ? &world : nullptr);
+    // DP attention across ranks: rank r holds and runs partition r.
+    Result<EngineParts> parts =
+        BuildEngine(m, e->pool.get(), options, budget, nullptr,
+                    world.rank() == 0 ? &world : nullptr, options.dp > 1 ? world.rank() : -1);
     local = parts.status();
     if (parts.ok()) e->parts = std::move(*parts);
   }
@@ -354,14 +363,21 @@ RankTraffic LogCommunication(const dist::Communicator& world, const model::Model
   t.moe = model.expert_exchange_stats();
   t.hidden_size = model.config().hidden_size;
   const double per_step = t.steps > 0 ? 1e3 / static_cast<double>(t.steps) : 0.0;
+  // Data-parallel: also every rank's token records (codes, scales, routing)
+  // gathered before the experts run.
+  const std::string dispatch = model.data_parallel() && t.moe.token_layers > 0
+                                   ? fmt::format(" + {:.0f} bytes of dispatched inputs",
+                                                 static_cast<double>(t.moe.dispatch_bytes) /
+                                                     static_cast<double>(t.moe.token_layers))
+                                   : std::string();
   DSV4_LOG_INFO(
       "rank {} of {}: {} steps in {:.3f} s ({:.2f} ms per step: compute {:.2f}, MoE exchange "
       "{:.2f}, plan broadcast {:.2f}); MoE exchanges: {} ({} token-layers, {:.0f} bytes of "
-      "routed outputs per token per MoE layer), sent {} B, received {} B, {:.3f} s in them; all "
-      "collectives: {} calls, {:.3f} s",
+      "routed outputs{} per token per MoE layer), sent {} B, received {} B, {:.3f} s in them; "
+      "all collectives: {} calls, {:.3f} s",
       world.rank(), world.size(), t.steps, t.step_seconds, t.step_seconds * per_step,
       t.compute_seconds() * per_step, t.moe.exchange_seconds * per_step, t.plan_seconds * per_step,
-      t.moe.exchanges, t.moe.token_layers, t.bytes_per_token_layer(), t.moe.bytes_sent,
+      t.moe.exchanges, t.moe.token_layers, t.bytes_per_token_layer(), dispatch, t.moe.bytes_sent,
       t.moe.bytes_received, t.moe.exchange_seconds, world.stats().calls, world.stats().seconds);
   return t;
 }
@@ -377,6 +393,47 @@ void IgnoreStopSignals() {
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGINT, &ignore, nullptr);
   sigaction(SIGTERM, &ignore, nullptr);
+}
+
+// DP attention across ranks: every rank's result of the step (its own
+// partition's requests, or its Run's error) to rank 0, which returns them
+// merged (the scheduler matches results by request id) or the first failing
+// rank's error.  One all-gather of sizes and one of the bytes: results are a
+// few tokens per request.  Other ranks get their own result back.
+Result<engine::StepResult> GatherResults(dist::Communicator& world,
+                                         Result<engine::StepResult> local) {
+  const std::vector<uint8_t> mine = EncodeStepResult(local);
+  const auto mine_size = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(world.size()));
+  Status s = world.AllGather(&mine_size, sizeof(int64_t), sizes.data());
+  if (!s.ok()) Fatal(world, s);
+  int64_t total = 0, at = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    if (r == world.rank()) at = total;
+    total += sizes[static_cast<size_t>(r)];
+  }
+  std::vector<uint8_t> all(static_cast<size_t>(total));
+  std::copy(mine.begin(), mine.end(), all.begin() + at);
+  s = world.AllGatherV(all.data() + at, all.data(), sizes);
+  if (!s.ok()) Fatal(world, s);
+  if (world.rank() != 0) return local;
+  engine::StepResult merged;
+  int64_t from = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    const auto first = all.begin() + from;
+    from += sizes[static_cast<size_t>(r)];
+    bool malformed = false;
+    Result<engine::StepResult> one =
+        DecodeStepResult(std::vector<uint8_t>(first, all.begin() + from), &malformed);
+    if (malformed) Fatal(world, Internal("rank {} sent a malformed step result", r));
+    if (!one.ok()) {
+      return Status(one.status().code(),
+                    fmt::format("rank {} of {}: {}", r, world.size(), one.status().message()));
+    }
+    if (r == 0) merged.step_id = one->step_id;
+    for (engine::RequestResult& q : one->requests) merged.requests.push_back(std::move(q));
+  }
+  return merged;
 }
 
 // Keeps what rank 0's engine thread runs on alive until it has stopped.
@@ -396,18 +453,18 @@ Status CheckRanks(const EngineOptions& options, const dist::Communicator& world)
     return InvalidArgument("--ep {} but mpirun started {} ranks: give --ep {}", options.ep,
                            world.size(), world.size());
   }
-  if (world.size() > 1 && options.dp > 1) {
+  if (world.size() > 1 && options.dp > 1 && options.dp != world.size()) {
     return InvalidArgument(
-        "--dp {} with --ep {}: data-parallel attention across ranks is not built yet "
-        "(docs/scale-out.md); use --dp 1",
-        options.dp, options.ep);
+        "--dp {} with {} ranks: data-parallel attention across ranks runs one partition per rank "
+        "(docs/scale-out.md); give --dp {} or --dp 1",
+        options.dp, world.size(), world.size());
   }
   return Status::Ok();
 }
 
 PlanBroadcaster::PlanBroadcaster(dist::Communicator& world, runner::ModelExecutor* local,
-                                 const model::Model& model)
-    : world_(world), local_(local), model_(model) {}
+                                 const model::Model& model, bool gather_results)
+    : world_(world), local_(local), model_(model), gather_results_(gather_results) {}
 
 PlanBroadcaster::~PlanBroadcaster() {
   Leader& leader = Leader::Of(world_);
@@ -427,6 +484,7 @@ Result<engine::StepResult> PlanBroadcaster::Run(const engine::StepPlan& plan) {
   leader.Send(Message::kPlan, bytes);
   traffic_.plan_seconds += SecondsSince(sent);
   Result<engine::StepResult> r = local_->Run(plan);
+  if (gather_results_) r = GatherResults(world_, std::move(r));
   leader.Touch();
   ++traffic_.steps;
   traffic_.step_seconds += SecondsSince(t0);
@@ -499,9 +557,11 @@ int RunFollower(dist::Communicator& world) {
       Result<engine::StepPlan> plan = DecodePlan(payload);
       if (!plan.ok()) Fatal(world, plan.status());
       const auto t0 = Clock::now();
-      // Rank 0 runs the same plan and reports its result; an error here is
-      // the same error there (same inputs, same arithmetic).
-      (void)executor.Run(*plan);
+      // --dp 1: rank 0 runs the same rows and reports its result; an error
+      // here is the same error there (same inputs, same arithmetic).  DP
+      // attention across ranks: this rank's partition's results go to rank 0.
+      Result<engine::StepResult> result = executor.Run(*plan);
+      if (options->dp > 1) (void)GatherResults(world, std::move(result));
       ++traffic.steps;
       traffic.step_seconds += SecondsSince(t0);
     }

@@ -3,8 +3,10 @@
 // driver) and broadcasts every StepPlan before running it; every other rank
 // is a follower that builds the same executor from rank 0's options and
 // runs the same plans.  The model's MoE layers split the routed experts over
-// the ranks (model/moe_shard.h); everything else is replicated, so every
-// rank computes the same tokens and rank 0's are the ones reported.
+// the ranks (model/moe_shard.h).  With --dp 1 everything else is replicated,
+// so every rank computes the same tokens and rank 0's are the ones reported;
+// with --dp N (DP attention across ranks) rank r runs partition r's rows and
+// rank 0 gathers every rank's results.
 #pragma once
 
 #include <memory>
@@ -20,8 +22,8 @@
 namespace dsv4::launch {
 
 // One-line InvalidArgument for what this slice cannot run: --ep different
-// from the number of ranks, --ep > 1 outside mpirun, --dp > 1 together with
-// several ranks (DP attention across ranks is not built yet).
+// from the number of ranks, --ep > 1 outside mpirun, --dp > 1 with several
+// ranks other than one partition per rank (--dp = the rank count).
 Status CheckRanks(const EngineOptions& options, const dist::Communicator& world);
 
 // One rank's share of an expert-parallel engine's steps (docs/scale-out.md
@@ -44,12 +46,14 @@ struct RankTraffic {
 };
 
 // Rank 0's executor: sends each plan to the followers, then runs it on
-// `local` (not owned; it outlives this).  Its destruction tells the
-// followers that the engine ended and logs this rank's communication.
+// `local` (not owned; it outlives this).  With gather_results (DP attention
+// across ranks: each rank runs its own partition) the step's result is every
+// rank's results merged.  Its destruction tells the followers that the
+// engine ended and logs this rank's communication.
 class PlanBroadcaster final : public engine::Executor {
  public:
   PlanBroadcaster(dist::Communicator& world, runner::ModelExecutor* local,
-                  const model::Model& model);
+                  const model::Model& model, bool gather_results);
   ~PlanBroadcaster() override;
   Result<engine::StepResult> Run(const engine::StepPlan& plan) override;
 
@@ -57,6 +61,7 @@ class PlanBroadcaster final : public engine::Executor {
   dist::Communicator& world_;
   runner::ModelExecutor* local_;
   const model::Model& model_;
+  bool gather_results_ = false;
   RankTraffic traffic_;
 };
 

@@ -55,6 +55,8 @@ class Block {
   const MoeShape& moe_shape() const { return moe_shape_; }
   // Expert parallelism: which routed experts this process runs (moe_shard.h).
   void set_expert_shard(const ExpertShard& shard) { moe_.shard = shard; }
+  // The MoE layer as the data-parallel exchanges see it (moe_shard.h).
+  MoeLayerRef moe_layer() const { return {&moe_shape_, &moe_}; }
 
  private:
   Block() = default;

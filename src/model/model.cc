@@ -186,6 +186,7 @@ Status Model::Bind(const ModelOptions& options) {
   }
   hc_ = HcShape::FromConfig(c);
   ExpertShard shard{options.expert_parallel, expert_stats_.get()};
+  shard.data_parallel = options.data_parallel && shard.active();
   if (shard.active() && c.n_routed_experts % shard.comm->size() != 0) {
     return InvalidArgument("--ep {} does not divide the model's {} routed experts",
                            shard.comm->size(), c.n_routed_experts);
@@ -202,7 +203,9 @@ Status Model::Bind(const ModelOptions& options) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Block> b,
                           Block::Load(*ckpt_, c, l, fmt::format("layers.{}.", l), store_, experts));
+    shard.layer = static_cast<int32_t>(l);
     b->set_expert_shard(shard);
+    if (shard.data_parallel) moe_layers_.push_back(b->moe_layer());
     blocks_.push_back(std::move(b));
   }
   if (!options.load_mtp || c.num_nextn_predict_layers == 0) return Status::Ok();
@@ -210,7 +213,9 @@ Status Model::Bind(const ModelOptions& options) {
   const std::string p = "mtp.0.";
   DSV4_ASSIGN_OR_RETURN(mtp_block_,
                         Block::Load(*ckpt_, c, c.num_hidden_layers, p, store_, experts));
+  shard.layer = static_cast<int32_t>(c.num_hidden_layers);
   mtp_block_->set_expert_shard(shard);
+  if (shard.data_parallel) moe_layers_.push_back(mtp_block_->moe_layer());
   DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d));
   DSV4_ASSIGN_OR_RETURN(mtp_.enorm, BindBf16(*ckpt_, p + "enorm.weight", {d}, store_));
@@ -427,6 +432,10 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
       kernels::GemmBf16F32(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
     }
   }
+}
+
+void Model::FinishDataParallelStep(Workspace& ws, ThreadPool* pool) const {
+  model::FinishDataParallelStep(moe_layers_, ws, pool);
 }
 
 Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const ForwardOutputs& out,

@@ -51,6 +51,11 @@ struct ModelOptions {
   // MoE layer (the MTP block's too) and exchanges routed outputs with the
   // other ranks, which must run the same forwards.  Null: every expert here.
   dist::Communicator* expert_parallel = nullptr;
+  // With expert_parallel: every rank forwards only its own DP partition's
+  // rows (DP attention across ranks, docs/scale-out.md); the MoE layers
+  // exchange every rank's tokens, and every rank ends each step with
+  // FinishDataParallelStep.  False: every rank forwards the same rows.
+  bool data_parallel = false;
 };
 
 // What Load decided about the sidecar.
@@ -178,6 +183,13 @@ class Model {
                     const ForwardOutputs& out, Workspace& ws, ThreadPool* pool,
                     BlockTrace* trace = nullptr) const;
 
+  // Data-parallel MoE across ranks (ModelOptions::data_parallel): called once
+  // by every rank after each step's forwards (main model and MTP), it joins
+  // the MoE exchanges that other ranks still run until every rank has
+  // arrived.  No-op otherwise.
+  void FinishDataParallelStep(Workspace& ws, ThreadPool* pool) const;
+  bool data_parallel() const { return !moe_layers_.empty(); }
+
   // One block on given input streams (layer-by-layer debugging, isolated-block
   // golden tests): layer_id in [0, num_layers()] (num_layers() = the MTP
   // block), in/out [num_tokens, hc, D], using cache.layer(layer_id).
@@ -235,6 +247,9 @@ class Model {
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Block> mtp_block_;
   MtpWeights mtp_;
+  // Data-parallel MoE: every MoE layer by its shard's layer tag (the main
+  // layers, then the MTP block's); empty without ModelOptions::data_parallel.
+  std::vector<MoeLayerRef> moe_layers_;
   // Behind a pointer: the const forward counts into it (one thread at a time).
   std::unique_ptr<ExpertExchangeStats> expert_stats_ = std::make_unique<ExpertExchangeStats>();
 };

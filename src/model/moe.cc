@@ -394,6 +394,9 @@ void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
 
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
                 int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool) {
+  if (w.shard.data_parallel && w.shard.active()) {  // DP attention across ranks (moe_shard.h)
+    return DataParallelMoe(shape, w, x, token_ids, n, y, expert_ids_out, ws, pool);
+  }
   if (n == 0) return;
   const int64_t d = shape.dim;
   const int64_t e = shape.num_experts;

@@ -1,10 +1,15 @@
 #include "model/moe_shard.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
 
+#include "kernels/int8_gemm.h"
 #include "kernels/moe_routing.h"
+#include "kernels/quant.h"
 #include "model/moe.h"
 
 namespace dsv4::model {
@@ -71,6 +76,220 @@ void ShardedMoeTail(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
   }
   kernels::CombineExperts(acc, ysh, n, d, y, pool);  // the shared expert last
   if (expert_ids_out != nullptr) kernels::SortRowsAscending(ids, n, shape.top_k, expert_ids_out);
+}
+
+// ---- Data-parallel MoE (DP attention across ranks) ----
+
+namespace {
+
+size_t Sz(int64_t v) { return static_cast<size_t>(v); }
+
+constexpr int64_t kActBlock = 128;  // activation block along K (as in moe.cc)
+
+// What each rank says before an exchange: its rows and layer, or that it has
+// finished the step's MoE layers (an idle filler).
+struct DpHeader {
+  int64_t rows = 0;
+  int32_t layer = -1;
+  int32_t done = 0;
+};
+
+std::vector<DpHeader> GatherHeaders(dist::Communicator& comm, const DpHeader& mine) {
+  std::vector<DpHeader> all(Sz(comm.size()));
+  const Status s = comm.AllGather(&mine, sizeof(DpHeader), all.data());
+  if (!s.ok()) comm.Abort("dsv4: data-parallel MoE header: " + s.ToString(), 1);
+  int32_t layer = -1;
+  for (const DpHeader& h : all) {
+    if (h.done != 0) continue;
+    if (layer >= 0 && h.layer != layer) {
+      // Every working rank runs the main layers in order, then the MTP
+      // block: two layers at once is a broken invariant.
+      comm.Abort(fmt::format("dsv4: rank {}: data-parallel MoE: ranks in layers {} and {} at once",
+                             comm.rank(), layer, h.layer),
+                 1);
+    }
+    layer = h.layer;
+  }
+  return all;
+}
+
+// One exchange of one layer, every rank's header known.  This rank's n rows:
+// codes xq [n, d], scales xs [n, nb], routing ids/rw [n, k]; y [n, d].
+void Exchange(const MoeShape& shape, const MoeWeights& w, std::span<const DpHeader> headers,
+              const uint8_t* xq, const float* xs, const int32_t* ids, const float* rw, int64_t n,
+              bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool) {
+  const ExpertShard& shard = w.shard;
+  dist::Communicator& comm = *shard.comm;
+  const int ranks = comm.size();
+  const int me = comm.rank();
+  const int64_t d = shape.dim, e = shape.num_experts, k = shape.top_k;
+  const int64_t nb = w.int8 ? 1 : d / kActBlock;
+  // Per token: codes, scales, expert ids, routing weights.  Rank q's block
+  // holds its n_q tokens' codes, then their scales, ids and weights.
+  const int64_t rec = d + nb * 4 + k * 4 + k * 4;
+  std::vector<int64_t> counts(Sz(ranks));
+  int64_t total = 0, base = 0, mine_at = 0;
+  for (int q = 0; q < ranks; ++q) {
+    if (q == me) {
+      base = total;
+      mine_at = total * rec;
+    }
+    counts[Sz(q)] = headers[Sz(q)].rows * rec;
+    total += headers[Sz(q)].rows;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  uint8_t* all = ws.Get<uint8_t>(WsSlot::kMoeDpAll, Sz(std::max<int64_t>(total * rec, 1)));
+  if (n > 0) {
+    uint8_t* p = all + mine_at;
+    std::memcpy(p, xq, Sz(n * d));
+    std::memcpy(p + n * d, xs, Sz(n * nb) * 4);
+    std::memcpy(p + n * (d + nb * 4), ids, Sz(n * k) * 4);
+    std::memcpy(p + n * (d + nb * 4 + k * 4), rw, Sz(n * k) * 4);
+  }
+  Status s = comm.AllGatherV(all + mine_at, all, counts);
+  if (!s.ok()) comm.Abort("dsv4: data-parallel MoE dispatch: " + s.ToString(), 1);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (total == 0) return;  // every rank knows: nothing more to exchange
+
+  // Every token of every rank, rank after rank (global token t).
+  uint8_t* gq = ws.Get<uint8_t>(WsSlot::kMoeXq, Sz(total * d));
+  float* gs = ws.Get<float>(WsSlot::kMoeXs, Sz(total * nb));
+  int32_t* gids = ws.Get<int32_t>(WsSlot::kMoeIds, Sz(total * k));
+  float* grw = ws.Get<float>(WsSlot::kMoeRw, Sz(total * k));
+  for (int64_t q = 0, t = 0; q < ranks; ++q) {
+    const int64_t m = headers[Sz(q)].rows;
+    const uint8_t* p = all + t * rec;
+    std::memcpy(gq + t * d, p, Sz(m * d));
+    std::memcpy(gs + t * nb, p + m * d, Sz(m * nb) * 4);
+    std::memcpy(gids + t * k, p + m * (d + nb * 4), Sz(m * k) * 4);
+    std::memcpy(grw + t * k, p + m * (d + nb * 4 + k * 4), Sz(m * k) * 4);
+    t += m;
+  }
+  const int64_t na = total * k;
+  int64_t* offset = ws.Get<int64_t>(WsSlot::kMoeOff, Sz(e + 1));
+  int64_t* ptok = ws.Get<int64_t>(WsSlot::kMoePtok, Sz(na));
+  float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));
+  const int64_t max_rows = kernels::SortByExpert(gids, grw, total, k, e, offset, ptok, pw);
+
+  // This rank's experts on every rank's rows, then every rank's routed rows
+  // everywhere (as ShardedMoeTail).
+  bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(na * d));
+  uint8_t* eq = ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(max_rows * d));
+  float* es = ws.Get<float>(WsSlot::kMoeEs, Sz(max_rows * nb));
+  const int64_t lo = shard.first(e), hi = shard.last(e);
+  for (int64_t i = lo; i < hi; ++i) {
+    const int64_t m = offset[i + 1] - offset[i];
+    if (m == 0) continue;
+    kernels::GatherRows(gq, gs, d, nb, ptok + offset[i], m, eq, es);
+    RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye + offset[i] * d, ws,
+                        pool);
+  }
+  std::vector<int64_t> row_counts(Sz(ranks));
+  for (int q = 0; q < ranks; ++q) {
+    const int64_t qlo = q * e / ranks, qhi = (q + 1) * e / ranks;
+    row_counts[Sz(q)] = (offset[qhi] - offset[qlo]) * d * static_cast<int64_t>(sizeof(bf16));
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  s = comm.AllGatherV(ye + offset[lo] * d, ye, row_counts);
+  if (!s.ok()) comm.Abort("dsv4: data-parallel MoE combine: " + s.ToString(), 1);
+  if (shard.stats != nullptr) {
+    ExpertExchangeStats& st = *shard.stats;
+    const int64_t rows_mine = row_counts[Sz(me)];
+    const int64_t in_mine = counts[Sz(me)];
+    ++st.exchanges;
+    st.token_layers += total;
+    st.local_rows += offset[hi] - offset[lo];
+    st.rows += na;
+    st.bytes_sent += (rows_mine + in_mine) * (ranks - 1);
+    st.bytes_received += na * d * static_cast<int64_t>(sizeof(bf16)) - rows_mine;
+    st.bytes_received += total * rec - in_mine;
+    st.dispatch_bytes += total * rec;
+    st.exchange_seconds +=
+        std::chrono::duration<double>(t1 - t0).count() +
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+  }
+  if (n == 0) return;
+
+  // This rank's tokens [base, base + n): inside an expert the rows are in
+  // ascending token order, so they are one contiguous run of its rows.  The
+  // one-process sum: FP32 in ascending expert id, the shared expert last.
+  float* acc = ws.Get<float>(WsSlot::kMoeAcc, Sz(n * d));
+  std::memset(acc, 0, Sz(n * d) * sizeof(float));
+  int64_t* tok = ws.Get<int64_t>(WsSlot::kMoeDpTok, Sz(std::max<int64_t>(max_rows, 1)));
+  for (int64_t i = 0; i < e; ++i) {
+    const int64_t* first = ptok + offset[i];
+    const int64_t* last = ptok + offset[i + 1];
+    const int64_t* a = std::lower_bound(first, last, base);
+    const int64_t* b = std::lower_bound(a, last, base + n);
+    const int64_t m = b - a;
+    if (m == 0) continue;
+    for (int64_t j = 0; j < m; ++j) tok[j] = a[j] - base;
+    kernels::ScatterAddRows(ye + (a - ptok) * d, tok, m, d, acc, pool);
+  }
+  bf16* ysh = nullptr;
+  if (shape.shared_inter > 0) {
+    ysh = ws.Get<bf16>(WsSlot::kMoeYsh, Sz(n * d));
+    SharedExpertForward(shape, w.shared, gq + base * d, gs + base * nb, n, ysh, ws, pool);
+  }
+  kernels::CombineExperts(acc, ysh, n, d, y, pool);
+  if (expert_ids_out != nullptr) kernels::SortRowsAscending(gids + base * k, n, k, expert_ids_out);
+}
+
+}  // namespace
+
+void DataParallelMoe(const MoeShape& shape, const MoeWeights& w, const bf16* x,
+                     const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
+                     Workspace& ws, ThreadPool* pool) {
+  const int64_t d = shape.dim, k = shape.top_k;
+  const int64_t nb = w.int8 ? 1 : d / kActBlock;
+  // Routing and quantization are per token: this rank's rows only.
+  int32_t* ids = ws.Get<int32_t>(WsSlot::kMoeIds, Sz(std::max<int64_t>(n * k, 1)));
+  float* rw = ws.Get<float>(WsSlot::kMoeRw, Sz(std::max<int64_t>(n * k, 1)));
+  uint8_t* xq = ws.Get<uint8_t>(WsSlot::kMoeXq, Sz(std::max<int64_t>(n * d, 1)));
+  float* xs = ws.Get<float>(WsSlot::kMoeXs, Sz(std::max<int64_t>(n * nb, 1)));
+  if (n > 0) {
+    Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
+    if (w.int8) {
+      kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs);
+    } else {
+      kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
+    }
+  }
+  // Exchange reuses these slots for every rank's tokens: keep copies.
+  const size_t bytes = Sz(n * d) + Sz(n * nb) * 4 + Sz(n * k) * 8;
+  uint8_t* p = ws.Get<uint8_t>(WsSlot::kMoeDpMine, std::max<size_t>(bytes, 1));
+  std::memcpy(p, xq, Sz(n * d));
+  std::memcpy(p + n * d, xs, Sz(n * nb) * 4);
+  std::memcpy(p + n * d + n * nb * 4, ids, Sz(n * k) * 4);
+  std::memcpy(p + n * d + n * nb * 4 + n * k * 4, rw, Sz(n * k) * 4);
+  const std::vector<DpHeader> headers = GatherHeaders(*w.shard.comm, DpHeader{n, w.shard.layer, 0});
+  Exchange(shape, w, headers, p, reinterpret_cast<const float*>(p + n * d),
+           reinterpret_cast<const int32_t*>(p + n * d + n * nb * 4),
+           reinterpret_cast<const float*>(p + n * d + n * nb * 4 + n * k * 4), n, y, expert_ids_out,
+           ws, pool);
+}
+
+void FinishDataParallelStep(std::span<const MoeLayerRef> layers, Workspace& ws, ThreadPool* pool) {
+  if (layers.empty()) return;
+  const ExpertShard& shard = layers[0].weights->shard;
+  if (!shard.active() || !shard.data_parallel) return;
+  dist::Communicator& comm = *shard.comm;
+  for (;;) {
+    const std::vector<DpHeader> headers = GatherHeaders(comm, DpHeader{0, -1, 1});
+    int32_t layer = -1;
+    for (const DpHeader& h : headers) {
+      if (h.done == 0) layer = h.layer;
+    }
+    if (layer < 0) return;  // every rank is done
+    if (static_cast<size_t>(layer) >= layers.size()) {
+      comm.Abort(fmt::format("dsv4: rank {}: data-parallel MoE: layer {} of {} unknown here",
+                             comm.rank(), layer, layers.size()),
+                 1);
+    }
+    const MoeLayerRef& l = layers[Sz(layer)];
+    Exchange(*l.shape, *l.weights, headers, nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr,
+             ws, pool);
+  }
 }
 
 }  // namespace dsv4::model

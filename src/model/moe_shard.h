@@ -3,9 +3,18 @@
 // [r·E/N, (r+1)·E/N) (the blocks `dsv4 prepack --ranks N` stacks), every
 // rank gathers the others' routed outputs and sums all of them itself in the
 // single-process order, so the layer's output is bitwise the one-rank output.
+//
+// With data-parallel attention across ranks (ExpertShard::data_parallel) each
+// rank's forward holds only its own DP partition's rows: every MoE layer first
+// all-gathers every rank's tokens (activation codes, scales, routing), runs
+// its experts on all of them, all-gathers the routed rows and sums only its
+// own tokens' rows, in the same order as one process.  Ranks that run fewer
+// MoE layers in a step (no rows, no MTP rows) join the others' exchanges as
+// idle fillers in FinishDataParallelStep.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/thread_pool.h"
 #include "dist/communicator.h"
@@ -27,6 +36,7 @@ struct ExpertExchangeStats {
   int64_t bytes_sent = 0;       // this rank's rows × (N − 1) ranks
   int64_t bytes_received = 0;   // the other ranks' rows
   double exchange_seconds = 0;  // inside the all-gathers (transfer + waiting for slower ranks)
+  int64_t dispatch_bytes = 0;   // data-parallel: every rank's token records gathered (inputs)
 };
 
 // The shard of the routed experts one process runs.  comm null or of size 1:
@@ -34,6 +44,13 @@ struct ExpertExchangeStats {
 struct ExpertShard {
   dist::Communicator* comm = nullptr;
   ExpertExchangeStats* stats = nullptr;  // may be null
+  // Each rank forwards its own rows (DP attention across ranks); false: every
+  // rank forwards the same rows (--dp 1).
+  bool data_parallel = false;
+  // Which MoE layer this is (0 .. layers - 1, the MTP block = layers): the
+  // exchanges check that every working rank is in the same layer, and an idle
+  // rank runs its experts of that layer.
+  int32_t layer = 0;
 
   bool active() const { return comm != nullptr && comm->size() > 1; }
   // This rank's experts [first, last) of num_experts (REQUIRES divisible).
@@ -56,5 +73,24 @@ void ShardedMoeTail(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
                     int64_t nb, int64_t n, const int32_t* ids, const int64_t* offset,
                     const int64_t* ptok, const float* pw, int64_t max_rows, bf16* y,
                     int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool);
+
+// MoeForward when w.shard.data_parallel (and active()): x [n, dim] are this
+// rank's rows only (n may be 0); y [n, dim] their output, bitwise what one
+// process forwarding every rank's rows gives for them.
+void DataParallelMoe(const MoeShape& shape, const MoeWeights& w, const bf16* x,
+                     const int32_t* token_ids, int64_t n, bf16* y, int32_t* expert_ids_out,
+                     Workspace& ws, ThreadPool* pool);
+
+// One MoE layer as the data-parallel exchanges see it.
+struct MoeLayerRef {
+  const MoeShape* shape = nullptr;
+  const MoeWeights* weights = nullptr;
+};
+
+// End of a step with data-parallel MoE layers, on every rank: until every
+// rank has reached it, joins each exchange the working ranks start with no
+// rows of its own (running its experts of layers[that layer] on theirs).
+// layers[i].weights->shard.layer == i.  No-op without data_parallel.
+void FinishDataParallelStep(std::span<const MoeLayerRef> layers, Workspace& ws, ThreadPool* pool);
 
 }  // namespace dsv4::model

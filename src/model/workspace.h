@@ -89,6 +89,9 @@ enum class WsSlot : uint8_t {
   kMoeGu,      // moe.gu  fused gate|up [m, 2*inter]
   kMoeG,       // moe.g
   kMoeU,       // moe.u
+  kMoeDpAll,   // moe.dp.all every rank's packed tokens (data-parallel MoE, moe_shard.h)
+  kMoeDpTok,   // moe.dp.tok this rank's tokens among one expert's rows
+  kMoeDpMine,  // moe.dp.mine this rank's tokens packed (codes, scales, ids, weights)
   kCount,
 };
 

@@ -56,19 +56,22 @@ Result<std::unique_ptr<ModelExecutor>> ModelExecutor::Create(
   if (k > 0 && proposer == nullptr && !model.has_mtp()) {
     return FailedPrecondition("--speculative K = {} needs the checkpoint's MTP layer", k);
   }
+  if (options.only_partition >= options.num_partitions) {
+    return InvalidArgument("partition {} of {}", options.only_partition, options.num_partitions);
+  }
   const model::CacheOptions cache_options = CacheOptionsFor(model, k);
-  const int64_t num_slots =
-      static_cast<int64_t>(options.num_partitions) * options.slots_per_partition;
+  const int64_t held = options.only_partition >= 0 ? 1 : options.num_partitions;
+  const int64_t num_slots = held * options.slots_per_partition;
   std::unique_ptr<model::ModelCache> cache;
   if (options.page_tokens > 0) {
     model::CachePools pools;
     pools.page_tokens = options.page_tokens;
     for (cache::Dsv4Group g : model::kPooledGroups) {
       const int64_t per = options.pages_per_partition[static_cast<size_t>(g)];
-      if (per < 0 || per * options.num_partitions > std::numeric_limits<int32_t>::max()) {
+      if (per < 0 || per * held > std::numeric_limits<int32_t>::max()) {
         return InvalidArgument("{} pages per partition do not fit 32-bit page ids", per);
       }
-      pools.num_pages[static_cast<size_t>(g)] = per * options.num_partitions;
+      pools.num_pages[static_cast<size_t>(g)] = per * held;
     }
     DSV4_ASSIGN_OR_RETURN(cache, model.NewCache(num_slots, cache_options, pools));
   } else {
@@ -106,11 +109,15 @@ ModelExecutor::ModelExecutor(const model::Model& model, ThreadPool* pool,
       cache_(std::move(cache)),
 
       slots_(static_cast<size_t>(cache_->num_slots())),
-      snapshots_(static_cast<size_t>(options.num_partitions * options.snapshots_per_partition)) {
+      snapshots_(static_cast<size_t>(held_partitions() * options.snapshots_per_partition)) {
   const int num_samplers = pool != nullptr ? pool->num_threads() : 1;
   for (int t = 0; t < num_samplers; ++t) {
     samplers_.push_back(std::make_unique<sampling::Sampler>(model.config().vocab_size));
   }
+}
+
+int64_t ModelExecutor::held_partitions() const {
+  return options_.only_partition >= 0 ? 1 : options_.num_partitions;
 }
 
 int64_t ModelExecutor::num_live_slots() const {
@@ -127,7 +134,8 @@ Status ModelExecutor::Restore(const engine::ScheduledRequest& e, int64_t idx, co
   if (e.restore_snapshot >= per || options_.page_tokens <= 0) {
     return InvalidArgument("restore from snapshot {} of {}", e.restore_snapshot, per);
   }
-  const Snapshot& snap = snapshots_[static_cast<size_t>(e.partition * per + e.restore_snapshot)];
+  const Snapshot& snap =
+      snapshots_[static_cast<size_t>(HeldIndex(e.partition) * per + e.restore_snapshot)];
   const int64_t at = e.start_pos;
   if (snap.slot.num_tokens() != at || static_cast<int64_t>(e.prefix_token_ids.size()) != at ||
       at % options_.page_tokens != 0) {
@@ -162,7 +170,8 @@ void ModelExecutor::SaveSnapshots(const std::vector<Bound>& bound,
     // Only a step whose every row stands leaves the slot exactly at save_at.
     const int64_t computed = e.start_pos + e.num_real_tokens() + r.num_accepted_drafts;
     if (computed != e.save_at || r.num_accepted_drafts != e.num_draft) continue;
-    Snapshot& snap = snapshots_[static_cast<size_t>(e.partition * per + e.save_snapshot)];
+    Snapshot& snap =
+        snapshots_[static_cast<size_t>(HeldIndex(e.partition) * per + e.save_snapshot)];
     cache_->SaveSlot(bound[i].slot, &snap.slot);
     snap.pending.clear();
     if (proposer_ != nullptr) {
@@ -178,7 +187,7 @@ void ModelExecutor::SaveSnapshots(const std::vector<Bound>& bound,
 
 // A release of another generation refers to a previous occupant: ignored.
 void ModelExecutor::Release(const engine::ReleasedSlot& r) {
-  const int64_t idx = static_cast<int64_t>(r.partition) * options_.slots_per_partition + r.slot;
+  const int64_t idx = HeldIndex(r.partition) * options_.slots_per_partition + r.slot;
   if (r.partition < 0 || r.partition >= options_.num_partitions || r.slot < 0 ||
       r.slot >= options_.slots_per_partition) {
     DSV4_LOG_WARN("runner: release of slot ({}, {}) out of range", r.partition, r.slot);
@@ -199,7 +208,7 @@ Status ModelExecutor::Bind(const engine::ScheduledRequest& e, Bound* b) {
       e.slot >= options_.slots_per_partition) {
     return InvalidArgument("slot ({}, {}) out of range", e.partition, e.slot);
   }
-  const int64_t idx = static_cast<int64_t>(e.partition) * options_.slots_per_partition + e.slot;
+  const int64_t idx = HeldIndex(e.partition) * options_.slots_per_partition + e.slot;
   SlotState& st = slots_[static_cast<size_t>(idx)];
   if (e.is_new) {
     cache_->Reset(idx);
@@ -263,7 +272,7 @@ Status ModelExecutor::BindPages(const engine::ScheduledRequest& e, Bound* b) con
   for (cache::Dsv4Group group : model::kPooledGroups) {
     const auto gs = static_cast<size_t>(group);
     const int64_t per = options_.pages_per_partition[gs];
-    const int64_t base = per * e.partition;
+    const int64_t base = per * HeldIndex(e.partition);
     const cache::BlockTable& table = e.block_tables[gs];
     if (table.first_page != 0 && !table.pages.empty()) {
       return InvalidArgument("full-history table of group {} starts at page {}", int{group},
@@ -393,12 +402,25 @@ std::vector<ModelExecutor::Sampled> ModelExecutor::SampleAll(const std::vector<B
 }
 
 Result<engine::StepResult> ModelExecutor::Run(const engine::StepPlan& plan) {
+  Result<engine::StepResult> r = RunHeld(plan);
+  // Every rank, whatever its rows did, joins the exchanges the others run.
+  model_.FinishDataParallelStep(ws_, pool_);
+  return r;
+}
+
+Result<engine::StepResult> ModelExecutor::RunHeld(const engine::StepPlan& plan) {
   step_id_ = plan.step_id;
   std::vector<Bound> bound;
   model::ForwardBatch batch;
   profile::Span bind(profile::kE2e, "runner", "bind");
-  for (const engine::ReleasedSlot& r : plan.released) Release(r);
+  const auto held = [&](int32_t partition) {
+    return options_.only_partition < 0 || partition == options_.only_partition;
+  };
+  for (const engine::ReleasedSlot& r : plan.released) {
+    if (held(r.partition)) Release(r);
+  }
   for (const engine::ScheduledRequest& e : plan.requests) {
+    if (!held(e.partition)) continue;  // another rank's partition
     Bound b;
     const Status s = Bind(e, &b);
     if (!s.ok()) {  // left out of the result: the scheduler ends it with kError

@@ -49,6 +49,13 @@ struct ModelExecutorOptions {
   // Prefix caching: rolling-state snapshot buffers per partition (the cache
   // manager's snapshot ids; docs/engine.md §7.2).  0 = none.
   int64_t snapshots_per_partition = 0;
+  // DP attention across ranks (docs/scale-out.md): >= 0 runs only that
+  // partition's entries and releases, holding one partition's slots, pages
+  // and snapshots (its slot s is cache slot s, its page g pool page g); -1
+  // runs every partition.  With a data-parallel model (Model::
+  // data_parallel) every Run ends with Model::FinishDataParallelStep, rows
+  // or not, so the ranks' MoE exchanges pair up.
+  int32_t only_partition = -1;
 };
 
 class ModelExecutor : public engine::Executor {
@@ -108,6 +115,13 @@ class ModelExecutor : public engine::Executor {
 
   ModelExecutor(const model::Model& model, ThreadPool* pool, const ModelExecutorOptions& options,
                 std::unique_ptr<model::ModelCache> cache);
+  // Partitions this executor holds (1 with only_partition) and a plan
+  // partition's index among them.
+  int64_t held_partitions() const;
+  int64_t HeldIndex(int32_t partition) const {
+    return options_.only_partition >= 0 ? 0 : partition;
+  }
+  Result<engine::StepResult> RunHeld(const engine::StepPlan& plan);
   void Release(const engine::ReleasedSlot& r);
   // Prefix-cache hit: the new slot `idx` becomes the snapshot's sequence on
   // the entry's first pages (b->tables), with the proposer resumed there.

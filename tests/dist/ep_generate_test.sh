@@ -123,8 +123,6 @@ expect_refusal() {  # expect_refusal NAME REGEX CMD...: exit status != 0, stderr
 g=("$dsv4" generate "${engine[@]}" --generate-config '{"max_new_tokens":2}')
 expect_refusal no-mpirun "--ep 2 needs 2 ranks: start dsv4 with mpirun -np 2" "${g[@]}" --ep 2
 expect_refusal ep-vs-size "--ep 1 but mpirun started 2 ranks" "$mpirun_sh" 2 "${g[@]}"
-expect_refusal dp "--dp 2 with --ep 2: data-parallel attention across ranks is not built yet" \
-  "$mpirun_sh" 2 "${g[@]}" --ep 2 --dp 2
 expect_refusal divide "--ep 3 does not divide the model's 8 routed experts" \
   "$mpirun_sh" 3 "${g[@]}" --ep 3
 expect_refusal numa-node "--numa node:1: the host has 1 NUMA node \\(0..0\\)" \

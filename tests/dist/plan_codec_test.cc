@@ -129,6 +129,58 @@ TEST(PlanCodecTest, DamagedBytesAreErrors) {
   EXPECT_FALSE(DecodePlan(huge_count).ok());
 }
 
+// DP attention across ranks: a rank's step result reaches rank 0 whole, a
+// failed Run arrives as its error, and damaged bytes are flagged as such.
+TEST(PlanCodecTest, StepResultRoundTrips) {
+  engine::StepResult r;
+  r.step_id = 41;
+  engine::RequestResult a;
+  a.id = 7;
+  a.generation = 3;
+  a.tokens = {5, 6, 9};
+  a.num_accepted_drafts = 2;
+  a.drafts = {5, 6, 8};
+  a.logprobs.push_back({5, -0.25f, {{5, -0.25f}, {4, -1.5f}}});
+  a.logprobs.push_back({6, -3.0f, {}});
+  a.logprobs.push_back({9, -0.125f, {{9, -0.125f}}});
+  engine::RequestResult b;
+  b.id = 8;
+  b.error = DataLoss("logits of request 8 are not finite");
+  r.requests = {a, b};
+  bool malformed = true;
+  Result<engine::StepResult> back = DecodeStepResult(EncodeStepResult(r), &malformed);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(malformed);
+  EXPECT_EQ(back->step_id, 41u);
+  ASSERT_EQ(back->requests.size(), 2u);
+  const engine::RequestResult& x = back->requests[0];
+  EXPECT_EQ(x.id, 7);
+  EXPECT_EQ(x.generation, 3u);
+  EXPECT_EQ(x.tokens, a.tokens);
+  EXPECT_EQ(x.num_accepted_drafts, 2);
+  EXPECT_EQ(x.drafts, a.drafts);
+  ASSERT_EQ(x.logprobs.size(), 3u);
+  EXPECT_EQ(x.logprobs[0].token, 5);
+  EXPECT_EQ(x.logprobs[0].logprob, -0.25f);
+  EXPECT_EQ(x.logprobs[0].top, a.logprobs[0].top);
+  EXPECT_TRUE(x.logprobs[1].top.empty());
+  EXPECT_TRUE(x.error.ok());
+  EXPECT_EQ(back->requests[1].error.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(back->requests[1].error.message(), "logits of request 8 are not finite");
+
+  back =
+      DecodeStepResult(EncodeStepResult(Result<engine::StepResult>(Internal("boom"))), &malformed);
+  EXPECT_FALSE(malformed);
+  EXPECT_EQ(back.status().code(), StatusCode::kInternal);
+  EXPECT_EQ(back.status().message(), "boom");
+
+  std::vector<uint8_t> bytes = EncodeStepResult(r);
+  bytes.pop_back();
+  back = DecodeStepResult(bytes, &malformed);
+  EXPECT_TRUE(malformed);
+  EXPECT_FALSE(back.ok());
+}
+
 TEST(PlanCodecTest, EngineOptionsRoundTrip) {
   EngineOptions o;
   o.model_dir = "/models/flash";

@@ -171,60 +171,90 @@ void Exchange(const MoeShape& shape, const MoeWeights& w, std::span<const DpHead
   float* pw = ws.Get<float>(WsSlot::kMoePw, Sz(na));
   const int64_t max_rows = kernels::SortByExpert(gids, grw, total, k, e, offset, ptok, pw);
 
-  // This rank's experts on every rank's rows, then every rank's routed rows
-  // everywhere (as ShardedMoeTail).
-  bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(na * d));
+  // Rows of expert i for rank q's tokens [base_q, base_q + n_q): inside an
+  // expert the rows are in ascending token order, so they are one run,
+  // [cut[i (R + 1) + q], cut[i (R + 1) + q + 1]).
+  const int64_t stride = ranks + 1;
+  int64_t* cut = ws.Get<int64_t>(WsSlot::kMoeDpTok, Sz(e * stride + max_rows + 1));
+  int64_t* tok = cut + e * stride;  // [max_rows] this rank's tokens of one expert
+  for (int64_t i = 0; i < e; ++i) {
+    int64_t t = 0;
+    for (int q = 0; q <= ranks; ++q) {
+      cut[i * stride + q] = std::lower_bound(ptok + offset[i], ptok + offset[i + 1], t) - ptok;
+      if (q < ranks) t += headers[Sz(q)].rows;
+    }
+  }
+
+  // This rank's experts on every rank's rows; each row goes back to its
+  // token's rank only (all-to-all), expert after expert.
+  const int64_t lo = shard.first(e), hi = shard.last(e);
+  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(bf16));
+  bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(std::max<int64_t>(offset[hi] - offset[lo], 1) * d));
   uint8_t* eq = ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(max_rows * d));
   float* es = ws.Get<float>(WsSlot::kMoeEs, Sz(max_rows * nb));
-  const int64_t lo = shard.first(e), hi = shard.last(e);
   for (int64_t i = lo; i < hi; ++i) {
     const int64_t m = offset[i + 1] - offset[i];
     if (m == 0) continue;
     kernels::GatherRows(gq, gs, d, nb, ptok + offset[i], m, eq, es);
-    RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i], ye + offset[i] * d, ws,
-                        pool);
+    RoutedExpertForward(shape, w.experts[Sz(i)], eq, es, m, pw + offset[i],
+                        ye + (offset[i] - offset[lo]) * d, ws, pool);
   }
-  std::vector<int64_t> row_counts(Sz(ranks));
+  std::vector<int64_t> send_counts(Sz(ranks)), recv_counts(Sz(ranks));
+  // The packed token slots are free once dispatched: this rank's own
+  // records (kMoeDpMine) become the send buffer, every rank's
+  // (kMoeDpAll) the receive buffer.
+  bf16* send =
+      ws.Get<bf16>(WsSlot::kMoeDpMine, Sz(std::max<int64_t>(offset[hi] - offset[lo], 1) * d));
+  int64_t sent_rows = 0;
   for (int q = 0; q < ranks; ++q) {
-    const int64_t qlo = q * e / ranks, qhi = (q + 1) * e / ranks;
-    row_counts[Sz(q)] = (offset[qhi] - offset[qlo]) * d * static_cast<int64_t>(sizeof(bf16));
+    const int64_t q0 = sent_rows;
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t a = cut[i * stride + q], m = cut[i * stride + q + 1] - a;
+      if (m == 0) continue;
+      std::memcpy(send + sent_rows * d, ye + (a - offset[lo]) * d, Sz(m * row_bytes));
+      sent_rows += m;
+    }
+    send_counts[Sz(q)] = (sent_rows - q0) * row_bytes;
+    int64_t from = 0;  // rows of rank q's experts for this rank's tokens
+    for (int64_t i = q * e / ranks; i < (q + 1) * e / ranks; ++i) {
+      from += cut[i * stride + me + 1] - cut[i * stride + me];
+    }
+    recv_counts[Sz(q)] = from * row_bytes;
   }
+  int64_t mine_rows = 0;
+  for (int64_t c : recv_counts) mine_rows += c / row_bytes;
+  // Received rank after rank = this rank's tokens' rows in ascending expert id.
+  bf16* got = ws.Get<bf16>(WsSlot::kMoeDpAll, Sz(std::max<int64_t>(mine_rows, 1) * d));
   const auto t2 = std::chrono::steady_clock::now();
-  s = comm.AllGatherV(ye + offset[lo] * d, ye, row_counts);
+  s = comm.AllToAllV(send, send_counts, got, recv_counts);
   if (!s.ok()) comm.Abort("dsv4: data-parallel MoE combine: " + s.ToString(), 1);
   if (shard.stats != nullptr) {
     ExpertExchangeStats& st = *shard.stats;
-    const int64_t rows_mine = row_counts[Sz(me)];
     const int64_t in_mine = counts[Sz(me)];
+    const int64_t remote_in = mine_rows * row_bytes - recv_counts[Sz(me)];
     ++st.exchanges;
-    st.token_layers += total;
+    st.token_layers += n;
     st.local_rows += offset[hi] - offset[lo];
-    st.rows += na;
-    st.bytes_sent += (rows_mine + in_mine) * (ranks - 1);
-    st.bytes_received += na * d * static_cast<int64_t>(sizeof(bf16)) - rows_mine;
-    st.bytes_received += total * rec - in_mine;
-    st.dispatch_bytes += total * rec;
+    st.rows += remote_in / row_bytes;  // routed rows of this rank's tokens computed elsewhere
+    st.bytes_sent += in_mine * (ranks - 1) + sent_rows * row_bytes - send_counts[Sz(me)];
+    st.bytes_received += (total * rec - in_mine) + remote_in;
+    st.dispatch_bytes += total * rec - in_mine;
     st.exchange_seconds +=
         std::chrono::duration<double>(t1 - t0).count() +
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
   }
   if (n == 0) return;
 
-  // This rank's tokens [base, base + n): inside an expert the rows are in
-  // ascending token order, so they are one contiguous run of its rows.  The
-  // one-process sum: FP32 in ascending expert id, the shared expert last.
+  // The one-process sum: FP32 in ascending expert id, the shared expert last.
   float* acc = ws.Get<float>(WsSlot::kMoeAcc, Sz(n * d));
   std::memset(acc, 0, Sz(n * d) * sizeof(float));
-  int64_t* tok = ws.Get<int64_t>(WsSlot::kMoeDpTok, Sz(std::max<int64_t>(max_rows, 1)));
+  const bf16* row = got;
   for (int64_t i = 0; i < e; ++i) {
-    const int64_t* first = ptok + offset[i];
-    const int64_t* last = ptok + offset[i + 1];
-    const int64_t* a = std::lower_bound(first, last, base);
-    const int64_t* b = std::lower_bound(a, last, base + n);
-    const int64_t m = b - a;
+    const int64_t a = cut[i * stride + me], m = cut[i * stride + me + 1] - a;
     if (m == 0) continue;
-    for (int64_t j = 0; j < m; ++j) tok[j] = a[j] - base;
-    kernels::ScatterAddRows(ye + (a - ptok) * d, tok, m, d, acc, pool);
+    for (int64_t j = 0; j < m; ++j) tok[j] = ptok[a + j] - base;
+    kernels::ScatterAddRows(row, tok, m, d, acc, pool);
+    row += m * d;
   }
   bf16* ysh = nullptr;
   if (shape.shared_inter > 0) {

@@ -36,7 +36,9 @@ struct Fp4Weight {
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
              ThreadPool* pool);
 
-// y[M, out] = bf16(sum over 32-blocks j of ((sum_k qa*qw) * sa[m,j/4]) * sw[n,j]).
+// y[M, out] = bf16(sum over 32-blocks j of (part_j * sa[m,j/4]) * sw[n,j]), in
+// ascending j, where part_j = fp32(exact sum_k qa*qw) is the 32 products summed
+// exactly and rounded once (no summation order inside a block: docs/kernels.md).
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* pool);
 

@@ -37,7 +37,9 @@ struct RankTraffic {
   int64_t hidden_size = 0;
   // What is neither the MoE all-gathers nor the plan broadcast.
   double compute_seconds() const { return step_seconds - plan_seconds - moe.exchange_seconds; }
-  // Routed-output bytes every rank together exchanges per token per MoE layer.
+  // Routed-output bytes per token per MoE layer: --dp 1, what every rank
+  // together exchanges per token; data-parallel, what this rank's own tokens
+  // receive from other ranks (the dispatch records are in moe.dispatch_bytes).
   double bytes_per_token_layer() const {
     return moe.token_layers > 0 ? static_cast<double>(moe.rows) * static_cast<double>(hidden_size) *
                                       2.0 / static_cast<double>(moe.token_layers)

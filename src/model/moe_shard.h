@@ -28,14 +28,18 @@ struct MoeWeights;
 
 // What the routed-output exchanges of every MoE layer moved (the measurement
 // behind docs/scale-out.md).  Written by the thread running the forward.
+// With --dp 1 every rank forwards every token; with data-parallel attention a
+// rank forwards only its own tokens, and the fields count those.
 struct ExpertExchangeStats {
-  int64_t exchanges = 0;        // MoE layer calls that exchanged
-  int64_t token_layers = 0;     // Σ tokens over those calls
-  int64_t local_rows = 0;       // (token, expert) rows this rank computed
-  int64_t rows = 0;             // (token, expert) rows of every rank
-  int64_t bytes_sent = 0;       // this rank's rows × (N − 1) ranks
-  int64_t bytes_received = 0;   // the other ranks' rows
-  double exchange_seconds = 0;  // inside the all-gathers (transfer + waiting for slower ranks)
+  int64_t exchanges = 0;     // MoE layer calls that exchanged
+  int64_t token_layers = 0;  // Σ tokens over those calls (data-parallel: this rank's own)
+  int64_t local_rows = 0;    // (token, expert) rows this rank computed
+  // --dp 1: (token, expert) rows of every rank; data-parallel: the routed rows
+  // of this rank's tokens that other ranks computed.
+  int64_t rows = 0;
+  int64_t bytes_sent = 0;       // --dp 1: this rank's rows × (N − 1); DP: records + rows sent
+  int64_t bytes_received = 0;   // --dp 1: the other ranks' rows; DP: records + rows received
+  double exchange_seconds = 0;  // inside the exchanges (transfer + waiting for slower ranks)
   int64_t dispatch_bytes = 0;   // data-parallel: every rank's token records gathered (inputs)
 };
 

@@ -192,14 +192,14 @@ Result<std::string> Fingerprint(const model::Model& model) {
 struct Record {
   int32_t ok = 0;
   int32_t code = 0;           // StatusCode of the failure
-  int64_t value = 0;          // rank 0's cache budget in the first agreement
+  int64_t value = 0;          // the rank's cache budget in the first agreement
   char fingerprint[72] = {};  // 64 hex digits
   char message[432] = {};     // the failure, truncated
 };
 
 // Every rank contributes its status (and fingerprint, value); all ranks get
 // the same verdict: the first failing rank's error, or a fingerprint that
-// differs from rank 0's.  *value receives rank 0's value.
+// differs from rank 0's.  *value receives the smallest value of all ranks.
 Status Agree(dist::Communicator& world, const Status& local, const std::string& fingerprint,
              int64_t* value) {
   Record mine;
@@ -212,6 +212,7 @@ Status Agree(dist::Communicator& world, const Status& local, const std::string& 
   const Status s = world.AllGather(&mine, sizeof(Record), all.data());
   if (!s.ok()) Fatal(world, s);
   *value = all[0].value;
+  for (const Record& x : all) *value = std::min(*value, x.value);
   for (int r = 0; r < world.size(); ++r) {
     const Record& x = all[static_cast<size_t>(r)];
     if (x.ok == 0) {
@@ -317,9 +318,12 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
       local = m.status();
     }
   }
-  if (local.ok() && world.rank() == 0) {
-    // Rank 0's budget for every rank: the scheduler's block tables index
-    // pools that must be the same on every rank.
+  if (local.ok()) {
+    // Every rank plans its own host's memory (its mapped share of the weights,
+    // the caches, working memory) and refuses what does not fit there; the
+    // agreement then gives every rank the smallest budget, because the
+    // scheduler's block tables index pools that must be the same everywhere
+    // (docs/scale-out.md "Memory").
     engine::KvBudgetOptions b;
     b.kv_cache_memory = options.kv_cache_memory;
     b.memory_utilization = options.memory_utilization;
@@ -330,7 +334,7 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
                                      WorkingMemoryBytes(e->model->config(), options))
                     : Result<HostMemoryPlan>(memory.status());
     if (host.ok()) {
-      DSV4_LOG_INFO("{}", host->summary);
+      DSV4_LOG_INFO("rank {}: {}", world.rank(), host->summary);
       budget = host->kv_bytes;
     } else {
       local = host.status();

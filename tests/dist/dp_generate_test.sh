@@ -2,7 +2,7 @@
 # DP attention across ranks end to end (docs/scale-out.md "DP attention"):
 # `mpirun -np N dsv4 generate --dp N --ep N` on the tiny model prints exactly
 # what one process with `--dp N` prints (tokens and every logprob), greedy and
-# seeded sampling, without MTP and with K = 1: three prompts of different
+# seeded sampling, without MTP and with K = 1 (greedy K = 3 too): three prompts of different
 # lengths (partitions with two requests and with one, so a rank runs out of
 # rows while another still decodes) and one prompt alone (the other ranks
 # idle in every step).  Rank 1 says which partition it holds; unsound
@@ -24,18 +24,10 @@ greedy='{"max_new_tokens":12,"logprobs":2,"ignore_eos":true}'
 sampled='{"max_new_tokens":12,"logprobs":2,"temperature":0.8,"top_k":32,"seed":11,"ignore_eos":true}'
 
 run() {  # run OUT NP DP CONFIG K PROMPTS...: one generate (NP 1: no mpirun), stdout sans timing
-  local out=$1 np=$2 dp=$3 config=$4 k=$5 extra=()
+  local out=$1 np=$2 dp=$3 config=$4 k=$5
   shift 5
-  if ((k > 0)); then extra=(--speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}"); fi
-  local cmd=("$dsv4" generate --model "$tmp/m" --kv-cache-memory 64M --threads 1
-             --generation-config vllm --dp "$dp" "$@" "${extra[@]}" --generate-config "$config")
-  if ((np == 1)); then
-    "${cmd[@]}" > "$out.raw" 2> "$out.err" || { cat "$out.err" >&2; fail "$out"; }
-  else
-    "$mpirun_sh" "$np" "${cmd[@]}" --ep "$np" > "$out.raw" 2> "$out.err" \
-      || { cat "$out.err" >&2; fail "$out"; }
-  fi
-  grep -v '^\[generate\]' "$out.raw" > "$out"
+  run_generate "$out" "$np" "$k" --model "$tmp/m" --kv-cache-memory 64M --threads 1 \
+    --generation-config vllm --dp "$dp" "$@" --generate-config "$config"
 }
 
 same() {  # same REF OUT WHAT
@@ -58,11 +50,15 @@ for np in "${nps[@]}"; do
   line+=" layer \\([0-9.]+ MiB\\), weights mapped [0-9.]+ MiB, cache [0-9.]+ MiB \\([0-9]+"
   line+=" requests? at max length\\)"
   grep -qE "$line" "$tmp/dp.$np.greedy.0.err" || { grep "rank 1 of" "$tmp/dp.$np.greedy.0.err" >&2; fail "no rank line"; }
+  # Three drafts per step (K = 3: chained MTP forwards, rows rolled back per rank).
+  run "$tmp/one.$np.greedy.3" 1 "$np" "$greedy" 3 "${three[@]}"
+  run "$tmp/dp.$np.greedy.3" "$np" "$np" "$greedy" 3 "${three[@]}"
+  same "$tmp/one.$np.greedy.3" "$tmp/dp.$np.greedy.3" "greedy, K = 3: $np ranks differ"
   # One request: rank 0 holds it, every other rank only fills in.
   run "$tmp/one.$np.single" 1 "$np" "$greedy" 1 "${one[@]}"
   run "$tmp/dp.$np.single" "$np" "$np" "$greedy" 1 "${one[@]}"
   same "$tmp/one.$np.single" "$tmp/dp.$np.single" "one request, K = 1: $np ranks differ"
-  echo "identical outputs: --dp $np in one process vs $np ranks, greedy and seeded, K = 0 and 1"
+  echo "identical outputs: --dp $np in one process vs $np ranks, greedy and seeded, K = 0 and 1; greedy K = 3"
 done
 
 expect_refusal() {  # expect_refusal NAME REGEX CMD...: exit status != 0, stderr matches REGEX

@@ -1,6 +1,7 @@
 # Shared by the dist shell tests (sourced, not run): the scratch folder and its
-# cleanup, a failure line, the tiny model, and finding a server's port and a
-# rank's process under mpirun.  Expects $dsv4 to name the binary.
+# cleanup, a failure line, the tiny model, one generate run with or without
+# mpirun, and finding a server's port and a rank's process under mpirun.
+# Expects $dsv4 to name the binary and $here the folder of these scripts.
 command -v mpirun >/dev/null 2>&1 || { echo "mpirun not found: skipping" >&2; exit 77; }
 tmp=$(mktemp -d)
 pids=()
@@ -36,4 +37,18 @@ rank_pid() {  # rank_pid MPIRUN_PID RANK: the dsv4 process of that rank
     fi
   done
   return 1
+}
+run_generate() {  # run_generate OUT NP K ARGS...: `dsv4 generate ARGS` with MTP K drafts (0: none),
+  # under mpirun -np NP --ep NP when NP > 1; OUT gets stdout without the timing line
+  local out=$1 np=$2 k=$3 extra=()
+  shift 3
+  if ((k > 0)); then extra=(--speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}"); fi
+  local cmd=("$dsv4" generate "$@" "${extra[@]}")
+  if ((np == 1)); then
+    "${cmd[@]}" > "$out.raw" 2> "$out.err" || { cat "$out.err" >&2; fail "$out"; }
+  else
+    "$here/mpirun.sh" "$np" "${cmd[@]}" --ep "$np" > "$out.raw" 2> "$out.err" \
+      || { cat "$out.err" >&2; fail "$out"; }
+  fi
+  grep -v '^\[generate\]' "$out.raw" > "$out"
 }

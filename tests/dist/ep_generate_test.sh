@@ -19,16 +19,7 @@ greedy='{"max_new_tokens":20,"logprobs":3,"ignore_eos":true}'
 sampled='{"max_new_tokens":20,"logprobs":2,"temperature":0.8,"top_k":32,"seed":11,"ignore_eos":true}'
 
 run() {  # run OUT NP CONFIG K: one generate (NP 1: no mpirun), stdout without the timing line
-  local out=$1 np=$2 config=$3 k=$4 extra=()
-  if ((k > 0)); then extra=(--speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}"); fi
-  local cmd=("$dsv4" generate "${engine[@]}" "${extra[@]}" --generate-config "$config")
-  if ((np == 1)); then
-    "${cmd[@]}" > "$out.raw" 2> "$out.err" || { cat "$out.err" >&2; fail "$out"; }
-  else
-    "$mpirun_sh" "$np" "${cmd[@]}" --ep "$np" > "$out.raw" 2> "$out.err" \
-      || { cat "$out.err" >&2; fail "$out"; }
-  fi
-  grep -v '^\[generate\]' "$out.raw" > "$out"
+  run_generate "$1" "$2" "$4" "${engine[@]}" --generate-config "$3"
 }
 
 for k in 0 1 2 3; do

@@ -17,52 +17,45 @@ complete() {  # complete PORT OUT: the completion's choices (ids and timestamps 
     | grep -oE '"choices":.*"usage"' > "$2" || fail "completion on port $1"
 }
 
-"$dsv4" "${serve[@]}" > "$tmp/one.out" 2> "$tmp/one.err" &
-one=$!
-pids+=("$one")
-complete "$(port_of "$tmp/one.err" "$one")" "$tmp/one.json"
-kill -TERM "$one"
-wait "$one" || fail "one-process server: exit status $?"
-
-"$here/mpirun.sh" 2 "$dsv4" "${serve[@]}" --ep 2 > "$tmp/ep.out" 2> "$tmp/ep.err" &
-mpi=$!
-pids+=("$mpi")
-complete "$(port_of "$tmp/ep.err" "$mpi")" "$tmp/ep.json"
-cmp -s "$tmp/one.json" "$tmp/ep.json" || {
-  diff "$tmp/one.json" "$tmp/ep.json" >&2 || true
-  fail "2 ranks answered differently from one"
+one_process() {  # one_process NAME ARGS...: a one-process server's completion into $tmp/NAME.json
+  local name=$1 pid
+  shift
+  "$dsv4" "${serve[@]}" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" &
+  pid=$!
+  pids+=("$pid")
+  complete "$(port_of "$tmp/$name.err" "$pid")" "$tmp/$name.json"
+  kill -TERM "$pid"
+  wait "$pid" || fail "$name: one-process server exit status $?"
 }
-rank0=$(rank_pid "$mpi" 0) || fail "rank 0 not found"
-kill -TERM "$rank0"
-for i in $(seq 150); do kill -0 "$mpi" 2>/dev/null || break; sleep 0.2; done
-kill -0 "$mpi" 2>/dev/null && fail "still running 30 s after SIGTERM on rank 0"
-rc=0
-wait "$mpi" || rc=$?
-((rc == 0)) || { cat "$tmp/ep.err" >&2; fail "SIGTERM on rank 0: exit status $rc"; }
-grep -q "rank 1 of 2: .* steps in" "$tmp/ep.err" || fail "rank 1 did not end its engine"
+
+# two_ranks NAME REF ARGS...: `mpirun -np 2 dsv4 serve ARGS` answers exactly REF's
+# completion, then SIGTERM on rank 0 ends both ranks with exit 0 within 30 s.
+two_ranks() {
+  local name=$1 ref=$2 mpi rank0 rc=0
+  shift 2
+  "$here/mpirun.sh" 2 "$dsv4" "${serve[@]}" "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" &
+  mpi=$!
+  pids+=("$mpi")
+  complete "$(port_of "$tmp/$name.err" "$mpi")" "$tmp/$name.json"
+  cmp -s "$tmp/$ref.json" "$tmp/$name.json" || {
+    diff "$tmp/$ref.json" "$tmp/$name.json" >&2 || true
+    fail "$name: 2 ranks answered differently from one process"
+  }
+  rank0=$(rank_pid "$mpi" 0) || fail "$name: rank 0 not found"
+  kill -TERM "$rank0"
+  for i in $(seq 150); do kill -0 "$mpi" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$mpi" 2>/dev/null && fail "$name: still running 30 s after SIGTERM on rank 0"
+  wait "$mpi" || rc=$?
+  ((rc == 0)) || { cat "$tmp/$name.err" >&2; fail "$name: SIGTERM on rank 0: exit status $rc"; }
+  grep -q "rank 1 of 2: .* steps in" "$tmp/$name.err" || fail "$name: rank 1 did not end its engine"
+}
+
+one_process one
+two_ranks ep one --ep 2
 echo "serve --ep 2: same completion as one process; SIGTERM on rank 0 stopped both ranks"
 
 # DP attention across ranks behind the server: `--dp 2 --ep 2` answers what
 # one process with `--dp 2` answers, and stops on SIGTERM the same way.
-"$dsv4" "${serve[@]}" --dp 2 > "$tmp/one2.out" 2> "$tmp/one2.err" &
-one2=$!
-pids+=("$one2")
-complete "$(port_of "$tmp/one2.err" "$one2")" "$tmp/one2.json"
-kill -TERM "$one2"
-wait "$one2" || fail "one-process --dp 2 server: exit status $?"
-"$here/mpirun.sh" 2 "$dsv4" "${serve[@]}" --dp 2 --ep 2 > "$tmp/dp.out" 2> "$tmp/dp.err" &
-dp=$!
-pids+=("$dp")
-complete "$(port_of "$tmp/dp.err" "$dp")" "$tmp/dp.json"
-cmp -s "$tmp/one2.json" "$tmp/dp.json" || {
-  diff "$tmp/one2.json" "$tmp/dp.json" >&2 || true
-  fail "--dp 2 --ep 2 answered differently from one process with --dp 2"
-}
-rank0=$(rank_pid "$dp" 0) || fail "rank 0 not found"
-kill -TERM "$rank0"
-for i in $(seq 150); do kill -0 "$dp" 2>/dev/null || break; sleep 0.2; done
-kill -0 "$dp" 2>/dev/null && fail "--dp 2: still running 30 s after SIGTERM on rank 0"
-rc=0
-wait "$dp" || rc=$?
-((rc == 0)) || { cat "$tmp/dp.err" >&2; fail "--dp 2, SIGTERM on rank 0: exit status $rc"; }
+one_process one2 --dp 2
+two_ranks dp one2 --dp 2 --ep 2
 echo "serve --dp 2 --ep 2: same completion as one process with --dp 2; SIGTERM stopped both ranks"

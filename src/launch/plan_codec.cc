@@ -315,6 +315,9 @@ std::vector<uint8_t> EncodeEngineOptions(const EngineOptions& o) {
   w.Pod(o.num_speculative_tokens);
   w.Str(o.prepacked);
   w.Pod(o.enable_prefix_caching);
+  // Every rank plans its own host's memory with the user's cache budget.
+  w.Pod(o.kv_cache_memory);
+  w.Pod(o.memory_utilization);
   return w.Take();
 }
 
@@ -336,6 +339,8 @@ Result<EngineOptions> DecodeEngineOptions(const std::vector<uint8_t>& bytes) {
   DSV4_RETURN_IF_ERROR(r.Pod(&o.num_speculative_tokens));
   DSV4_RETURN_IF_ERROR(r.Str(&o.prepacked));
   DSV4_RETURN_IF_ERROR(r.Pod(&o.enable_prefix_caching));
+  DSV4_RETURN_IF_ERROR(r.Pod(&o.kv_cache_memory));
+  DSV4_RETURN_IF_ERROR(r.Pod(&o.memory_utilization));
   DSV4_RETURN_IF_ERROR(r.End());
   return o;
 }

@@ -346,9 +346,11 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   local = pool.status();
   if (pool.ok()) {
     e->pool = std::move(*pool);
-    // DP attention across ranks: rank r holds and runs partition r.
+    // DP attention across ranks: rank r holds and runs partition r, so each
+    // partition may take a whole rank's budget (the plan divides it by --dp).
+    const int64_t plan_budget = options.dp > 1 ? budget * options.dp : budget;
     Result<EngineParts> parts =
-        BuildEngine(m, e->pool.get(), options, budget, nullptr,
+        BuildEngine(m, e->pool.get(), options, plan_budget, nullptr,
                     world.rank() == 0 ? &world : nullptr, options.dp > 1 ? world.rank() : -1);
     local = parts.status();
     if (parts.ok()) e->parts = std::move(*parts);

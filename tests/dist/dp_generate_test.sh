@@ -74,3 +74,14 @@ g=("$dsv4" generate --model "$tmp/m" --kv-cache-memory 64M --threads 1 "${one[@]
 expect_refusal dp3 "--dp 3 with 2 ranks: data-parallel attention across ranks runs one partition per rank .*give --dp 2 or --dp 1" \
   "$mpirun_sh" 2 "${g[@]}" --ep 2 --dp 3
 echo "refusals ok"
+
+# Each rank holds one partition, so that partition gets the rank's whole cache
+# budget (one process with --dp 2 splits its budget in two): 8 MiB each here.
+"$mpirun_sh" 2 "$dsv4" generate --model "$tmp/m" --kv-cache-memory 8M --threads 1 "${one[@]}" \
+  --generate-config '{"max_new_tokens":2}' --ep 2 --dp 2 > "$tmp/budget.out" 2> "$tmp/budget.err" \
+  || { cat "$tmp/budget.err" >&2; fail "budget run"; }
+for r in 0 1; do
+  grep -qE "rank $r of 2 .*attention for DP partition $r of 2, .* cache 8\.0 MiB" "$tmp/budget.err" \
+    || { grep "rank $r of 2" "$tmp/budget.err" >&2; fail "rank $r: its partition is not its whole budget"; }
+done
+echo "each rank's partition takes the rank's whole cache budget"

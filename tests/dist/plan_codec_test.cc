@@ -198,6 +198,8 @@ TEST(PlanCodecTest, EngineOptionsRoundTrip) {
   o.num_speculative_tokens = 2;
   o.prepacked = "off";
   o.enable_prefix_caching = false;
+  o.kv_cache_memory = int64_t{3} << 30;
+  o.memory_utilization = 0.75;
   auto b = DecodeEngineOptions(EncodeEngineOptions(o));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->model_dir, o.model_dir);
@@ -214,6 +216,8 @@ TEST(PlanCodecTest, EngineOptionsRoundTrip) {
   EXPECT_EQ(b->num_speculative_tokens, o.num_speculative_tokens);
   EXPECT_EQ(b->prepacked, o.prepacked);
   EXPECT_EQ(b->enable_prefix_caching, o.enable_prefix_caching);
+  EXPECT_EQ(b->kv_cache_memory, o.kv_cache_memory);
+  EXPECT_EQ(b->memory_utilization, o.memory_utilization);
   EXPECT_FALSE(DecodeEngineOptions({1, 2, 3}).ok());
 }
 

@@ -14,6 +14,7 @@ CpuFeatures CpuFeatures::Detect() {
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
   return f;
 }
 
@@ -32,6 +33,7 @@ std::string CpuFeatures::ToString() const {
   add(avx512dq, "avx512dq");
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
+  add(avx512vbmi, "avx512vbmi");
   return s.empty() ? "baseline" : s;
 }
 

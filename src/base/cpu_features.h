@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx512dq = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
+  bool avx512vbmi = false;
 
   // The CPU this process runs on (cpuid).
   static CpuFeatures Detect();

@@ -124,38 +124,57 @@ std::array<int32_t, 256> E4M3IntTable() {
   return t;
 }
 
-// FP4 GEMM activations: one record per 128-element block of a row
-// (cpu::Fp4GemmArgs in gemm_cpu.h): three signed byte planes of the codes'
-// integer values, each group of 8·width elements (one vector load of packed
-// weights, width = the panel's lanes) stored as its even elements, then its
-// odd ones; the 32-block offsets 12·Σa; the NaN flag.  x: m·in/128 records.
+// Writes a = p0 + 2^8·p1 + 2^16·p2 (p0, p1 signed bytes) into the record's
+// three planes at byte `at`.
+void PutFp4Planes(int32_t a, int64_t at, uint8_t* rec) {
+  const auto p0 = static_cast<int8_t>(a & 0xff);
+  const int32_t r1 = (a - p0) / 256;
+  const auto p1 = static_cast<int8_t>(r1 & 0xff);
+  const int32_t p2 = (r1 - p1) / 256;
+  rec[at] = static_cast<uint8_t>(p0);
+  rec[128 + at] = static_cast<uint8_t>(p1);
+  rec[256 + at] = static_cast<uint8_t>(static_cast<int8_t>(p2));
+}
+
+// One record (cpu::Fp4GemmArgs in gemm_cpu.h) from a block's 128 codes:
+// three signed byte planes of the codes' integer values, each group of
+// 8·width elements (one vector load of packed weights, width = the panel's
+// lanes) stored as its even elements, then its odd ones; the 32-block
+// offsets 12·Σa; the NaN flag; and, when every a is a multiple of 8, the
+// planes of a/8 (plane 2 zero) with the 2-plane flag and unit.
+void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, int64_t width, uint8_t* rec) {
+  const int64_t group = 8 * width, half = 4 * width;
+  int32_t a[128], offset[4] = {0, 0, 0, 0}, nan = 0, low_bits = 0;
+  for (int64_t e = 0; e < 128; ++e) {
+    a[e] = int_of[codes[e]];
+    nan |= (codes[e] & 0x7f) == 0x7f ? 1 : 0;
+    low_bits |= a[e] & 7;
+  }
+  const int32_t shift = low_bits == 0 ? 3 : 0;  // exact: a >> 3 == a / 8
+  for (int64_t e = 0; e < 128; ++e) {
+    const int64_t o = e % group;
+    PutFp4Planes(a[e] >> shift, e - o + (o & 1) * half + o / 2, rec);
+    offset[e / 32] += a[e] >> shift;
+  }
+  for (int32_t& o : offset) o *= 12;
+  const int32_t planes = shift == 0 ? 3 : 2;
+  const float unit = shift == 0 ? 0x1p-10f : 0x1p-7f;
+  std::memcpy(rec + cpu::kFp4OffsetAt, offset, sizeof offset);
+  std::memcpy(rec + cpu::kFp4NanAt, &nan, sizeof nan);
+  std::memcpy(rec + cpu::kFp4PlanesAt, &planes, sizeof planes);
+  std::memcpy(rec + cpu::kFp4UnitAt, &unit, sizeof unit);
+}
+
+// FP4 GEMM activations: one record per 128-element block of a row.
+// x: m·in/128 records.
 void BuildFp4Records(const uint8_t* x_codes, int64_t m, int64_t in, int64_t width, uint8_t* x,
                      ThreadPool* pool) {
   static const std::array<int32_t, 256> kInt = E4M3IntTable();
-  const int64_t group = 8 * width, half = 4 * width, num_kb = in / 128;
+  const int64_t num_kb = in / 128;
   ForEachRow(pool, m, in, [&](int64_t r) {
     for (int64_t kb = 0; kb < num_kb; ++kb) {
-      const uint8_t* codes = x_codes + r * in + kb * 128;
-      uint8_t* rec = x + (r * num_kb + kb) * cpu::kFp4RecordBytes;
-      int32_t offset[4] = {0, 0, 0, 0}, nan = 0;
-      for (int64_t e = 0; e < 128; ++e) {
-        const int32_t a = kInt[codes[e]];
-        nan |= (codes[e] & 0x7f) == 0x7f ? 1 : 0;
-        offset[e / 32] += a;
-        const int64_t o = e % group;
-        const int64_t at = e - o + (o & 1) * half + o / 2;
-        // a = p0 + 2^8·p1 + 2^16·p2 with p0, p1 signed bytes.
-        const auto p0 = static_cast<int8_t>(a & 0xff);
-        const int32_t r1 = (a - p0) / 256;
-        const auto p1 = static_cast<int8_t>(r1 & 0xff);
-        const int32_t p2 = (r1 - p1) / 256;
-        rec[at] = static_cast<uint8_t>(p0);
-        rec[128 + at] = static_cast<uint8_t>(p1);
-        rec[256 + at] = static_cast<uint8_t>(static_cast<int8_t>(p2));
-      }
-      for (int32_t& o : offset) o *= 12;
-      std::memcpy(rec + cpu::kFp4OffsetAt, offset, sizeof offset);
-      std::memcpy(rec + cpu::kFp4NanAt, &nan, sizeof nan);
+      BuildFp4Record(x_codes + r * in + kb * 128, kInt.data(), width,
+                     x + (r * num_kb + kb) * cpu::kFp4RecordBytes);
     }
   });
 }
@@ -165,12 +184,19 @@ std::atomic<bool>& Fp4WithoutVnniSlot() {
   return on;
 }
 
+std::atomic<bool>& Fp4WithoutVbmiSlot() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+
 // The FP4 panel kernel for this CPU (the AVX-512 one needs VNNI, or its
-// VNNI-free twin: same bits).
+// VNNI-free twin; with VBMI too, the VBMI one: all give the same bits).
 auto Fp4Kernel(const cpu::GemmKernels& simd) {
-  static const bool vnni = CpuFeatures::Detect().avx512vnni;
-  const bool without = !vnni || Fp4WithoutVnniSlot().load(std::memory_order_relaxed);
-  return simd.fp4_without_vnni != nullptr && without ? simd.fp4_without_vnni : simd.fp4;
+  static const CpuFeatures cpu = CpuFeatures::Detect();
+  const bool without = !cpu.avx512vnni || Fp4WithoutVnniSlot().load(std::memory_order_relaxed);
+  if (simd.fp4_without_vnni != nullptr && without) return simd.fp4_without_vnni;
+  const bool vbmi = cpu.avx512vbmi && !Fp4WithoutVbmiSlot().load(std::memory_order_relaxed);
+  return simd.fp4_vbmi != nullptr && vbmi ? simd.fp4_vbmi : simd.fp4;
 }
 
 // Bytes of FP4 records for [m, in] activations (they fit the float array
@@ -181,6 +207,7 @@ uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
 
 namespace cpu {
 void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }
+void UseFp4WithoutVbmiForTesting(bool on) { Fp4WithoutVbmiSlot().store(on); }
 }  // namespace cpu
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,

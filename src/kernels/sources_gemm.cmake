@@ -3,4 +3,4 @@
 # their ISA flags from src/kernels/CMakeLists.txt.
 set(KERNEL_GEMM_SOURCES quant.cc gemm.cc ref/quant_ref.cc ref/gemm_ref.cc)
 set(KERNEL_GEMM_AVX2_SOURCES cpu/gemm_avx2.cc cpu/quant_avx2.cc)
-set(KERNEL_GEMM_AVX512_SOURCES cpu/gemm_avx512.cc cpu/quant_avx512.cc)
+set(KERNEL_GEMM_AVX512_SOURCES cpu/gemm_avx512.cc cpu/gemm_avx512_vbmi.cc cpu/quant_avx512.cc)

@@ -315,12 +315,15 @@ TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
         ThreadPool pool(3);
         for (Isa isa : SimdIsas()) {
           IsaScope scope(isa);
-          for (bool without_vnni : {false, true}) {  // AVX-512 also without VNNI
-            cpu::UseFp4WithoutVnniForTesting(without_vnni);
+          // AVX-512 also without VBMI and without VNNI (variant 1, 2).
+          for (int variant : {0, 1, 2}) {
+            cpu::UseFp4WithoutVbmiForTesting(variant == 1);
+            cpu::UseFp4WithoutVnniForTesting(variant == 2);
             Fp4Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
             EXPECT_EQ(CompareBf16(got.data() + 1, want.data(), m * n).num_differ, 0)
-                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " " << without_vnni;
+                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " " << variant;
           }
+          cpu::UseFp4WithoutVbmiForTesting(false);
           cpu::UseFp4WithoutVnniForTesting(false);
         }
       }

@@ -57,10 +57,19 @@ struct Fp8GemmArgs {
 //   int32 at kFp4OffsetAt + 4j: 12·Σ a over 32-block j (the +12 that makes
 //     the weights unsigned, taken back out of the sum);
 //   int32 at kFp4NanAt: 1 when a code of the block is NaN (0x7f / 0xff),
-//     which makes the block's contribution NaN as in the reference.
+//     which makes the block's contribution NaN as in the reference;
+//   int32 at kFp4PlanesAt: 3, or 2 when every a of the block is a multiple
+//     of 8 (|e4m3| >= 2^-3 or 0: most blocks of real-looking activations).
+//     Then the planes hold a/8 = p0 + 2^8·p1 (plane 2 zero), the offsets are
+//     12·Σ a/8, and the kernels skip plane 2 (4 dot products per 128-block
+//     and column instead of 6);
+//   float at kFp4UnitAt: what one unit of the integer sum weighs, 2^-10
+//     (a carries 2^9, 2·e2m1 + 12 carries 2), or 2^-7 with 2 planes.
 inline constexpr int64_t kFp4RecordBytes = 512;
 inline constexpr int64_t kFp4OffsetAt = 384;
 inline constexpr int64_t kFp4NanAt = 400;
+inline constexpr int64_t kFp4PlanesAt = 404;
+inline constexpr int64_t kFp4UnitAt = 408;
 
 struct Fp4GemmArgs {
   const uint8_t* x = nullptr;       // [m, w.in/128] records (above)
@@ -106,6 +115,9 @@ struct GemmKernels {
   // same exact sums, same bits), for AVX-512 CPUs without AVX512-VNNI; null
   // where fp4 needs no VNNI.
   void (*fp4_without_vnni)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
+  // The same FP4 kernel decoding the weights with VBMI byte permutes (same
+  // bits), for CPUs with AVX512-VNNI and AVX512-VBMI; null where none.
+  void (*fp4_vbmi)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   void (*dense)(const DenseGemmArgs& a, const Tile& t) = nullptr;
   // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.
   // REQUIRES: the CPU feature behind it (AVX-512: AVX512-BF16).
@@ -116,6 +128,14 @@ struct GemmKernels {
 // when ActiveIsa() is that ISA.
 extern const GemmKernels kGemmKernelsAvx2;
 extern const GemmKernels kGemmKernelsAvx512;
+
+// The AVX-512 FP4 kernel with VBMI (gemm_avx512_vbmi.cc, compiled with
+// -mavx512vbmi).  REQUIRES: AVX512-VNNI and AVX512-VBMI.
+void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t);
+
+// Tests: run the FP4 GEMMs through fp4 (not fp4_vbmi) even on a CPU with
+// VBMI (both must give the same bits).
+void UseFp4WithoutVbmiForTesting(bool on);
 
 // Tests: run the FP4 GEMMs through fp4_without_vnni where a table has one,
 // even on a CPU with VNNI (both must give the same bits).

@@ -12,7 +12,9 @@
 // 16-entry byte table (vpshufb), the activations come as three signed byte
 // planes (gemm_cpu.h, Fp4GemmArgs), and unsigned x signed byte dot products
 // (vpdpbusd: 4 products summed per int32 lane) combine the planes by
-// Horner's rule (two shifts by 8).  The sums stay far inside int32:
+// Horner's rule (two shifts by 8; one on a 2-plane record, whose planes hold
+// a/8, chosen per block and row outside the column loops).  The sums stay
+// far inside int32:
 // |Σ a·u| <= 32·448·2^9·24 < 2^28.  Lane l of a load's dot vector covers 4
 // consecutive even (or odd) elements, so its lanes 4j..4j+3 of every
 // 128-bit chunk belong to one 32-block: V::Fp4SubBlockSums adds them and
@@ -28,18 +30,19 @@ namespace {
 template <class V>
 inline constexpr int kFp4Loads = static_cast<int>(64 / (4 * V::kLanes));
 
-// One row's block record (gemm_cpu.h): its planes, read as vectors either
-// from registers (V::kXInRegisters: the one-row path reuses them for every
-// column) or from memory at each use (dot products take memory operands).
-template <class V, bool kInRegisters = V::kXInRegisters>
+// One row's block record (gemm_cpu.h): its first kPlanes planes, read as
+// vectors either from registers (V::kXInRegisters: the one-row path reuses
+// them for every column) or from memory at each use (dot products take
+// memory operands).
+template <class V, int kPlanes, bool kInRegisters = V::kXInRegisters>
 struct Fp4Planes;
 
-template <class V>
-struct Fp4Planes<V, true> {
-  typename V::I v[3][2 * kFp4Loads<V>];
+template <class V, int kPlanes>
+struct Fp4Planes<V, kPlanes, true> {
+  typename V::I v[kPlanes][2 * kFp4Loads<V>];
   [[gnu::always_inline]] explicit Fp4Planes(const uint8_t* rec) {
 #pragma GCC unroll 4
-    for (int p = 0; p < 3; ++p) {
+    for (int p = 0; p < kPlanes; ++p) {
 #pragma GCC unroll 4
       for (int i = 0; i < 2 * kFp4Loads<V>; ++i)
         v[p][i] = V::LoadI(rec + 128 * p + 4 * V::kLanes * i);
@@ -49,8 +52,8 @@ struct Fp4Planes<V, true> {
   [[gnu::always_inline]] typename V::I operator()(int p, int h) const { return v[p][h]; }
 };
 
-template <class V>
-struct Fp4Planes<V, false> {
+template <class V, int kPlanes>
+struct Fp4Planes<V, kPlanes, false> {
   const uint8_t* rec;
   [[gnu::always_inline]] explicit Fp4Planes(const uint8_t* r) : rec(r) {}
   [[gnu::always_inline]] typename V::I operator()(int p, int h) const {
@@ -58,33 +61,41 @@ struct Fp4Planes<V, false> {
   }
 };
 
+// The record's plane count (gemm_cpu.h: 3, or 2 when plane 2 is zero).
+[[gnu::always_inline]] inline int32_t Fp4PlaneCount(const uint8_t* rec) {
+  int32_t planes;
+  __builtin_memcpy(&planes, rec + kFp4PlanesAt, sizeof planes);
+  return planes;
+}
+
 // One column's 128-block (decoded weight bytes w[2·load + 0/1]: even / odd
-// elements) against one row's planes: per load, int32 lanes holding
-// Σ a·u over 4 elements each.
-template <class V, class X>
+// elements) against one row's first kPlanes planes: per load, int32 lanes
+// holding Σ a·u over 4 elements each (Horner's rule from the top plane).
+template <class V, int kPlanes, class X>
 [[gnu::always_inline]] inline void Fp4ColumnDots(const typename V::I* w, const X& x,
                                                  typename V::I* out) {
 #pragma GCC unroll 4
   for (int i = 0; i < kFp4Loads<V>; ++i) {
     const typename V::I we = w[2 * i], wo = w[2 * i + 1];
-    typename V::I s = V::DotU8S8(V::ZeroI(), we, x(2, 2 * i));
-    s = V::DotU8S8(s, wo, x(2, 2 * i + 1));
-    s = V::Shl8(s);
-    s = V::DotU8S8(s, we, x(1, 2 * i));
-    s = V::DotU8S8(s, wo, x(1, 2 * i + 1));
-    s = V::Shl8(s);
-    s = V::DotU8S8(s, we, x(0, 2 * i));
-    out[i] = V::DotU8S8(s, wo, x(0, 2 * i + 1));
+    typename V::I s = V::DotU8S8(V::ZeroI(), we, x(kPlanes - 1, 2 * i));
+    s = V::DotU8S8(s, wo, x(kPlanes - 1, 2 * i + 1));
+#pragma GCC unroll 4
+    for (int p = kPlanes - 2; p >= 0; --p) {
+      s = V::Shl8(s);
+      s = V::DotU8S8(s, we, x(p, 2 * i));
+      s = V::DotU8S8(s, wo, x(p, 2 * i + 1));
+    }
+    out[i] = s;
   }
 }
 
-// The panel's four 32-block weight scales (E8M0 bytes at scales + c·stride
-// + j for column c < nc) as FP32 vectors, lanes = columns.
+// The four 32-block weight scales of one block as FP32 vectors, lanes =
+// columns, from its scale dwords (lane c: column c's 4 E8M0 bytes).
+// special: a byte may be 0 or 255 (or a partial panel's zero lanes).
 template <class V>
-[[gnu::always_inline]] inline void Fp4PanelScales(const uint8_t* scales, int64_t stride, int64_t nc,
-                                                  typename V::F* sw) {
-  const typename V::I dwords = V::GatherDwords(scales, stride, nc);
-  if (V::E8M0Special(dwords)) {  // a scale byte 0 or 255 (or a partial panel's zero lanes)
+[[gnu::always_inline]] inline void Fp4ScalesOf(typename V::I dwords, bool special,
+                                               typename V::F* sw) {
+  if (special) {
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) sw[j] = V::template E8M0Bytes<true>(dwords, j);
     return;
@@ -93,9 +104,26 @@ template <class V>
   for (int j = 0; j < 4; ++j) sw[j] = V::template E8M0Bytes<false>(dwords, j);
 }
 
+// A whole panel's scale dwords of blocks kb..kb+15 (scales: block kb of the
+// panel's first column): dwords[i] for block kb + i.  Returns whether a
+// byte among them is 0 or 255 (the min and max bytes tell).
+template <class V>
+[[gnu::always_inline]] inline bool Fp4PanelScaleDwords16(const uint8_t* scales, int64_t stride,
+                                                         typename V::I* dwords) {
+  V::GatherDwords16(scales, stride, dwords);
+  typename V::I lo = dwords[0], hi = dwords[0];
+#pragma GCC unroll 16
+  for (int i = 1; i < 16; ++i) {
+    lo = V::MinU8(lo, dwords[i]);
+    hi = V::MaxU8(hi, dwords[i]);
+  }
+  return V::E8M0Special(lo) || V::E8M0Special(hi);
+}
+
 // acc + Σ_j (part_j·sa)·sw_j for the 4 32-blocks in order, part_j = fp32
-// (exact sum)·2^-10 (a carries 2^9, u = 2·e2m1 + 12 carries 2): the
-// reference's expression.  dots: the panel's per-column dot vectors
+// (exact sum)·unit (2^-10: a carries 2^9, u = 2·e2m1 + 12 carries 2; 2^-7
+// for a 2-plane record of a/8; both exact scalings): the reference's
+// expression.  dots: the panel's per-column dot vectors
 // ([kLanes][kFp4Loads], zero beyond the panel's columns).
 template <class V>
 [[gnu::always_inline]] inline typename V::F Fp4AddBlock(typename V::F acc,
@@ -105,16 +133,59 @@ template <class V>
   typename V::I sums[4];
   V::Fp4SubBlockSums(dots, sums);
   int32_t offset[4], nan;
+  float unit_value;
   __builtin_memcpy(offset, rec + kFp4OffsetAt, sizeof offset);
   __builtin_memcpy(&nan, rec + kFp4NanAt, sizeof nan);
+  __builtin_memcpy(&unit_value, rec + kFp4UnitAt, sizeof unit_value);
   if (nan != 0) sa = __builtin_nanf("");
-  const typename V::F vsa = V::Set1(sa), unit = V::Set1(0x1p-10f);
+  // (fp32(sum)·unit)·sa is fp32(sum)·(unit·sa), one rounding of the same
+  // value, whenever unit·sa is exact: unless sa is below 2^-116 (then
+  // unit·sa would be subnormal and could drop bits).  One multiply less
+  // per 32-block.
+  if (!(__builtin_fabsf(sa) < 0x1p-116f) || sa == 0.0f) {
+    const typename V::F su = V::Set1(sa * unit_value);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const typename V::F sum = V::CvtI(V::SubI(sums[j], offset[j]));
+      acc = V::Add(acc, V::Mul(V::Mul(sum, su), sw[j]));
+    }
+    return acc;
+  }
+  const typename V::F vsa = V::Set1(sa), unit = V::Set1(unit_value);
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
     const typename V::F part = V::Mul(V::CvtI(V::SubI(sums[j], offset[j])), unit);
     acc = V::Add(acc, V::Mul(V::Mul(part, vsa), sw[j]));
   }
   return acc;
+}
+
+// One row against a whole panel's 128-block kb (columns from col, row_bytes
+// apart), the weights decoded in registers: d[c·kFp4Loads + i] the column
+// dots.  Constant indices keep the dot vectors in registers, and one running
+// pointer and one prefetch test per block keep the per-column scalar work
+// small.  next: a whole next panel to prefetch.
+template <class V, int kPlanes>
+[[gnu::always_inline]] inline void Fp4PanelRowDots(const uint8_t* col, int64_t row_bytes, bool next,
+                                                   const uint8_t* rec, typename V::I* d) {
+  constexpr int kL = kFp4Loads<V>;
+  const Fp4Planes<V, kPlanes> x(rec);
+  const int64_t ahead = V::kLanes * row_bytes;
+#pragma GCC unroll 16
+  for (int c = 0; c < V::kLanes; ++c, col += row_bytes) {
+    if (next) _mm_prefetch(reinterpret_cast<const char*>(col + ahead), _MM_HINT_T0);
+    typename V::I wv[2 * kL];
+    V::Fp4Weights(col, wv);
+    Fp4ColumnDots<V, kPlanes>(wv, x, d + c * kL);
+  }
+}
+
+// The dots of nc columns' decoded blocks w[c] against one row's record.
+template <class V, int kPlanes>
+[[gnu::always_inline]] inline void Fp4RowDots(const typename V::I (*w)[2 * kFp4Loads<V>],
+                                              int64_t nc, const uint8_t* rec, typename V::I* dots) {
+  const Fp4Planes<V, kPlanes> x(rec);
+  for (int64_t c = 0; c < nc; ++c) Fp4ColumnDots<V, kPlanes>(w[c], x, dots + c * kFp4Loads<V>);
 }
 
 // MXFP4 GEMM over the tile t.  One row (decode): each column's block goes
@@ -131,6 +202,7 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
   const int64_t n = w.out, num_kb = w.in / 128, stride = w.in / 32, row_bytes = w.in / 2;
   alignas(sizeof(I)) I wdec[kP][2 * kL];  // the panel's block, decoded (rows > 1)
   alignas(sizeof(I)) I dots[kP * kL];
+  alignas(sizeof(I)) I sdw[16];  // scale dwords of 16 blocks (whole panels)
   alignas(sizeof(typename V::F)) typename V::F acc[kMTile];
   const auto record = [&](int64_t row, int64_t kb) {
     return a.x + (row * num_kb + kb) * kFp4RecordBytes;
@@ -152,39 +224,45 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
       const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
       for (int64_t i = nc * kL; i < kP * kL; ++i) dots[i] = V::ZeroI();
+      // A whole panel's scales are read 16 blocks at a time (one 64-byte
+      // line per column), else block by block.
+      const bool by16 = nc == kP && num_kb % 16 == 0;
+      bool special = false;
       for (int64_t kb = 0; kb < num_kb; ++kb) {
+        const uint8_t* scales = w.scales + n0 * stride + kb * 4;
         typename V::F sw[4];
-        Fp4PanelScales<V>(w.scales + n0 * stride + kb * 4, stride, nc, sw);
+        if (by16) {
+          if (kb % 16 == 0) special = Fp4PanelScaleDwords16<V>(scales, stride, sdw);
+          Fp4ScalesOf<V>(sdw[kb % 16], special, sw);
+        } else {
+          const I dwords = V::GatherDwords(scales, stride, nc);
+          Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
+        }
         if (mt == 1) {
           const uint8_t* rec = record(m0, kb);
           const float sa = a.x_scales[m0 * num_kb + kb];
-          const Fp4Planes<V> x(rec);
           if (nc == kP) {
-            // Whole panel: constant indices keep the dot vectors in
-            // registers, and one running pointer and one prefetch test per
-            // block keep the per-column scalar work small.
             const bool next = n0 + 2 * kP <= n;  // a whole next panel to prefetch
             if (next && kb % 16 == 0) {
               for (int64_t c = 0; c < kP; ++c)
                 Prefetch(w.scales + (n0 + kP + c) * stride + kb * 4, 64);
             }
             const uint8_t* col = w.packed + n0 * row_bytes + kb * 64;
-            const int64_t ahead = kP * row_bytes;
             I d[kP * kL];
-#pragma GCC unroll 16
-            for (int c = 0; c < kP; ++c, col += row_bytes) {
-              if (next) _mm_prefetch(reinterpret_cast<const char*>(col + ahead), _MM_HINT_T0);
-              I wv[2 * kL];
-              V::Fp4Weights(col, wv);
-              Fp4ColumnDots<V>(wv, x, d + c * kL);
+            // The plane count is chosen per block, outside the column loop.
+            if (Fp4PlaneCount(rec) == 2) {
+              Fp4PanelRowDots<V, 2>(col, row_bytes, next, rec, d);
+            } else {
+              Fp4PanelRowDots<V, 3>(col, row_bytes, next, rec, d);
             }
             acc[0] = Fp4AddBlock<V>(acc[0], d, rec, sa, sw);
             continue;
           }
-          for (int64_t c = 0; c < nc; ++c) {
-            I wv[2 * kL];
-            decode(n0 + c, kb, wv);
-            Fp4ColumnDots<V>(wv, x, dots + c * kL);
+          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          if (Fp4PlaneCount(rec) == 2) {
+            Fp4RowDots<V, 2>(wdec, nc, rec, dots);
+          } else {
+            Fp4RowDots<V, 3>(wdec, nc, rec, dots);
           }
           acc[0] = Fp4AddBlock<V>(acc[0], dots, rec, sa, sw);
           continue;
@@ -192,8 +270,11 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
         for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
         for (int64_t r = 0; r < mt; ++r) {
           const uint8_t* rec = record(m0 + r, kb);
-          const Fp4Planes<V> x(rec);
-          for (int64_t c = 0; c < nc; ++c) Fp4ColumnDots<V>(wdec[c], x, dots + c * kL);
+          if (Fp4PlaneCount(rec) == 2) {
+            Fp4RowDots<V, 2>(wdec, nc, rec, dots);
+          } else {
+            Fp4RowDots<V, 3>(wdec, nc, rec, dots);
+          }
           acc[r] = Fp4AddBlock<V>(acc[r], dots, rec, a.x_scales[(m0 + r) * num_kb + kb], sw);
         }
       }

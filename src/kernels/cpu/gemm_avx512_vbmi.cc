@@ -1,0 +1,31 @@
+// The AVX-512 FP4 kernel with VBMI byte permutes (CPUs with AVX512-VBMI and
+// AVX512-VNNI; gemm.cc picks it through GemmKernels::fp4_vbmi).  Its own
+// translation unit because only it is compiled with -mavx512vbmi: the other
+// AVX-512 kernels must keep running on AVX-512 CPUs without VBMI.
+#include "kernels/cpu/gemm_avx512_traits-inl.h"
+#include "kernels/cpu/gemm_fp4-inl.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// Decodes the weight nibbles with vpermb, which reads only an index byte's
+// low 6 bits: with the 16-entry table repeated 4 times, the bits above a
+// nibble need no masking.  Per 64 packed bytes: one shift and two permutes
+// instead of a shift, two ANDs and two vpshufb.  Same bytes, same bits.
+struct GemmAvx512Vbmi : GemmAvx512 {
+  [[gnu::always_inline]] static void Fp4Weights(const uint8_t* packed, I* w) {
+    const I table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const I v = LoadI(packed);
+    w[0] = _mm512_permutexvar_epi8(v, table);
+    w[1] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+  }
+};
+
+}  // namespace
+
+void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t) {
+  Fp4GemmPanels<GemmAvx512Vbmi>(a, t);
+}
+
+}  // namespace dsv4::kernels::cpu

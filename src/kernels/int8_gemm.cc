@@ -27,9 +27,20 @@ constexpr int64_t kVnniMinRows = 4;
 constexpr int64_t kMinBytesPerTask = 64 * 1024;
 // From this many rows on, VNNI machines take the packed outer-product kernel
 // (int8_gemm_avx512.cc): its per-task packing of 64 weight rows is O(N·K),
-// repaid once a few micro-tiles of 6 rows reuse each packed vector
-// (docs/performance.md "Prefill GEMMs side by side with oneDNN").
-constexpr int64_t kPackedMinRows = 16;
+// repaid once many micro-tiles of 6 rows reuse each packed vector.  Below it
+// (down to kBcastMinRows), the broadcast kernel (int8_gemm_bcast_avx512.cc),
+// which packs nothing O(N·K): measured 1.5-6x faster than the older paths at
+// 2-32 rows, level at 128-256, ~5 % slower from 512
+// (docs/performance.md "W8A8 broadcast kernel").
+constexpr int64_t kPackedMinRows = 512;
+// One row takes the AVX2 kernel (faster than the broadcast kernel's 4-row
+// tile with 3 rows of padding).
+constexpr int64_t kBcastMinRows = 2;
+// Broadcast tasks: rows x columns (the column blocks shrink until every
+// thread has two tasks, down to kInt8BcastMinCols).
+constexpr int64_t kBcastRowBlock = 256;
+constexpr int64_t kBcastColBlock = 96;
+static_assert(kBcastRowBlock % cpu::kInt8BcastRows == 0);
 // Rows per packed task (a multiple of cpu::kInt8PackedRows): each task packs
 // its 64 columns once, so longer blocks amortise the packing further, while
 // prefill chunks of a few hundred rows still split over the threads.
@@ -47,6 +58,8 @@ bool HasVnni() {
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 struct Int8OffsetActivationsTag {};
+struct Int8BcastActivationsTag {};
+struct Int8BcastScratchTag {};
 struct Int8PackedPanelTag {};
 // One cache line of the packed weight panel (so the scratch is 64-byte aligned).
 struct alignas(64) PanelLine {
@@ -97,6 +110,46 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
   }
 }
 
+// The broadcast path: activations interleaved once (in the caller's scratch,
+// read by every task), then tasks of row blocks x column blocks, claimed
+// dynamically, each with its own thread's accumulator scratch.
+void BcastInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
+                   bf16* y, ThreadPool* pool) {
+  const int64_t k = w.in;
+  const int64_t chunks = CeilDiv(m, cpu::kInt8BcastRows);
+  PanelLine* xt = ScratchArray<Int8BcastActivationsTag, PanelLine>::Get(
+      static_cast<size_t>(CeilDiv(cpu::Int8BcastActBytes(m, k), 64)));
+  uint8_t* xt_bytes = reinterpret_cast<uint8_t*>(xt->bytes);
+  ParallelFor(pool, chunks, CeilDiv(4096, std::max<int64_t>(k, 1)),
+              [&](int64_t begin, int64_t end) {
+                cpu::Int8BcastPackActivations(x_codes, m, k, begin, end, xt_bytes);
+              });
+  const cpu::Int8BcastArgs args{xt_bytes, x_scales, m, w, y};
+  const int64_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const int64_t row_blocks = CeilDiv(m, kBcastRowBlock);
+  // Even column blocks of at least kInt8BcastMinCols (w.out >= that).
+  int64_t col_blocks = CeilDiv(w.out, kBcastColBlock);
+  if (row_blocks * col_blocks < 2 * threads) col_blocks = CeilDiv(2 * threads, row_blocks);
+  col_blocks = std::clamp<int64_t>(col_blocks, 1, w.out / cpu::kInt8BcastMinCols);
+  const int64_t num_tasks = row_blocks * col_blocks;
+  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r0 = (t / col_blocks) * kBcastRowBlock;
+      const int64_t r1 = std::min(m, r0 + kBcastRowBlock);
+      const int64_t b = t % col_blocks;
+      const int64_t c0 = w.out * b / col_blocks, c1 = w.out * (b + 1) / col_blocks;
+      PanelLine* scratch = ScratchArray<Int8BcastScratchTag, PanelLine>::Get(
+          static_cast<size_t>(CeilDiv(cpu::Int8BcastScratchBytes(r1 - r0, c1 - c0), 64)));
+      cpu::Int8GemmAvx512VnniBcast(args, r0, r1, c0, c1, scratch);
+    }
+  };
+  if (pool == nullptr || threads == 1 || num_tasks < 2) {
+    run(0, num_tasks);
+  } else {
+    pool->ParallelForDynamic(num_tasks, 1, run);
+  }
+}
+
 }  // namespace
 
 // Scalar on every ISA: O(m*k) next to the GEMM's O(m*k*n), and a single
@@ -112,8 +165,12 @@ void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int
   if (m <= 0 || w.out <= 0) return;
   // The VNNI kernel's offset form keeps row totals exact in INT32 up to here.
   DSV4_CHECK(w.in <= 65536);
-  const bool vnni = isa == Isa::kAvx512 && HasVnni() && m >= kVnniMinRows;
-  if (vnni && m >= kPackedMinRows) return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
+  const bool has_vnni = isa == Isa::kAvx512 && HasVnni();
+  if (has_vnni && m >= kPackedMinRows) return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
+  if (has_vnni && m >= kBcastMinRows && w.out >= cpu::kInt8BcastMinCols && w.in > 0) {
+    return BcastInt8Gemm(x_codes, x_scales, m, w, y, pool);
+  }
+  const bool vnni = has_vnni && m >= kVnniMinRows;
   const cpu::Int8GemmArgs args{x_codes, x_scales, m, w, y};
   const int64_t num_panels = CeilDiv(w.out, cpu::kInt8Panel);
   const int64_t num_tasks = num_panels * CeilDiv(m, kRowBlock);

@@ -142,22 +142,20 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
   }
 }
 
-// The prefill path (M >= 16 on AVX-512 VNNI: weights packed per task, 6-row
-// x 64-column micro-tiles) against the scalar reference: ragged M (row-tile
-// and 240-row task edges), N (16- and 64-column edges) and K (4-byte groups
-// and 64-byte packing steps), INT32 extremes up to K = 65,536, 1 and 3
-// threads.  On other CPUs the same sizes check the older paths.
+// The packed prefill path (M >= 512 on AVX-512 VNNI: weights packed per
+// task, 6-row x 64-column micro-tiles) against the scalar reference: ragged M
+// (row-tile and 240-row task edges), N (16- and 64-column edges) and K
+// (4-byte groups and 64-byte packing steps), INT32 extremes up to K = 65,536,
+// 1 and 3 threads.  On other CPUs the same sizes check the older paths.
 TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
   ThreadPool pool(3);
   struct Size {
     int64_t m, k, n;
     bool extreme;
   };
-  const Size sizes[] = {{16, 64, 64, false},   {17, 1, 1, false},      {23, 3, 17, false},
-                        {31, 65, 65, false},   {48, 127, 130, false},  {64, 200, 15, false},
-                        {241, 257, 80, false}, {250, 100, 200, false}, {487, 36, 33, false},
-                        {19, 4096, 70, false}, {16, 129, 48, true},    {37, 1000, 129, true},
-                        {16, 65536, 3, true}};
+  const Size sizes[] = {{512, 64, 64, false}, {513, 1, 1, false},    {517, 3, 17, false},
+                        {530, 65, 65, false}, {600, 257, 80, false}, {721, 36, 130, false},
+                        {512, 129, 48, true}, {515, 1000, 19, true}, {512, 65536, 3, true}};
   uint32_t seed = 500;
   for (const Size& s : sizes) {
     const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
@@ -172,15 +170,54 @@ TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
   }
 }
 
-// A row computed by the packed path equals the same row computed alone (the
-// one-row GEMV) and inside a 4-row batch (the 4-row VNNI tile).
+// The broadcast path (2 <= M < 512 and N >= 16 on AVX-512 VNNI: activations
+// interleaved in 16-row chunks of 4-row vectors, weights broadcast 16 bytes at
+// a time, K blocked by 1,024) against the scalar reference: every M remainder
+// modulo 16 (each tile height, 1-4 vectors), the 256-row task edge, column
+// counts that leave a partial tile (N % 6, 8, 12) and uneven column blocks, K
+// below, at and across 16 and the 1,024 block (K % 16 tails), INT32 extremes
+// up to K = 65,536, 1 and 3 threads.  On other CPUs the older paths.
+TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
+  ThreadPool pool(3);
+  struct Size {
+    int64_t m, k, n;
+    bool extreme;
+  };
+  std::vector<Size> sizes;
+  const int64_t ks[] = {1, 5, 15, 16, 17, 100, 1024, 1040, 1100, 2051};
+  const int64_t ns[] = {16, 17, 23, 29, 97, 200};
+  for (int64_t m = 2; m <= 33; ++m) sizes.push_back({m, ks[m % 10], ns[m % 6], false});
+  for (int64_t m : {48, 63, 64, 65, 255, 256, 257, 300, 511}) {
+    sizes.push_back({m, ks[m % 10], ns[m % 6], false});
+  }
+  for (const Size s : {Size{2, 64, 16, true}, Size{17, 1000, 21, true}, Size{16, 65536, 16, true},
+                       Size{5, 65536, 17, true}, Size{40, 4096, 100, false}}) {
+    sizes.push_back(s);
+  }
+  uint32_t seed = 700;
+  for (const Size& s : sizes) {
+    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
+    const std::vector<bf16> want = RunRef(p);
+    for (Isa isa : AllIsas()) {
+      IsaScope scope(isa);
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
+                                        << " n=" << s.n << " extreme=" << s.extreme);
+      ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
+      ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
+    }
+  }
+}
+
+// A row computed by the packed path (600 rows) equals the same row computed
+// alone (the one-row AVX2 GEMV) and inside 4- and 21-row batches (the
+// broadcast path's 1-vector tile and a chunk with a partial tile).
 TEST(Int8Gemm, PackedRowsEqualFewRowPaths) {
-  const Problem p = MakeProblem(245, 520, 70, 77, false);
+  const Problem p = MakeProblem(600, 520, 70, 77, false);
   for (Isa isa : AllIsas()) {
     IsaScope scope(isa);
     const std::vector<bf16> full = RunGemm(p, nullptr);
-    for (int64_t r0 : {int64_t{0}, int64_t{5}, int64_t{238}, int64_t{241}}) {
-      for (int64_t rows : {int64_t{1}, int64_t{4}}) {
+    for (int64_t r0 : {int64_t{0}, int64_t{5}, int64_t{238}, int64_t{541}}) {
+      for (int64_t rows : {int64_t{1}, int64_t{4}, int64_t{21}}) {
         Problem part = p;
         part.m = rows;
         part.x.assign(p.x.begin() + r0 * p.k, p.x.begin() + (r0 + rows) * p.k);

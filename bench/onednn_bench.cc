@@ -9,6 +9,9 @@
 //
 //   OMP_NUM_THREADS=T dsv4_onednn_bench   (T = the threads argument)
 //
+// M = 2-8: decode-sized batches; 16-1024: prefill rows, or a routed expert's
+// share of them.
+//
 // Arguments: {engine (0 dsv4, 1 oneDNN), M, threads}.  Figures: GFLOP/s.
 #include <benchmark/benchmark.h>
 
@@ -128,7 +131,7 @@ void BM_Bf16(benchmark::State& state) {
 
 // {engine, M, threads}: the two engines next to each other for each M.
 void Args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {16, 32, 128, 1024}) {
+  for (int64_t m : {2, 4, 8, 16, 32, 128, 1024}) {
     for (int64_t engine : {0, 1}) b->Args({engine, m, 1});
   }
   b->ArgNames({"engine", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();

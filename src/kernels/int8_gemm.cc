@@ -29,9 +29,9 @@ constexpr int64_t kMinBytesPerTask = 64 * 1024;
 // (int8_gemm_avx512.cc): its per-task packing of 64 weight rows is O(N·K),
 // repaid once many micro-tiles of 6 rows reuse each packed vector.  Below it
 // (down to kBcastMinRows), the broadcast kernel (int8_gemm_bcast_avx512.cc),
-// which packs nothing O(N·K): measured 1.5-6x faster than the older paths at
-// 2-32 rows, level at 128-256, ~5 % slower from 512
-// (docs/performance.md "W8A8 broadcast kernel").
+// which packs nothing O(N·K): measured 1.0-6x faster than the older paths at
+// 2-32 rows, level at 128, ~5 % slower from 512 (docs/performance.md "W8A8
+// broadcast kernel side by side with oneDNN").
 constexpr int64_t kPackedMinRows = 512;
 // One row takes the AVX2 kernel (faster than the broadcast kernel's 4-row
 // tile with 3 rows of padding).

@@ -68,7 +68,7 @@ void MoeCost(const MoeShape& m, const MoeWeights& w, int64_t n, const int32_t* i
 }  // namespace
 
 void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
-                    Workspace& ws, ThreadPool* pool, BlockTrace* trace) const {
+                    Workspace& ws, ThreadPool* pool, BlockTrace* trace, ExpertUsage* usage) const {
   const int64_t n = batch.num_tokens();
   if (n == 0) return;
   // Opened first, so the scratch the first call allocates counts to its layer.
@@ -128,7 +128,8 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
       profiled_ids.assign(static_cast<size_t>(n * moe_shape_.top_k), -1);
       ids_out = profiled_ids.data();
     }
-    MoeForward(moe_shape_, moe_, a, batch.token_ids.data(), n, f, ids_out, ws, pool);
+    MoeForward(moe_shape_, moe_, a, batch.token_ids.data(), n, f, ids_out, ws, pool,
+               usage != nullptr ? &usage->layer(layer_id_) : nullptr);
     if (s) MoeCost(moe_shape_, moe_, n, ids_out, layer_id_, &s);
   }
   {

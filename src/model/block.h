@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "model/attention.h"
+#include "model/expert_usage.h"
 #include "model/forward_batch.h"
 #include "model/mhc.h"
 #include "model/moe.h"
@@ -47,8 +48,11 @@ class Block {
   // in, out [T, hc, D] BF16 streams, T = batch.num_tokens(); out must not alias
   // in.  Hash-routed layers route by batch.token_ids.  Cache contract as
   // Attention::Forward.  Workspace slots kBlk* plus those of its parts.
+  // usage, if non-null, gets the routed experts of this block's MoE marked in
+  // its layer(layer_id()).
   void Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& cache, bf16* out,
-               Workspace& ws, ThreadPool* pool, BlockTrace* trace = nullptr) const;
+               Workspace& ws, ThreadPool* pool, BlockTrace* trace = nullptr,
+               ExpertUsage* usage = nullptr) const;
 
   int64_t layer_id() const { return layer_id_; }
   const Attention& attention() const { return *attn_; }

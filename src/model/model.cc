@@ -466,7 +466,7 @@ Status Model::Forward(const ForwardBatch& batch, ModelCache& cache, const Forwar
   }
   for (int64_t l = 0; l < num_layers(); ++l) {
     BlockTrace* bt = trace != nullptr ? &trace->blocks[Sz(l)] : nullptr;
-    blocks_[Sz(l)]->Forward(cur, batch, cache.layer(l), next, ws, pool, bt);
+    blocks_[Sz(l)]->Forward(cur, batch, cache.layer(l), next, ws, pool, bt, out.expert_usage);
     std::swap(cur, next);
     if (trace != nullptr && trace->capture_streams) {
       trace->layer_streams[Sz(l)].assign(cur, cur + elems);
@@ -525,7 +525,7 @@ Status Model::ForwardMtp(const ForwardBatch& batch, const bf16* h, ModelCache& c
     }
   });
   proj.End();
-  mtp_block_->Forward(x, batch, cache.layer(num_layers()), y, ws, pool, trace);
+  mtp_block_->Forward(x, batch, cache.layer(num_layers()), y, ws, pool, trace, out.expert_usage);
   if (out.streams != nullptr) std::memcpy(out.streams, y, elems * sizeof(bf16));
   Head(mtp_.head, y, batch, out, ws, pool);
   return Status::Ok();

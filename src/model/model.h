@@ -23,6 +23,7 @@
 #include "checkpoint/model_config.h"
 #include "checkpoint/prepacked.h"
 #include "model/block.h"
+#include "model/expert_usage.h"
 #include "model/forward_batch.h"
 #include "model/linear.h"
 #include "model/mhc.h"
@@ -109,6 +110,11 @@ struct ForwardOutputs {
   // main model verifies, so their bits never reach an output.  Forward
   // refuses it (its logits are the target).
   bool approx_logits = false;
+  // An observer, not an output of the computation: the routed experts every
+  // MoE layer selected for the batch's rows are marked in it (layer ids as
+  // Block::layer_id; size it cfg.num_layers_with_mtp() to also cover
+  // ForwardMtp).  Nothing is cleared: the caller clears between forwards.
+  ExpertUsage* expert_usage = nullptr;
 };
 
 // Optional debug output of Forward.

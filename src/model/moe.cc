@@ -393,7 +393,8 @@ void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
 }  // namespace
 
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
-                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool) {
+                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool,
+                LayerExpertUsage* usage) {
   if (w.shard.data_parallel && w.shard.active()) {  // DP attention across ranks (moe_shard.h)
     return DataParallelMoe(shape, w, x, token_ids, n, y, expert_ids_out, ws, pool);
   }
@@ -406,6 +407,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   int32_t* ids = ws.Get<int32_t>(WsSlot::kMoeIds, Sz(na));  // [n, k]
   float* rw = ws.Get<float>(WsSlot::kMoeRw, Sz(na));        // [n, k]
   Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
+  if (usage != nullptr) usage->Mark(ids, na);
 
   // The activation is quantized once; per-row quantization makes gathering
   // codes identical to quantizing each expert's gathered rows.

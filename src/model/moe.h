@@ -17,6 +17,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/model_config.h"
 #include "kernels/gemm.h"
+#include "model/expert_usage.h"
 #include "model/linear.h"
 #include "model/moe_shard.h"
 #include "model/weights.h"
@@ -121,8 +122,11 @@ void SharedExpertForward(const MoeShape& shape, const SharedExpertWeights& w,
 
 // The whole MoE: x [n, dim] -> y [n, dim].  expert_ids_out [n, top_k], if
 // non-null, receives each row's routed experts sorted ascending (debugging and
-// golden comparison).  y must not alias x.
+// golden comparison).  usage, if non-null, has every routed expert the n rows
+// selected marked (an observer, expert_usage.h; not fed under data-parallel
+// attention, whose routing covers every rank's rows).  y must not alias x.
 void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const int32_t* token_ids,
-                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool);
+                int64_t n, bf16* y, int32_t* expert_ids_out, Workspace& ws, ThreadPool* pool,
+                LayerExpertUsage* usage = nullptr);
 
 }  // namespace dsv4::model

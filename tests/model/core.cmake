@@ -20,3 +20,6 @@ dsv4_test(NAME model_paged_cache_test
 dsv4_test(NAME model_prefix_restore_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/prefix_restore_test.cc
   DEPS model kernels checkpoint tensor base)
+dsv4_test(NAME model_expert_usage_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/expert_usage_test.cc
+  DEPS model kernels checkpoint tensor base)

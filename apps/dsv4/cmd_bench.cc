@@ -1,6 +1,7 @@
 // bench: prefill and decode throughput on a checkpoint, the machine's memory
-// bandwidth (STREAM triad), weight bytes read per decode token, and the
-// achieved fraction of the bandwidth roofline.
+// bandwidth (STREAM triad) and peak compute per instruction mix, weight bytes
+// read per decode token (estimated and measured from the routing), prefill
+// FLOPs per token, and the achieved fractions of both rooflines.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,17 +10,20 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "bench_args.h"
+#include "bench_costs.h"
+#include "bench_engine.h"
+#include "bench_print.h"
 #include "commands.h"
 #include "default_model.h"
 #include "engine/memory_budget.h"
-#include "engine/offline.h"
 #include "engine_flags.h"
 #include "kernels/dispatch.h"
 #include "launch/compute_pool.h"
 #include "launch/engine_setup.h"
-#include "launch/ranks.h"
 #include "membw.h"
 #include "model/model.h"
+#include "peak_compute.h"
 #include "profile/profile.h"
 #include "profile/summary.h"
 #include "residency.h"
@@ -27,23 +31,6 @@
 namespace dsv4::cli {
 
 namespace {
-
-struct BenchArgs {
-  std::string model;
-  int64_t prompt_len = 128;
-  int64_t decode_steps = 32;
-  int64_t batch = 1;
-  int threads = 0;
-  std::string cpu_list = "auto";
-  int64_t triad_mib = 512;
-  int32_t speculative = 0;            // > 0: engine runs without MTP and with K = 1..speculative
-  int32_t ep = 1;                     // > 1: expert-parallel engine runs only (docs/scale-out.md)
-  bool enable_prefix_caching = true;  // of the engine runs (--speculative)
-  int64_t prefix_turns = 0;           // > 0: multi-turn TTFT with and without prefix caching
-  std::string prepacked = "auto";
-  ProfileFlagArgs profile;
-  ResidencyFlags residency;
-};
 
 // Writes a session an early return (a failed forward) left running, so no
 // temporary file is left behind.
@@ -71,43 +58,6 @@ void PrintOpTables(const profile::SessionSummary& trace, int64_t batch) {
       trace.path.c_str(), trace.path.c_str());
 }
 
-// Weight bytes one decode token reads with batch 1: every dense tensor once,
-// num_experts_per_tok of the n_routed_experts routed experts per MoE layer
-// (all experts have the same size), one embedding row; the MTP block is not
-// run by plain decoding.
-// The mapped tensors the forward pass reads: with a prepacked sidecar its
-// tensors plus the checkpoint's embed and head, else the checkpoint's.
-std::vector<std::pair<std::string, const TensorView*>> ForwardTensors(
-    const checkpoint::Checkpoint& ckpt) {
-  std::vector<std::pair<std::string, const TensorView*>> out;
-  const checkpoint::SafetensorsFile* sidecar = ckpt.overlay();
-  std::vector<std::string> names = sidecar != nullptr ? sidecar->Names() : ckpt.Names();
-  if (sidecar != nullptr) names.insert(names.end(), {"embed.weight", "head.weight"});
-  for (const std::string& name : names) {
-    if (name.rfind("__pad.", 0) == 0) continue;
-    if (const TensorView* v = ckpt.Find(name)) out.emplace_back(name, v);
-  }
-  return out;
-}
-
-double WeightBytesPerDecodeToken(const model::Model& model) {
-  const checkpoint::ModelConfig& cfg = model.config();
-  double bytes = 0;
-  for (const auto& [name, v] : ForwardTensors(model.checkpoint())) {
-    const double n = static_cast<double>(v->nbytes());
-    if (name.rfind("mtp.", 0) == 0) continue;
-    if (name == "embed.weight") {
-      bytes += n / static_cast<double>(cfg.vocab_size);
-    } else if (name.find(".ffn.experts.") != std::string::npos) {
-      bytes += n * static_cast<double>(cfg.num_experts_per_tok) /
-               static_cast<double>(cfg.n_routed_experts);
-    } else {
-      bytes += n;
-    }
-  }
-  return bytes;
-}
-
 // Reads one byte per 4 KiB page of every tensor so that page faults of the
 // memory-mapped checkpoint are not timed as prefill or decode.
 double TouchWeights(const checkpoint::Checkpoint& ckpt, double* bytes) {
@@ -127,235 +77,46 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Median over requests of (last token - first token) / (tokens - 1): the
-// decode phase alone, whatever the prefill cost (0 when no request decoded).
-// The median, not the mean: requests are submitted one by one to a running
-// engine, so the first one or two may start decoding before the others'
-// prefill step, and their TPOT then includes that whole step.
-double MedianTpotSeconds(const engine::OfflineReport& report) {
-  std::vector<double> tpot;
-  for (const engine::OfflineOutput& o : report.outputs) {
-    if (o.tokens.size() < 2) continue;
-    tpot.push_back((o.total_seconds - o.first_token_seconds) /
-                   static_cast<double>(o.tokens.size() - 1));
-  }
-  if (tpot.empty()) return 0;
-  std::sort(tpot.begin(), tpot.end());
-  const size_t n = tpot.size();
-  return n % 2 == 1 ? tpot[n / 2] : 0.5 * (tpot[n / 2 - 1] + tpot[n / 2]);
-}
-
-// Runs one greedy request per prompt, decode_steps new tokens each
-// (ignore_eos, so every run generates the same count), then shuts the
-// engine down; a failure is printed as a dsv4 bench error.
-Result<engine::OfflineReport> RunDecodeRequests(engine::AsyncEngine& eng,
-                                                std::vector<std::vector<int32_t>> prompts,
-                                                int64_t decode_steps) {
-  std::vector<engine::GenerationRequest> reqs;
-  for (auto& p : prompts) {
-    engine::GenerationRequest r;
-    r.prompt = std::move(p);
-    r.max_tokens = decode_steps;
-    r.sampling.ignore_eos = true;
-    reqs.push_back(std::move(r));
-  }
-  auto report = engine::RunOffline(eng, std::move(reqs));
-  eng.Shutdown();
-  if (!report.ok()) std::cerr << "dsv4 bench: " << report.status().message() << "\n";
-  return report;
-}
-
-// Rank 0's share of an expert-parallel engine run (every step, prefill
-// included): time per step split into compute and communication, and the
-// routed-output bytes exchanged per token per MoE layer.  The other ranks log
-// the same figures when the engine ends ("rank r of N: ... steps in ...").
-void PrintRankTraffic(const launch::RankTraffic& t, int32_t ranks) {
-  if (t.steps == 0) return;
-  const double ms = 1e3 / static_cast<double>(t.steps);
-  const double comm = t.moe.exchange_seconds + t.plan_seconds;
-  const double token_layers = std::max<double>(static_cast<double>(t.moe.token_layers), 1.0);
-  std::printf(
-      "    rank 0 of %d: %lld steps, %.2f ms per step = compute %.2f + communication %.2f (%.1f%%: "
-      "MoE all-gathers %.2f, plan broadcast %.2f); %.0f bytes exchanged per token per MoE layer "
-      "(all ranks; rank 0 sent %.0f, received %.0f; %lld token-layers)\n",
-      ranks, static_cast<long long>(t.steps), t.step_seconds * ms, t.compute_seconds() * ms,
-      comm * ms, t.step_seconds > 0 ? 100.0 * comm / t.step_seconds : 0.0,
-      t.moe.exchange_seconds * ms, t.plan_seconds * ms, t.bytes_per_token_layer(),
-      static_cast<double>(t.moe.bytes_sent) / token_layers,
-      static_cast<double>(t.moe.bytes_received) / token_layers,
-      static_cast<long long>(t.moe.token_layers));
-}
-
-// Decode throughput through the full engine (scheduler, runner, sampler),
-// without MTP and with MTP K = 1..args.speculative, side by side in one run:
-// the same `batch` requests of prompt_len random ids, greedy, decode_steps
-// new tokens each (ignore_eos so every run generates the same count).
-int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
-  std::printf(
-      "engine, batch %lld, prompt %lld, %lld new tokens each (run tok/s = new tokens / "
-      "wall time of the whole run, prefill included; decode tok/s = batch / median TPOT, "
-      "TPOT = (last token - first token) / (tokens - 1) per request):\n",
-      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
-      static_cast<long long>(args.decode_steps));
-  double base_tps = 0;
-  // k = -1 is an untimed warm-up (first-run effects: page cache, allocator,
-  // thread start-up) so that K=0 is not penalised for running first.
-  for (int32_t k = -1; k <= args.speculative; ++k) {
-    launch::EngineOptions eo;
-    eo.model_dir = args.model;
-    eo.prepacked = args.prepacked;
-    eo.threads = args.threads;
-    eo.cpu_list = args.cpu_list;
-    eo.max_num_seqs = args.batch;
-    eo.max_model_len = args.prompt_len + args.decode_steps + 8;
-    eo.num_speculative_tokens = std::max(k, 0);
-    eo.ep = args.ep;
-    eo.numa = args.residency.numa;  // each rank places itself (--ep > 1)
-    eo.enable_prefix_caching = args.enable_prefix_caching;
-    auto engine = launch::CreateLocalEngine(eo);
-    if (!engine.ok()) {
-      std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
-      return 1;
-    }
-    std::mt19937 rng(99);
-    std::vector<std::vector<int32_t>> prompts(size_t(args.batch));
-    for (auto& p : prompts) {
-      p.resize(static_cast<size_t>(args.prompt_len));
-      for (auto& id : p) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    }
-    auto report = RunDecodeRequests(**engine, std::move(prompts), args.decode_steps);
-    if (!report.ok()) return 1;
-    const double run_tps = report->generated_tokens_per_second();
-    const double tpot = MedianTpotSeconds(*report);
-    const double tps = tpot > 0 ? static_cast<double>(args.batch) / tpot : 0;
-    if (k < 0) continue;
-    if (k == 0) base_tps = tps;
-    std::printf(
-        "  K=%d: decode %.2f tok/s (x%.2f vs no MTP, TPOT %.1f ms), run %.2f tok/s, mean "
-        "accepted length %.2f, accepted %lld of %lld drafts\n",
-        k, tps, base_tps > 0 ? tps / base_tps : 0.0, tpot * 1e3, run_tps,
-        report->mean_accepted_length, static_cast<long long>(report->spec_accepted_tokens),
-        static_cast<long long>(report->spec_draft_tokens));
-    if (args.ep > 1) PrintRankTraffic(launch::LastEngineTraffic(), args.ep);
-  }
-  return 0;
-}
-
-// One engine per setting of prefix caching (off, on); on each, a chat of
-// args.prefix_turns turns run one after another: turn 1 is --prompt-len
-// random ids, turn t + 1 is turn t's prompt + its answer (--decode-steps
-// greedy tokens) + a 32-token message.  Prints each turn's time to first
-// token side by side; then --batch distinct prompts decoded with each
-// setting (nothing hits: what prefix caching costs a plain decode).
-int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
-  const int64_t message = 32;
-  const int64_t turns = args.prefix_turns;
-  std::mt19937 rng(7);
-  auto random_ids = [&](int64_t n) {
-    std::vector<int32_t> ids(static_cast<size_t>(n));
+// batch sequences of prompt_len random ids (slots 0..batch-1 from position
+// 0), the last row of each asking for logits.
+model::ForwardBatch RandomPrompts(int64_t batch, int64_t prompt_len, int64_t vocab,
+                                  std::mt19937& rng) {
+  model::ForwardBatch prefill;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int32_t> ids(static_cast<size_t>(prompt_len));
     for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-    return ids;
-  };
-  std::vector<std::vector<int32_t>> messages;  // the same for both settings
-  for (int64_t t = 0; t < turns; ++t)
-    messages.push_back(random_ids(t == 0 ? args.prompt_len : message));
-  const std::vector<int32_t> warmup = random_ids(64);
-  std::vector<std::vector<int32_t>> decode_prompts;
-  for (int64_t b = 0; b < args.batch; ++b) decode_prompts.push_back(random_ids(args.prompt_len));
-  struct Turn {
-    int64_t prompt = 0, cached = 0;
-    double ttft = 0;
-    std::vector<int32_t> answer;
-  };
-  std::vector<Turn> runs[2];
-  // Median TPOT of the no-hit decode, per setting, over alternating repeats
-  // (off, on, off, on, ...): load drifts on a shared host.
-  std::vector<double> tpots[2];
-  auto make_engine = [&](bool prefix) {
-    launch::EngineOptions eo;
-    eo.model_dir = args.model;
-    eo.prepacked = args.prepacked;
-    eo.threads = args.threads;
-    eo.cpu_list = args.cpu_list;
-    eo.max_num_seqs = std::max<int64_t>(args.batch, 1);
-    eo.max_model_len = args.prompt_len + turns * (args.decode_steps + message) + 8;
-    eo.enable_prefix_caching = prefix;
-    return launch::CreateLocalEngine(eo);
-  };
-  for (int on = 0; on < 2; ++on) {
-    auto engine = make_engine(on == 1);
-    if (!engine.ok()) {
-      std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
-      return 1;
-    }
-    {  // untimed warm-up (first-run effects), a prompt nothing shares
-      engine::GenerationRequest w;
-      w.prompt = warmup;
-      w.max_tokens = 2;
-      if (auto r = engine::RunOffline(**engine, {w}); !r.ok()) {
-        std::cerr << "dsv4 bench: " << r.status().message() << "\n";
-        return 1;
-      }
-    }
-    std::vector<int32_t> prompt;
-    for (int64_t t = 0; t < turns; ++t) {
-      prompt.insert(prompt.end(), messages[size_t(t)].begin(), messages[size_t(t)].end());
-      engine::GenerationRequest r;
-      r.prompt = prompt;
-      r.max_tokens = args.decode_steps;
-      r.sampling.ignore_eos = true;
-      auto report = engine::RunOffline(**engine, {r});
-      if (!report.ok()) {
-        std::cerr << "dsv4 bench: " << report.status().message() << "\n";
-        return 1;
-      }
-      const engine::OfflineOutput& o = report->outputs[0];
-      runs[on].push_back({static_cast<int64_t>(prompt.size()), o.num_cached_tokens,
-                          o.first_token_seconds, o.tokens});
-      prompt.insert(prompt.end(), o.tokens.begin(), o.tokens.end());
-    }
-    (*engine)->Shutdown();
+    prefill.Add(b, 0, ids);
+    prefill.logit_rows.push_back(prefill.num_tokens() - 1);
   }
+  return prefill;
+}
+
+// Prefill tok/s of batch x prompt_len random ids in a fresh cache (the
+// further lengths of --prompt-len); prints its line, the ratio to the first
+// length's tok/s, and its compute line.
+Status RunExtraPrefill(const model::Model& model, int64_t batch, int64_t prompt_len,
+                       int64_t first_len, double first_tps, const std::vector<PeakRate>& peaks,
+                       ThreadPool& pool) {
+  const checkpoint::ModelConfig& cfg = model.config();
+  auto cache = model.NewCache(batch);
+  model::Workspace ws;
+  std::mt19937 rng(static_cast<uint32_t>(1234 + prompt_len));
+  const model::ForwardBatch prefill = RandomPrompts(batch, prompt_len, cfg.vocab_size, rng);
+  std::vector<float> logits(static_cast<size_t>(batch * cfg.vocab_size));
+  model::ForwardOutputs out;
+  out.logits = logits.data();
+  const auto t0 = std::chrono::steady_clock::now();
+  DSV4_RETURN_IF_ERROR(model.Forward(prefill, *cache, out, ws, &pool));
+  const double sec = Seconds(t0);
+  const double tps = static_cast<double>(prefill.num_tokens()) / sec;
+  std::printf("prefill: %lld x %lld tokens in %.3f s = %.1f tok/s (x%.3f the %lld-token prefill)\n",
+              static_cast<long long>(batch), static_cast<long long>(prompt_len), sec, tps,
+              first_tps > 0 ? tps / first_tps : 0.0, static_cast<long long>(first_len));
   std::printf(
-      "multi-turn chat, %lld turns (turn 1: %lld tokens; each turn + %lld answer + %lld message "
-      "tokens), time to first token without / with prefix caching:\n",
-      static_cast<long long>(turns), static_cast<long long>(args.prompt_len),
-      static_cast<long long>(args.decode_steps), static_cast<long long>(message));
-  bool same = true;
-  for (int64_t t = 0; t < turns; ++t) {
-    const Turn& off = runs[0][size_t(t)];
-    const Turn& on = runs[1][size_t(t)];
-    same = same && off.answer == on.answer;
-    std::printf(
-        "  turn %lld: prompt %lld tokens, TTFT off %.3f s, on %.3f s (%lld cached), x%.2f\n",
-        static_cast<long long>(t + 1), static_cast<long long>(off.prompt), off.ttft, on.ttft,
-        static_cast<long long>(on.cached), on.ttft > 0 ? off.ttft / on.ttft : 0.0);
-  }
-  std::printf("  answers identical with and without prefix caching: %s\n", same ? "yes" : "NO");
-  std::fflush(stdout);  // the table stands even if the decode runs are cut short
-  for (int rep = 0; rep < 6; ++rep) {
-    const int on = rep % 2;
-    auto engine = make_engine(on == 1);
-    if (!engine.ok()) {
-      std::cerr << "dsv4 bench: " << engine.status().message() << "\n";
-      return 1;
-    }
-    auto report = RunDecodeRequests(**engine, decode_prompts, args.decode_steps);
-    if (!report.ok()) return 1;
-    tpots[on].push_back(MedianTpotSeconds(*report));
-  }
-  double tpot[2];
-  for (int on = 0; on < 2; ++on) {
-    std::sort(tpots[on].begin(), tpots[on].end());
-    tpot[on] = tpots[on][tpots[on].size() / 2];
-  }
-  std::printf(
-      "no hits, batch %lld x %lld-token prompts, %lld new tokens, 3 alternating runs each: median "
-      "TPOT off %.2f ms, on %.2f ms (x%.3f)\n",
-      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
-      static_cast<long long>(args.decode_steps), tpot[0] * 1e3, tpot[1] * 1e3,
-      tpot[0] > 0 ? tpot[1] / tpot[0] : 0.0);
-  return same ? 0 : 1;
+      "%s",
+      FormatPrefillCompute(prompt_len, tps, CountPrefillFlops(model, prompt_len), peaks).c_str());
+  std::fflush(stdout);
+  return Status::Ok();
 }
 
 int RunBench(BenchArgs& args) {
@@ -417,6 +178,13 @@ int RunBench(BenchArgs& args) {
               << cfg.max_position_embeddings << " positions\n";
     return 2;
   }
+  for (int64_t len : args.prompt_lens) {
+    if (len > cfg.max_position_embeddings) {
+      std::cerr << "dsv4 bench: --prompt-len " << len << " exceeds the model's "
+                << cfg.max_position_embeddings << " positions\n";
+      return 2;
+    }
+  }
   if (args.prefix_turns > 0) return RunPrefixComparison(args, cfg.vocab_size);
   if (auto mem = engine::ReadMemInfo();
       mem.ok() && 3 * (args.triad_mib << 20) > mem->available_bytes) {
@@ -448,6 +216,10 @@ int RunBench(BenchArgs& args) {
       SummarizeTriad(std::move(upfront), triad_arrays.array_bytes(), pool.num_threads());
   std::printf("memory bandwidth (STREAM triad, 3 x %lld MiB): best %.2f GB/s, median %.2f GB/s\n",
               static_cast<long long>(args.triad_mib), triad.best_gbps, triad.median_gbps);
+  // Peak compute per instruction mix on the same pool: the prefill lines
+  // divide by its medians.
+  const std::vector<PeakRate> peaks = MeasurePeakCompute(&pool);
+  std::printf("%s", FormatPeakRates(peaks).c_str());
 
   double weight_bytes = 0;
   const double touch_sec = TouchWeights(model.checkpoint(), &weight_bytes);
@@ -458,13 +230,8 @@ int RunBench(BenchArgs& args) {
   model::Workspace ws;
   Status s;
   std::mt19937 rng(1234);
-  model::ForwardBatch prefill;
-  for (int64_t b = 0; b < args.batch; ++b) {
-    std::vector<int32_t> ids(static_cast<size_t>(args.prompt_len));
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(cfg.vocab_size));
-    prefill.Add(b, 0, ids);
-    prefill.logit_rows.push_back(prefill.num_tokens() - 1);
-  }
+  const model::ForwardBatch prefill =
+      RandomPrompts(args.batch, args.prompt_len, cfg.vocab_size, rng);
   std::vector<float> logits(static_cast<size_t>(args.batch * cfg.vocab_size));
   model::ForwardOutputs out;
   out.logits = logits.data();
@@ -484,9 +251,13 @@ int RunBench(BenchArgs& args) {
     std::cerr << "dsv4 bench: " << s.message() << "\n";
     return 1;
   }
+  const double prefill_tps = static_cast<double>(prefill.num_tokens()) / prefill_sec;
   std::printf("prefill: %lld x %lld tokens in %.3f s = %.1f tok/s\n",
               static_cast<long long>(args.batch), static_cast<long long>(args.prompt_len),
-              prefill_sec, static_cast<double>(prefill.num_tokens()) / prefill_sec);
+              prefill_sec, prefill_tps);
+  std::printf("%s", FormatPrefillCompute(args.prompt_len, prefill_tps,
+                                         CountPrefillFlops(model, args.prompt_len), peaks)
+                        .c_str());
 
   std::vector<int32_t> next(static_cast<size_t>(args.batch));
   auto argmax_rows = [&] {
@@ -502,8 +273,16 @@ int RunBench(BenchArgs& args) {
   constexpr int64_t kStepsPerTriad = 4;
   std::vector<double> interleaved;
   double decode_sec = 0;
+  // The routing each step took (an observer of the forward, marked per MoE
+  // layer): the weight bytes the step read, counted after its timing.
+  const DecodeWeightBytes weights = CountDecodeWeightBytes(model);
+  model::ExpertUsage usage(cfg.num_layers_with_mtp(), cfg.n_routed_experts);
+  out.expert_usage = &usage;
+  double measured_bytes = 0;  // summed over the steps
+  int64_t experts_touched = 0;
   for (int64_t step = 0; step < args.decode_steps; ++step) {
     if (step % kStepsPerTriad == 0) interleaved.push_back(triad_arrays.Pass());
+    usage.Clear();
     t0 = std::chrono::steady_clock::now();
     model::ForwardBatch batch;
     for (int64_t b = 0; b < args.batch; ++b) {
@@ -517,7 +296,13 @@ int RunBench(BenchArgs& args) {
     }
     argmax_rows();
     decode_sec += Seconds(t0);
+    std::vector<int32_t> ids = batch.token_ids;
+    std::sort(ids.begin(), ids.end());
+    const auto distinct_ids = std::unique(ids.begin(), ids.end()) - ids.begin();
+    measured_bytes += weights.Step(usage, distinct_ids);
+    experts_touched += usage.TotalDistinct();
   }
+  out.expert_usage = nullptr;
   interleaved.push_back(triad_arrays.Pass());
   const TriadResult alongside =
       SummarizeTriad(interleaved, triad_arrays.array_bytes(), pool.num_threads());
@@ -527,7 +312,7 @@ int RunBench(BenchArgs& args) {
   std::printf("decode: %lld steps x batch %lld in %.3f s = %.2f tok/s (%.2f ms/step)\n",
               static_cast<long long>(args.decode_steps), static_cast<long long>(args.batch),
               decode_sec, steps_per_sec * static_cast<double>(args.batch), 1e3 / steps_per_sec);
-  const double bytes = WeightBytesPerDecodeToken(model);
+  const double bytes = weights.EstimatePerToken(cfg.num_experts_per_tok);
   std::printf("weight bytes per decode token (batch 1): %.1f MiB\n", bytes / (1 << 20));
   if (args.batch == 1) {
     const double achieved = bytes * steps_per_sec / 1e9;
@@ -546,7 +331,32 @@ int RunBench(BenchArgs& args) {
     std::printf("decode weight stream %.2f GB/s = %.1f%% of the interleaved triad median\n",
                 achieved, 100.0 * achieved / alongside.median_gbps);
   }
+  {
+    const double tokens = static_cast<double>(args.decode_steps * args.batch);
+    const int64_t moe_layers = cfg.num_hidden_layers * args.decode_steps;
+    std::printf(
+        "weight bytes per decode token, measured from the routing (batch %lld; per step the union "
+        "of the experts its rows selected in each MoE layer, dense tensors once, its embedding "
+        "rows; / %lld tokens): %.1f MiB (routed experts per MoE layer per step: mean %.2f of "
+        "%lld)\n",
+        static_cast<long long>(args.batch), static_cast<long long>(args.batch),
+        measured_bytes / tokens / (1 << 20),
+        static_cast<double>(experts_touched) / static_cast<double>(moe_layers),
+        static_cast<long long>(cfg.n_routed_experts));
+    const double achieved = measured_bytes / decode_sec / 1e9;
+    std::printf(
+        "decode measured weight stream %.2f GB/s = %.1f%% of the interleaved triad median\n",
+        achieved, 100.0 * achieved / alongside.median_gbps);
+  }
   if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
+  for (size_t i = 1; i < args.prompt_lens.size(); ++i) {
+    s = RunExtraPrefill(model, args.batch, args.prompt_lens[i], args.prompt_len, prefill_tps, peaks,
+                        pool);
+    if (!s.ok()) {
+      std::cerr << "dsv4 bench: " << s.message() << "\n";
+      return 1;
+    }
+  }
   if (args.speculative > 0) {
     if (!(s = StartProfile(*profile_flags)).ok()) {
       std::cerr << "dsv4 bench: " << s.message() << "\n";
@@ -566,7 +376,10 @@ void RegisterBench(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand("bench", "Prefill/decode throughput vs memory bandwidth");
   cmd->add_option("--model", args->model, kModelFlagHelp);
   AddResidencyFlags(cmd, &args->residency);
-  cmd->add_option("--prompt-len", args->prompt_len, "Prompt tokens per sequence")
+  cmd->add_option("--prompt-len", args->prompt_lens,
+                  "Prompt tokens per sequence; a list N,N2,... also times a prefill of each "
+                  "further length in a fresh cache (decode continues from N)")
+      ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd->add_option("--decode-steps", args->decode_steps, "Decode steps to time")
@@ -605,7 +418,15 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                   "decode of --batch prompts that never hit")
       ->check(CLI::Range(int64_t{0}, int64_t{1000}));
   AddProfileFlags(cmd, &args->profile);
-  cmd->callback([args, exit_code] { *exit_code = RunBench(*args); });
+  cmd->callback([args, exit_code] {
+    if (args->prompt_lens.empty()) {
+      std::cerr << "dsv4 bench: --prompt-len needs at least one length\n";
+      *exit_code = 2;
+      return;
+    }
+    args->prompt_len = args->prompt_lens.front();
+    *exit_code = RunBench(*args);
+  });
 }
 
 }  // namespace dsv4::cli

@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "base/function_ref.h"
 #include "base/mutex.h"
 #include "base/status.h"
 
@@ -40,7 +40,8 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  using RangeFn = std::function<void(int64_t begin, int64_t end)>;
+  // Non-owning (base/function_ref.h): a dispatch allocates nothing.
+  using RangeFn = FunctionRef<void(int64_t begin, int64_t end)>;
 
   // Runs fn over [0, n) split into at most num_threads() contiguous ranges of
   // at least min_grain items.  Blocks until all ranges are done.

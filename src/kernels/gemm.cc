@@ -65,7 +65,7 @@ void ForEachTile(ThreadPool* pool, int64_t m, int64_t n, int64_t width, int64_t 
                  const Kernel& kernel) {
   const int64_t num_panels = CeilDiv(n, width);
   const int64_t num_tasks = num_panels * CeilDiv(m, cpu::kRowBlock);
-  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+  const auto run = [&](int64_t begin, int64_t end) {
     while (begin < end) {
       const int64_t row_block = begin / num_panels;
       const int64_t panel = begin % num_panels;
@@ -332,7 +332,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   // Global task t belongs to the last entry whose first_task <= t; within
   // it, tasks are numbered as ForEachTile numbers them, so every entry runs
   // exactly the tiles its own call would.
-  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+  const auto run = [&](int64_t begin, int64_t end) {
     int64_t i = 0;
     while (begin < end) {
       while (i + 1 < count && entries[i + 1].first_task <= begin) ++i;

@@ -92,7 +92,7 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
   const int64_t num_col_blocks = CeilDiv(w.out, cpu::kInt8PackedCols);
   const int64_t num_tasks = num_col_blocks * CeilDiv(m, kPackedRowBlock);
   const int64_t panel_lines = CeilDiv(cpu::Int8PackedPanelBytes(k), 64);
-  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+  const auto run = [&](int64_t begin, int64_t end) {
     PanelLine* panel = ScratchArray<Int8PackedPanelTag, PanelLine>::Get(panel_lines);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = (t / num_col_blocks) * kPackedRowBlock;
@@ -132,7 +132,7 @@ void BcastInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, cons
   if (row_blocks * col_blocks < 2 * threads) col_blocks = CeilDiv(2 * threads, row_blocks);
   col_blocks = std::clamp<int64_t>(col_blocks, 1, w.out / cpu::kInt8BcastMinCols);
   const int64_t num_tasks = row_blocks * col_blocks;
-  const ThreadPool::RangeFn run = [&](int64_t begin, int64_t end) {
+  const auto run = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = (t / col_blocks) * kBcastRowBlock;
       const int64_t r1 = std::min(m, r0 + kBcastRowBlock);

@@ -10,6 +10,7 @@
 #include "kernels/norm.h"
 #include "kernels/quant.h"
 #include "kernels/rope.h"
+#include "kernels/scratch.h"
 #include "model/attention.h"
 #include "model/attention_weights.h"
 #include "model/compressor.h"
@@ -22,17 +23,21 @@ namespace {
 
 size_t Sz(int64_t n) { return static_cast<size_t>(n); }
 
+struct SeenSlotsTag {};
+
 // Checks the slices and forgets positions >= start_pos of slots that re-run
 // positions (within the cache's slack).
 void PrepareSlices(const ForwardBatch& batch, AttentionCache& cache, int64_t ratio) {
   DSV4_CHECK(cache.geometry().compress_ratio == ratio);
-  std::vector<bool> seen(Sz(cache.num_slots()), false);
+  // Per-thread scratch, not a vector: a decode step allocates nothing.
+  uint8_t* seen = kernels::ScratchArray<SeenSlotsTag, uint8_t>::Get(Sz(cache.num_slots()));
+  std::fill_n(seen, cache.num_slots(), uint8_t{0});
   int64_t rows = 0;
   for (const SequenceSlice& s : batch.seqs) {
     DSV4_CHECK(s.cache_slot >= 0 && s.cache_slot < cache.num_slots());
     DSV4_CHECK_MSG(!seen[Sz(s.cache_slot)], "cache slot {} appears twice in one call",
                    s.cache_slot);
-    seen[Sz(s.cache_slot)] = true;
+    seen[Sz(s.cache_slot)] = 1;
     DSV4_CHECK(s.num_tokens >= 1 && s.row_offset == rows);
     rows += s.num_tokens;
     DSV4_CHECK_MSG(cache.CanContinueAt(s.cache_slot, s.start_pos),

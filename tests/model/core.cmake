@@ -23,3 +23,7 @@ dsv4_test(NAME model_prefix_restore_test
 dsv4_test(NAME model_expert_usage_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/expert_usage_test.cc
   DEPS model kernels checkpoint tensor base)
+# Its own binary: it replaces the global operator new to count allocations.
+dsv4_test(NAME model_alloc_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/alloc_test.cc
+  DEPS model kernels checkpoint tensor base)

@@ -10,7 +10,10 @@
 //       as ready, with a progress line and the time taken;
 //   --mlock     mlockall(MCL_CURRENT) after the load: weights and caches
 //       stay resident (never paged out), or a clear error naming
-//       RLIMIT_MEMLOCK.
+//       RLIMIT_MEMLOCK;
+//   --hugepages (on by default; --no-hugepages) the mapped checkpoint files
+//       move, in place, into anonymous memory backed by transparent huge
+//       pages (docs/deploy.md "Huge pages").
 // serve, generate and bench take these flags; serve's /health answers 503
 // until they are done.
 #pragma once
@@ -28,6 +31,7 @@ namespace dsv4::cli {
 struct ResidencyFlags {
   bool mlock = false;
   bool populate = false;
+  bool hugepages = true;
   std::string numa = "none";
 };
 void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* flags);
@@ -47,6 +51,25 @@ std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text);
 // (410 MiB/s)").
 Result<std::string> PopulateCheckpointMappings();
 
+// The transparent-huge-page mode of the host ("always", "madvise" or "never")
+// in the text of /sys/kernel/mm/transparent_hugepage/enabled; "" if the text
+// names none.  Pure, for tests.
+std::string ThpMode(const std::string& enabled_text);
+
+// --hugepages: every mapped checkpoint file's 2 MiB-aligned interior is
+// copied, 256 MiB at a time, into anonymous memory advised MADV_HUGEPAGE and
+// moved (mremap) onto the same addresses, read-only: every pointer into the
+// weights stays valid, and the weight stream then walks 2 MiB pages instead
+// of 4 KiB ones (a TLB entry per 2 MiB; the hardware prefetchers stop at
+// every 4 KiB page boundary).  The file's page cache is no longer mapped
+// (reclaimable; other processes no longer share the pages).  A no-op with a
+// log line when the host's THP mode is never, or when the mapped files exceed
+// 90% of MemAvailable (the weights then stream from disk and must stay
+// droppable).  Returns the summary line; a chunk that fails to move stays
+// file pages and ends the move with a line saying so (never an error: the
+// weights are intact either way).
+Result<std::string> MoveCheckpointsToHugePages();
+
 // --mlock: mlockall(MCL_CURRENT); returns the log line with the bytes locked
 // and the time taken, or FailedPrecondition from MlockError.
 Result<std::string> LockAllMemory();
@@ -62,8 +85,8 @@ std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes);
 // options rank 0 broadcasts (launch/ranks.cc), so cpu_list stays unresolved.
 Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options);
 
-// Applies --mlock and --populate after the model is loaded, logging a line
-// for each.
+// Applies --populate, --hugepages and --mlock after the model is loaded, in
+// that order, logging a line for each.
 Status MakeResident(const ResidencyFlags& flags);
 
 }  // namespace dsv4::cli

@@ -1,5 +1,7 @@
 #include "tensor/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <new>
 
@@ -24,10 +26,14 @@ Buffer::Buffer(size_t bytes) { Reserve(bytes); }
 
 void Buffer::Reserve(size_t bytes) {
   if (bytes <= size_ && ptr_) return;
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = bytes >= kHugePage;
+  const size_t align = huge ? kHugePage : 64;
+  const size_t rounded = bytes == 0 ? 64 : (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
   if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  if (huge) ::madvise(p, rounded, MADV_HUGEPAGE);  // advisory; fails harmlessly without THP
+  std::memset(p, 0, rounded);
   ptr_.reset(p);
   size_ = bytes;
 }

@@ -36,7 +36,11 @@ struct TensorView {
   }
 };
 
-// Owned, zero-initialised, 64-byte aligned storage.  Move-only.
+// Owned, zero-initialised, 64-byte aligned storage.  Move-only.  From 2 MiB
+// up it is 2 MiB aligned, rounded up to whole 2 MiB, and advised
+// MADV_HUGEPAGE before it is first touched: large buffers (repacked weights,
+// working memory) are streamed through, and 4 KiB pages cost a TLB miss and
+// a hardware-prefetch stop every 4 KiB (docs/deploy.md "Huge pages").
 class Buffer {
  public:
   Buffer() = default;

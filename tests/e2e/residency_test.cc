@@ -6,8 +6,10 @@
 #include <numa.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <tuple>
 
@@ -110,6 +112,56 @@ TEST(ResidencyTest, PopulateReadsTheMappedCheckpoint) {
   EXPECT_NE(line->find("populate: "), std::string::npos) << *line;
   EXPECT_EQ(line->find("populate: 0.0 GiB of mapped checkpoint (0 regions)"), std::string::npos)
       << *line;
+  std::filesystem::remove(path);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST(ResidencyTest, ThpModeIsTheBracketedWord) {
+  EXPECT_EQ(ThpMode("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(ThpMode("[always] madvise never\n"), "always");
+  EXPECT_EQ(ThpMode("always madvise [never]\n"), "never");
+  EXPECT_EQ(ThpMode(""), "");
+}
+
+// --hugepages: the file's 2 MiB-aligned interior is replaced in place by
+// anonymous memory with the same bytes, so pointers taken before stay valid
+// and read the same weights; only the unaligned head and tail stay mapped
+// from the file.
+TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
+  const std::string path = ::testing::TempDir() + "/residency_huge_test.safetensors";
+  std::string bytes(size_t{9} << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7 + i / 4096) & 0xff);
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto mapped = MappedFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  const uint8_t* data = (*mapped)->data();
+  const auto file_bytes = [&] {
+    int64_t n = 0;
+    for (const MappedRegion& r : CheckpointRegions(ReadAll("/proc/self/maps"))) {
+      if (std::filesystem::path(r.path).filename() == "residency_huge_test.safetensors") {
+        n += static_cast<int64_t>(r.end - r.begin);
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(file_bytes(), int64_t{9} << 20);
+  auto line = MoveCheckpointsToHugePages();
+  ASSERT_TRUE(line.ok()) << line.status().message();
+  ASSERT_EQ((*mapped)->data(), data);
+  EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
+  const std::string mode = ThpMode(ReadAll("/sys/kernel/mm/transparent_hugepage/enabled"));
+  if (mode == "never" || mode.empty()) {
+    EXPECT_NE(line->find("stay in the page cache"), std::string::npos) << *line;
+  } else {
+    EXPECT_NE(line->find("hugepages: "), std::string::npos) << *line;
+    // 9 MiB from a page-aligned start: at least 3 aligned 2 MiB pages moved.
+    EXPECT_LE(file_bytes(), int64_t{3} << 20) << *line;
+  }
+  mapped->reset();  // unmaps the moved pages and the file's head and tail
   std::filesystem::remove(path);
 }
 

@@ -35,16 +35,19 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
-// VmSize of this process (what mlockall(MCL_CURRENT) counts against the
-// limit), 0 if unknown.
-int64_t MappedBytes() {
-  std::istringstream status(ReadText("/proc/self/status"));
+// The bytes of the "Key:   N kB" line of a /proc file, 0 if it has none.
+int64_t ProcKibField(const std::string& path, const std::string& key) {
+  std::istringstream text(ReadText(path));
   std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmSize:", 0) == 0) return std::atoll(line.c_str() + 7) * 1024;
+  while (std::getline(text, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size()) * 1024;
   }
   return 0;
 }
+
+// VmSize of this process (what mlockall(MCL_CURRENT) counts against the
+// limit), 0 if unknown.
+int64_t MappedBytes() { return ProcKibField("/proc/self/status", "VmSize:"); }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -156,24 +159,10 @@ Status MoveToHugePages(uintptr_t begin, uintptr_t end) {
 }
 
 // MemAvailable of the host, bytes (0 if unknown).
-int64_t MemAvailableBytes() {
-  std::istringstream meminfo(ReadText("/proc/meminfo"));
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("MemAvailable:", 0) == 0) return std::atoll(line.c_str() + 13) * 1024;
-  }
-  return 0;
-}
+int64_t MemAvailableBytes() { return ProcKibField("/proc/meminfo", "MemAvailable:"); }
 
 // AnonHugePages of this process, bytes (0 if unknown).
-int64_t AnonHugeBytes() {
-  std::istringstream rollup(ReadText("/proc/self/smaps_rollup"));
-  std::string line;
-  while (std::getline(rollup, line)) {
-    if (line.rfind("AnonHugePages:", 0) == 0) return std::atoll(line.c_str() + 14) * 1024;
-  }
-  return 0;
-}
+int64_t AnonHugeBytes() { return ProcKibField("/proc/self/smaps_rollup", "AnonHugePages:"); }
 
 }  // namespace
 

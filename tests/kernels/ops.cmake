@@ -9,5 +9,5 @@ dsv4_test(NAME kernel_ops_test
   DEPS kernels base tensor)
 # No per-call buffers in the kernels (its own binary: it replaces operator new).
 dsv4_test(NAME kernel_alloc_test
-  SOURCES alloc_test.cc
+  SOURCES alloc_test.cc ${CMAKE_SOURCE_DIR}/tests/testing/alloc_counter.cc
   DEPS kernels base tensor)

@@ -4,49 +4,18 @@
 // (base/function_ref.h), so after warm-up a batch-1 forward makes no call to
 // operator new.  Allocation per token costs little time here, but its
 // latency under a contended allocator is what a server's tail sees.  The
-// global operator new of this binary counts while a test asks.
+// global operator new of this binary counts (testing/alloc_counter.h).
 #include <gtest/gtest.h>
 
 #include <array>
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "testing/alloc_counter.h"
 #include "tiny_model_fixture.h"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-}  // namespace
-
-// Out of line: GCC would otherwise inline a delete into its caller and warn
-// (-Wmismatched-new-delete) that free() meets a pointer from operator new.
-[[gnu::noinline]] void* operator new(size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) ++g_allocations;
-  void* p = std::malloc(n == 0 ? 1 : n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-[[gnu::noinline]] void* operator new[](size_t n) { return operator new(n); }
-[[gnu::noinline]] void operator delete(void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete[](void* p) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete(void* p, size_t) noexcept { std::free(p); }
-[[gnu::noinline]] void operator delete[](void* p, size_t) noexcept { std::free(p); }
 
 namespace dsv4 {
 namespace {
-
-// Heap allocations (any size, any thread) while fn runs.
-template <typename Fn>
-int64_t AllocationsOf(Fn fn) {
-  g_allocations = 0;
-  g_counting = true;
-  fn();
-  g_counting = false;
-  return g_allocations.load();
-}
 
 TEST(PoolAllocations, DispatchOfALargeClosureAllocatesNothing) {
   ThreadPool pool(2);
@@ -56,7 +25,7 @@ TEST(PoolAllocations, DispatchOfALargeClosureAllocatesNothing) {
     for (int64_t i = begin; i < end; ++i) out[static_cast<size_t>(i)] = i + captured[0];
   };
   pool.ParallelFor(64, 1, body);  // warm-up: the workers are up
-  EXPECT_EQ(AllocationsOf([&] {
+  EXPECT_EQ(testing::CountAllocations([&] {
               pool.ParallelFor(64, 1, body);
               pool.ParallelForDynamic(64, 4, body);
               ParallelFor(&pool, 64, 1, [&out, captured](int64_t begin, int64_t end) {
@@ -99,13 +68,12 @@ TEST_F(ForwardAllocationTest, DecodeStepsAllocateNothing) {
     model::ForwardBatch d;
     d.Add(slot, pos, {static_cast<int32_t>(5 + pos % 50)});
     d.logit_rows = {0};
-    const int64_t before = g_allocations.load();
-    g_counting = true;
-    const Status s = model_->Forward(d, *cache, out, ws, pool_);
-    g_counting = false;
+    Status s;
+    const int64_t n =
+        testing::CountAllocations([&] { s = model_->Forward(d, *cache, out, ws, pool_); });
     EXPECT_TRUE(s.ok()) << s.ToString();
     ++pos;
-    return g_allocations.load() - before;
+    return n;
   };
   prefill(1, 64);  // the earlier, longer request
   pos = 64;
@@ -113,7 +81,6 @@ TEST_F(ForwardAllocationTest, DecodeStepsAllocateNothing) {
   prefill(0, 24);
   pos = 24;
   for (int i = 0; i < 4; ++i) step(0);  // warm-up of the decode path itself
-  g_allocations = 0;
   for (int i = 0; i < 32; ++i) EXPECT_EQ(step(0), 0) << "decode step at position " << pos - 1;
 }
 

@@ -25,5 +25,5 @@ dsv4_test(NAME model_expert_usage_test
   DEPS model kernels checkpoint tensor base)
 # Its own binary: it replaces the global operator new to count allocations.
 dsv4_test(NAME model_alloc_test
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/alloc_test.cc
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/alloc_test.cc ${CMAKE_SOURCE_DIR}/tests/testing/alloc_counter.cc
   DEPS model kernels checkpoint tensor base)

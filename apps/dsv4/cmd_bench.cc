@@ -9,6 +9,7 @@
 #include <random>
 
 #include "base/cpu_features.h"
+#include "base/logging.h"
 #include "base/thread_pool.h"
 #include "bench_args.h"
 #include "bench_costs.h"
@@ -166,6 +167,14 @@ int RunBench(BenchArgs& args) {
   if (Status resident = MakeResident(args.residency); !resident.ok()) {
     std::cerr << "dsv4 bench: " << resident.message() << "\n";
     return ExitCodeFor(resident);
+  }
+  if (args.residency.hugepages) {  // the bare loop's model: no engine plan here
+    Result<std::string> moved = MoveCheckpointsToHugePages();
+    if (!moved.ok()) {
+      std::cerr << "dsv4 bench: " << moved.status().message() << "\n";
+      return ExitCodeFor(moved.status());
+    }
+    DSV4_LOG_INFO("{}", *moved);
   }
   const model::Model& model = **model_or;
   const checkpoint::ModelConfig& cfg = model.config();

@@ -16,6 +16,7 @@
 
 #include "base/logging.h"
 #include "base/progress.h"
+#include "launch/huge_pages.h"
 #include "launch/numa_placement.h"
 
 namespace dsv4::cli {
@@ -74,29 +75,9 @@ void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* f) {
       ->capture_default_str();
 }
 
-std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text) {
-  // begin-end perms offset dev inode path
-  static const std::regex kLine(R"(^([0-9a-f]+)-([0-9a-f]+) (r)\S* \S+ \S+ \S+\s+(\S.*)$)");
-  std::vector<MappedRegion> out;
-  std::istringstream in(maps_text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (!std::regex_match(line, m, kLine)) continue;
-    const std::string path = m[4].str();
-    static const std::string kExt = ".safetensors";
-    if (path.size() < kExt.size() || path.compare(path.size() - kExt.size(), kExt.size(), kExt)) {
-      continue;
-    }
-    out.push_back({static_cast<uintptr_t>(std::stoull(m[1].str(), nullptr, 16)),
-                   static_cast<uintptr_t>(std::stoull(m[2].str(), nullptr, 16)), path});
-  }
-  return out;
-}
-
 Result<std::string> PopulateCheckpointMappings() {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<MappedRegion> regions = CheckpointRegions(ReadText("/proc/self/maps"));
+  const std::vector<MappedRegion> regions = launch::CheckpointRegions(ReadText("/proc/self/maps"));
   int64_t total = 0;
   for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -117,106 +98,6 @@ Result<std::string> PopulateCheckpointMappings() {
   (void)sink;
   return fmt::format("populate: {} of mapped checkpoint ({} regions) resident in {:.2f} s",
                      Gib(total), regions.size(), SecondsSince(t0));
-}
-
-std::string ThpMode(const std::string& enabled_text) {
-  for (const char* mode : {"always", "madvise", "never"}) {
-    if (enabled_text.find(fmt::format("[{}]", mode)) != std::string::npos) return mode;
-  }
-  return "";
-}
-
-namespace {
-
-constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-
-// Replaces [begin, end) (2 MiB aligned, mapped) with an anonymous read-only
-// copy advised MADV_HUGEPAGE, at the same addresses.
-Status MoveToHugePages(uintptr_t begin, uintptr_t end) {
-  const size_t len = end - begin;
-  void* raw = ::mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return IoError("--hugepages: mmap failed: {}", std::strerror(errno));
-  const auto r = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t a = (r + kHugePage - 1) & ~(kHugePage - 1);  // aligned like the target
-  auto* to = reinterpret_cast<void*>(a);
-  ::madvise(to, len, MADV_HUGEPAGE);  // advisory: without it the copy still works
-  std::memcpy(to, reinterpret_cast<const void*>(begin), len);
-  void* moved = MAP_FAILED;
-  if (::mprotect(to, len, PROT_READ) == 0) {
-    moved = ::mremap(to, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(begin));
-  }
-  const int err = errno;
-  // What is left of the staging region: its unaligned head and tail, or all
-  // of it when the move failed (the file mapping is then untouched).
-  if (moved == MAP_FAILED) {
-    ::munmap(raw, len + kHugePage);
-    return IoError("--hugepages: moving {} bytes failed: {}", len, std::strerror(err));
-  }
-  if (a > r) ::munmap(raw, a - r);
-  if (r + kHugePage > a) ::munmap(reinterpret_cast<void*>(a + len), r + kHugePage - a);
-  return Status::Ok();
-}
-
-// MemAvailable of the host, bytes (0 if unknown).
-int64_t MemAvailableBytes() { return ProcKibField("/proc/meminfo", "MemAvailable:"); }
-
-// AnonHugePages of this process, bytes (0 if unknown).
-int64_t AnonHugeBytes() { return ProcKibField("/proc/self/smaps_rollup", "AnonHugePages:"); }
-
-}  // namespace
-
-Result<std::string> MoveCheckpointsToHugePages() {
-  const std::string mode = ThpMode(ReadText("/sys/kernel/mm/transparent_hugepage/enabled"));
-  if (mode == "never" || mode.empty()) {
-    return fmt::format(
-        "hugepages: transparent huge pages are {} on this host; the weights stay "
-        "in the page cache's 4 KiB pages",
-        mode.empty() ? "unavailable" : "off");
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t huge_before = AnonHugeBytes();
-  const std::vector<MappedRegion> regions = CheckpointRegions(ReadText("/proc/self/maps"));
-  int64_t total = 0;
-  for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
-  // Anonymous memory cannot be dropped and re-read like the page cache: on a
-  // host that cannot hold the weights (they stream from disk) moving them
-  // would end in swap or the OOM killer.  MemAvailable counts the page
-  // cache's reclaimable pages, the checkpoint's own among them.
-  const int64_t available = MemAvailableBytes();
-  if (available > 0 && total > available / 10 * 9) {
-    return fmt::format(
-        "hugepages: the mapped checkpoint ({}) is more than 90% of the memory "
-        "available ({}); the weights stay in the page cache's 4 KiB pages",
-        Gib(total), Gib(available));
-  }
-  constexpr uintptr_t kChunk = uintptr_t{256} << 20;  // bounds the transient second copy
-  int64_t moved = 0;
-  Progress progress("hugepages", total, ProgressUnit::kBytes);
-  for (const MappedRegion& region : regions) {
-    const uintptr_t begin = (region.begin + kHugePage - 1) & ~(kHugePage - 1);
-    const uintptr_t end = region.end & ~(kHugePage - 1);
-    for (uintptr_t a = begin; a < end; a += kChunk) {
-      const uintptr_t stop = std::min(end, a + kChunk);
-      // A chunk that cannot move stays file pages (MoveToHugePages leaves
-      // it untouched): the weights are intact either way, so the engine
-      // starts, with a line saying how far the move got.
-      if (Status s = MoveToHugePages(a, stop); !s.ok()) {
-        progress.Finish();
-        return fmt::format(
-            "hugepages: stopped after {} ({}: {}); the rest stays in the page "
-            "cache's 4 KiB pages",
-            Gib(moved), region.path, s.message());
-      }
-      moved += static_cast<int64_t>(stop - a);
-      progress.Add(static_cast<int64_t>(stop - a));
-    }
-  }
-  progress.Finish();
-  return fmt::format(
-      "hugepages: {} of mapped checkpoint moved into anonymous memory (THP mode {}) in {:.2f} s, "
-      "{} of it in huge pages",
-      Gib(moved), mode, SecondsSince(t0), Gib(AnonHugeBytes() - huge_before));
 }
 
 std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes) {
@@ -248,6 +129,7 @@ Result<std::string> LockAllMemory() {
 Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options) {
   DSV4_RETURN_IF_ERROR(launch::ParseNuma(flags.numa).status());
   options->numa = flags.numa;
+  options->hugepages = flags.hugepages;
   if (options->ep > 1) return Status::Ok();
   DSV4_ASSIGN_OR_RETURN(
       const launch::Placement placed,
@@ -259,10 +141,6 @@ Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options) 
 Status MakeResident(const ResidencyFlags& flags) {
   if (flags.populate) {
     DSV4_ASSIGN_OR_RETURN(std::string line, PopulateCheckpointMappings());
-    DSV4_LOG_INFO("{}", line);
-  }
-  if (flags.hugepages) {
-    DSV4_ASSIGN_OR_RETURN(std::string line, MoveCheckpointsToHugePages());
     DSV4_LOG_INFO("{}", line);
   }
   if (flags.mlock) {

@@ -13,7 +13,9 @@
 //       RLIMIT_MEMLOCK;
 //   --hugepages (on by default; --no-hugepages) the mapped checkpoint files
 //       move, in place, into anonymous memory backed by transparent huge
-//       pages (docs/deploy.md "Huge pages").
+//       pages (launch/huge_pages.h; docs/deploy.md "Huge pages"): the engine
+//       does it after its memory plan (EngineOptions::hugepages, set by
+//       PlaceMemory), bench's bare loop after its load.
 // serve, generate and bench take these flags; serve's /health answers 503
 // until they are done.
 #pragma once
@@ -25,6 +27,7 @@
 
 #include "base/status.h"
 #include "launch/engine_options.h"
+#include "launch/huge_pages.h"
 
 namespace dsv4::cli {
 
@@ -36,39 +39,15 @@ struct ResidencyFlags {
 };
 void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* flags);
 
-// A file-backed mapping of the process (one line of /proc/self/maps).
-struct MappedRegion {
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-  std::string path;
-};
-// The readable mappings of checkpoint files (*.safetensors) in the text of
-// /proc/PID/maps.  Pure, for tests.
-std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text);
+using launch::CheckpointRegions;  // launch/huge_pages.h
+using launch::MappedRegion;
+using launch::MoveCheckpointsToHugePages;
+using launch::ThpMode;
 
 // --populate: reads one byte per page of every mapped checkpoint file, with
 // a progress line on stderr; returns the summary ("populate: 1.2 GiB in 3 s
 // (410 MiB/s)").
 Result<std::string> PopulateCheckpointMappings();
-
-// The transparent-huge-page mode of the host ("always", "madvise" or "never")
-// in the text of /sys/kernel/mm/transparent_hugepage/enabled; "" if the text
-// names none.  Pure, for tests.
-std::string ThpMode(const std::string& enabled_text);
-
-// --hugepages: every mapped checkpoint file's 2 MiB-aligned interior is
-// copied, 256 MiB at a time, into anonymous memory advised MADV_HUGEPAGE and
-// moved (mremap) onto the same addresses, read-only: every pointer into the
-// weights stays valid, and the weight stream then walks 2 MiB pages instead
-// of 4 KiB ones (a TLB entry per 2 MiB; the hardware prefetchers stop at
-// every 4 KiB page boundary).  The file's page cache is no longer mapped
-// (reclaimable; other processes no longer share the pages).  A no-op with a
-// log line when the host's THP mode is never, or when the mapped files exceed
-// 90% of MemAvailable (the weights then stream from disk and must stay
-// droppable).  Returns the summary line; a chunk that fails to move stays
-// file pages and ends the move with a line saying so (never an error: the
-// weights are intact either way).
-Result<std::string> MoveCheckpointsToHugePages();
 
 // --mlock: mlockall(MCL_CURRENT); returns the log line with the bytes locked
 // and the time taken, or FailedPrecondition from MlockError.
@@ -85,8 +64,8 @@ std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes);
 // options rank 0 broadcasts (launch/ranks.cc), so cpu_list stays unresolved.
 Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options);
 
-// Applies --populate, --hugepages and --mlock after the model is loaded, in
-// that order, logging a line for each.
+// Applies --populate and --mlock after the model is loaded, logging a line
+// for each.
 Status MakeResident(const ResidencyFlags& flags);
 
 }  // namespace dsv4::cli

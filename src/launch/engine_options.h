@@ -19,6 +19,10 @@ struct EngineOptions {
   // process applies it in the CLI before loading; with --ep > 1 every rank
   // applies it before loading its shard (auto: node local_rank % nodes).
   std::string numa = "none";
+  // --hugepages (launch/huge_pages.h): after the memory plan, the mapped
+  // checkpoint moves into transparent huge pages unless the weights stream
+  // from disk.  One process only (not with --ep > 1).
+  bool hugepages = true;
   double log_stats_interval_s = 0;        // periodic statistics line (engine/stats_log.h); 0 = none
   int64_t max_model_len = 4096;           // prompt + output tokens per request
   int64_t max_num_seqs = 16;              // running requests at most

@@ -8,6 +8,7 @@
 #include "engine/memory_budget.h"
 #include "launch/compute_pool.h"
 #include "launch/host_memory.h"
+#include "launch/huge_pages.h"
 #include "launch/ranks.h"
 
 namespace dsv4::launch {
@@ -202,6 +203,14 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
                                        WorkingMemoryBytes(model->config(), options)));
   DSV4_LOG_INFO("{}", host.summary);
   if (host.weights_stream) DSV4_LOG_WARN("{}", host.stream_warning);
+  // Anonymous memory cannot be dropped and re-read like the page cache: the
+  // weights move into huge pages only when the plan keeps them resident.
+  if (options.hugepages && host.weights_stream) {
+    DSV4_LOG_INFO("hugepages: skipped, the weights stream from disk and stay in the page cache");
+  } else if (options.hugepages) {
+    DSV4_ASSIGN_OR_RETURN(const std::string moved, MoveCheckpointsToHugePages());
+    DSV4_LOG_INFO("{}", moved);
+  }
   const int64_t bytes = host.kv_bytes;
   const model::Model& ref = *model;
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,

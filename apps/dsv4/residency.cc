@@ -10,10 +10,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <regex>
-#include <sstream>
 
+#include "base/file_util.h"
 #include "base/logging.h"
 #include "base/progress.h"
 #include "launch/huge_pages.h"
@@ -29,26 +27,9 @@ std::string Gib(int64_t bytes) {
   return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30));
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The bytes of the "Key:   N kB" line of a /proc file, 0 if it has none.
-int64_t ProcKibField(const std::string& path, const std::string& key) {
-  std::istringstream text(ReadText(path));
-  std::string line;
-  while (std::getline(text, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size()) * 1024;
-  }
-  return 0;
-}
-
 // VmSize of this process (what mlockall(MCL_CURRENT) counts against the
 // limit), 0 if unknown.
-int64_t MappedBytes() { return ProcKibField("/proc/self/status", "VmSize:"); }
+int64_t MappedBytes() { return KibFieldBytes(ReadPseudoFile("/proc/self/status"), "VmSize:"); }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -77,7 +58,8 @@ void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* f) {
 
 Result<std::string> PopulateCheckpointMappings() {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<MappedRegion> regions = launch::CheckpointRegions(ReadText("/proc/self/maps"));
+  const std::vector<MappedRegion> regions =
+      launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"));
   int64_t total = 0;
   for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));

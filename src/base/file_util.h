@@ -46,6 +46,15 @@ Result<bool> PathExists(const std::string& path);
 // (this reads configs, indexes and tokenizers, a few MB at most).
 Result<std::string> ReadRegularFile(const std::string& path, uint64_t max_bytes = 1ull << 30);
 
+// The whole text of a kernel pseudo-file (/proc, /sys: stat() reports size
+// 0 or one page whatever they hold, so it is read to the end); "" when it
+// cannot be opened.
+std::string ReadPseudoFile(const std::string& path);
+
+// The value of the "Key:   N kB" line in /proc-style text (meminfo, status,
+// smaps_rollup), in bytes; 0 when no line starts with `key`.
+int64_t KibFieldBytes(const std::string& text, const std::string& key);
+
 // Whether `a` and `b` name the same file (same device and inode after
 // following symlinks).  False when either does not exist.
 bool SameFile(const std::string& a, const std::string& b);

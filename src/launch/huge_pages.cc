@@ -5,34 +5,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
+#include "base/file_util.h"
 #include "base/progress.h"
 #include "launch/host_memory.h"
 
 namespace dsv4::launch {
 namespace {
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// The bytes of the "Key:   N kB" line of a /proc file, 0 if it has none.
-int64_t ProcKibField(const std::string& path, const std::string& key) {
-  std::istringstream text(ReadText(path));
-  std::string line;
-  while (std::getline(text, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + key.size()) * 1024;
-  }
-  return 0;
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -69,10 +51,14 @@ Status MoveToHugePages(uintptr_t begin, uintptr_t end) {
 }
 
 // MemAvailable of the host, bytes (0 if unknown).
-int64_t MemAvailableBytes() { return ProcKibField("/proc/meminfo", "MemAvailable:"); }
+int64_t MemAvailableBytes() {
+  return KibFieldBytes(ReadPseudoFile("/proc/meminfo"), "MemAvailable:");
+}
 
 // AnonHugePages of this process, bytes (0 if unknown).
-int64_t AnonHugeBytes() { return ProcKibField("/proc/self/smaps_rollup", "AnonHugePages:"); }
+int64_t AnonHugeBytes() {
+  return KibFieldBytes(ReadPseudoFile("/proc/self/smaps_rollup"), "AnonHugePages:");
+}
 
 }  // namespace
 
@@ -104,7 +90,7 @@ std::string ThpMode(const std::string& enabled_text) {
 }
 
 Result<std::string> MoveCheckpointsToHugePages() {
-  const std::string mode = ThpMode(ReadText("/sys/kernel/mm/transparent_hugepage/enabled"));
+  const std::string mode = ThpMode(ReadPseudoFile("/sys/kernel/mm/transparent_hugepage/enabled"));
   if (mode == "never" || mode.empty()) {
     return fmt::format(
         "hugepages: transparent huge pages are {} on this host; the weights stay "
@@ -113,7 +99,7 @@ Result<std::string> MoveCheckpointsToHugePages() {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t huge_before = AnonHugeBytes();
-  const std::vector<MappedRegion> regions = CheckpointRegions(ReadText("/proc/self/maps"));
+  const std::vector<MappedRegion> regions = CheckpointRegions(ReadPseudoFile("/proc/self/maps"));
   int64_t total = 0;
   for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
   // Anonymous memory cannot be dropped and re-read like the page cache: on a

@@ -99,6 +99,19 @@ TEST_F(FileUtilTest, RegularFilesDirectoriesAndAbsence) {
   EXPECT_FALSE(SameFile(P("file.txt"), dir_.string()));
 }
 
+// /proc and /sys files report a size that is not their length; their text
+// is read to the end, and a "Key:  N kB" field comes back in bytes.
+TEST(ProcFiles, PseudoFileIsReadWholeAndKibFieldsParse) {
+  const std::string status = ReadPseudoFile("/proc/self/status");
+  EXPECT_NE(status.find("VmSize:"), std::string::npos);
+  EXPECT_GT(KibFieldBytes(status, "VmSize:"), 0);
+  EXPECT_EQ(ReadPseudoFile("/proc/self/no-such-file"), "");
+  const std::string meminfo = "MemTotal:       24683520 kB\nMemAvailable:      42 kB\n";
+  EXPECT_EQ(KibFieldBytes(meminfo, "MemAvailable:"), 42 * 1024);
+  EXPECT_EQ(KibFieldBytes(meminfo, "MemTotal:"), int64_t{24683520} * 1024);
+  EXPECT_EQ(KibFieldBytes(meminfo, "SwapTotal:"), 0);
+}
+
 TEST(Checksum, StreamingParallelAndFileFormsAgree) {
   // Three chunks (the last one short) so the chunking itself is exercised.
   std::vector<uint8_t> data(2 * kChecksumChunkBytes + 12345);

@@ -99,6 +99,7 @@ int RunSpeculativeComparison(const BenchArgs& args, int64_t vocab) {
     eo.num_speculative_tokens = std::max(k, 0);
     eo.ep = args.ep;
     eo.numa = args.residency.numa;  // each rank places itself (--ep > 1)
+    eo.hugepages = args.residency.hugepages;
     eo.enable_prefix_caching = args.enable_prefix_caching;
     auto engine = launch::CreateLocalEngine(eo);
     if (!engine.ok()) {
@@ -167,6 +168,7 @@ int RunPrefixComparison(const BenchArgs& args, int64_t vocab) {
     eo.cpu_list = args.cpu_list;
     eo.max_num_seqs = std::max<int64_t>(args.batch, 1);
     eo.max_model_len = args.prompt_len + turns * (args.decode_steps + message) + 8;
+    eo.hugepages = args.residency.hugepages;
     eo.enable_prefix_caching = prefix;
     return launch::CreateLocalEngine(eo);
   };

@@ -58,14 +58,14 @@ void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* f) {
 
 Result<std::string> PopulateCheckpointMappings() {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<MappedRegion> regions =
+  const std::vector<launch::MappedRegion> regions =
       launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"));
   int64_t total = 0;
-  for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
+  for (const launch::MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   Progress progress("populate", total, ProgressUnit::kBytes);
   volatile uint8_t sink = 0;
-  for (const MappedRegion& r : regions) {
+  for (const launch::MappedRegion& r : regions) {
     // The kernel reads ahead in large requests; the touch makes sure every
     // page is in before the engine counts as ready.
     ::madvise(reinterpret_cast<void*>(r.begin), r.end - r.begin, MADV_WILLNEED);

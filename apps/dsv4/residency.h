@@ -27,7 +27,6 @@
 
 #include "base/status.h"
 #include "launch/engine_options.h"
-#include "launch/huge_pages.h"
 
 namespace dsv4::cli {
 
@@ -38,11 +37,6 @@ struct ResidencyFlags {
   std::string numa = "none";
 };
 void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* flags);
-
-using launch::CheckpointRegions;  // launch/huge_pages.h
-using launch::MappedRegion;
-using launch::MoveCheckpointsToHugePages;
-using launch::ThpMode;
 
 // --populate: reads one byte per page of every mapped checkpoint file, with
 // a progress line on stderr; returns the summary ("populate: 1.2 GiB in 3 s

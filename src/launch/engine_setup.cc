@@ -208,8 +208,7 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
   if (options.hugepages && host.weights_stream) {
     DSV4_LOG_INFO("hugepages: skipped, the weights stream from disk and stay in the page cache");
   } else if (options.hugepages) {
-    DSV4_ASSIGN_OR_RETURN(const std::string moved, MoveCheckpointsToHugePages());
-    DSV4_LOG_INFO("{}", moved);
+    DSV4_LOG_INFO("{}", MoveCheckpointsToHugePages());
   }
   const int64_t bytes = host.kv_bytes;
   const model::Model& ref = *model;

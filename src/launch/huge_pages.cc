@@ -11,6 +11,7 @@
 
 #include "base/file_util.h"
 #include "base/progress.h"
+#include "base/status.h"
 #include "launch/host_memory.h"
 
 namespace dsv4::launch {
@@ -89,7 +90,7 @@ std::string ThpMode(const std::string& enabled_text) {
   return "";
 }
 
-Result<std::string> MoveCheckpointsToHugePages() {
+std::string MoveCheckpointsToHugePages() {
   const std::string mode = ThpMode(ReadPseudoFile("/sys/kernel/mm/transparent_hugepage/enabled"));
   if (mode == "never" || mode.empty()) {
     return fmt::format(

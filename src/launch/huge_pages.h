@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
-
 namespace dsv4::launch {
 
 // A file-backed mapping of the process (one line of /proc/self/maps).
@@ -37,9 +35,9 @@ std::string ThpMode(const std::string& enabled_text);
 // (reclaimable; other processes no longer share the pages).  A no-op with a
 // log line when the host's THP mode is never, or when the mapped files exceed
 // 90% of MemAvailable (a second guard behind the memory plan: weights that
-// stream from disk must stay droppable).  Returns the summary line; a chunk
-// that fails to move stays file pages and ends the move with a line saying
-// so (never an error: the weights are intact either way).
-Result<std::string> MoveCheckpointsToHugePages();
+// stream from disk must stay droppable).  Returns the summary line for the
+// log; a chunk that fails to move stays file pages and ends the move with a
+// line saying so (never an error: the weights are intact either way).
+std::string MoveCheckpointsToHugePages();
 
 }  // namespace dsv4::launch

@@ -9,11 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <tuple>
 
+#include "base/file_util.h"
 #include "base/mapped_file.h"
+#include "launch/huge_pages.h"
 #include "launch/numa_placement.h"
 
 namespace dsv4::cli {
@@ -94,7 +95,7 @@ TEST(ResidencyTest, CheckpointRegionsFromProcMaps) {
       "7f0000200000-7f0000300000 ---p 00000000 00:00 0 \n"
       "7f0000300000-7f0000380000 r--s 00001000 08:01 1235   /m/dsv4 stacked r1.safetensors\n"
       "7f0000400000-7f0000480000 ---s 00000000 08:01 1236   /m/x.safetensors\n";
-  const std::vector<MappedRegion> r = CheckpointRegions(maps);
+  const std::vector<launch::MappedRegion> r = launch::CheckpointRegions(maps);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].begin, 0x7f0000000000u);
   EXPECT_EQ(r[0].end, 0x7f0000100000u);
@@ -115,16 +116,11 @@ TEST(ResidencyTest, PopulateReadsTheMappedCheckpoint) {
   std::filesystem::remove(path);
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 TEST(ResidencyTest, ThpModeIsTheBracketedWord) {
-  EXPECT_EQ(ThpMode("always [madvise] never\n"), "madvise");
-  EXPECT_EQ(ThpMode("[always] madvise never\n"), "always");
-  EXPECT_EQ(ThpMode("always madvise [never]\n"), "never");
-  EXPECT_EQ(ThpMode(""), "");
+  EXPECT_EQ(launch::ThpMode("always [madvise] never\n"), "madvise");
+  EXPECT_EQ(launch::ThpMode("[always] madvise never\n"), "always");
+  EXPECT_EQ(launch::ThpMode("always madvise [never]\n"), "never");
+  EXPECT_EQ(launch::ThpMode(""), "");
 }
 
 // --hugepages: the file's 2 MiB-aligned interior is replaced in place by
@@ -141,7 +137,8 @@ TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
   const uint8_t* data = (*mapped)->data();
   const auto file_bytes = [&] {
     int64_t n = 0;
-    for (const MappedRegion& r : CheckpointRegions(ReadAll("/proc/self/maps"))) {
+    for (const launch::MappedRegion& r :
+         launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"))) {
       if (std::filesystem::path(r.path).filename() == "residency_huge_test.safetensors") {
         n += static_cast<int64_t>(r.end - r.begin);
       }
@@ -149,17 +146,17 @@ TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
     return n;
   };
   EXPECT_EQ(file_bytes(), int64_t{9} << 20);
-  auto line = MoveCheckpointsToHugePages();
-  ASSERT_TRUE(line.ok()) << line.status().message();
+  const std::string line = launch::MoveCheckpointsToHugePages();
   ASSERT_EQ((*mapped)->data(), data);
   EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
-  const std::string mode = ThpMode(ReadAll("/sys/kernel/mm/transparent_hugepage/enabled"));
+  const std::string mode =
+      launch::ThpMode(ReadPseudoFile("/sys/kernel/mm/transparent_hugepage/enabled"));
   if (mode == "never" || mode.empty()) {
-    EXPECT_NE(line->find("stay in the page cache"), std::string::npos) << *line;
+    EXPECT_NE(line.find("stay in the page cache"), std::string::npos) << line;
   } else {
-    EXPECT_NE(line->find("hugepages: "), std::string::npos) << *line;
+    EXPECT_NE(line.find("hugepages: "), std::string::npos) << line;
     // 9 MiB from a page-aligned start: at least 3 aligned 2 MiB pages moved.
-    EXPECT_LE(file_bytes(), int64_t{3} << 20) << *line;
+    EXPECT_LE(file_bytes(), int64_t{3} << 20) << line;
   }
   mapped->reset();  // unmaps the moved pages and the file's head and tail
   std::filesystem::remove(path);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "kernels/moe.h"
@@ -61,16 +62,22 @@ Activation RandomActivation(int64_t m, int64_t k) {
   return a;
 }
 
+// state.range(0) past the ISAs: AVX-512 with the FP8 GEMMs on the FMA
+// kernel even where the BF16 dot one would run (side by side in one run).
+constexpr int64_t kAvx512Fp8Fma = 3;
+
 // Selects the ISA of state.range(0); false (and the benchmark skipped) if
 // the CPU lacks it.
 bool SelectIsa(benchmark::State& state) {
-  const Isa isa = static_cast<Isa>(state.range(0));
+  const bool fp8_fma = state.range(0) == kAvx512Fp8Fma;
+  const Isa isa = fp8_fma ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
   if (isa > BestSupportedIsa()) {
     state.SkipWithError("ISA not supported by this CPU");
     return false;
   }
   SetIsaForTesting(isa);
-  state.SetLabel(std::string(IsaName(isa)));
+  cpu::UseFp8WithoutBf16DotForTesting(fp8_fma);
+  state.SetLabel(std::string(IsaName(isa)) + (fp8_fma ? " fp8-fma" : ""));
   return true;
 }
 
@@ -188,7 +195,7 @@ void BM_AttnODecode(benchmark::State& state) {
 void AttnOArgs(benchmark::internal::Benchmark* b) {
   const int64_t all = ThreadPool::DefaultThreads();
   for (int64_t part = 0; part <= 2; ++part) {
-    for (int64_t isa = 1; isa <= 2; ++isa) {
+    for (int64_t isa = 1; isa <= kAvx512Fp8Fma; ++isa) {
       b->Args({isa, part, 1});
       if (all > 1) b->Args({isa, part, all});
     }
@@ -399,14 +406,31 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(GemvArgs);
-BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(GemvArgs);
+// The FP8 benchmarks: AVX-512 with the FMA kernel next to the BF16 dot one
+// (kAvx512Fp8Fma), so the two are compared in one run.
+void Fp8GemvArgs(benchmark::internal::Benchmark* b) {
+  GemvArgs(b);
+  b->Args({kAvx512Fp8Fma, 1, 1});
+  const int64_t all = ThreadPool::DefaultThreads();
+  if (all > 1) b->Args({kAvx512Fp8Fma, 1, all});
+}
+void Fp8VerifyArgs(benchmark::internal::Benchmark* b) {
+  VerifyArgs(b);
+  for (int64_t m : {1, 2, 3, 4}) b->Args({kAvx512Fp8Fma, m, 1});
+}
+void Fp8PrefillArgs(benchmark::internal::Benchmark* b) {
+  PrefillArgs(b);
+  for (int64_t m : {16, 128}) b->Args({kAvx512Fp8Fma, m, 1});
+}
+
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(Fp8GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(Fp8GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
 BENCHMARK(BM_MoeDecode)->Name("BM_Moe/Decode")->Apply(MoeDecodeArgs);
-BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(Fp8VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
@@ -418,7 +442,7 @@ BENCHMARK(BM_Quant)
     ->ArgsProduct({{0, 1, 2}, {16}})
     ->ArgNames({"isa", "tokens"})
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(PrefillArgs);
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(Fp8PrefillArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(PrefillArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Prefill_wo_a")->Apply(PrefillArgs);
 

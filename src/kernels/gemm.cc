@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/cpu_features.h"
@@ -113,6 +114,22 @@ void DecodeFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, float* 
   });
 }
 
+// FP8 GEMM activations for the BF16 dot kernel: each code's value in BF16
+// (exact), every 64-element chunk in the kernel's dot order.  xh [m, in].
+void DecodeFp8ActivationsDot(const uint8_t* x_codes, int64_t m, int64_t in, bf16* xh,
+                             ThreadPool* pool) {
+  static const std::array<bf16, 256> kTable = [] {
+    std::array<bf16, 256> t;
+    for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
+    return t;
+  }();
+  ForEachRow(pool, m, in, [&](int64_t r) {
+    for (int64_t c0 = r * in; c0 < (r + 1) * in; c0 += 64) {
+      for (int64_t e = 0; e < 64; ++e) xh[c0 + cpu::Fp8DotPosition(e)] = kTable[x_codes[c0 + e]];
+    }
+  });
+}
+
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
 // (0x7f, 0xff) -> 0, flagged separately.
 std::array<int32_t, 256> E4M3IntTable() {
@@ -179,6 +196,19 @@ void BuildFp4Records(const uint8_t* x_codes, int64_t m, int64_t in, int64_t widt
   });
 }
 
+// DSV4_FP8_KERNEL=fma keeps the FP8 GEMMs on the FMA kernel where the BF16
+// dot one would run (a diagnostic switch like DSV4_ISA: same results within
+// rounding, for side-by-side timing and bisecting).
+bool Fp8FmaFromEnv() {
+  const char* env = std::getenv("DSV4_FP8_KERNEL");
+  return env != nullptr && std::strcmp(env, "fma") == 0;
+}
+
+std::atomic<bool>& Fp8WithoutBf16DotSlot() {
+  static std::atomic<bool> on{Fp8FmaFromEnv()};
+  return on;
+}
+
 std::atomic<bool>& Fp4WithoutVnniSlot() {
   static std::atomic<bool> on{false};
   return on;
@@ -199,6 +229,33 @@ auto Fp4Kernel(const cpu::GemmKernels& simd) {
   return simd.fp4_vbmi != nullptr && vbmi ? simd.fp4_vbmi : simd.fp4;
 }
 
+// The FP8 panel kernel for this CPU: with AVX512-BF16 and VBMI the BF16
+// dot one (its activations are BF16, Fp8GemmArgs::xh), else the FMA one.
+struct Fp8Choice {
+  void (*kernel)(const cpu::Fp8GemmArgs& a, const cpu::Tile& t);
+  bool dot;
+};
+Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
+  static const CpuFeatures cpu = CpuFeatures::Detect();
+  const bool dot = simd.fp8_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi &&
+                   !Fp8WithoutBf16DotSlot().load(std::memory_order_relaxed);
+  return dot ? Fp8Choice{simd.fp8_bf16dot, true} : Fp8Choice{simd.fp8, false};
+}
+
+// Decodes [m, in] activation codes for the chosen FP8 kernel into `buffer`
+// (m·in floats) and points args at them.
+void PrepareFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, bool dot, float* buffer,
+                           cpu::Fp8GemmArgs* args, ThreadPool* pool) {
+  if (dot) {
+    bf16* xh = reinterpret_cast<bf16*>(buffer);
+    DecodeFp8ActivationsDot(x_codes, m, in, xh, pool);
+    args->xh = xh;
+  } else {
+    DecodeFp8Activations(x_codes, m, in, buffer, pool);
+    args->x = buffer;
+  }
+}
+
 // Bytes of FP4 records for [m, in] activations (they fit the float array
 // the other GEMMs use for [m, in]).
 uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
@@ -208,6 +265,7 @@ uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
 namespace cpu {
 void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }
 void UseFp4WithoutVbmiForTesting(bool on) { Fp4WithoutVbmiSlot().store(on); }
+void UseFp8WithoutBf16DotForTesting(bool on) { Fp8WithoutBf16DotSlot().store(on); }
 }  // namespace cpu
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
@@ -216,11 +274,11 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   if (simd == nullptr) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
-  float* x = Activations(m * w.in);  // [m, in]
-  DecodeFp8Activations(x_codes, m, w.in, x, pool);
-  const cpu::Fp8GemmArgs args{x, x_scales, m, w, y};
+  const Fp8Choice fp8 = Fp8Kernel(*simd);
+  cpu::Fp8GemmArgs args{nullptr, x_scales, m, w, y};
+  PrepareFp8Activations(x_codes, m, w.in, fp8.dot, Activations(m * w.in), &args, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
-              [&](const cpu::Tile& t) { simd->fp8(args, t); });
+              [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
 
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
@@ -285,6 +343,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   }
   const int64_t width = simd->panel;
   const auto fp4 = Fp4Kernel(*simd);
+  const Fp8Choice fp8 = Fp8Kernel(*simd);
   BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
   int64_t floats = 0;  // activation floats of the distinct inputs
   for (int64_t i = 0; i < count; ++i) {
@@ -299,28 +358,30 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     BatchEntry& e = entries[i];
     const int64_t in = InOf(g);
     const int64_t shared = SharedActivation(gemms, i);
-    const float* xi = nullptr;
-    if (shared >= 0) {
-      xi = entries[shared].is_fp4 ? reinterpret_cast<const float*>(entries[shared].fp4.x)
-                                  : entries[shared].fp8.x;
-    } else {
-      float* xo = x + next_x;
-      next_x += g.m * in;
-      if (g.fp4 != nullptr) {
-        BuildFp4Records(g.x_codes, g.m, in, width, Fp4Records(xo), pool);
-      } else {
-        DecodeFp8Activations(g.x_codes, g.m, in, xo, pool);
-      }
-      xi = xo;
-    }
     e.is_fp4 = g.fp4 != nullptr;
     int64_t out = 0, panel_bytes = 0;
     if (e.is_fp4) {
-      e.fp4 = cpu::Fp4GemmArgs{reinterpret_cast<const uint8_t*>(xi), g.x_scales, g.m, *g.fp4, g.y};
+      const uint8_t* records = nullptr;
+      if (shared >= 0) {
+        records = entries[shared].fp4.x;
+      } else {
+        uint8_t* built = Fp4Records(x + next_x);
+        next_x += g.m * in;
+        BuildFp4Records(g.x_codes, g.m, in, width, built, pool);
+        records = built;
+      }
+      e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y};
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {
-      e.fp8 = cpu::Fp8GemmArgs{xi, g.x_scales, g.m, *g.fp8, g.y};
+      e.fp8 = cpu::Fp8GemmArgs{nullptr, g.x_scales, g.m, *g.fp8, g.y};
+      if (shared >= 0) {
+        e.fp8.x = entries[shared].fp8.x;
+        e.fp8.xh = entries[shared].fp8.xh;
+      } else {
+        PrepareFp8Activations(g.x_codes, g.m, in, fp8.dot, x + next_x, &e.fp8, pool);
+        next_x += g.m * in;
+      }
       out = g.fp8->out;
       panel_bytes = width * in;
     }
@@ -347,7 +408,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       if (e.is_fp4) {
         fp4(e.fp4, t);
       } else {
-        simd->fp8(e.fp8, t);
+        fp8.kernel(e.fp8, t);
       }
       begin += n;
     }

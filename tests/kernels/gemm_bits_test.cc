@@ -17,6 +17,7 @@
 
 #include "base/cpu_features.h"
 #include "gemm_bits_golden.h"
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "ops_test_util.h"
@@ -154,8 +155,11 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
   for (int64_t r = 0; r < m; ++r) {
     std::memcpy(&xc[r * in.kd], &in.xd[r * ldx], in.kd * sizeof(bf16));
   }
-  if (kernel == "Fp8Gemm") {
+  if (kernel == "Fp8Gemm" || kernel == "Fp8GemmFma") {
+    // Fp8GemmFma: the FMA kernel even where the BF16 dot one would run.
+    cpu::UseFp8WithoutBf16DotForTesting(kernel == "Fp8GemmFma");
     Fp8Gemm(in.x_codes.data(), in.x_scales.data(), m, w8, yb.data(), nullptr);
+    cpu::UseFp8WithoutBf16DotForTesting(false);
     return Fnv1a(yb.data(), m * kN * sizeof(bf16));
   }
   if (kernel == "Fp4Gemm") {
@@ -188,9 +192,9 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
   return Fnv1a(yf.data(), yf.size() * sizeof(float));
 }
 
-constexpr const char* kKernels[] = {"Fp8Gemm",     "Fp4Gemm",     "GemmBf16",
-                                    "GemmBf16Fp8", "GemmBf16F32", "GemmBf16F32Approx",
-                                    "GemmBf16xF32"};
+constexpr const char* kKernels[] = {"Fp8Gemm",           "Fp8GemmFma",  "Fp4Gemm",
+                                    "GemmBf16",          "GemmBf16Fp8", "GemmBf16F32",
+                                    "GemmBf16F32Approx", "GemmBf16xF32"};
 
 const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& data, int64_t m) {
   for (const testing::GemmBitsRow& row : testing::kGemmBits) {
@@ -201,8 +205,11 @@ const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& d
 
 TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
   const bool print = std::getenv("DSV4_GEMM_BITS_PRINT") != nullptr;
-  // Below AVX512-BF16 the approximate head is GemmBf16F32 itself.
-  const bool bf16_dots = CpuFeatures::Detect().avx512bf16;
+  // Below AVX512-BF16 the approximate head is GemmBf16F32 itself, and
+  // without BF16 dots and VBMI the FP8 GEMM is the FMA kernel.
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  const bool bf16_dots = cpu.avx512bf16;
+  const bool fp8_dots = cpu.avx512bf16 && cpu.avx512vbmi;
   const std::vector<Isa> isas = ::dsv4::testing::IsasToTest();
   int64_t checked = 0;
   for (const char* data : {"random", "cancel"}) {
@@ -229,6 +236,9 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
           if (approx == "GemmBf16F32Approx" && isa == Isa::kAvx512 && !bf16_dots) {
             want = Find("GemmBf16F32", data, m)->hash[2];
           }
+          if (approx == "Fp8Gemm" && isa == Isa::kAvx512 && !fp8_dots) {
+            want = Find("Fp8GemmFma", data, m)->hash[2];
+          }
           EXPECT_EQ(got[static_cast<int>(isa)], want)
               << kernel << " " << data << " m" << m << " " << IsaName(isa);
           ++checked;
@@ -237,7 +247,7 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
     }
   }
   if (!print) {
-    EXPECT_GE(checked, 2 * 7 * 8 * 2);
+    EXPECT_GE(checked, 2 * 8 * 8 * 2);
   }
 }
 

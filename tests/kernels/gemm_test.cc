@@ -551,6 +551,58 @@ TEST(GemmDifferential, Fp4EveryScaleAndCodeExact) {
   }
 }
 
+// Every e4m3 weight code (subnormals, ±0, ±448; not the NaN codes, which
+// checkpoints do not hold and the FMA kernel reads as finite) at its own place in
+// its row, against activations that vary by position: every output is one exact
+// product, so every kernel (the BF16 dot one and the FMA one, one row, a few
+// rows, a tile) must give it exactly; this pins the dot kernel's decode
+// tables and its activation order (a product paired with the wrong position
+// meets a zero).
+TEST(GemmDifferential, Fp8EveryCodeExact) {
+  constexpr int64_t k = 256, n = 256;
+  std::vector<uint8_t> codes(n * k, 0), scales((n / 128) * (k / 128), 127);
+  const auto is_nan = [](int64_t c) { return (c & 0x7f) == 0x7f; };
+  for (int64_t c = 0; c < n; ++c) {
+    if (!is_nan(c)) codes[c * k + (c * 37) % k] = static_cast<uint8_t>(c);
+  }
+  const Fp8Weight w{codes.data(), scales.data(), n, k};
+  // 1, 448, 2^-9, -1, 7·2^-9 (largest subnormal), 2^-6 (smallest normal).
+  const uint8_t x_code[] = {0x38, 0x7e, 0x01, 0xb8, 0x07, 0x08};
+  constexpr int64_t kRows = 6;
+  std::vector<uint8_t> x_codes(kRows * k);
+  // Row r, position i: x_code[(r + i) % kRows], so a product taken at the
+  // wrong position has the wrong value.
+  const auto x_at = [&](int64_t r, int64_t i) { return x_code[(r + i) % kRows]; };
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t i = 0; i < k; ++i) x_codes[r * k + i] = x_at(r, i);
+  }
+  const std::vector<float> x_scales(kRows * (k / 128), 1.0f);
+  ThreadPool pool(2);
+  for (Isa isa : SimdIsas()) {
+    IsaScope scope(isa);
+    for (bool fma : {false, true}) {
+      cpu::UseFp8WithoutBf16DotForTesting(fma);
+      for (int64_t m : {int64_t{1}, int64_t{3}, kRows}) {
+        std::vector<bf16> got(m * n);
+        Fp8Gemm(x_codes.data(), x_scales.data(), m, w, got.data(), &pool);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            float p = is_nan(c)
+                          ? 0.0f
+                          : E4M3ToF32(static_cast<uint8_t>(c)) * E4M3ToF32(x_at(r, (c * 37) % k));
+            if (p == 0.0f) p = 0.0f;  // +0 + -0 = +0
+            const bf16 g = got[r * n + c];
+            EXPECT_EQ(g.bits, F32ToBf16(p).bits)
+                << IsaName(isa) << (fma ? " fma" : "") << " m" << m << " row " << r << " code " << c
+                << " want " << p << " got " << Bf16ToF32(g);
+          }
+        }
+      }
+    }
+    cpu::UseFp8WithoutBf16DotForTesting(false);
+  }
+}
+
 // BlockScaledGemmBatch is the separate Fp8Gemm / Fp4Gemm calls, bit for bit:
 // mixed kinds, shared and distinct activations, M = 0, 1, 3 and 70 (two row
 // blocks), every ISA and thread count.

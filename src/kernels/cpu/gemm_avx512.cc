@@ -21,6 +21,7 @@ constexpr GemmKernels Avx512Table() {
   GemmKernels k = GemmKernelTable<GemmAvx512>();
   k.fp4_without_vnni = &Fp4GemmPanels<GemmAvx512NoVnni>;
   k.fp4_vbmi = &Fp4GemmPanelsAvx512Vbmi;
+  k.fp8_bf16dot = &Fp8DotGemmPanelsAvx512;
   return k;
 }
 

@@ -1,9 +1,12 @@
-// The AVX-512 FP4 kernel with VBMI byte permutes (CPUs with AVX512-VBMI and
-// AVX512-VNNI; gemm.cc picks it through GemmKernels::fp4_vbmi).  Its own
-// translation unit because only it is compiled with -mavx512vbmi: the other
-// AVX-512 kernels must keep running on AVX-512 CPUs without VBMI.
+// The AVX-512 kernels that use VBMI byte permutes: FP4 (CPUs with
+// AVX512-VBMI and AVX512-VNNI; gemm.cc picks it through
+// GemmKernels::fp4_vbmi) and FP8 with BF16 dot products (AVX512-VBMI and
+// AVX512-BF16; GemmKernels::fp8_bf16dot).  Their own translation unit
+// because only it is compiled with -mavx512vbmi: the other AVX-512 kernels
+// must keep running on AVX-512 CPUs without VBMI.
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
 #include "kernels/cpu/gemm_fp4-inl.h"
+#include "kernels/cpu/gemm_fp8dot-inl.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
@@ -27,5 +30,7 @@ struct GemmAvx512Vbmi : GemmAvx512 {
 void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t) {
   Fp4GemmPanels<GemmAvx512Vbmi>(a, t);
 }
+
+void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) { Fp8DotGemm(a).Run(t); }
 
 }  // namespace dsv4::kernels::cpu

@@ -42,7 +42,19 @@ struct Fp8GemmArgs {
   int64_t m = 0;
   Fp8Weight w;
   bf16* y = nullptr;  // [m, w.out]
+  // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
+  // values (exact), each 64 elements in dot order (Fp8DotPosition).
+  const bf16* xh = nullptr;
 };
+
+// Where element e of a 64-element chunk sits in the BF16 dot kernel's
+// activation layout: the kernel forms its weight vectors by unpacking bytes
+// within 128-bit chunks, so vector 0 holds elements 16L + j and vector 1
+// elements 16L + 8 + j (L < 4, j < 8), each in that order.
+constexpr int64_t Fp8DotPosition(int64_t e) {
+  const int64_t chunk = e / 16, j = e % 16;
+  return (j / 8) * 32 + chunk * 8 + j % 8;
+}
 
 // FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block
 // of a row (row r, block kb at x + (r·in/128 + kb)·kFp4RecordBytes), built
@@ -110,6 +122,9 @@ struct Bf16DotArgs {
 struct GemmKernels {
   int64_t panel = 0;  // output columns per panel (the ISA's FP32 lanes)
   void (*fp8)(const Fp8GemmArgs& a, const Tile& t) = nullptr;
+  // FP8 with BF16 pair dot products (reads Fp8GemmArgs::xh; its own bits,
+  // docs/kernels.md).  REQUIRES: AVX512-BF16 and AVX512-VBMI.  Null where none.
+  void (*fp8_bf16dot)(const Fp8GemmArgs& a, const Tile& t) = nullptr;
   void (*fp4)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   // The same FP4 kernel without VNNI dot products (vpmaddubsw + vpmaddwd,
   // same exact sums, same bits), for AVX-512 CPUs without AVX512-VNNI; null
@@ -132,6 +147,14 @@ extern const GemmKernels kGemmKernelsAvx512;
 // The AVX-512 FP4 kernel with VBMI (gemm_avx512_vbmi.cc, compiled with
 // -mavx512vbmi).  REQUIRES: AVX512-VNNI and AVX512-VBMI.
 void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t);
+
+// The AVX-512 FP8 kernel with BF16 dot products (gemm_avx512_vbmi.cc).
+// REQUIRES: AVX512-BF16 and AVX512-VBMI.
+void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t);
+
+// Tests: run the FP8 GEMMs through fp8 (the FMA kernel) even on a CPU with
+// BF16 dot products and VBMI.
+void UseFp8WithoutBf16DotForTesting(bool on);
 
 // Tests: run the FP4 GEMMs through fp4 (not fp4_vbmi) even on a CPU with
 // VBMI (both must give the same bits).

@@ -1,0 +1,247 @@
+// The FP8 block-scaled GEMM with BF16 pair dot products (AVX512-BF16 and
+// AVX512-VBMI; gemm.cc picks it through GemmKernels::fp8_bf16dot).  Included
+// only by gemm_avx512_vbmi.cc.
+//
+// Every e4m3 value is exact in BF16 (3 mantissa bits of 7; the subnormal
+// codes m·2^-9 are normal BF16 numbers), so a weight code becomes its BF16
+// value through two 128-entry byte tables (vpermi2b: high and low byte of the
+// BF16, the sign merged from the code), and the activation codes are decoded
+// once per call by gemm.cc into the same values.  vdpbf16ps then adds, per
+// FP32 lane, the product of a pair's odd elements and then the product of its
+// even elements to the accumulator (each addition rounded to nearest even;
+// inputs and outputs below 2^-126 would be flushed, but every product is an
+// exact multiple of 2^-18, so no input, product or sum is subnormal).  The
+// chain per column and 128-block: two accumulators over the block's four
+// 32-element vectors (0 and 2, 1 and 3), added, then the panel's fixed
+// reduction tree; the block sums are scaled and added as in the FMA kernel.
+// Every path (one row, 2..4 rows, tiles) runs that chain, so the results are
+// batch invariant; they differ from the FMA kernel's only in the order of the
+// block's FP32 additions (docs/kernels.md "FP8 with BF16 dot products").
+#pragma once
+
+#include "kernels/cpu/gemm_avx512_traits-inl.h"
+#include "kernels/cpu/gemm_block_scaled-inl.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// BF16 bits of the e4m3 value of code c (c < 128: sign clear; 0x7f NaN).
+constexpr uint16_t E4M3Bf16Bits(int c) {
+  const int e = c >> 3, m = c & 7;
+  if (c == 0x7f) return 0x7fc0;
+  if (e > 0) return static_cast<uint16_t>(((e + 120) << 7) | (m << 4));
+  if (m == 0) return 0;
+  const int p = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m·2^-9 = (m/2^p)·2^(p-9)
+  return static_cast<uint16_t>(((p - 9 + 127) << 7) | ((m - (1 << p)) << (7 - p)));
+}
+
+struct E4M3Bf16Bytes {
+  alignas(64) uint8_t hi[128];
+  alignas(64) uint8_t lo[128];
+  constexpr E4M3Bf16Bytes() : hi(), lo() {
+    for (int c = 0; c < 128; ++c) {
+      hi[c] = static_cast<uint8_t>(E4M3Bf16Bits(c) >> 8);
+      lo[c] = static_cast<uint8_t>(E4M3Bf16Bits(c) & 0xff);
+    }
+  }
+};
+constexpr E4M3Bf16Bytes kE4M3Bf16Bytes;
+
+// The two tables in registers (loaded once per kernel call).
+struct Fp8DotTables {
+  __m512i hi0, hi1, lo0, lo1;
+  [[gnu::always_inline]] Fp8DotTables()
+      : hi0(_mm512_load_si512(kE4M3Bf16Bytes.hi)),
+        hi1(_mm512_load_si512(kE4M3Bf16Bytes.hi + 64)),
+        lo0(_mm512_load_si512(kE4M3Bf16Bytes.lo)),
+        lo1(_mm512_load_si512(kE4M3Bf16Bytes.lo + 64)) {}
+};
+
+constexpr int kDotVecs = 4;  // BF16 vectors (32 values) per 128-block
+// The one-row walk prefetches the same block 4 columns on (two column pairs
+// ahead: 2 to 8 KB of reads ahead at the model's shapes).  Only coarsely
+// tuned: 2, 4 and 8 measured within this machine's noise of each other.
+constexpr int64_t kGemvAhead = 4;
+using Bh = __m512bh;
+
+// 128 codes -> 4 vectors of their BF16 values in dot order: within each 64
+// codes, vector 0 holds codes 16L + j (L = 128-bit chunk, j < 8) and vector 1
+// codes 16L + 8 + j (byte unpacking works within chunks).  gemm.cc decodes
+// the activations in the same order (Fp8DotPosition in gemm_cpu.h).
+[[gnu::always_inline]] inline void DecodeFp8Dot(const uint8_t* p, const Fp8DotTables& t, Bh* w) {
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    __m512i v = _mm512_loadu_si512(p + 64 * h);
+    // Opaque to the compiler, so it copies v between the permutes (which
+    // overwrite their index register) instead of loading it three times:
+    // measured faster on the one-row walk.
+    asm("" : "+v"(v));
+    __m512i hi = _mm512_permutex2var_epi8(t.hi0, v, t.hi1);  // index bit 7 ignored
+    hi = _mm512_ternarylogic_epi32(hi, v, sign, 0xf8);       // hi | (v & 0x80)
+    const __m512i lo = _mm512_permutex2var_epi8(t.lo0, v, t.lo1);
+    w[2 * h] = reinterpret_cast<Bh>(_mm512_unpacklo_epi8(lo, hi));
+    w[2 * h + 1] = reinterpret_cast<Bh>(_mm512_unpackhi_epi8(lo, hi));
+  }
+}
+
+// A row's 128-block of decoded activations (gemm.cc's dot order).
+struct XDot {
+  Bh v[kDotVecs];
+  [[gnu::always_inline]] explicit XDot(const bf16* p) {
+#pragma GCC unroll 4
+    for (int i = 0; i < kDotVecs; ++i) v[i] = GemmAvx512::LoadBh(p + 32 * i);
+  }
+};
+
+// One column's chain over one 128-block.
+[[gnu::always_inline]] inline __m512 DotChain(const Bh* w, const Bh* x) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 even = _mm512_dpbf16_ps(zero, w[0], x[0]);
+  __m512 odd = _mm512_dpbf16_ps(zero, w[1], x[1]);
+  even = _mm512_dpbf16_ps(even, w[2], x[2]);
+  odd = _mm512_dpbf16_ps(odd, w[3], x[3]);
+  return _mm512_add_ps(even, odd);
+}
+
+using V512 = GemmAvx512;
+constexpr int64_t kDotP = V512::kLanes;
+
+struct Fp8DotGemm {
+  const Fp8GemmArgs& a;
+  const Fp8DotTables t;
+  const int64_t num_kb;
+  const int64_t ld_scale;
+
+  explicit Fp8DotGemm(const Fp8GemmArgs& args)
+      : a(args), num_kb(args.w.in / 128), ld_scale((args.w.in + 127) / 128) {}
+
+  // Decodes column col's block kb, prefetching the same block `ahead`
+  // columns on (what the walk reads next: the next panel for the block
+  // walks, the next column pair for the one-row walk).
+  [[gnu::always_inline]] void Decode(int64_t col, int64_t kb, Bh* out,
+                                     int64_t ahead = kDotP) const {
+    const uint8_t* p = a.w.codes + col * a.w.in + kb * 128;
+    if (col + ahead < a.w.out) Prefetch(p + ahead * a.w.in, 128);
+    DecodeFp8Dot(p, t, out);
+  }
+  [[gnu::always_inline]] float PanelScale(int64_t n0, int64_t kb) const {
+    return E8M0Value(a.w.scales[(n0 / 128) * ld_scale + kb]);
+  }
+  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * a.w.in + kb * 128; }
+  float XScale(int64_t row, int64_t kb) const { return a.x_scales[row * num_kb + kb]; }
+
+  // One row, column by column over stretches of kGemvBlocks blocks (the FMA
+  // kernel's GemvPanel walk: each column's weights as one contiguous read).
+  __m512 GemvPanel(int64_t row, int64_t n0, int64_t nc) const {
+    alignas(64) __m512 lanes[kGemvBlocks][kDotP];
+    __m512 acc = V512::Zero();
+    for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kGemvBlocks) {
+      const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
+      int64_t c = 0;
+      for (; c + 2 <= nc; c += 2) {
+        for (int64_t b = 0; b < nb; ++b) {
+          Bh wa[kDotVecs], wb[kDotVecs];
+          Decode(n0 + c, kb0 + b, wa, kGemvAhead);
+          Decode(n0 + c + 1, kb0 + b, wb, kGemvAhead);
+          const XDot x(X(row, kb0 + b));
+          lanes[b][c] = DotChain(wa, x.v);
+          lanes[b][c + 1] = DotChain(wb, x.v);
+        }
+      }
+      if (c < nc) {
+        for (int64_t b = 0; b < nb; ++b) {
+          Bh wa[kDotVecs];
+          Decode(n0 + c, kb0 + b, wa);
+          lanes[b][c] = DotChain(wa, XDot(X(row, kb0 + b)).v);
+        }
+      }
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int64_t z = nc; z < kDotP; ++z) lanes[b][z] = V512::Zero();
+        acc = AddBlock<V512>(acc, lanes[b], XScale(row, kb0 + b) * PanelScale(n0, kb0 + b));
+      }
+    }
+    return acc;
+  }
+
+  // M rows (2..4) against one panel block: each column decoded once into
+  // registers, fed to every row.
+  template <int M>
+  [[gnu::always_inline]] void SmallBlock(int64_t m0, int64_t n0, int64_t kb, int64_t nc,
+                                         __m512* acc) const {
+    __m512 lanes[M][kDotP];
+    Bh xs[M][kDotVecs];
+    for (int r = 0; r < M; ++r) {
+      for (int64_t c = nc; c < kDotP; ++c) lanes[r][c] = V512::Zero();
+      const XDot x(X(m0 + r, kb));
+#pragma GCC unroll 4
+      for (int i = 0; i < kDotVecs; ++i) xs[r][i] = x.v[i];
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      Bh wv[kDotVecs];
+      Decode(n0 + c, kb, wv);
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) lanes[r][c] = DotChain(wv, xs[r]);
+    }
+    const float sw = PanelScale(n0, kb);
+#pragma GCC unroll 4
+    for (int r = 0; r < M; ++r) acc[r] = AddBlock<V512>(acc[r], lanes[r], XScale(m0 + r, kb) * sw);
+  }
+
+  // Rows [m0, m0 + mt) against one panel block decoded once into wdec (L1),
+  // two rows sharing each weight load.
+  void TileBlock(const Bh (*wdec)[kDotVecs], int64_t m0, int64_t mt, int64_t n0, int64_t kb,
+                 int64_t nc, __m512* acc) const {
+    __m512 lanes[kDotP], lanes2[kDotP];
+#pragma GCC unroll 16
+    for (int c = 0; c < kDotP; ++c) lanes[c] = lanes2[c] = V512::Zero();
+    const float sw = PanelScale(n0, kb);
+    int64_t r = 0;
+    for (; r + 2 <= mt; r += 2) {
+      const XDot xa(X(m0 + r, kb)), xb(X(m0 + r + 1, kb));
+      for (int64_t c = 0; c < nc; ++c) {
+        lanes[c] = DotChain(wdec[c], xa.v);
+        lanes2[c] = DotChain(wdec[c], xb.v);
+      }
+      acc[r] = AddBlock<V512>(acc[r], lanes, XScale(m0 + r, kb) * sw);
+      acc[r + 1] = AddBlock<V512>(acc[r + 1], lanes2, XScale(m0 + r + 1, kb) * sw);
+    }
+    for (; r < mt; ++r) {
+      const XDot xa(X(m0 + r, kb));
+      for (int64_t c = 0; c < nc; ++c) lanes[c] = DotChain(wdec[c], xa.v);
+      acc[r] = AddBlock<V512>(acc[r], lanes, XScale(m0 + r, kb) * sw);
+    }
+  }
+
+  void Run(const Tile& tile) const {
+    alignas(64) Bh wdec[kDotP][kDotVecs];
+    alignas(64) __m512 acc[kMTile];
+    const int64_t n = a.w.out;
+    for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
+      const int64_t mt = Min(kMTile, tile.row_end - m0);
+      for (int64_t p = tile.panel_begin; p < tile.panel_end; ++p) {
+        const int64_t n0 = p * kDotP;
+        const int64_t nc = Min(kDotP, n - n0);
+        if (mt == 1) {
+          V512::StoreBf16(a.y + m0 * n + n0, V512::UnpermuteColumns(GemvPanel(m0, n0, nc)), nc);
+          continue;
+        }
+        for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();
+        for (int64_t kb = 0; kb < num_kb; ++kb) {
+          if (mt == 2) SmallBlock<2>(m0, n0, kb, nc, acc);
+          if (mt == 3) SmallBlock<3>(m0, n0, kb, nc, acc);
+          if (mt == 4) SmallBlock<4>(m0, n0, kb, nc, acc);
+          if (mt <= 4) continue;
+          for (int64_t c = 0; c < nc; ++c) Decode(n0 + c, kb, wdec[c]);
+          TileBlock(wdec, m0, mt, n0, kb, nc, acc);
+        }
+        for (int64_t r = 0; r < mt; ++r) {
+          V512::StoreBf16(a.y + (m0 + r) * n + n0, V512::UnpermuteColumns(acc[r]), nc);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

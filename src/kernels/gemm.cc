@@ -281,6 +281,11 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
               [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
 
+bool Fp8GemmUsesBf16Dots() {
+  const cpu::GemmKernels* simd = SimdKernels();
+  return simd != nullptr && Fp8Kernel(*simd).dot;
+}
+
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* pool) {
   const cpu::GemmKernels* simd = SimdKernels();

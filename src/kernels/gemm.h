@@ -42,6 +42,11 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
 void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4Weight& w, bf16* y,
              ThreadPool* pool);
 
+// True when Fp8Gemm (and the FP8 entries of BlockScaledGemmBatch) run on the
+// BF16 dot-product kernel for the active ISA on this CPU, false for the FMA
+// one (docs/kernels.md "FP8 with BF16 dot products").  For cost accounting.
+bool Fp8GemmUsesBf16Dots();
+
 // One GEMM of a BlockScaledGemmBatch: Fp8Gemm (fp8 set) or Fp4Gemm (fp4 set;
 // exactly one of the two) of x_codes [m, in] / x_scales [m, in/128] into
 // y [m, out].

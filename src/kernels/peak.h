@@ -19,8 +19,8 @@ enum class PeakMix : int {
   // (AVX512-VNNI), else vpmaddubsw + vpmaddwd + vpaddd: the FP4 experts'
   // exact 32-block sums and the W8A8 GEMMs.
   kInt8Dot = 1,
-  // BF16 pair dot products into FP32 (vdpbf16ps, AVX512-BF16): the
-  // machine's BF16 peak (used only by the approximate MTP draft head).
+  // BF16 pair dot products into FP32 (vdpbf16ps, AVX512-BF16): the FP8
+  // GEMMs' BF16 dot kernel and the approximate MTP draft head.
   kBf16Dot = 2,
 };
 inline constexpr int kNumPeakMixes = 3;

@@ -11,6 +11,7 @@
 #include "base/cpu_features.h"
 #include "bench_print.h"
 #include "kernels/dispatch.h"
+#include "kernels/gemm.h"
 #include "peak_compute.h"
 #include "testing/golden.h"
 
@@ -72,7 +73,24 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
                         static_cast<double>(cfg.num_experts_per_tok);
   EXPECT_DOUBLE_EQ(one.routed_experts, routed);
   EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kInt8Dot)], routed);
-  EXPECT_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)], 0);
+  // The FP8 linears but wo_a count as BF16 dot products where the FP8 GEMM
+  // runs on that kernel, else as FP32 FMAs.
+  double fp8 = 0;
+  for (const std::string& name : model_->checkpoint().Names()) {
+    const TensorView* v = model_->checkpoint().Find(name);
+    if (v->dtype == DType::kF8E4M3 && name.rfind("layers.", 0) == 0 &&
+        name.find(".wo_a.") == std::string::npos) {
+      fp8 += 2 * static_cast<double>(v->numel());
+    }
+  }
+  EXPECT_GT(fp8, 0);
+  EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],
+                   kernels::Fp8GemmUsesBf16Dots() ? fp8 : 0);
+  const kernels::Isa isa = kernels::ActiveIsa();
+  kernels::SetIsaForTesting(kernels::Isa::kAvx2);
+  EXPECT_EQ(CountPrefillFlops(*model_, 1).by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],
+            0);
+  kernels::SetIsaForTesting(isa);
   // Position 0 attends one entry (itself) in every layer; no compressed key yet.
   EXPECT_DOUBLE_EQ(one.attention, layers * 4 * static_cast<double>(cfg.num_attention_heads) *
                                       static_cast<double>(cfg.head_dim));

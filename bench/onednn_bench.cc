@@ -3,7 +3,8 @@
 // codes, exact INT32 sums, per-token x per-channel scales, BF16 out; oneDNN
 // matmul s8 x s8 -> s32) and BF16 (dsv4 GemmBf16: FP32 FMA chain, BF16 out;
 // oneDNN matmul bf16 x bf16 -> bf16, which may use AVX512-BF16 dot products,
-// i.e. different rounding).  oneDNN gets its best case: weights reordered
+// i.e. different rounding), next to dsv4's FP8 Fp8Gemm (engine 2: BF16 dot
+// products where the CPU has them).  oneDNN gets its best case: weights reordered
 // once, outside the timing, into the layout its kernel prefers
 // (format_tag::any); dsv4 reads the checkpoint's [out, in] layout.
 //
@@ -12,7 +13,7 @@
 // M = 2-8: decode-sized batches; 16-1024: prefill rows, or a routed expert's
 // share of them.
 //
-// Arguments: {engine (0 dsv4, 1 oneDNN), M, threads}.  Figures: GFLOP/s.
+// Arguments: {engine (0 dsv4, 1 oneDNN, 2 dsv4 FP8), M, threads}.  Figures: GFLOP/s.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -23,6 +24,7 @@
 #include "base/thread_pool.h"
 #include "kernels/gemm.h"
 #include "kernels/int8_gemm.h"
+#include "kernels/quant.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -109,11 +111,37 @@ void BM_Int8(benchmark::State& state) {
   state.SetLabel(onednn ? "oneDNN s8s8s32" : "dsv4 Int8Gemm");
 }
 
+// dsv4's FP8 GEMM on the same shape (engine 2): e4m3 weights with E8M0
+// block scales, activations quantized once outside the timing.  On CPUs with
+// AVX512-BF16 and VBMI it runs BF16 dot products, oneDNN's instruction mix.
+void RunFp8(benchmark::State& state, const std::vector<bf16>& x, int64_t m, bf16* y) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255), scale(116, 124);
+  std::vector<uint8_t> codes(static_cast<size_t>(kN * kK)), scales((kN / 128) * (kK / 128));
+  for (auto& c : codes) c = static_cast<uint8_t>((byte(rng) & 0x7f) == 0x7f ? 0 : byte(rng));
+  for (auto& c : scales) c = static_cast<uint8_t>(scale(rng));
+  std::vector<uint8_t> x_codes(static_cast<size_t>(m * kK));
+  std::vector<float> x_scales(static_cast<size_t>(m * kK / 128));
+  ActQuantFp8(x.data(), m, kK, 128, x_codes.data(), x_scales.data());
+  const Fp8Weight w{codes.data(), scales.data(), kN, kK};
+  auto pool = MakePool(state.range(2));
+  for (auto _ : state) {
+    Fp8Gemm(x_codes.data(), x_scales.data(), m, w, y, pool.get());
+    benchmark::DoNotOptimize(y);
+  }
+}
+
 void BM_Bf16(benchmark::State& state) {
   const bool onednn = state.range(0) == 1;
   const int64_t m = state.range(1);
   std::vector<bf16> x = RandomBf16(m * kK, 3), w = RandomBf16(kN * kK, 4);
   std::vector<bf16> y(static_cast<size_t>(m * kN));
+  if (state.range(0) == 2) {
+    RunFp8(state, x, m, y.data());
+    SetFlops(state, m);
+    state.SetLabel(Fp8GemmUsesBf16Dots() ? "dsv4 Fp8Gemm (bf16 dots)" : "dsv4 Fp8Gemm (fma)");
+    return;
+  }
   if (onednn) {
     OneDnnMatmul mm(m, dnnl::memory::data_type::bf16, dnnl::memory::data_type::bf16, x.data(),
                     w.data(), y.data());
@@ -129,16 +157,18 @@ void BM_Bf16(benchmark::State& state) {
   state.SetLabel(onednn ? "oneDNN bf16" : "dsv4 GemmBf16");
 }
 
-// {engine, M, threads}: the two engines next to each other for each M.
+// {engine, M, threads}: the engines next to each other for each M (BF16:
+// also dsv4's FP8 GEMM, engine 2).
+template <int kEngines>
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {2, 4, 8, 16, 32, 128, 1024}) {
-    for (int64_t engine : {0, 1}) b->Args({engine, m, 1});
+    for (int64_t engine = 0; engine < kEngines; ++engine) b->Args({engine, m, 1});
   }
   b->ArgNames({"engine", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-BENCHMARK(BM_Int8)->Apply(Args);
-BENCHMARK(BM_Bf16)->Apply(Args);
+BENCHMARK(BM_Int8)->Apply(Args<2>);
+BENCHMARK(BM_Bf16)->Apply(Args<3>);
 
 }  // namespace
 }  // namespace dsv4::kernels

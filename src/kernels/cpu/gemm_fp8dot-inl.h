@@ -59,8 +59,8 @@ struct Fp8DotTables {
 
 constexpr int kDotVecs = 4;  // BF16 vectors (32 values) per 128-block
 // The one-row walk prefetches the same block 4 columns on (two column pairs
-// ahead: 2 to 8 KB of reads ahead at the model's shapes).  Only coarsely
-// tuned: 2, 4 and 8 measured within this machine's noise of each other.
+// ahead: 2 to 16 KB of reads ahead at the model's shapes).  Only coarsely
+// tuned: 2, 4, 8 and 16 measured within this machine's noise of each other.
 constexpr int64_t kGemvAhead = 4;
 using Bh = __m512bh;
 
@@ -117,8 +117,8 @@ struct Fp8DotGemm {
       : a(args), num_kb(args.w.in / 128), ld_scale((args.w.in + 127) / 128) {}
 
   // Decodes column col's block kb, prefetching the same block `ahead`
-  // columns on (what the walk reads next: the next panel for the block
-  // walks, the next column pair for the one-row walk).
+  // columns on (read soon after: by the next panel in the block walks, two
+  // column pairs later in the one-row walk).
   [[gnu::always_inline]] void Decode(int64_t col, int64_t kb, Bh* out,
                                      int64_t ahead = kDotP) const {
     const uint8_t* p = a.w.codes + col * a.w.in + kb * 128;

@@ -565,7 +565,6 @@ TEST(GemmDifferential, Fp8EveryCodeExact) {
   for (int64_t c = 0; c < n; ++c) {
     if (!is_nan(c)) codes[c * k + (c * 37) % k] = static_cast<uint8_t>(c);
   }
-  const Fp8Weight w{codes.data(), scales.data(), n, k};
   // 1, 448, 2^-9, -1, 7·2^-9 (largest subnormal), 2^-6 (smallest normal).
   const uint8_t x_code[] = {0x38, 0x7e, 0x01, 0xb8, 0x07, 0x08};
   constexpr int64_t kRows = 6;
@@ -578,28 +577,37 @@ TEST(GemmDifferential, Fp8EveryCodeExact) {
   }
   const std::vector<float> x_scales(kRows * (k / 128), 1.0f);
   ThreadPool pool(2);
-  for (Isa isa : SimdIsas()) {
-    IsaScope scope(isa);
-    for (bool fma : {false, true}) {
-      cpu::UseFp8WithoutBf16DotForTesting(fma);
-      for (int64_t m : {int64_t{1}, int64_t{3}, kRows}) {
-        std::vector<bf16> got(m * n);
-        Fp8Gemm(x_codes.data(), x_scales.data(), m, w, got.data(), &pool);
-        for (int64_t r = 0; r < m; ++r) {
-          for (int64_t c = 0; c < n; ++c) {
-            float p = is_nan(c)
-                          ? 0.0f
-                          : E4M3ToF32(static_cast<uint8_t>(c)) * E4M3ToF32(x_at(r, (c * 37) % k));
-            if (p == 0.0f) p = 0.0f;  // +0 + -0 = +0
-            const bf16 g = got[r * n + c];
-            EXPECT_EQ(g.bits, F32ToBf16(p).bits)
-                << IsaName(isa) << (fma ? " fma" : "") << " m" << m << " row " << r << " code " << c
-                << " want " << p << " got " << Bf16ToF32(g);
+  // The weight 64-byte aligned and 1, 16 and 63 bytes past (the dot
+  // kernel's one-row walk reads misaligned rows through aligned lines).
+  std::vector<uint8_t> store(n * k + 128);
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(store.data()) + 63) & ~uintptr_t{63};
+  for (int64_t offset : {0, 1, 16, 63}) {
+    uint8_t* at = reinterpret_cast<uint8_t*>(aligned) + offset;
+    std::copy(codes.begin(), codes.end(), at);
+    const Fp8Weight w{at, scales.data(), n, k};
+    for (Isa isa : SimdIsas()) {
+      IsaScope scope(isa);
+      for (bool fma : {false, true}) {
+        cpu::UseFp8WithoutBf16DotForTesting(fma);
+        for (int64_t m : {int64_t{1}, int64_t{3}, kRows}) {
+          std::vector<bf16> got(m * n);
+          Fp8Gemm(x_codes.data(), x_scales.data(), m, w, got.data(), &pool);
+          for (int64_t r = 0; r < m; ++r) {
+            for (int64_t c = 0; c < n; ++c) {
+              float p = is_nan(c)
+                            ? 0.0f
+                            : E4M3ToF32(static_cast<uint8_t>(c)) * E4M3ToF32(x_at(r, (c * 37) % k));
+              if (p == 0.0f) p = 0.0f;  // +0 + -0 = +0
+              const bf16 g = got[r * n + c];
+              EXPECT_EQ(g.bits, F32ToBf16(p).bits)
+                  << IsaName(isa) << (fma ? " fma" : "") << " offset " << offset << " m" << m
+                  << " row " << r << " code " << c << " want " << p << " got " << Bf16ToF32(g);
+            }
           }
         }
       }
+      cpu::UseFp8WithoutBf16DotForTesting(false);
     }
-    cpu::UseFp8WithoutBf16DotForTesting(false);
   }
 }
 

@@ -64,26 +64,37 @@ constexpr int kDotVecs = 4;  // BF16 vectors (32 values) per 128-block
 constexpr int64_t kGemvAhead = 4;
 using Bh = __m512bh;
 
-// 128 codes -> 4 vectors of their BF16 values in dot order: within each 64
-// codes, vector 0 holds codes 16L + j (L = 128-bit chunk, j < 8) and vector 1
-// codes 16L + 8 + j (byte unpacking works within chunks).  gemm.cc decodes
-// the activations in the same order (Fp8DotPosition in gemm_cpu.h).
-[[gnu::always_inline]] inline void DecodeFp8Dot(const uint8_t* p, const Fp8DotTables& t, Bh* w) {
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    __m512i v = _mm512_loadu_si512(p + 64 * h);
-    // Opaque to the compiler, so it copies v between the permutes (which
-    // overwrite their index register) instead of loading it three times:
-    // measured faster on the one-row walk.
-    asm("" : "+v"(v));
-    __m512i hi = _mm512_permutex2var_epi8(t.hi0, v, t.hi1);  // index bit 7 ignored
-    hi = _mm512_ternarylogic_epi32(hi, v, sign, 0xf8);       // hi | (v & 0x80)
-    const __m512i lo = _mm512_permutex2var_epi8(t.lo0, v, t.lo1);
-    w[2 * h] = reinterpret_cast<Bh>(_mm512_unpacklo_epi8(lo, hi));
-    w[2 * h + 1] = reinterpret_cast<Bh>(_mm512_unpackhi_epi8(lo, hi));
-  }
+// 64 codes -> 2 vectors of their BF16 values in dot order: vector 0 holds
+// codes 16L + j (L = 128-bit chunk, j < 8) and vector 1 codes 16L + 8 + j
+// (byte unpacking works within chunks).  gemm.cc decodes the activations in
+// the same order (Fp8DotPosition in gemm_cpu.h).
+[[gnu::always_inline]] inline void DecodeFp8Dot64(__m512i v, const Fp8DotTables& t, Bh* w) {
+  // Opaque to the compiler, so it copies v between the permutes (which
+  // overwrite their index register) instead of loading it three times:
+  // measured faster on the one-row walk.
+  asm("" : "+v"(v));
+  __m512i hi = _mm512_permutex2var_epi8(t.hi0, v, t.hi1);  // index bit 7 ignored
+  hi = _mm512_ternarylogic_epi32(hi, v, _mm512_set1_epi8(static_cast<char>(0x80)),
+                                 0xf8);  // hi | (v & 0x80)
+  const __m512i lo = _mm512_permutex2var_epi8(t.lo0, v, t.lo1);
+  w[0] = reinterpret_cast<Bh>(_mm512_unpacklo_epi8(lo, hi));
+  w[1] = reinterpret_cast<Bh>(_mm512_unpackhi_epi8(lo, hi));
 }
+
+// 128 codes -> 4 vectors (two of DecodeFp8Dot64).
+[[gnu::always_inline]] inline void DecodeFp8Dot(const uint8_t* p, const Fp8DotTables& t, Bh* w) {
+  DecodeFp8Dot64(_mm512_loadu_si512(p), t, w);
+  DecodeFp8Dot64(_mm512_loadu_si512(p + 64), t, w + 2);
+}
+
+// Bytes 0..63 + `shift` of the 128 bytes (a, b) as vpermt2b indices.
+struct ShiftIndex {
+  alignas(64) uint8_t iota[64];
+  constexpr ShiftIndex() : iota() {
+    for (int i = 0; i < 64; ++i) iota[i] = static_cast<uint8_t>(i);
+  }
+};
+constexpr ShiftIndex kShiftIndex;
 
 // A row's 128-block of decoded activations (gemm.cc's dot order).
 struct XDot {
@@ -112,9 +123,54 @@ struct Fp8DotGemm {
   const Fp8DotTables t;
   const int64_t num_kb;
   const int64_t ld_scale;
+  // How far every weight row starts past a 64-byte boundary (rows are a
+  // multiple of 128 bytes long, so all share the tensor's offset), the
+  // shifted reads' vpermt2b indices, and the tensor's bytes.
+  const int64_t shift;
+  const __m512i shift_index;
+  const uint8_t* const lo;
+  const uint8_t* const hi;
 
   explicit Fp8DotGemm(const Fp8GemmArgs& args)
-      : a(args), num_kb(args.w.in / 128), ld_scale((args.w.in + 127) / 128) {}
+      : a(args),
+        num_kb(args.w.in / 128),
+        ld_scale((args.w.in + 127) / 128),
+        shift(static_cast<int64_t>(reinterpret_cast<uintptr_t>(args.w.codes) & 63)),
+        shift_index(_mm512_add_epi8(_mm512_load_si512(kShiftIndex.iota),
+                                    _mm512_set1_epi8(static_cast<char>(shift)))),
+        lo(args.w.codes),
+        hi(args.w.codes + args.w.out * args.w.in) {}
+
+  // One column's consecutive blocks read through aligned 64-byte lines (the
+  // one-row walk when rows are not 64-byte aligned, as the checkpoint's
+  // tensors usually are not: each 128-byte block then spans three lines and
+  // every unaligned 64-byte load splits across two; an aligned copy of the
+  // `bench` checkpoint decoded 1.04-1.1x faster).  The line two blocks share
+  // is loaded once; vpermt2b shifts the bytes into place.
+  struct ShiftedColumn {
+    const uint8_t* next;  // the aligned line after `prev`
+    __m512i prev;
+  };
+  // The 64 bytes at aligned l that lie in the tensor (masked at its ends, so
+  // nothing outside it is read).
+  [[gnu::always_inline]] __m512i LoadLine(const uint8_t* l) const {
+    if (l >= lo && l + 64 <= hi) return _mm512_load_si512(l);
+    const int64_t from = l < lo ? lo - l : 0, to = hi - l < 64 ? hi - l : 64;
+    const uint64_t upto = to >= 64 ? ~uint64_t{0} : (uint64_t{1} << to) - 1;
+    return _mm512_maskz_loadu_epi8(upto & ~((uint64_t{1} << from) - 1), l);
+  }
+  [[gnu::always_inline]] ShiftedColumn StartColumn(int64_t col, int64_t kb) const {
+    const uint8_t* line = a.w.codes + col * a.w.in + kb * 128 - shift;
+    return {line + 64, LoadLine(line)};
+  }
+  [[gnu::always_inline]] void DecodeShifted(ShiftedColumn* s, int64_t col, Bh* out) const {
+    if (col + kGemvAhead < a.w.out) Prefetch(s->next + kGemvAhead * a.w.in, 128);
+    const __m512i l1 = LoadLine(s->next), l2 = LoadLine(s->next + 64);
+    DecodeFp8Dot64(_mm512_permutex2var_epi8(s->prev, shift_index, l1), t, out);
+    DecodeFp8Dot64(_mm512_permutex2var_epi8(l1, shift_index, l2), t, out + 2);
+    s->prev = l2;
+    s->next += 128;
+  }
 
   // Decodes column col's block kb, prefetching the same block `ahead`
   // columns on (read soon after: by the next panel in the block walks, two
@@ -133,6 +189,9 @@ struct Fp8DotGemm {
 
   // One row, column by column over stretches of kGemvBlocks blocks (the FMA
   // kernel's GemvPanel walk: each column's weights as one contiguous read).
+  // kShifted: the column pairs read through ShiftedColumn (same bytes, same
+  // bits).
+  template <bool kShifted>
   __m512 GemvPanel(int64_t row, int64_t n0, int64_t nc) const {
     alignas(64) __m512 lanes[kGemvBlocks][kDotP];
     __m512 acc = V512::Zero();
@@ -140,10 +199,20 @@ struct Fp8DotGemm {
       const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
       int64_t c = 0;
       for (; c + 2 <= nc; c += 2) {
+        ShiftedColumn sa{}, sb{};
+        if constexpr (kShifted) {
+          sa = StartColumn(n0 + c, kb0);
+          sb = StartColumn(n0 + c + 1, kb0);
+        }
         for (int64_t b = 0; b < nb; ++b) {
           Bh wa[kDotVecs], wb[kDotVecs];
-          Decode(n0 + c, kb0 + b, wa, kGemvAhead);
-          Decode(n0 + c + 1, kb0 + b, wb, kGemvAhead);
+          if constexpr (kShifted) {
+            DecodeShifted(&sa, n0 + c, wa);
+            DecodeShifted(&sb, n0 + c + 1, wb);
+          } else {
+            Decode(n0 + c, kb0 + b, wa, kGemvAhead);
+            Decode(n0 + c + 1, kb0 + b, wb, kGemvAhead);
+          }
           const XDot x(X(row, kb0 + b));
           lanes[b][c] = DotChain(wa, x.v);
           lanes[b][c + 1] = DotChain(wb, x.v);
@@ -223,7 +292,8 @@ struct Fp8DotGemm {
         const int64_t n0 = p * kDotP;
         const int64_t nc = Min(kDotP, n - n0);
         if (mt == 1) {
-          V512::StoreBf16(a.y + m0 * n + n0, V512::UnpermuteColumns(GemvPanel(m0, n0, nc)), nc);
+          const __m512 r = shift != 0 ? GemvPanel<true>(m0, n0, nc) : GemvPanel<false>(m0, n0, nc);
+          V512::StoreBf16(a.y + m0 * n + n0, V512::UnpermuteColumns(r), nc);
           continue;
         }
         for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();

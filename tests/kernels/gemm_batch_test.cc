@@ -1,0 +1,490 @@
+// Tests of kernels/gemm.h, part 2: batch invariance (a row's result never
+// depends on M or on the thread count, on every ISA and path), the batched
+// block-scaled entry point, and the BF16-numerics GEMM variants (GemmBf16Fp8,
+// GemmBf16F32Approx).  Goldens and differential tests: gemm_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "gemm_test_util.h"
+#include "kernels/cpu/gemm_cpu.h"
+#include "kernels/dispatch.h"
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
+#include "kernels/ref/gemm_ref.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using namespace ::dsv4::kernels::gemm_testing;  // NOLINT(build/namespaces)
+
+// ---------------------------------------------------------------------------
+// Batch invariance: on every ISA, row r of an M-row call is bitwise equal to
+// the M = 1 call on that row alone, for 1, 2 and 3 threads.  N is large
+// enough that the thread pool really splits the panels; M = 2..4 take the
+// few-row path (a verify step's tail and drafts), M = 13 mixes row pairs and
+// a single tail row, M = 65 crosses a 64-row tile and ends with a one-row
+// tile (the GEMV code path inside a batch), M = 67 with a three-row tile.
+
+template <typename T, typename Call>
+void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& what) {
+  for (Isa isa : AllIsas()) {
+    // The scalar reference is a plain per-element loop; one size suffices.
+    if (isa == Isa::kScalar && m > 16) continue;
+    IsaScope scope(isa);
+    std::vector<T> single(m * n);
+    for (int64_t r = 0; r < m; ++r) call(r, 1, single.data() + r * n, nullptr);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<T> batch(m * n);
+      call(0, m, batch.data(), &pool);
+      ASSERT_EQ(std::memcmp(batch.data(), single.data(), m * n * sizeof(T)), 0)
+          << what << " " << IsaName(isa) << " threads " << threads;
+    }
+  }
+}
+
+// BlockScaledGemmBatch is the separate Fp8Gemm / Fp4Gemm calls, bit for bit:
+// mixed kinds, shared and distinct activations, M = 0, 1, 3 and 70 (two row
+// blocks), every ISA and thread count.
+TEST(GemmBatch, EqualsOneCallPerGemm) {
+  std::mt19937 rng(41);
+  constexpr int64_t k4 = 256, k8 = 384;
+  struct Weights {
+    Misaligned codes, scales;
+  };
+  std::vector<Fp4Weight> w4;
+  std::vector<Fp8Weight> w8;
+  std::vector<Weights> keep;
+  for (int64_t n : {33, 200, 128}) {
+    keep.push_back({RandomBytes(n * k4 / 2, &rng, 0, 255, false),
+                    RandomBytes(n * k4 / 32, &rng, 118, 126, false)});
+    w4.push_back({keep.back().codes.data(), keep.back().scales.data(), n, k4});
+  }
+  for (int64_t n : {17, 256}) {
+    keep.push_back({RandomBytes(n * k8, &rng, 0, 255, true),
+                    RandomBytes(((n + 127) / 128) * (k8 / 128), &rng, 116, 124, false)});
+    w8.push_back({keep.back().codes.data(), keep.back().scales.data(), n, k8});
+  }
+  for (int64_t m : {0, 1, 3, 70}) {
+    const QuantizedActivation a4 = RandomActivation(m, k4, &rng);
+    const QuantizedActivation b4 = RandomActivation(m + 1, k4, &rng);
+    const QuantizedActivation a8 = RandomActivation(m, k8, &rng);
+    struct Entry {
+      const QuantizedActivation* a;
+      int64_t m;
+      const Fp8Weight* fp8;
+      const Fp4Weight* fp4;
+    };
+    // w4[0] and w4[1] share a4 (one decode); w8[0] and w8[1] share a8.
+    const std::vector<Entry> entries = {{&a4, m, nullptr, &w4[0]}, {&a8, m, &w8[0], nullptr},
+                                        {&a4, m, nullptr, &w4[1]}, {&b4, m + 1, nullptr, &w4[2]},
+                                        {&a8, m, &w8[1], nullptr}, {&a4, m, nullptr, &w4[2]}};
+    for (Isa isa : AllIsas()) {
+      if (isa == Isa::kScalar && m > 3) continue;
+      IsaScope scope(isa);
+      std::vector<std::vector<bf16>> want, got;
+      for (const Entry& e : entries) {
+        const int64_t out = e.fp4 != nullptr ? e.fp4->out : e.fp8->out;
+        want.emplace_back(e.m * out, bf16{0x1234});
+        if (e.fp4 != nullptr) {
+          Fp4Gemm(e.a->codes.data(), e.a->scales.data(), e.m, *e.fp4, want.back().data(), nullptr);
+        } else {
+          Fp8Gemm(e.a->codes.data(), e.a->scales.data(), e.m, *e.fp8, want.back().data(), nullptr);
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<BlockScaledGemm> batch;
+        got.clear();
+        for (const Entry& e : entries) {
+          const int64_t out = e.fp4 != nullptr ? e.fp4->out : e.fp8->out;
+          got.emplace_back(e.m * out, bf16{0x1234});
+          batch.push_back(
+              {e.a->codes.data(), e.a->scales.data(), e.m, e.fp8, e.fp4, got.back().data()});
+        }
+        BlockScaledGemmBatch(batch.data(), static_cast<int64_t>(batch.size()), &pool);
+        for (size_t i = 0; i < entries.size(); ++i) {
+          ASSERT_EQ(got[i].size(), want[i].size());
+          // An m = 0 entry's empty vectors may hold a null data(), which memcmp must not see.
+          EXPECT_TRUE(got[i].empty() ||
+                      std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(bf16)) == 0)
+              << IsaName(isa) << " m" << m << " entry " << i << " threads " << threads;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmBatchInvariance, AllKernels) {
+  std::mt19937 rng(17);
+  const int64_t n = 1100;
+  for (int64_t m : {2, 3, 4, 13, 65, 67}) {
+    const int64_t k = 512;
+    const QuantizedActivation a = RandomActivation(m, k, &rng);
+    Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+    Misaligned fp8_scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+    const Fp8Weight w8{codes.data(), fp8_scales.data(), n, k};
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w8, y, pool);
+        },
+        "Fp8Gemm m" + std::to_string(m));
+    Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
+    Misaligned fp4_scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
+    const Fp4Weight w4{packed.data(), fp4_scales.data(), n, k};
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp4Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w4, y, pool);
+        },
+        "Fp4Gemm m" + std::to_string(m));
+    const int64_t kd = 300;
+    const DenseWeights wd = RandomDense(n * kd, &rng);
+    const std::vector<bf16> x = RandomBf16(m * kd, &rng);
+    ExpectRowsInvariant<bf16>(
+        m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          GemmBf16(x.data() + r0 * kd, kd, rows, kd, wd.Bf16(), n, y, n, pool);
+        },
+        "GemmBf16 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(
+        m, n,
+        [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+          GemmBf16F32(x.data() + r0 * kd, rows, kd, wd.Bf16(), n, y, pool);
+        },
+        "GemmBf16F32 m" + std::to_string(m));
+    ExpectRowsInvariant<float>(
+        m, n,
+        [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+          GemmBf16xF32(x.data() + r0 * kd, rows, kd, wd.F32(), n, y, pool);
+        },
+        "GemmBf16xF32 m" + std::to_string(m));
+  }
+}
+
+// Inputs whose dot products cancel: in every 128-block the products at j and
+// j + 64 (j < 56) are exact negatives of each other and large (~10^5), the
+// other 16 products tiny (~2^-11).  What survives is the rounding residue of
+// the large partial sums, which depends on the summation order in nearly
+// every output: any order difference between code paths shows up bitwise
+// (random data would only flip a BF16 output once in ~10^4).
+enum class Slot { kBig, kMirror, kTiny };
+Slot SlotOf(int64_t k) {
+  const int64_t j = k % 128;
+  if (j < 56) return Slot::kBig;
+  if (j >= 64 && j < 120) return Slot::kMirror;
+  return Slot::kTiny;
+}
+
+struct CancellingFp8 {
+  std::vector<uint8_t> x_codes, w_codes, w_scales, w_packed, w4_scales;
+  std::vector<float> x_scales;
+};
+
+CancellingFp8 MakeCancelling(int64_t m, int64_t n, int64_t k, std::mt19937* rng) {
+  std::uniform_int_distribution<int> big(0x60, 0x7e), tiny(0x01, 0x0f), nibble(4, 7);
+  CancellingFp8 c;
+  c.x_codes.resize(m * k);
+  c.w_codes.resize(n * k);
+  for (int64_t r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t sign = static_cast<uint8_t>((*rng)() & 0x80);
+      const Slot s = SlotOf(i);
+      c.x_codes[r * k + i] = s == Slot::kMirror ? c.x_codes[r * k + i - 64]
+                             : s == Slot::kBig  ? static_cast<uint8_t>(big(*rng) | sign)
+                                                : static_cast<uint8_t>(0x08 | sign);
+    }
+  }
+  std::vector<uint8_t> nibbles(n * k);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t sign = static_cast<uint8_t>((*rng)() & 0x80);
+      const Slot s = SlotOf(i);
+      c.w_codes[r * k + i] = s == Slot::kMirror ? c.w_codes[r * k + i - 64] ^ 0x80
+                             : s == Slot::kBig  ? static_cast<uint8_t>(big(*rng) | sign)
+                                                : static_cast<uint8_t>(tiny(*rng) | sign);
+      nibbles[r * k + i] = s == Slot::kMirror ? nibbles[r * k + i - 64] ^ 0x8
+                           : s == Slot::kBig  ? static_cast<uint8_t>(nibble(*rng) | (sign >> 4))
+                                              : static_cast<uint8_t>(0x1 | (sign >> 4));
+    }
+  }
+  c.x_scales.assign(m * k / 128, 1.0f);
+  c.w_scales.assign(((n + 127) / 128) * (k / 128), 127);
+  c.w4_scales.assign(n * k / 32, 127);
+  c.w_packed.resize(n * k / 2);
+  for (int64_t i = 0; i < n * k / 2; ++i) {
+    c.w_packed[i] = static_cast<uint8_t>(nibbles[2 * i] | (nibbles[2 * i + 1] << 4));
+  }
+  return c;
+}
+
+// The FP8 one-row path walks each column over stretches of 32 K blocks
+// (GemvPanel): K = 33 blocks makes a full and a one-block stretch, N = 131 a
+// last panel of a column pair and a single column; M = 3 compares it with
+// the few-row path, on random and on order-sensitive data.
+TEST(GemmBatchInvariance, Fp8GemvLongRows) {
+  std::mt19937 rng(37);
+  const int64_t m = 3, n = 131, k = 33 * 128;
+  const QuantizedActivation a = RandomActivation(m, k, &rng);
+  Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+  Misaligned scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+  const Fp8Weight w{codes.data(), scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w, y, pool);
+      },
+      "Fp8Gemm long rows");
+  const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
+  const Fp8Weight wc{c.w_codes.data(), c.w_scales.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, wc, y, pool);
+      },
+      "Fp8Gemm cancelling long rows");
+  // Block sums that depend on the order the blocks are added in: +B, tiny,
+  // -B (the exact mirror), tiny, ... (tiny < half an ulp of B), so the
+  // result is the tiny blocks after the last cancellation only in K order.
+  std::vector<uint8_t> xb(m * k), wb(n * k);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t j = i / 128;
+    const bool big = j % 2 == 0 && j + 1 < k / 128;
+    for (int64_t r = 0; r < m; ++r) xb[r * k + i] = big ? 0x70 : 0x08;  // 128 or 2^-6
+    for (int64_t col = 0; col < n; ++col) {
+      const uint8_t sign = static_cast<uint8_t>((col * 7 + i) & 0x80);
+      const uint8_t flip = j % 4 == 2 ? 0x80 : 0;
+      wb[col * k + i] = big ? static_cast<uint8_t>(0x70 | (sign ^ flip)) : 0x08;
+    }
+  }
+  const std::vector<float> sb(m * k / 128, 1.0f);
+  const std::vector<uint8_t> wsb(((n + 127) / 128) * (k / 128), 127);
+  const Fp8Weight wo{wb.data(), wsb.data(), n, k};
+  ExpectRowsInvariant<bf16>(
+      m, n,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        Fp8Gemm(xb.data() + r0 * k, sb.data() + r0 * (k / 128), rows, wo, y, pool);
+      },
+      "Fp8Gemm block-order sensitive long rows");
+}
+
+TEST(GemmBatchInvariance, OrderSensitiveData) {
+  std::mt19937 rng(23);
+  const int64_t m = 13, n = 1100, k = 256;
+  const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
+  // The data must really be order sensitive: the SIMD paths, which sum in a
+  // different order than the reference, differ from it in most outputs.
+  std::vector<bf16> want(m * n), got(m * n);
+  ref::Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
+               Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, want.data(), nullptr);
+  if (BestSupportedIsa() != Isa::kScalar) {
+    IsaScope scope(BestSupportedIsa());
+    Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
+            Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, got.data(), nullptr);
+    EXPECT_GT(CompareBf16(got.data(), want.data(), m * n).num_differ, m * n / 4);
+  }
+  const Fp8Weight w8{c.w_codes.data(), c.w_scales.data(), n, k};
+  const Fp4Weight w4{c.w_packed.data(), c.w4_scales.data(), n, k};
+  // The first 2..4 rows take the few-row path, all 13 the tiled one.
+  for (const int64_t rows_m : {int64_t{2}, int64_t{3}, int64_t{4}, m}) {
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
+        },
+        "Fp8Gemm cancelling m" + std::to_string(rows_m));
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
+        },
+        "Fp4Gemm cancelling m" + std::to_string(rows_m));
+  }
+  // The same pattern in BF16 for the dense kernels.
+  std::vector<bf16> x(m * k), wb(n * k);
+  for (int64_t i = 0; i < m * k; ++i) x[i] = F32ToBf16(E4M3ToF32(c.x_codes[i]));
+  for (int64_t i = 0; i < n * k; ++i) wb[i] = F32ToBf16(E4M3ToF32(c.w_codes[i]));
+  // Row subsets: the one-row calls take the column-by-column GEMV.
+  for (const int64_t rows_m : {int64_t{2}, int64_t{3}, int64_t{4}, m}) {
+    ExpectRowsInvariant<bf16>(
+        rows_m, n,
+        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+          GemmBf16(x.data() + r0 * k, k, rows, k, wb.data(), n, y, n, pool);
+        },
+        "GemmBf16 cancelling m" + std::to_string(rows_m));
+  }
+}
+
+// Narrow outputs of long batches (the mHC mixes: N = 24) are split over row
+// blocks instead of panels; the rows must still not notice.
+TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
+  std::mt19937 rng(19);
+  const int64_t m = 200, n = 24, k = 4096;
+  const DenseWeights w = RandomDense(n * k, &rng);
+  const std::vector<bf16> x = RandomBf16(m * k, &rng);
+  ExpectRowsInvariant<float>(
+      m, n,
+      [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+        GemmBf16xF32(x.data() + r0 * k, rows, k, w.F32(), n, y, pool);
+      },
+      "GemmBf16xF32 narrow");
+}
+
+// ---------------------------------------------------------------------------
+// GemmBf16Fp8 reads the FP8 weight in place and must equal GemmBf16 on the
+// dequantized BF16 copy bit for bit, on every ISA (scalar included), for any
+// M, thread count, strides and misaligned codes.
+
+TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeight) {
+  std::mt19937 rng(29);
+  for (int64_t k : {128, 384}) {
+    for (int64_t n : {1, 17, 130, 300}) {
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      const int64_t ld_scale = k / 128;
+      Misaligned scales = RandomBytes(((n + 127) / 128) * ld_scale, &rng, 112, 128, false);
+      scales.data()[0] = 10;  // the exact range's ends
+      if (n > 128) scales.data()[ld_scale] = 246;
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      ASSERT_TRUE(Fp8IsExactBf16(w));
+      std::vector<bf16> deq(n * k);
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t i = 0; i < k; ++i) {
+          const float v = E4M3ToF32(codes.data()[c * k + i]) *
+                          E8M0ToF32(scales.data()[(c / 128) * ld_scale + i / 128]);
+          deq[c * k + i] = F32ToBf16(v);
+          ASSERT_EQ(Bf16ToF32(deq[c * k + i]), v);
+        }
+      }
+      for (int64_t m : {1, 2, 13, 65}) {
+        const int64_t ldx = k + 3, ldy = n + 2;
+        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 13) continue;
+          IsaScope scope(isa);
+          std::vector<bf16> want(m * ldy, bf16{0x1234});
+          GemmBf16(x.data(), ldx, m, k, deq.data(), n, want.data(), ldy, nullptr);
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<bf16> got(m * ldy, bf16{0x1234});
+            GemmBf16Fp8(x.data(), ldx, m, w, got.data(), ldy, &pool);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
+                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " threads " << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The grouped entry point (wo_a in one dispatch) is the per-group calls,
+// bit for bit, whichever ISA, M, thread count, strides and group count
+// (tiles straddle group boundaries when a thread's chunk does).
+TEST(GemmBf16Fp8, GroupedEqualsOneCallPerGroup) {
+  std::mt19937 rng(31);
+  for (int64_t groups : {1, 3}) {
+    for (int64_t k : {128, 384}) {
+      const int64_t rows = 128 * (groups == 1 ? 2 : 1), n = groups * rows;
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      Misaligned scales = RandomBytes((n / 128) * (k / 128), &rng, 112, 128, false);
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      ASSERT_TRUE(Fp8IsExactBf16(w));
+      for (int64_t m : {1, 2, 13, 70}) {
+        const int64_t ldx = groups * k + 5, ldy = n + 3;
+        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 13) continue;
+          IsaScope scope(isa);
+          std::vector<bf16> want(m * ldy, bf16{0x1234});
+          for (int64_t g = 0; g < groups; ++g) {
+            const Fp8Weight part{codes.data() + g * rows * k,
+                                 scales.data() + g * (rows / 128) * (k / 128), rows, k};
+            GemmBf16Fp8(x.data() + g * k, ldx, m, part, want.data() + g * rows, ldy, nullptr);
+          }
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<bf16> got(m * ldy, bf16{0x1234});
+            GemmBf16Fp8Grouped(x.data(), ldx, m, groups, w, got.data(), ldy, &pool);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
+                << IsaName(isa) << " groups " << groups << " m" << m << " k" << k << " threads "
+                << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmBf16Fp8, ExactnessCheck) {
+  std::vector<uint8_t> codes(256 * 128, 0x38), scales(2, 120);
+  const Fp8Weight w{codes.data(), scales.data(), 256, 128};
+  EXPECT_TRUE(Fp8IsExactBf16(w));
+  for (uint8_t bad_scale : {0, 9, 247, 255}) {
+    scales[1] = bad_scale;
+    EXPECT_FALSE(Fp8IsExactBf16(w)) << int{bad_scale};
+  }
+  scales[1] = 246;
+  EXPECT_TRUE(Fp8IsExactBf16(w));
+  for (uint8_t nan_code : {0x7f, 0xff}) {
+    codes[200 * 128 + 5] = nan_code;
+    EXPECT_FALSE(Fp8IsExactBf16(w)) << int{nan_code};
+  }
+}
+
+// The approximate head kernel (MTP draft logits): within the summation-order
+// bound of the exact FP32 result, batch and thread-count invariant, and
+// GemmBf16F32 itself wherever the CPU or the ISA level lacks AVX512-BF16.
+TEST(GemmBf16F32Approx, CloseToExactBatchInvariantExactWithoutBf16Dots) {
+  std::mt19937 rng(29);
+  const bool dots = BestSupportedIsa() == Isa::kAvx512 && CpuFeatures::Detect().avx512bf16;
+  for (int64_t k : {256, 300, 64, 20}) {
+    for (int64_t n : {1, 17, 1100}) {
+      const DenseWeights w = RandomDense(n * k, &rng);
+      for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        const std::vector<bf16> x = RandomBf16(m * k, &rng);
+        std::vector<double> abs_sum(m * n, 0.0);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            for (int64_t i = 0; i < k; ++i) {
+              abs_sum[r * n + c] +=
+                  std::fabs(static_cast<double>(Bf16ToF32(x[r * k + i])) * w.Bf16At(c * k + i));
+            }
+          }
+        }
+        const std::string what =
+            "m" + std::to_string(m) + " n" + std::to_string(n) + " k" + std::to_string(k);
+        std::vector<float> want(m * n), exact(m * n), got(m * n);
+        ref::GemmBf16F32(x.data(), m, k, w.Bf16(), n, want.data(), nullptr);
+        for (Isa isa : AllIsas()) {
+          IsaScope scope(isa);
+          GemmBf16F32(x.data(), m, k, w.Bf16(), n, exact.data(), nullptr);
+          GemmBf16F32Approx(x.data(), m, k, w.Bf16(), n, got.data(), nullptr);
+          if (isa == Isa::kAvx512 && dots) {
+            ExpectF32WithinBound(got.data(), want.data(), abs_sum, k, "approx " + what);
+          } else {
+            ASSERT_EQ(std::memcmp(got.data(), exact.data(), got.size() * sizeof(float)), 0)
+                << IsaName(isa) << " " << what;
+          }
+        }
+        ExpectRowsInvariant<float>(
+            m, n,
+            [&](int64_t r0, int64_t rows, float* y, ThreadPool* pool) {
+              GemmBf16F32Approx(x.data() + r0 * k, rows, k, w.Bf16(), n, y, pool);
+            },
+            "approx " + what);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/progress.h"
@@ -30,10 +31,6 @@ std::string Gib(int64_t bytes) {
 // VmSize of this process (what mlockall(MCL_CURRENT) counts against the
 // limit), 0 if unknown.
 int64_t MappedBytes() { return KibFieldBytes(ReadPseudoFile("/proc/self/status"), "VmSize:"); }
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

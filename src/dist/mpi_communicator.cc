@@ -7,14 +7,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace dsv4::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 class MpiCommunicator final : public Communicator {
  public:

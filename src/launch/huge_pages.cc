@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "base/progress.h"
 #include "base/status.h"
@@ -16,10 +17,6 @@
 
 namespace dsv4::launch {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
 

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "base/checksum.h"
+#include "base/clock.h"
 #include "base/cpu_topology.h"
 #include "base/logging.h"
 #include "base/sha256.h"
@@ -36,10 +37,6 @@ namespace dsv4::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // What rank 0 sends: a header (idle wait on the followers), then its payload.
 // kKeepAlive carries nothing: rank 0 sends it when it has sent nothing else

@@ -65,19 +65,25 @@ Activation RandomActivation(int64_t m, int64_t k) {
 // state.range(0) past the ISAs: AVX-512 with the FP8 GEMMs on the FMA
 // kernel even where the BF16 dot one would run (side by side in one run).
 constexpr int64_t kAvx512Fp8Fma = 3;
+// And AVX-512 with the FP4 GEMMs on the row kernels only (no outer-product
+// kernel for tiles of many rows).
+constexpr int64_t kAvx512Fp4Rows = 4;
 
 // Selects the ISA of state.range(0); false (and the benchmark skipped) if
 // the CPU lacks it.
 bool SelectIsa(benchmark::State& state) {
   const bool fp8_fma = state.range(0) == kAvx512Fp8Fma;
-  const Isa isa = fp8_fma ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
+  const bool fp4_rows = state.range(0) == kAvx512Fp4Rows;
+  const Isa isa = fp8_fma || fp4_rows ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
   if (isa > BestSupportedIsa()) {
     state.SkipWithError("ISA not supported by this CPU");
     return false;
   }
   SetIsaForTesting(isa);
   cpu::UseFp8WithoutBf16DotForTesting(fp8_fma);
-  state.SetLabel(std::string(IsaName(isa)) + (fp8_fma ? " fp8-fma" : ""));
+  cpu::UseFp4RowKernelsForTesting(fp4_rows);
+  state.SetLabel(std::string(IsaName(isa)) + (fp8_fma ? " fp8-fma" : "") +
+                 (fp4_rows ? " fp4-rows" : ""));
   return true;
 }
 
@@ -419,6 +425,15 @@ void Fp8VerifyArgs(benchmark::internal::Benchmark* b) {
   VerifyArgs(b);
   for (int64_t m : {1, 2, 3, 4}) b->Args({kAvx512Fp8Fma, m, 1});
 }
+// FP4 prefill: the outer-product kernel (isa 2) next to the row kernels
+// (kAvx512Fp4Rows) from the threshold up, plus AVX2.
+void Fp4PrefillArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {4, 8, 16, 32, 128}) {
+    for (int64_t isa : {int64_t{1}, int64_t{2}, kAvx512Fp4Rows}) b->Args({isa, m, 1});
+  }
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 void Fp8PrefillArgs(benchmark::internal::Benchmark* b) {
   PrefillArgs(b);
   for (int64_t m : {16, 128}) b->Args({kAvx512Fp8Fma, m, 1});
@@ -444,7 +459,7 @@ BENCHMARK(BM_Quant)
     ->ArgNames({"isa", "tokens"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(Fp8PrefillArgs);
-BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(PrefillArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(Fp4PrefillArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Prefill_wo_a")->Apply(PrefillArgs);
 
 }  // namespace

@@ -219,6 +219,23 @@ std::atomic<bool>& Fp4WithoutVbmiSlot() {
   return on;
 }
 
+// DSV4_FP4_KERNEL=rows keeps every FP4 tile on the row kernels (no outer
+// products): the same bits, for side-by-side timing like DSV4_FP8_KERNEL.
+bool Fp4RowsFromEnv() {
+  const char* env = std::getenv("DSV4_FP4_KERNEL");
+  return env != nullptr && std::strcmp(env, "rows") == 0;
+}
+
+std::atomic<bool>& Fp4RowKernelsSlot() {
+  static std::atomic<bool> on{Fp4RowsFromEnv()};
+  return on;
+}
+
+// The row count from which FP4 tiles take the outer-product kernel.
+int64_t Fp4OuterMinRows() {
+  return Fp4RowKernelsSlot().load(std::memory_order_relaxed) ? INT64_MAX : cpu::kFp4OuterMinRows;
+}
+
 // The FP4 panel kernel for this CPU (the AVX-512 one needs VNNI, or its
 // VNNI-free twin; with VBMI too, the VBMI one: all give the same bits).
 auto Fp4Kernel(const cpu::GemmKernels& simd) {
@@ -265,6 +282,7 @@ uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
 namespace cpu {
 void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }
 void UseFp4WithoutVbmiForTesting(bool on) { Fp4WithoutVbmiSlot().store(on); }
+void UseFp4RowKernelsForTesting(bool on) { Fp4RowKernelsSlot().store(on); }
 void UseFp8WithoutBf16DotForTesting(bool on) { Fp8WithoutBf16DotSlot().store(on); }
 }  // namespace cpu
 
@@ -296,7 +314,7 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
   uint8_t* x = Fp4Records(Activations(m * w.in));  // m·in/128 records
   BuildFp4Records(x_codes, m, w.in, width, x, pool);
-  const cpu::Fp4GemmArgs args{x, x_scales, m, w, y};
+  const cpu::Fp4GemmArgs args{x, x_scales, m, w, y, Fp4OuterMinRows()};
   const auto fp4 = Fp4Kernel(*simd);
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
 }
@@ -375,7 +393,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
         BuildFp4Records(g.x_codes, g.m, in, width, built, pool);
         records = built;
       }
-      e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y};
+      e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y, Fp4OuterMinRows()};
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {

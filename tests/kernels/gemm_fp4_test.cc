@@ -7,6 +7,7 @@
 // panels) and M > 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -111,6 +112,65 @@ TEST(Fp4TwoPlanes, MixedBlocksEqualReferenceBitwise) {
         }
         cpu::UseFp4WithoutVbmiForTesting(false);
         cpu::UseFp4WithoutVnniForTesting(false);
+      }
+    }
+  }
+}
+
+// Bitwise equal unless both are NaN (whose payloads the two paths need not
+// share).
+int64_t DifferOrNan(const std::vector<bf16>& got, const std::vector<bf16>& want) {
+  int64_t d = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool nan = (got[i].bits & 0x7fff) > 0x7f80 && (want[i].bits & 0x7fff) > 0x7f80;
+    d += got[i].bits != want[i].bits && !nan;
+  }
+  return d;
+}
+
+// Tiles of kFp4OuterMinRows rows or more run the AVX-512 outer-product
+// kernel (gemm_fp4_outer-inl.h): the same bits as the row kernels, over
+// micro-tiles of 1-4 rows and 1-4 panels (partial last panel), passes of 8
+// blocks (K of 1, 8, 9 and 17 blocks), both plane counts in one micro-tile,
+// tiny scales (two multiplies), NaN activation codes, 1 and 3 threads.
+TEST(Fp4OuterProducts, EqualRowKernelsBitwise) {
+  std::mt19937 rng(29);
+  for (int64_t k : {128, 1024, 1152, 2176}) {
+    for (int64_t n : {16, 64, 100, 200}) {
+      std::vector<uint8_t> packed(n * k / 2), scales(n * k / 32);
+      for (auto& b : packed) b = static_cast<uint8_t>(rng());
+      for (auto& b : scales) b = static_cast<uint8_t>(116 + rng() % 13);
+      scales[5] = 0;  // E8M0 2^-127
+      const Fp4Weight w{packed.data(), scales.data(), n, k};
+      for (int64_t m : {4, 7, 66, 130}) {
+        std::vector<uint8_t> x = MixedCodes(m, k, &rng);
+        x[3 * k + 17] = 0x7f;  // a NaN code: row 3's block 0
+        std::vector<float> x_scales(m * k / 128);
+        for (auto& s : x_scales) s = static_cast<float>(1 << (rng() % 8)) * 0x1p-10f;
+        for (int64_t kb = 0; kb < k / 128; ++kb) x_scales[kb] = 0x1.234566p-135f;
+        x_scales[(m - 1) * (k / 128)] = 0.3f;
+        std::vector<bf16> want(m * n), got(m * n);
+        ThreadPool pool(3);
+        for (Isa isa : SimdIsas()) {
+          if (isa != Isa::kAvx512) continue;
+          ::dsv4::testing::ScopedIsa scope(isa);
+          for (int variant : {0, 1, 2}) {  // best, without VBMI, without VNNI
+            cpu::UseFp4WithoutVbmiForTesting(variant == 1);
+            cpu::UseFp4WithoutVnniForTesting(variant == 2);
+            cpu::UseFp4RowKernelsForTesting(true);
+            Fp4Gemm(x.data(), x_scales.data(), m, w, want.data(), nullptr);
+            cpu::UseFp4RowKernelsForTesting(false);
+            for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+              std::fill(got.begin(), got.end(), bf16{});
+              Fp4Gemm(x.data(), x_scales.data(), m, w, got.data(), p);
+              EXPECT_EQ(DifferOrNan(got, want), 0)
+                  << "k" << k << " n" << n << " m" << m << " variant " << variant
+                  << (p != nullptr ? " 3 threads" : " 1 thread");
+            }
+          }
+          cpu::UseFp4WithoutVbmiForTesting(false);
+          cpu::UseFp4WithoutVnniForTesting(false);
+        }
       }
     }
   }

@@ -3,6 +3,7 @@
 // it only through kGemmKernelsAvx512 when ActiveIsa() == kAvx512.  Layout and
 // numerics: docs/kernels.md.
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
+#include "kernels/cpu/gemm_fp4_outer-inl.h"
 #include "kernels/cpu/gemm_simd-inl.h"
 
 namespace dsv4::kernels::cpu {
@@ -19,7 +20,8 @@ struct GemmAvx512NoVnni : GemmAvx512 {
 
 constexpr GemmKernels Avx512Table() {
   GemmKernels k = GemmKernelTable<GemmAvx512>();
-  k.fp4_without_vnni = &Fp4GemmPanels<GemmAvx512NoVnni>;
+  k.fp4 = &Fp4GemmTile<GemmAvx512>;
+  k.fp4_without_vnni = &Fp4GemmTile<GemmAvx512NoVnni>;
   k.fp4_vbmi = &Fp4GemmPanelsAvx512Vbmi;
   k.fp8_bf16dot = &Fp8DotGemmPanelsAvx512;
   return k;

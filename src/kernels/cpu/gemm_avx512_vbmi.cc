@@ -5,7 +5,7 @@
 // because only it is compiled with -mavx512vbmi: the other AVX-512 kernels
 // must keep running on AVX-512 CPUs without VBMI.
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
-#include "kernels/cpu/gemm_fp4-inl.h"
+#include "kernels/cpu/gemm_fp4_outer-inl.h"
 #include "kernels/cpu/gemm_fp8dot-inl.h"
 
 namespace dsv4::kernels::cpu {
@@ -28,7 +28,7 @@ struct GemmAvx512Vbmi : GemmAvx512 {
 }  // namespace
 
 void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t) {
-  Fp4GemmPanels<GemmAvx512Vbmi>(a, t);
+  Fp4GemmTile<GemmAvx512Vbmi>(a, t);
 }
 
 void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) { Fp8DotGemm(a).Run(t); }

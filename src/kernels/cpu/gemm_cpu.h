@@ -83,12 +83,19 @@ inline constexpr int64_t kFp4NanAt = 400;
 inline constexpr int64_t kFp4PlanesAt = 404;
 inline constexpr int64_t kFp4UnitAt = 408;
 
+// Tiles of at least this many rows take the AVX-512 FP4 outer-product
+// kernel (gemm_fp4_outer-inl.h), fewer the row kernels: same bits either way.
+inline constexpr int64_t kFp4OuterMinRows = 4;
+
 struct Fp4GemmArgs {
   const uint8_t* x = nullptr;       // [m, w.in/128] records (above)
   const float* x_scales = nullptr;  // [m, w.in/128]
   int64_t m = 0;
   Fp4Weight w;
   bf16* y = nullptr;  // [m, w.out]
+  // The outer-product kernel's row threshold (kFp4OuterMinRows; larger than
+  // any M in tests and benchmarks that pin the row kernels).
+  int64_t outer_min_rows = kFp4OuterMinRows;
 };
 
 // Dense GEMM with BF16 or FP32 weights and BF16 or FP32 output.
@@ -159,6 +166,10 @@ void UseFp8WithoutBf16DotForTesting(bool on);
 // Tests: run the FP4 GEMMs through fp4 (not fp4_vbmi) even on a CPU with
 // VBMI (both must give the same bits).
 void UseFp4WithoutVbmiForTesting(bool on);
+
+// Tests and benchmarks: run the FP4 GEMMs through the row kernels only,
+// never the outer-product one (both must give the same bits).
+void UseFp4RowKernelsForTesting(bool on);
 
 // Tests: run the FP4 GEMMs through fp4_without_vnni where a table has one,
 // even on a CPU with VNNI (both must give the same bits).

@@ -425,6 +425,13 @@ void Fp8VerifyArgs(benchmark::internal::Benchmark* b) {
   VerifyArgs(b);
   for (int64_t m : {1, 2, 3, 4}) b->Args({kAvx512Fp8Fma, m, 1});
 }
+// FP4 verify rows: the kernel the driver picks next to the row kernels.
+void Fp4VerifyArgs(benchmark::internal::Benchmark* b) {
+  VerifyArgs(b);
+  for (int64_t m : {2, 3, 4}) b->Args({kAvx512Fp4Rows, m, 1});
+  for (int64_t m : {8, 16}) { b->Args({2, m, 1}); b->Args({kAvx512Fp4Rows, m, 1}); }
+}
+
 // FP4 prefill: the outer-product kernel (isa 2) next to the row kernels
 // (kAvx512Fp4Rows) from the threshold up, plus AVX2.
 void Fp4PrefillArgs(benchmark::internal::Benchmark* b) {
@@ -447,8 +454,8 @@ BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
 BENCHMARK(BM_MoeDecode)->Name("BM_Moe/Decode")->Apply(MoeDecodeArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(Fp8VerifyArgs);
-BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(VerifyArgs);
-BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(VerifyArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(Fp4VerifyArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(Fp4VerifyArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, false)->Apply(HeadArgs);
 // The MTP draft head (GemmBf16F32Approx: AVX512-BF16 dot products).

@@ -85,7 +85,10 @@ inline constexpr int64_t kFp4UnitAt = 408;
 
 // Tiles of at least this many rows take the AVX-512 FP4 outer-product
 // kernel (gemm_fp4_outer-inl.h), fewer the row kernels: same bits either way.
-inline constexpr int64_t kFp4OuterMinRows = 4;
+// Below 8 rows the outer kernel lost on weights streamed from DRAM (its
+// transposing pass reads them without the row kernels' overlap of loads and
+// dot products): docs/performance.md "FP4 prefill: outer products".
+inline constexpr int64_t kFp4OuterMinRows = 8;
 
 struct Fp4GemmArgs {
   const uint8_t* x = nullptr;       // [m, w.in/128] records (above)

@@ -9,7 +9,7 @@
 // panel's weights are transposed once per task into vectors of 16 columns x
 // 4 consecutive (even or odd) elements, and each vpdpbusd multiplies such a
 // vector by one row's 4 activation bytes broadcast to every lane, so a lane
-// holds its column's 32-block sum directly and 4 rows x 4 panels share each
+// holds its column's 32-block sum directly and 3 rows x 4 panels share each
 // weight load and each broadcast.  The activation records are the ones the
 // row kernels read (gemm_cpu.h): a 128-block's even elements, then its odd
 // ones, per plane, which is exactly the order of the transposed weights.
@@ -24,10 +24,12 @@ namespace {
 // Blocks of 128 packed per pass, so the transposed weights (64 KiB for 4
 // panels) and their scales live on the stack and in L2.
 inline constexpr int64_t kFp4OuterBlocks = 8;
-// Panels and rows of one micro-tile (16 int32 sums and up to 16 FP32
-// accumulators besides 4 weight vectors and a broadcast).
+// Panels and rows of one micro-tile: 12 int32 sums and 12 FP32
+// accumulators besides 4 weight vectors and a broadcast fit the 32
+// registers (4 x 4 spilled its accumulators; 4x3, 6x2 and 2x6 measured the
+// same as 3x4 within the noise).
 inline constexpr int kFp4OuterPanels = 4;
-inline constexpr int kFp4OuterRows = 4;
+inline constexpr int kFp4OuterRows = 3;
 
 // One task's transposed weights for blocks [kb0, kb0 + nb) of nv panels:
 // w[(b·32 + d)·nv + v] lane c = dword d of column c of panel v (d < 16: the
@@ -43,7 +45,7 @@ template <class V>
 void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_t nb,
                   Fp4OuterPanel<V>* out) {
   using I = typename V::I;
-  const int64_t row_bytes = w.in / 2, stride = w.in / 32;
+  const int64_t row_bytes = w.in / 2, stride = w.in / 32, num_kb = w.in / 128;
   for (int v = 0; v < nv; ++v) {
     const int64_t n0 = (panel + v) * V::kLanes;
     const int64_t nc = Min(V::kLanes, w.out - n0);
@@ -56,7 +58,9 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
           continue;
         }
         const uint8_t* col = w.packed + (n0 + c) * row_bytes + kb * 64;
-        if (b + 4 < nb) _mm_prefetch(reinterpret_cast<const char*>(col + 256), _MM_HINT_T0);
+        // The 16 columns are 16 streams the hardware follows poorly (as in
+        // the row kernels): fetch each 8 blocks ahead, across passes.
+        if (kb + 8 < num_kb) _mm_prefetch(reinterpret_cast<const char*>(col + 512), _MM_HINT_T0);
         I u[2];
         V::Fp4Weights(col, u);
         lo[c] = u[0];
@@ -73,7 +77,7 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
       const I dwords = V::GatherDwords(w.scales + n0 * stride + kb * 4, stride, nc);
       typename V::F sw[4];
       Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < 4; ++j) out->s[(b * 4 + j) * nv + v] = sw[j];
     }
   }
@@ -104,20 +108,20 @@ template <class V, int kR, int kV, int kPlanes>
 [[gnu::always_inline]] inline void Fp4OuterDots(const typename V::I* w, const Fp4OuterRow* rows,
                                                 int j, typename V::I (*acc)[kV]) {
   using I = typename V::I;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int p = kPlanes - 1; p >= 0; --p) {
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
       const int d = q < 4 ? 4 * j + q : 16 + 4 * j + (q - 4);
       I wv[kV];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < kV; ++v) wv[v] = w[d * kV + v];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kR; ++r) {
         int32_t bytes;
         __builtin_memcpy(&bytes, rows[r].rec + 128 * p + 4 * d, sizeof bytes);
         const I b = _mm512_set1_epi32(bytes);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int v = 0; v < kV; ++v) {
           const I base = p == kPlanes - 1 && q == 0 ? V::ZeroI() : acc[r][v];
           acc[r][v] = V::DotU8S8(base, wv[v], b);
@@ -125,9 +129,9 @@ template <class V, int kR, int kV, int kPlanes>
       }
     }
     if (p > 0) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int v = 0; v < kV; ++v) acc[r][v] = V::Shl8(acc[r][v]);
       }
     }
@@ -144,16 +148,16 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
   using F = typename V::F;
   const int64_t num_kb = a.w.in / 128;
   F f[kR][kV];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < kV; ++v) f[r][v] = facc[r][v];
   }
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t kb = kb0 + b;
     Fp4OuterRow rows[kR];
     bool three = false, two_multiplies = false;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < kR; ++r) {
       const int64_t row = m0 + r;
       rows[r] =
@@ -171,13 +175,13 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
         Fp4OuterDots<V, kR, kV, 2>(w, rows, j, acc);
       }
       const F* sw = pk.s + (b * 4 + j) * kV;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < kR; ++r) {
         int32_t offset;
         __builtin_memcpy(&offset, rows[r].rec + kFp4OffsetAt + 4 * j, sizeof offset);
         if (!two_multiplies) {
           const F su = V::Set1(rows[r].su);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
           for (int v = 0; v < kV; ++v) {
             const F sum = V::CvtI(V::SubI(acc[r][v], offset));
             f[r][v] = V::Add(f[r][v], V::Mul(V::Mul(sum, su), sw[v]));
@@ -197,35 +201,33 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
       }
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < kV; ++v) facc[r][v] = f[r][v];
   }
 }
 
-template <class V, int kV>
-void Fp4OuterRowsAnyR(const Fp4GemmArgs& a, int64_t m0, int rows, int64_t kb0, int64_t nb,
-                      const Fp4OuterPanel<V>& pk, typename V::F (*facc)[kFp4OuterPanels]) {
-  switch (rows) {
-    case 1:
-      return Fp4OuterRows<V, 1, kV>(a, m0, kb0, nb, pk, facc);
-    case 2:
-      return Fp4OuterRows<V, 2, kV>(a, m0, kb0, nb, pk, facc);
-    case 3:
-      return Fp4OuterRows<V, 3, kV>(a, m0, kb0, nb, pk, facc);
-    default:
-      return Fp4OuterRows<V, 4, kV>(a, m0, kb0, nb, pk, facc);
+// Fp4OuterRows for a micro-tile of rows x nv (at most kR x kV).
+template <class V, int kR, int kV>
+void Fp4OuterMicroTile(const Fp4GemmArgs& a, int64_t m0, int rows, int nv, int64_t kb0,
+                       int64_t nb, const Fp4OuterPanel<V>& pk,
+                       typename V::F (*facc)[kFp4OuterPanels]) {
+  if constexpr (kR > 1) {
+    if (rows < kR) return Fp4OuterMicroTile<V, kR - 1, kV>(a, m0, rows, nv, kb0, nb, pk, facc);
   }
+  if constexpr (kV > 1) {
+    if (nv < kV) return Fp4OuterMicroTile<V, kR, kV - 1>(a, m0, rows, nv, kb0, nb, pk, facc);
+  }
+  Fp4OuterRows<V, kR, kV>(a, m0, kb0, nb, pk, facc);
 }
 
 // The tile t (at most kMTile rows) by outer products: for each group of up
 // to 4 panels and each stretch of 8 blocks, the weights are transposed once
-// and every 4-row micro-tile of the tile runs over them.
+// and every micro-tile of the tile's rows runs over them.
 template <class V>
 void Fp4OuterPanels(const Fp4GemmArgs& a, const Tile& t) {
   using F = typename V::F;
-  static_assert(kFp4OuterRows == 4 && kFp4OuterPanels == 4);
   const int64_t num_kb = a.w.in / 128, n = a.w.out;
   const int64_t mt = t.row_end - t.row_begin;
   alignas(64) Fp4OuterPanel<V> pk;
@@ -241,20 +243,8 @@ void Fp4OuterPanels(const Fp4GemmArgs& a, const Tile& t) {
       for (int64_t r = 0; r < mt; r += kFp4OuterRows) {
         const int rows = static_cast<int>(Min(kFp4OuterRows, mt - r));
         const int64_t m0 = t.row_begin + r;
-        switch (nv) {
-          case 1:
-            Fp4OuterRowsAnyR<V, 1>(a, m0, rows, kb0, nb, pk, facc + r);
-            break;
-          case 2:
-            Fp4OuterRowsAnyR<V, 2>(a, m0, rows, kb0, nb, pk, facc + r);
-            break;
-          case 3:
-            Fp4OuterRowsAnyR<V, 3>(a, m0, rows, kb0, nb, pk, facc + r);
-            break;
-          default:
-            Fp4OuterRowsAnyR<V, 4>(a, m0, rows, kb0, nb, pk, facc + r);
-            break;
-        }
+        Fp4OuterMicroTile<V, kFp4OuterRows, kFp4OuterPanels>(a, m0, rows, nv, kb0, nb, pk,
+                                                             facc + r);
       }
     }
     for (int64_t r = 0; r < mt; ++r) {

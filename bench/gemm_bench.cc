@@ -429,7 +429,10 @@ void Fp8VerifyArgs(benchmark::internal::Benchmark* b) {
 void Fp4VerifyArgs(benchmark::internal::Benchmark* b) {
   VerifyArgs(b);
   for (int64_t m : {2, 3, 4}) b->Args({kAvx512Fp4Rows, m, 1});
-  for (int64_t m : {8, 16}) { b->Args({2, m, 1}); b->Args({kAvx512Fp4Rows, m, 1}); }
+  for (int64_t m : {8, 16}) {
+    b->Args({2, m, 1});
+    b->Args({kAvx512Fp4Rows, m, 1});
+  }
 }
 
 // FP4 prefill: the outer-product kernel (isa 2) next to the row kernels

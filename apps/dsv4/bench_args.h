@@ -26,6 +26,7 @@ struct BenchArgs {
   int32_t ep = 1;                     // > 1: expert-parallel engine runs only (docs/scale-out.md)
   bool enable_prefix_caching = true;  // of the engine runs (--speculative)
   int64_t prefix_turns = 0;           // > 0: multi-turn TTFT with and without prefix caching
+  bool warmup = true;                 // an untimed prefill before each timed one
   std::string prepacked = "auto";
   ProfileFlagArgs profile;
   ResidencyFlags residency;

@@ -93,12 +93,28 @@ model::ForwardBatch RandomPrompts(int64_t batch, int64_t prompt_len, int64_t voc
   return prefill;
 }
 
+// An untimed prefill of `prefill` in a fresh cache, as llama-bench runs
+// before timing: the workspace, the kernels' per-thread scratch and the
+// allocator grow to this shape and fault their pages in here, so the timed
+// prefill that follows measures steady-state throughput (the first-request
+// cost is a startup figure).  --no-warmup skips it.
+Status WarmUpPrefill(const model::Model& model, int64_t batch, const model::ForwardBatch& prefill,
+                     model::ForwardOutputs out, model::Workspace& ws, ThreadPool& pool) {
+  auto cache = model.NewCache(batch);
+  const auto t0 = std::chrono::steady_clock::now();
+  DSV4_RETURN_IF_ERROR(model.Forward(prefill, *cache, out, ws, &pool));
+  std::printf("warm-up prefill (untimed): %lld x %lld tokens in %.3f s\n",
+              static_cast<long long>(batch), static_cast<long long>(prefill.num_tokens() / batch),
+              Seconds(t0));
+  return Status::Ok();
+}
+
 // Prefill tok/s of batch x prompt_len random ids in a fresh cache (the
 // further lengths of --prompt-len); prints its line, the ratio to the first
 // length's tok/s, and its compute line.
 Status RunExtraPrefill(const model::Model& model, int64_t batch, int64_t prompt_len,
                        int64_t first_len, double first_tps, const std::vector<PeakRate>& peaks,
-                       ThreadPool& pool) {
+                       bool warmup, ThreadPool& pool) {
   const checkpoint::ModelConfig& cfg = model.config();
   auto cache = model.NewCache(batch);
   model::Workspace ws;
@@ -107,6 +123,7 @@ Status RunExtraPrefill(const model::Model& model, int64_t batch, int64_t prompt_
   std::vector<float> logits(static_cast<size_t>(batch * cfg.vocab_size));
   model::ForwardOutputs out;
   out.logits = logits.data();
+  if (warmup) DSV4_RETURN_IF_ERROR(WarmUpPrefill(model, batch, prefill, out, ws, pool));
   const auto t0 = std::chrono::steady_clock::now();
   DSV4_RETURN_IF_ERROR(model.Forward(prefill, *cache, out, ws, &pool));
   const double sec = Seconds(t0);
@@ -241,6 +258,13 @@ int RunBench(BenchArgs& args) {
   model::ForwardOutputs out;
   out.logits = logits.data();
   profile::SetThreadName("main");
+  if (args.warmup) {
+    s = WarmUpPrefill(model, args.batch, prefill, out, ws, pool);
+    if (!s.ok()) {
+      std::cerr << "dsv4 bench: " << s.message() << "\n";
+      return 1;
+    }
+  }
   // The profile covers the timed prefill and decode loop (trace.json), and
   // with --speculative the engine runs in a second session (trace-2.json).
   s = StartProfile(*profile_flags);
@@ -356,7 +380,7 @@ int RunBench(BenchArgs& args) {
   if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
   for (size_t i = 1; i < args.prompt_lens.size(); ++i) {
     s = RunExtraPrefill(model, args.batch, args.prompt_lens[i], args.prompt_len, prefill_tps, peaks,
-                        pool);
+                        args.warmup, pool);
     if (!s.ok()) {
       std::cerr << "dsv4 bench: " << s.message() << "\n";
       return 1;
@@ -422,6 +446,9 @@ void RegisterBench(CLI::App& app, int* exit_code) {
                   "tokens, answers of --decode-steps) without and with prefix caching, and "
                   "decode of --batch prompts that never hit")
       ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  cmd->add_flag("--warmup,!--no-warmup", args->warmup,
+                "Run an untimed prefill of the same shape before each timed one, as llama-bench "
+                "does (on by default; --no-warmup times the process's first prefill)");
   AddProfileFlags(cmd, &args->profile);
   cmd->callback([args, exit_code] {
     if (args->prompt_lens.empty()) {

@@ -210,9 +210,8 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
 
 // Fp4OuterRows for a micro-tile of rows x nv (at most kR x kV).
 template <class V, int kR, int kV>
-void Fp4OuterMicroTile(const Fp4GemmArgs& a, int64_t m0, int rows, int nv, int64_t kb0,
-                       int64_t nb, const Fp4OuterPanel<V>& pk,
-                       typename V::F (*facc)[kFp4OuterPanels]) {
+void Fp4OuterMicroTile(const Fp4GemmArgs& a, int64_t m0, int rows, int nv, int64_t kb0, int64_t nb,
+                       const Fp4OuterPanel<V>& pk, typename V::F (*facc)[kFp4OuterPanels]) {
   if constexpr (kR > 1) {
     if (rows < kR) return Fp4OuterMicroTile<V, kR - 1, kV>(a, m0, rows, nv, kb0, nb, pk, facc);
   }

@@ -84,7 +84,7 @@ TEST(Fp4TwoPlanes, MixedBlocksEqualReferenceBitwise) {
     for (auto& b : packed) b = static_cast<uint8_t>(rng());
     for (auto& b : scales) b = static_cast<uint8_t>(118 + rng() % 9);
     const Fp4Weight w{packed.data(), scales.data(), n, k};
-    for (int64_t m : {1, 3, 9}) {
+    for (int64_t m : {1, 3, 4, 9}) {
       const std::vector<uint8_t> x = MixedCodes(m, k, &rng);
       std::vector<float> x_scales(m * k / 128);
       for (auto& s : x_scales) s = static_cast<float>(1 << (rng() % 8)) * 0x1p-10f;

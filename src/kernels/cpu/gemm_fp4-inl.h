@@ -180,6 +180,70 @@ template <class V, int kPlanes>
   }
 }
 
+// Rows 0..kRows of a 2..4-row tile against a whole panel's 128-block: like
+// Fp4PanelRowDots, each column's block is decoded once in registers, and
+// every row's dot products take it from there (d[r][c·kFp4Loads + i]),
+// instead of storing the decoded panel and reading it back once per row.
+// The rows' first kPlanes planes are loaded once per block.
+template <class V, int kRows, int kPlanes>
+[[gnu::always_inline]] inline void Fp4PanelFewRowDots(
+    const uint8_t* col, int64_t row_bytes, bool next, const uint8_t* const* recs,
+    typename V::I (*d)[V::kLanes * kFp4Loads<V>]) {
+  using I = typename V::I;
+  constexpr int kL = kFp4Loads<V>;
+  struct Row {
+    I v[kPlanes][2 * kL];
+    [[gnu::always_inline]] I operator()(int p, int h) const { return v[p][h]; }
+  };
+  Row x[kRows];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (int p = 0; p < kPlanes; ++p) {
+#pragma GCC unroll 4
+      for (int i = 0; i < 2 * kL; ++i)
+        x[r].v[p][i] = V::LoadI(recs[r] + 128 * p + 4 * V::kLanes * i);
+    }
+  }
+  const int64_t ahead = V::kLanes * row_bytes;
+#pragma GCC unroll 16
+  for (int c = 0; c < V::kLanes; ++c, col += row_bytes) {
+    if (next) _mm_prefetch(reinterpret_cast<const char*>(col + ahead), _MM_HINT_T0);
+    I wv[2 * kL];
+    V::Fp4Weights(col, wv);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) Fp4ColumnDots<V, kPlanes>(wv, x[r], d[r] + c * kL);
+  }
+}
+
+// One block of rows m0..m0 + kRows (2..4) against the whole panel at n0:
+// acc[r] += the block's contribution, as the one-row path computes it for
+// each row (same integer sums, same epilogue).  A row whose record has 2
+// planes gets the same sum from 3 (its plane 2 is zero), so the tile runs 3
+// when any row needs them.
+template <class V, int kRows>
+[[gnu::always_inline]] inline void Fp4FewRowsBlock(const Fp4GemmArgs& a, int64_t m0, int64_t kb,
+                                                   int64_t n0, bool next, const typename V::F* sw,
+                                                   typename V::F* acc) {
+  const int64_t num_kb = a.w.in / 128, row_bytes = a.w.in / 2;
+  const uint8_t* recs[kRows];
+  bool three = false;
+  for (int r = 0; r < kRows; ++r) {
+    recs[r] = a.x + ((m0 + r) * num_kb + kb) * kFp4RecordBytes;
+    three |= Fp4PlaneCount(recs[r]) != 2;
+  }
+  const uint8_t* col = a.w.packed + n0 * row_bytes + kb * 64;
+  typename V::I d[kRows][V::kLanes * kFp4Loads<V>];
+  if (three) {
+    Fp4PanelFewRowDots<V, kRows, 3>(col, row_bytes, next, recs, d);
+  } else {
+    Fp4PanelFewRowDots<V, kRows, 2>(col, row_bytes, next, recs, d);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    acc[r] = Fp4AddBlock<V>(acc[r], d[r], recs[r], a.x_scales[(m0 + r) * num_kb + kb], sw);
+  }
+}
+
 // The dots of nc columns' decoded blocks w[c] against one row's record.
 template <class V, int kPlanes>
 [[gnu::always_inline]] inline void Fp4RowDots(const typename V::I (*w)[2 * kFp4Loads<V>],
@@ -266,6 +330,23 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
           }
           acc[0] = Fp4AddBlock<V>(acc[0], dots, rec, sa, sw);
           continue;
+        }
+        if constexpr (V::kFewRowPaths) {
+          if (mt <= 4 && nc == kP) {
+            const bool next = n0 + 2 * kP <= n;  // a whole next panel to prefetch
+            if (next && kb % 16 == 0) {
+              for (int64_t c = 0; c < kP; ++c)
+                Prefetch(w.scales + (n0 + kP + c) * stride + kb * 4, 64);
+            }
+            if (mt == 2) {
+              Fp4FewRowsBlock<V, 2>(a, m0, kb, n0, next, sw, acc);
+            } else if (mt == 3) {
+              Fp4FewRowsBlock<V, 3>(a, m0, kb, n0, next, sw, acc);
+            } else {
+              Fp4FewRowsBlock<V, 4>(a, m0, kb, n0, next, sw, acc);
+            }
+            continue;
+          }
         }
         for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
         for (int64_t r = 0; r < mt; ++r) {

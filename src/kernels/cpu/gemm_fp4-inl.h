@@ -253,10 +253,13 @@ template <class V, int kPlanes>
 }
 
 // MXFP4 GEMM over the tile t.  One row (decode): each column's block goes
-// from memory through the byte table into the dot products in registers.
-// More rows: the panel's block is decoded once into a stack array and every
-// row's dot products read it from L1.  Both run the same integer sums and
-// the same epilogue, so a row's bits never depend on M.
+// from memory through the byte table into the dot products in registers;
+// 2-4 rows (a verify step, where V::kFewRowPaths) the same, every row's dot
+// products fed from those registers.  More rows: the panel's block is
+// decoded once into a stack array and every row's dot products read it from
+// L1 (on AVX-512, tiles of 8 rows or more take the outer-product kernel of
+// gemm_fp4_outer-inl.h instead).  All run the same integer sums and the
+// same epilogue, so a row's bits never depend on M.
 template <class V>
 void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
   using I = typename V::I;

@@ -225,7 +225,7 @@ void Fp4OuterMicroTile(const Fp4GemmArgs& a, int64_t m0, int rows, int nv, int64
 // to 4 panels and each stretch of 8 blocks, the weights are transposed once
 // and every micro-tile of the tile's rows runs over them.
 template <class V>
-void Fp4OuterPanels(const Fp4GemmArgs& a, const Tile& t) {
+void Fp4OuterRowBlock(const Fp4GemmArgs& a, const Tile& t) {
   using F = typename V::F;
   const int64_t num_kb = a.w.in / 128, n = a.w.out;
   const int64_t mt = t.row_end - t.row_begin;
@@ -256,12 +256,15 @@ void Fp4OuterPanels(const Fp4GemmArgs& a, const Tile& t) {
 }
 
 // The AVX-512 FP4 tile kernel: outer products for tiles of at least
-// a.outer_min_rows rows, the row kernels below that (same bits).
+// a.outer_min_rows rows (in blocks of kMTile rows, the accumulators' size),
+// the row kernels below that (same bits).
 template <class V>
 void Fp4GemmTile(const Fp4GemmArgs& a, const Tile& t) {
   static_assert(V::kLanes == 16);
-  if (t.row_end - t.row_begin >= a.outer_min_rows) return Fp4OuterPanels<V>(a, t);
-  Fp4GemmPanels<V>(a, t);
+  if (t.row_end - t.row_begin < a.outer_min_rows) return Fp4GemmPanels<V>(a, t);
+  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
+    Fp4OuterRowBlock<V>(a, Tile{m0, Min(m0 + kMTile, t.row_end), t.panel_begin, t.panel_end});
+  }
 }
 
 }  // namespace

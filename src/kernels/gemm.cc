@@ -196,16 +196,17 @@ void BuildFp4Records(const uint8_t* x_codes, int64_t m, int64_t in, int64_t widt
   });
 }
 
+// True when the environment variable `name` is set to `value`.
+bool EnvIs(const char* name, const char* value) {
+  const char* env = std::getenv(name);
+  return env != nullptr && std::strcmp(env, value) == 0;
+}
+
 // DSV4_FP8_KERNEL=fma keeps the FP8 GEMMs on the FMA kernel where the BF16
 // dot one would run (a diagnostic switch like DSV4_ISA: same results within
 // rounding, for side-by-side timing and bisecting).
-bool Fp8FmaFromEnv() {
-  const char* env = std::getenv("DSV4_FP8_KERNEL");
-  return env != nullptr && std::strcmp(env, "fma") == 0;
-}
-
 std::atomic<bool>& Fp8WithoutBf16DotSlot() {
-  static std::atomic<bool> on{Fp8FmaFromEnv()};
+  static std::atomic<bool> on{EnvIs("DSV4_FP8_KERNEL", "fma")};
   return on;
 }
 
@@ -221,13 +222,8 @@ std::atomic<bool>& Fp4WithoutVbmiSlot() {
 
 // DSV4_FP4_KERNEL=rows keeps every FP4 tile on the row kernels (no outer
 // products): the same bits, for side-by-side timing like DSV4_FP8_KERNEL.
-bool Fp4RowsFromEnv() {
-  const char* env = std::getenv("DSV4_FP4_KERNEL");
-  return env != nullptr && std::strcmp(env, "rows") == 0;
-}
-
 std::atomic<bool>& Fp4RowKernelsSlot() {
-  static std::atomic<bool> on{Fp4RowsFromEnv()};
+  static std::atomic<bool> on{EnvIs("DSV4_FP4_KERNEL", "rows")};
   return on;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -50,6 +51,24 @@ void ExpectRowsInvariant(int64_t m, int64_t n, Call call, const std::string& wha
           << what << " " << IsaName(isa) << " threads " << threads;
     }
   }
+}
+
+// ExpectRowsInvariant of Fp8Gemm or Fp4Gemm (by the weight's type) on the
+// activation codes [m, w.in] and their block scales.
+template <typename Weight>
+void ExpectBlockScaledRowsInvariant(const uint8_t* codes, const float* scales, int64_t m,
+                                    const Weight& w, const std::string& what) {
+  const int64_t k = w.in;
+  ExpectRowsInvariant<bf16>(
+      m, w.out,
+      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
+        if constexpr (std::is_same_v<Weight, Fp8Weight>) {
+          Fp8Gemm(codes + r0 * k, scales + r0 * (k / 128), rows, w, y, pool);
+        } else {
+          Fp4Gemm(codes + r0 * k, scales + r0 * (k / 128), rows, w, y, pool);
+        }
+      },
+      what);
 }
 
 // BlockScaledGemmBatch is the separate Fp8Gemm / Fp4Gemm calls, bit for bit:
@@ -133,21 +152,13 @@ TEST(GemmBatchInvariance, AllKernels) {
     Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
     Misaligned fp8_scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
     const Fp8Weight w8{codes.data(), fp8_scales.data(), n, k};
-    ExpectRowsInvariant<bf16>(
-        m, n,
-        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w8, y, pool);
-        },
-        "Fp8Gemm m" + std::to_string(m));
+    ExpectBlockScaledRowsInvariant(a.codes.data(), a.scales.data(), m, w8,
+                                   "Fp8Gemm m" + std::to_string(m));
     Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
     Misaligned fp4_scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
     const Fp4Weight w4{packed.data(), fp4_scales.data(), n, k};
-    ExpectRowsInvariant<bf16>(
-        m, n,
-        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp4Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w4, y, pool);
-        },
-        "Fp4Gemm m" + std::to_string(m));
+    ExpectBlockScaledRowsInvariant(a.codes.data(), a.scales.data(), m, w4,
+                                   "Fp4Gemm m" + std::to_string(m));
     const int64_t kd = 300;
     const DenseWeights wd = RandomDense(n * kd, &rng);
     const std::vector<bf16> x = RandomBf16(m * kd, &rng);
@@ -239,20 +250,11 @@ TEST(GemmBatchInvariance, Fp8GemvLongRows) {
   Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
   Misaligned scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
   const Fp8Weight w{codes.data(), scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        Fp8Gemm(a.codes.data() + r0 * k, a.scales.data() + r0 * (k / 128), rows, w, y, pool);
-      },
-      "Fp8Gemm long rows");
+  ExpectBlockScaledRowsInvariant(a.codes.data(), a.scales.data(), m, w, "Fp8Gemm long rows");
   const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
   const Fp8Weight wc{c.w_codes.data(), c.w_scales.data(), n, k};
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, wc, y, pool);
-      },
-      "Fp8Gemm cancelling long rows");
+  ExpectBlockScaledRowsInvariant(c.x_codes.data(), c.x_scales.data(), m, wc,
+                                 "Fp8Gemm cancelling long rows");
   // Block sums that depend on the order the blocks are added in: +B, tiny,
   // -B (the exact mirror), tiny, ... (tiny < half an ulp of B), so the
   // result is the tiny blocks after the last cancellation only in K order.
@@ -270,12 +272,8 @@ TEST(GemmBatchInvariance, Fp8GemvLongRows) {
   const std::vector<float> sb(m * k / 128, 1.0f);
   const std::vector<uint8_t> wsb(((n + 127) / 128) * (k / 128), 127);
   const Fp8Weight wo{wb.data(), wsb.data(), n, k};
-  ExpectRowsInvariant<bf16>(
-      m, n,
-      [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-        Fp8Gemm(xb.data() + r0 * k, sb.data() + r0 * (k / 128), rows, wo, y, pool);
-      },
-      "Fp8Gemm block-order sensitive long rows");
+  ExpectBlockScaledRowsInvariant(xb.data(), sb.data(), m, wo,
+                                 "Fp8Gemm block-order sensitive long rows");
 }
 
 TEST(GemmBatchInvariance, OrderSensitiveData) {
@@ -297,18 +295,10 @@ TEST(GemmBatchInvariance, OrderSensitiveData) {
   const Fp4Weight w4{c.w_packed.data(), c.w4_scales.data(), n, k};
   // The first 2..4 rows take the few-row path, all 13 the tiled one.
   for (const int64_t rows_m : {int64_t{2}, int64_t{3}, int64_t{4}, m}) {
-    ExpectRowsInvariant<bf16>(
-        rows_m, n,
-        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp8Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w8, y, pool);
-        },
-        "Fp8Gemm cancelling m" + std::to_string(rows_m));
-    ExpectRowsInvariant<bf16>(
-        rows_m, n,
-        [&](int64_t r0, int64_t rows, bf16* y, ThreadPool* pool) {
-          Fp4Gemm(c.x_codes.data() + r0 * k, c.x_scales.data() + r0 * (k / 128), rows, w4, y, pool);
-        },
-        "Fp4Gemm cancelling m" + std::to_string(rows_m));
+    ExpectBlockScaledRowsInvariant(c.x_codes.data(), c.x_scales.data(), rows_m, w8,
+                                   "Fp8Gemm cancelling m" + std::to_string(rows_m));
+    ExpectBlockScaledRowsInvariant(c.x_codes.data(), c.x_scales.data(), rows_m, w4,
+                                   "Fp4Gemm cancelling m" + std::to_string(rows_m));
   }
   // The same pattern in BF16 for the dense kernels.
   std::vector<bf16> x(m * k), wb(n * k);

@@ -1,5 +1,5 @@
-# Shared by the e2e shell tests that check command-line errors (sourced; the
-# caller sets $tmp to its scratch directory).
+# Shared by the e2e shell tests (sourced; the caller sets $tmp to its scratch
+# directory before calling expect_error).
 #
 # fail MESSAGE: print it and fail the test.
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -17,4 +17,11 @@ expect_error() {
   [[ $lines -eq 1 ]] || { cat "$tmp/err" >&2; fail "$*: $lines error lines, want 1"; }
   grep -v '^\[dsv4 [IW]\]' "$tmp/err" | grep -qE -- "$regex" \
     || { cat "$tmp/err" >&2; fail "$*: stderr does not match /$regex/"; }
+}
+
+# expect_count FILE REGEX N: exactly N lines of FILE match REGEX.
+expect_count() {
+  local n
+  n=$(grep -cE -- "$2" "$1" || true)
+  [[ $n -eq $3 ]] || { cat "$1" >&2; fail "$1: expected $3 lines matching /$2/, got $n"; }
 }

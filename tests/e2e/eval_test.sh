@@ -9,12 +9,7 @@ tokenizer=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_count() {  # expect_count FILE REGEX N
-  local n
-  n=$(grep -cE -- "$2" "$1" || true)
-  [[ $n -eq $3 ]] || { cat "$1" >&2; fail "$1: expected $3 lines matching /$2/, got $n"; }
-}
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count
 json_int() {  # json_int FILE KEY: the first "KEY": <integer> in FILE
   grep -oE "\"$2\": [0-9]+" "$1" | head -1 | grep -oE '[0-9]+$'
 }

@@ -9,7 +9,7 @@ dsv4=$1
 tokenizer=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_expect.sh"  # fail
 
 "$dsv4" make-tiny --tokenizer-only --vocab-size 8192 --out "$tmp/tok" --tokenizer "$tokenizer" \
   > /dev/null || fail "make-tiny --tokenizer-only"

@@ -493,11 +493,80 @@ bool Fp8IsExactBf16(const Fp8Weight& w) {
   return nan == 0;
 }
 
+namespace {
+
+// Runs fn(g, part) for the group-local parts of tile t of a grouped GEMM
+// whose groups are group_panels panels each: a tile that straddles a group
+// boundary becomes one tile per group, exactly the tiles per-group calls run.
+template <typename Fn>
+void ForEachGroupPart(const cpu::Tile& t, int64_t group_panels, const Fn& fn) {
+  for (int64_t p = t.panel_begin; p < t.panel_end;) {
+    const int64_t g = p / group_panels;
+    const int64_t end = std::min(t.panel_end, (g + 1) * group_panels);
+    fn(g, cpu::Tile{t.row_begin, t.row_end, p - g * group_panels, end - g * group_panels});
+    p = end;
+  }
+}
+
+// Rows [g·rows, (g+1)·rows) of a grouped FP8 weight as a weight of their own.
+Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
+  Fp8Weight p = w;
+  p.codes += g * rows * w.in;
+  p.scales += g * (rows / 128) * (w.in / 128);
+  p.out = rows;
+  return p;
+}
+
+// n BF16 values (n % 64 == 0) copied in the BF16 dot kernel's activation
+// order: within each 64-element chunk, runs of 8 move as units.
+void Bf16ToDotOrder(const bf16* src, int64_t n, bf16* dst) {
+  for (int64_t c0 = 0; c0 < n; c0 += 64) {
+    for (int64_t e = 0; e < 64; e += 8) {
+      std::memcpy(dst + c0 + cpu::Fp8DotPosition(e), src + c0 + e, 8 * sizeof(bf16));
+    }
+  }
+}
+
+// GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
+// activations in its order, one array [groups, m, in] (group g reads x's
+// columns [g·in, (g+1)·in)), activation scales 1.  groups == 1 or
+// (w.out / groups) % panel == 0.
+void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, int64_t ldx,
+                    int64_t m, int64_t groups, const Fp8Weight& w, bf16* y, int64_t ldy,
+                    ThreadPool* pool) {
+  if (m <= 0) return;
+  const int64_t rows = w.out / groups, num_kb = w.in / 128;
+  static_assert(sizeof(float) == 2 * sizeof(bf16));
+  float* buffer = Activations(groups * m * w.in / 2 + m * num_kb);
+  bf16* xh = reinterpret_cast<bf16*>(buffer);
+  float* ones = buffer + groups * m * w.in / 2;
+  std::fill(ones, ones + m * num_kb, 1.0f);
+  ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      Bf16ToDotOrder(x + r * ldx + g * w.in, w.in, xh + (g * m + r) * w.in);
+    }
+  });
+  const int64_t group_panels = CeilDiv(rows, simd.panel);
+  ForEachTile(pool, m, groups * group_panels * simd.panel, simd.panel, simd.panel * w.in,
+              [&](const cpu::Tile& t) {
+                ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
+                  cpu::Fp8GemmArgs args{nullptr, ones, m, Fp8Group(w, rows, g), y + g * rows};
+                  args.xh = xh + g * m * w.in;
+                  args.ldy = ldy;
+                  fp8.kernel(args, part);
+                });
+              });
+}
+
+}  // namespace
+
 void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
                  ThreadPool* pool) {
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr) return ref::GemmBf16Fp8(x, ldx, m, w, y, ldy, pool);
   DSV4_CHECK(w.in % 128 == 0);
+  const Fp8Choice fp8 = Fp8Kernel(*simd);
+  if (fp8.dot) return GemmBf16Fp8Dot(*simd, fp8, x, ldx, m, 1, w, y, ldy, pool);
   DenseGemm(*simd, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
 }
 
@@ -506,20 +575,15 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
   DSV4_CHECK(groups > 0 && w.out % groups == 0 && w.in % 128 == 0);
   const int64_t rows = w.out / groups;  // output rows per group
   DSV4_CHECK(rows % 128 == 0);          // a group's scale rows are whole rows
-  const auto part = [&](int64_t g) {
-    Fp8Weight p = w;
-    p.codes += g * rows * w.in;
-    p.scales += g * (rows / 128) * (w.in / 128);
-    p.out = rows;
-    return p;
-  };
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr || rows % simd->panel != 0) {
     for (int64_t g = 0; g < groups; ++g) {
-      GemmBf16Fp8(x + g * w.in, ldx, m, part(g), y + g * rows, ldy, pool);
+      GemmBf16Fp8(x + g * w.in, ldx, m, Fp8Group(w, rows, g), y + g * rows, ldy, pool);
     }
     return;
   }
+  const Fp8Choice fp8 = Fp8Kernel(*simd);
+  if (fp8.dot) return GemmBf16Fp8Dot(*simd, fp8, x, ldx, m, groups, w, y, ldy, pool);
   if (m <= 0) return;
   // Every group's input as FP32, [m, groups·in]: in % 128 == 0, so no padding.
   const int64_t ldxf = groups * w.in;
@@ -527,15 +591,11 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
   ForEachRow(pool, m, ldxf, [&](int64_t r) {
     for (int64_t i = 0; i < ldxf; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
   });
-  // One task space over all groups' panels; a tile that straddles a group
-  // boundary runs as one group-local tile per group, exactly the tiles a
-  // per-group call would run.
+  // One task space over all groups' panels.
   const int64_t group_panels = rows / simd->panel;
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in, [&](const cpu::Tile& t) {
-    for (int64_t p = t.panel_begin; p < t.panel_end;) {
-      const int64_t g = p / group_panels;
-      const int64_t end = std::min(t.panel_end, (g + 1) * group_panels);
-      const Fp8Weight pw = part(g);
+    ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
+      const Fp8Weight pw = Fp8Group(w, rows, g);
       cpu::DenseGemmArgs args;
       args.x = xf + g * w.in;
       args.ldx = ldxf;
@@ -545,10 +605,8 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
       args.n = rows;
       args.y_bf16 = y + g * rows;
       args.ldy = ldy;
-      simd->dense(args,
-                  cpu::Tile{t.row_begin, t.row_end, p - g * group_panels, end - g * group_panels});
-      p = end;
-    }
+      simd->dense(args, part);
+    });
   });
 }
 

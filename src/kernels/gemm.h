@@ -79,9 +79,11 @@ void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, i
 // checkpoints use 2^-10 .. 2^-3).  O(out·in) byte scan.
 bool Fp8IsExactBf16(const Fp8Weight& w);
 
-// GemmBf16 on the BF16 weight bf16(e4m3(code)·scale), read as FP8: bitwise
-// equal to GemmBf16 on the dequantized copy on every ISA (the same
-// per-element FP32 chain), at half the weight bytes (wo_a in decode).
+// GemmBf16 on the BF16 weight bf16(e4m3(code)·scale), read as FP8, at half
+// the weight bytes (wo_a).  Where Fp8GemmUsesBf16Dots(), the FP8 BF16 dot
+// kernel: the same exact products summed in that kernel's fixed order
+// (products below 2^-126 flushed), batch invariant; elsewhere bitwise equal to
+// GemmBf16 on the dequantized copy (the same per-element FP32 chain).
 // REQUIRES: w.in % 128 == 0 and Fp8IsExactBf16(w) (checked by the caller once
 // at load).  y[M, out] (row stride ldy); x[M, in] (row stride ldx).
 void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,

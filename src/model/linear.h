@@ -147,9 +147,9 @@ class Linear {
 // A linear whose reference weight is BF16 (wo_a): BF16 "<name>.weight" as
 // stored (W8A8 checkpoints, the prepacked sidecar), or the FP8 weight of a
 // native checkpoint, which the reference's converter dequantizes to BF16.
-// The FP8 weight is used in place (kernels::GemmBf16Fp8, bitwise equal to the
-// GEMM on the dequantized copy at half the bytes per decode token, and no
-// conversion at load) when every code·scale is exact in BF16
+// The FP8 weight is used in place (kernels::GemmBf16Fp8: the same exact
+// products as the GEMM on the dequantized copy, at half the bytes per decode
+// token, and no conversion at load) when every code·scale is exact in BF16
 // (kernels::Fp8IsExactBf16) and the row groups of ForwardGrouped are whole
 // 128-row scale blocks; otherwise it is dequantized at load
 // (Bf16Linear::LoadDequantizedFp8).

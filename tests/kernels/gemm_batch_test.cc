@@ -331,11 +331,21 @@ TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
 }
 
 // ---------------------------------------------------------------------------
-// GemmBf16Fp8 reads the FP8 weight in place and must equal GemmBf16 on the
-// dequantized BF16 copy bit for bit, on every ISA (scalar included), for any
-// M, thread count, strides and misaligned codes.
+// GemmBf16Fp8 reads the FP8 weight in place.  With the FMA kernel (every CPU
+// without AVX512-BF16 and VBMI) it must equal GemmBf16 on the dequantized
+// BF16 copy bit for bit, on every ISA (scalar included), for any M, thread
+// count, strides and misaligned codes; with the BF16 dot kernel it must stay
+// within the summation-order bound of the exact result and be batch
+// invariant.
 
-TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeight) {
+// Sets the FP8 kernel choice for a scope (true: the FMA kernel everywhere).
+struct ScopedFp8Fma {
+  explicit ScopedFp8Fma(bool on) { cpu::UseFp8WithoutBf16DotForTesting(on); }
+  ~ScopedFp8Fma() { cpu::UseFp8WithoutBf16DotForTesting(false); }
+};
+
+TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeightWithFmaKernel) {
+  const ScopedFp8Fma fma(true);
   std::mt19937 rng(29);
   for (int64_t k : {128, 384}) {
     for (int64_t n : {1, 17, 130, 300}) {
@@ -376,37 +386,90 @@ TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeight) {
   }
 }
 
+// On a CPU with BF16 dot products and VBMI: the dot kernel's result is
+// within the summation-order bound of the exact product of the BF16
+// activations and the dequantized weight (plus the output's BF16 rounding),
+// and row r of an M-row call equals the M = 1 call (one row, few rows, row
+// pairs, tile tails), misaligned codes and strided rows included.
+TEST(GemmBf16Fp8, DotKernelCloseToExactAndBatchInvariant) {
+  if (!Fp8GemmUsesBf16Dots()) GTEST_SKIP() << "no BF16 dot products and VBMI on this CPU";
+  std::mt19937 rng(37);
+  for (int64_t k : {128, 384}) {
+    for (int64_t n : {17, 300}) {
+      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+      const int64_t ld_scale = k / 128;
+      Misaligned scales = RandomBytes(((n + 127) / 128) * ld_scale, &rng, 112, 128, false);
+      const Fp8Weight w{codes.data(), scales.data(), n, k};
+      const auto weight = [&](int64_t c, int64_t i) {
+        return static_cast<double>(E4M3ToF32(codes.data()[c * k + i])) *
+               E8M0ToF32(scales.data()[(c / 128) * ld_scale + i / 128]);
+      };
+      constexpr int64_t m = 67;
+      const int64_t ldx = k + 3;
+      const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+      ThreadPool pool(2);
+      std::vector<bf16> got(m * n);
+      GemmBf16Fp8(x.data(), ldx, m, w, got.data(), n, &pool);
+      const double gamma = 2.0 * static_cast<double>(k) * std::ldexp(1.0, -24);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          double exact = 0.0, abs_sum = 0.0;
+          for (int64_t i = 0; i < k; ++i) {
+            const double p = Bf16ToF32(x[r * ldx + i]) * weight(c, i);
+            exact += p;
+            abs_sum += std::fabs(p);
+          }
+          const double bound = gamma * abs_sum + std::ldexp(std::fabs(exact) + gamma * abs_sum, -8);
+          ASSERT_LE(std::fabs(Bf16ToF32(got[r * n + c]) - exact), bound)
+              << "k" << k << " n" << n << " row " << r << " column " << c;
+        }
+      }
+      for (int64_t rows : {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{13}, m}) {
+        ExpectRowsInvariant<bf16>(
+            rows, n,
+            [&](int64_t r0, int64_t count, bf16* y, ThreadPool* p) {
+              GemmBf16Fp8(x.data() + r0 * ldx, ldx, count, w, y, n, p);
+            },
+            "GemmBf16Fp8 dot k" + std::to_string(k) + " n" + std::to_string(n));
+      }
+    }
+  }
+}
+
 // The grouped entry point (wo_a in one dispatch) is the per-group calls,
-// bit for bit, whichever ISA, M, thread count, strides and group count
-// (tiles straddle group boundaries when a thread's chunk does).
+// bit for bit, whichever FP8 kernel, ISA, M, thread count, strides and group
+// count (tiles straddle group boundaries when a thread's chunk does).
 TEST(GemmBf16Fp8, GroupedEqualsOneCallPerGroup) {
   std::mt19937 rng(31);
-  for (int64_t groups : {1, 3}) {
-    for (int64_t k : {128, 384}) {
-      const int64_t rows = 128 * (groups == 1 ? 2 : 1), n = groups * rows;
-      Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
-      Misaligned scales = RandomBytes((n / 128) * (k / 128), &rng, 112, 128, false);
-      const Fp8Weight w{codes.data(), scales.data(), n, k};
-      ASSERT_TRUE(Fp8IsExactBf16(w));
-      for (int64_t m : {1, 2, 13, 70}) {
-        const int64_t ldx = groups * k + 5, ldy = n + 3;
-        const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
-        for (Isa isa : AllIsas()) {
-          if (isa == Isa::kScalar && m > 13) continue;
-          IsaScope scope(isa);
-          std::vector<bf16> want(m * ldy, bf16{0x1234});
-          for (int64_t g = 0; g < groups; ++g) {
-            const Fp8Weight part{codes.data() + g * rows * k,
-                                 scales.data() + g * (rows / 128) * (k / 128), rows, k};
-            GemmBf16Fp8(x.data() + g * k, ldx, m, part, want.data() + g * rows, ldy, nullptr);
-          }
-          for (int threads : {1, 2, 3}) {
-            ThreadPool pool(threads);
-            std::vector<bf16> got(m * ldy, bf16{0x1234});
-            GemmBf16Fp8Grouped(x.data(), ldx, m, groups, w, got.data(), ldy, &pool);
-            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
-                << IsaName(isa) << " groups " << groups << " m" << m << " k" << k << " threads "
-                << threads;
+  for (bool fma_kernel : {false, true}) {
+    const ScopedFp8Fma fma(fma_kernel);
+    for (int64_t groups : {1, 3}) {
+      for (int64_t k : {128, 384}) {
+        const int64_t rows = 128 * (groups == 1 ? 2 : 1), n = groups * rows;
+        Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+        Misaligned scales = RandomBytes((n / 128) * (k / 128), &rng, 112, 128, false);
+        const Fp8Weight w{codes.data(), scales.data(), n, k};
+        ASSERT_TRUE(Fp8IsExactBf16(w));
+        for (int64_t m : {1, 2, 13, 70}) {
+          const int64_t ldx = groups * k + 5, ldy = n + 3;
+          const std::vector<bf16> x = RandomBf16(m * ldx, &rng);
+          for (Isa isa : AllIsas()) {
+            if (isa == Isa::kScalar && m > 13) continue;
+            IsaScope scope(isa);
+            std::vector<bf16> want(m * ldy, bf16{0x1234});
+            for (int64_t g = 0; g < groups; ++g) {
+              const Fp8Weight part{codes.data() + g * rows * k,
+                                   scales.data() + g * (rows / 128) * (k / 128), rows, k};
+              GemmBf16Fp8(x.data() + g * k, ldx, m, part, want.data() + g * rows, ldy, nullptr);
+            }
+            for (int threads : {1, 2, 3}) {
+              ThreadPool pool(threads);
+              std::vector<bf16> got(m * ldy, bf16{0x1234});
+              GemmBf16Fp8Grouped(x.data(), ldx, m, groups, w, got.data(), ldy, &pool);
+              ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(bf16)), 0)
+                  << IsaName(isa) << (fma_kernel ? " fma" : "") << " groups " << groups << " m" << m
+                  << " k" << k << " threads " << threads;
+            }
           }
         }
       }

@@ -170,14 +170,16 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
     GemmBf16(in.xd.data(), ldx, m, in.kd, in.wd.data(), kN, yb.data(), ldy, nullptr);
     return Fnv1a(yb.data(), yb.size() * sizeof(bf16));
   }
-  if (kernel == "GemmBf16Fp8") {
+  if (kernel == "GemmBf16Fp8" || kernel == "GemmBf16Fp8Fma") {
     // K is the block-scaled one here (a multiple of 128): each row repeats
     // its dense row's first kd values; the 3 padding values are never read.
     std::vector<bf16> x(m * (in.kq + 3), bf16{0x7fc0});
     for (int64_t r = 0; r < m; ++r) {
       for (int64_t j = 0; j < in.kq; ++j) x[r * (in.kq + 3) + j] = in.xd[r * ldx + j % in.kd];
     }
+    cpu::UseFp8WithoutBf16DotForTesting(kernel == "GemmBf16Fp8Fma");
     GemmBf16Fp8(x.data(), in.kq + 3, m, w8, yb.data(), ldy, nullptr);
+    cpu::UseFp8WithoutBf16DotForTesting(false);
     return Fnv1a(yb.data(), yb.size() * sizeof(bf16));
   }
   if (kernel == "GemmBf16F32") {
@@ -192,9 +194,9 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
   return Fnv1a(yf.data(), yf.size() * sizeof(float));
 }
 
-constexpr const char* kKernels[] = {"Fp8Gemm",           "Fp8GemmFma",  "Fp4Gemm",
-                                    "GemmBf16",          "GemmBf16Fp8", "GemmBf16F32",
-                                    "GemmBf16F32Approx", "GemmBf16xF32"};
+constexpr const char* kKernels[] = {"Fp8Gemm",     "Fp8GemmFma",        "Fp4Gemm",
+                                    "GemmBf16",    "GemmBf16Fp8",       "GemmBf16Fp8Fma",
+                                    "GemmBf16F32", "GemmBf16F32Approx", "GemmBf16xF32"};
 
 const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& data, int64_t m) {
   for (const testing::GemmBitsRow& row : testing::kGemmBits) {
@@ -236,8 +238,9 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
           if (approx == "GemmBf16F32Approx" && isa == Isa::kAvx512 && !bf16_dots) {
             want = Find("GemmBf16F32", data, m)->hash[2];
           }
-          if (approx == "Fp8Gemm" && isa == Isa::kAvx512 && !fp8_dots) {
-            want = Find("Fp8GemmFma", data, m)->hash[2];
+          if ((approx == "Fp8Gemm" || approx == "GemmBf16Fp8") && isa == Isa::kAvx512 &&
+              !fp8_dots) {
+            want = Find(approx + "Fma", data, m)->hash[2];
           }
           EXPECT_EQ(got[static_cast<int>(isa)], want)
               << kernel << " " << data << " m" << m << " " << IsaName(isa);
@@ -247,7 +250,7 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
     }
   }
   if (!print) {
-    EXPECT_GE(checked, 2 * 8 * 8 * 2);
+    EXPECT_GE(checked, 2 * 9 * 8 * 2);
   }
 }
 

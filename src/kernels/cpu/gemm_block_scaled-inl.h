@@ -14,6 +14,9 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
+// The row stride of an FP8 GEMM's output.
+inline int64_t YStride(const Fp8GemmArgs& a) { return a.ldy > 0 ? a.ldy : a.w.out; }
+
 // Rows [0, mt) of a tile against one decoded panel block.  x points at the
 // block in row 0 (row stride k); x_scales at row 0's block scale (row stride
 // num_kb).  With V::kPairRows two rows share each weight load; the per-row
@@ -150,7 +153,7 @@ template <class V, int M, typename Decode>
 // kColumnGemv: one-row tiles take GemvPanel instead of GemvBlock.
 template <class V, bool kColumnGemv, typename Decode, typename PanelScale>
 void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
-                       const Tile& t, Decode decode, PanelScale panel_scale) {
+                       int64_t ldy, const Tile& t, Decode decode, PanelScale panel_scale) {
   constexpr int64_t kP = V::kLanes;
   const int64_t num_kb = k / 128;
   alignas(sizeof(typename V::F)) typename V::F wdec[kP][kVecs<V>];  // the panel's block, decoded
@@ -161,7 +164,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
       if (kColumnGemv && mt == 1) {
-        V::StoreBf16(y + m0 * n + n0,
+        V::StoreBf16(y + m0 * ldy + n0,
                      V::UnpermuteColumns(GemvPanel<V>(decode, panel_scale, n0, nc, x + m0 * k,
                                                       x_scales + m0 * num_kb, num_kb)),
                      nc);
@@ -188,7 +191,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
         TileBlock<V>(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
       }
       for (int64_t r = 0; r < mt; ++r) {
-        V::StoreBf16(y + (m0 + r) * n + n0, V::UnpermuteColumns(acc[r]), nc);
+        V::StoreBf16(y + (m0 + r) * ldy + n0, V::UnpermuteColumns(acc[r]), nc);
       }
     }
   }
@@ -202,7 +205,7 @@ void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
   const Fp8Weight& w = a.w;
   const int64_t ld_scale = (w.in + 127) / 128;
   BlockScaledPanels<V, true>(
-      a.x, a.x_scales, w.in, w.out, a.y, t,
+      a.x, a.x_scales, w.in, w.out, a.y, YStride(a), t,
       [&](int64_t col, int64_t kb, typename V::F* out) {
         const uint8_t* p = w.codes + col * w.in + kb * 128;
         if (col + kP < w.out) Prefetch(p + kP * w.in, 128);

@@ -43,8 +43,11 @@ struct Fp8GemmArgs {
   Fp8Weight w;
   bf16* y = nullptr;  // [m, w.out]
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
-  // values (exact), each 64 elements in dot order (Fp8DotPosition).
+  // values (exact), each 64 elements in dot order (Fp8DotPosition).  BF16
+  // activations that were never quantized (wo_a) go here too, with x_scales
+  // all 1.
   const bf16* xh = nullptr;
+  int64_t ldy = 0;  // row stride of y; 0 means w.out
 };
 
 // Where element e of a 64-element chunk sits in the BF16 dot kernel's

@@ -17,6 +17,10 @@
 // Every path (one row, 2..4 rows, tiles) runs that chain, so the results are
 // batch invariant; they differ from the FMA kernel's only in the order of the
 // block's FP32 additions (docs/kernels.md "FP8 with BF16 dot products").
+// The same kernel runs the BF16-numerics FP8 weight (wo_a, GemmBf16Fp8) on
+// its unquantized BF16 activations with activation scales 1: the products
+// are exact there too, but a product below 2^-126 (a tiny activation times
+// a small weight) is flushed to zero, a difference under 2^-126 each.
 #pragma once
 
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
@@ -293,7 +297,7 @@ struct Fp8DotGemm {
         const int64_t nc = Min(kDotP, n - n0);
         if (mt == 1) {
           const __m512 r = shift != 0 ? GemvPanel<true>(m0, n0, nc) : GemvPanel<false>(m0, n0, nc);
-          V512::StoreBf16(a.y + m0 * n + n0, V512::UnpermuteColumns(r), nc);
+          V512::StoreBf16(a.y + m0 * YStride(a) + n0, V512::UnpermuteColumns(r), nc);
           continue;
         }
         for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();
@@ -306,7 +310,7 @@ struct Fp8DotGemm {
           TileBlock(wdec, m0, mt, n0, kb, nc, acc);
         }
         for (int64_t r = 0; r < mt; ++r) {
-          V512::StoreBf16(a.y + (m0 + r) * n + n0, V512::UnpermuteColumns(acc[r]), nc);
+          V512::StoreBf16(a.y + (m0 + r) * YStride(a) + n0, V512::UnpermuteColumns(acc[r]), nc);
         }
       }
     }

@@ -146,11 +146,13 @@ struct Fp8DotGemm {
         hi(args.w.codes + args.w.out * args.w.in) {}
 
   // One column's consecutive blocks read through aligned 64-byte lines (the
-  // one-row walk when rows are not 64-byte aligned, as the checkpoint's
-  // tensors usually are not: each 128-byte block then spans three lines and
-  // every unaligned 64-byte load splits across two; an aligned copy of the
-  // `bench` checkpoint decoded 1.04-1.1x faster).  The line two blocks share
-  // is loaded once; vpermt2b shifts the bytes into place.
+  // one-row walk).  When rows are not 64-byte aligned, as the checkpoint's
+  // tensors usually are not, each 128-byte block spans three lines and every
+  // unaligned 64-byte load would split across two; the line two blocks share
+  // is loaded once and vpermt2b shifts the bytes into place.  Aligned rows
+  // (shift 0) take the same walk: it decoded `bench`'s aligned copy 1.1x
+  // faster than two plain loads per block (docs/performance.md "FP8 one-row
+  // walk on aligned weights").
   struct ShiftedColumn {
     const uint8_t* next;  // the aligned line after `prev`
     __m512i prev;
@@ -176,13 +178,11 @@ struct Fp8DotGemm {
     s->next += 128;
   }
 
-  // Decodes column col's block kb, prefetching the same block `ahead`
-  // columns on (read soon after: by the next panel in the block walks, two
-  // column pairs later in the one-row walk).
-  [[gnu::always_inline]] void Decode(int64_t col, int64_t kb, Bh* out,
-                                     int64_t ahead = kDotP) const {
+  // Decodes column col's block kb, prefetching the same block of the next
+  // panel (read soon after by the block walks).
+  [[gnu::always_inline]] void Decode(int64_t col, int64_t kb, Bh* out) const {
     const uint8_t* p = a.w.codes + col * a.w.in + kb * 128;
-    if (col + ahead < a.w.out) Prefetch(p + ahead * a.w.in, 128);
+    if (col + kDotP < a.w.out) Prefetch(p + kDotP * a.w.in, 128);
     DecodeFp8Dot(p, t, out);
   }
   [[gnu::always_inline]] float PanelScale(int64_t n0, int64_t kb) const {
@@ -192,10 +192,8 @@ struct Fp8DotGemm {
   float XScale(int64_t row, int64_t kb) const { return a.x_scales[row * num_kb + kb]; }
 
   // One row, column by column over stretches of kGemvBlocks blocks (the FMA
-  // kernel's GemvPanel walk: each column's weights as one contiguous read).
-  // kShifted: the column pairs read through ShiftedColumn (same bytes, same
-  // bits).
-  template <bool kShifted>
+  // kernel's GemvPanel walk: each column's weights as one contiguous read),
+  // the column pairs read through ShiftedColumn.
   __m512 GemvPanel(int64_t row, int64_t n0, int64_t nc) const {
     alignas(64) __m512 lanes[kGemvBlocks][kDotP];
     __m512 acc = V512::Zero();
@@ -203,20 +201,11 @@ struct Fp8DotGemm {
       const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
       int64_t c = 0;
       for (; c + 2 <= nc; c += 2) {
-        ShiftedColumn sa{}, sb{};
-        if constexpr (kShifted) {
-          sa = StartColumn(n0 + c, kb0);
-          sb = StartColumn(n0 + c + 1, kb0);
-        }
+        ShiftedColumn sa = StartColumn(n0 + c, kb0), sb = StartColumn(n0 + c + 1, kb0);
         for (int64_t b = 0; b < nb; ++b) {
           Bh wa[kDotVecs], wb[kDotVecs];
-          if constexpr (kShifted) {
-            DecodeShifted(&sa, n0 + c, wa);
-            DecodeShifted(&sb, n0 + c + 1, wb);
-          } else {
-            Decode(n0 + c, kb0 + b, wa, kGemvAhead);
-            Decode(n0 + c + 1, kb0 + b, wb, kGemvAhead);
-          }
+          DecodeShifted(&sa, n0 + c, wa);
+          DecodeShifted(&sb, n0 + c + 1, wb);
           const XDot x(X(row, kb0 + b));
           lanes[b][c] = DotChain(wa, x.v);
           lanes[b][c + 1] = DotChain(wb, x.v);
@@ -296,7 +285,7 @@ struct Fp8DotGemm {
         const int64_t n0 = p * kDotP;
         const int64_t nc = Min(kDotP, n - n0);
         if (mt == 1) {
-          const __m512 r = shift != 0 ? GemvPanel<true>(m0, n0, nc) : GemvPanel<false>(m0, n0, nc);
+          const __m512 r = GemvPanel(m0, n0, nc);
           V512::StoreBf16(a.y + m0 * YStride(a) + n0, V512::UnpermuteColumns(r), nc);
           continue;
         }

@@ -336,12 +336,21 @@ void MoeDecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "batched", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
-// The LM head of the tiny preset (vocab 4096 x hidden 256, BF16 weight used
-// as FP32, FP32 logits): cache resident, so compute bound.  `approx`: the
-// draft head's kernel.
-void BM_HeadF32(benchmark::State& state, bool approx) {
+// An LM head (BF16 weight used as FP32, FP32 logits): the tiny preset's
+// (vocab 4096 x hidden 256, cache resident, so compute bound) or the bench
+// preset's (vocab 16384 x hidden 4096, 128 MiB: streamed from DRAM).
+// `approx`: the draft head's kernel (BF16 dot products).
+struct HeadShape {
+  int64_t vocab, hidden;
+  bool approx;
+};
+constexpr HeadShape kTinyHead{4096, 256, false}, kTinyDraftHead{4096, 256, true};
+constexpr HeadShape kBenchHead{16384, 4096, false}, kBenchDraftHead{16384, 4096, true};
+
+void BM_HeadF32(benchmark::State& state, HeadShape shape) {
   if (!SelectIsa(state)) return;
-  const int64_t m = state.range(1), n = 4096, k = 256;
+  const bool approx = shape.approx;
+  const int64_t m = state.range(1), n = shape.vocab, k = shape.hidden;
   std::mt19937 rng(6);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<bf16> w(n * k), x(m * k);
@@ -406,6 +415,12 @@ void HeadArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
 }
 
+// One row on 1 and 2 threads, real time (the bench head streams from DRAM).
+void HeadGemvArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t threads : {1, 2}) b->Args({2, 1, threads});
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int64_t m : {16, 128}) {
     for (int64_t isa = 1; isa <= 2; ++isa) b->Args({isa, m, 1});
@@ -460,9 +475,11 @@ BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(Fp8VerifyArgs)
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(Fp4VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_8_experts_w1, kEightExpertsW1)->Apply(Fp4VerifyArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Verify_wo_a")->Apply(VerifyArgs);
-BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, false)->Apply(HeadArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, kTinyHead)->Apply(HeadArgs);
 // The MTP draft head (GemmBf16F32Approx: AVX512-BF16 dot products).
-BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, true)->Apply(HeadArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, kTinyDraftHead)->Apply(HeadArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head, kBenchHead)->Apply(HeadGemvArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_draft_head, kBenchDraftHead)->Apply(HeadGemvArgs);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

@@ -104,30 +104,24 @@ void ForEachRow(ThreadPool* pool, int64_t m, int64_t k, const Fn& fn) {
               });
 }
 
-// FP8 GEMM activations: each e4m3 code's value ×2^8, which compensates the
-// kernels' FP16 route for the weights (gemm_cpu.h).  x [m, in].
-void DecodeFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, float* x,
-                          ThreadPool* pool) {
+// FP8 GEMM activations, one row: each e4m3 code's value ×2^8, which
+// compensates the kernels' FP16 route for the weights (gemm_cpu.h).
+void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
   static const std::array<float, 256> kTable = E4M3Table(256.0f);
-  ForEachRow(pool, m, in, [&](int64_t r) {
-    for (int64_t i = r * in; i < (r + 1) * in; ++i) x[i] = kTable[x_codes[i]];
-  });
+  for (int64_t i = 0; i < in; ++i) x[i] = kTable[codes[i]];
 }
 
-// FP8 GEMM activations for the BF16 dot kernel: each code's value in BF16
-// (exact), every 64-element chunk in the kernel's dot order.  xh [m, in].
-void DecodeFp8ActivationsDot(const uint8_t* x_codes, int64_t m, int64_t in, bf16* xh,
-                             ThreadPool* pool) {
+// FP8 GEMM activations for the BF16 dot kernel, one row: each code's value
+// in BF16 (exact), every 64-element chunk in the kernel's dot order.
+void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
     return t;
   }();
-  ForEachRow(pool, m, in, [&](int64_t r) {
-    for (int64_t c0 = r * in; c0 < (r + 1) * in; c0 += 64) {
-      for (int64_t e = 0; e < 64; ++e) xh[c0 + cpu::Fp8DotPosition(e)] = kTable[x_codes[c0 + e]];
-    }
-  });
+  for (int64_t c0 = 0; c0 < in; c0 += 64) {
+    for (int64_t e = 0; e < 64; ++e) xh[c0 + cpu::Fp8DotPosition(e)] = kTable[codes[c0 + e]];
+  }
 }
 
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
@@ -190,18 +184,41 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, int64_t width, 
   std::memcpy(rec + cpu::kFp4UnitAt, &unit, sizeof unit);
 }
 
-// FP4 GEMM activations: one record per 128-element block of a row.
-// x: m·in/128 records.
-void BuildFp4Records(const uint8_t* x_codes, int64_t m, int64_t in, int64_t width, uint8_t* x,
-                     ThreadPool* pool) {
+// FP4 GEMM activations, one row: one record per 128-element block
+// (in/128 records at rec).
+void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, int64_t width, uint8_t* rec) {
   static const std::array<int32_t, 256> kInt = E4M3IntTable();
-  const int64_t num_kb = in / 128;
-  ForEachRow(pool, m, in, [&](int64_t r) {
-    for (int64_t kb = 0; kb < num_kb; ++kb) {
-      BuildFp4Record(x_codes + r * in + kb * 128, kInt.data(), width,
-                     x + (r * num_kb + kb) * cpu::kFp4RecordBytes);
-    }
-  });
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    BuildFp4Record(codes + kb * 128, kInt.data(), width, rec + kb * cpu::kFp4RecordBytes);
+  }
+}
+
+// The form a block-scaled kernel reads its activations in: FP32 values
+// ×2^8 (the FP8 FMA kernel), BF16 values in dot order (the FP8 BF16 dot
+// kernel) or FP4 records.  Each takes at most the bytes of [m, in] floats.
+enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
+
+// Row r of [m, in] activation codes in `form` into out, the [m, in] array
+// of that form (width: the panel's lanes, for FP4 records).
+void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t in, int64_t width,
+                          float* out, int64_t r) {
+  switch (form) {
+    case ActivationForm::kFp8Fma:
+      return DecodeFp8Row(x_codes + r * in, in, out + r * in);
+    case ActivationForm::kFp8Dot:
+      return DecodeFp8DotRow(x_codes + r * in, in, reinterpret_cast<bf16*>(out) + r * in);
+    case ActivationForm::kFp4:
+      return BuildFp4RecordsRow(
+          x_codes + r * in, in, width,
+          reinterpret_cast<uint8_t*>(out) + r * (in / 128) * cpu::kFp4RecordBytes);
+  }
+}
+
+// Every row of [m, in] activation codes in `form` into out.
+void PrepareActivations(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
+                        int64_t width, float* out, ThreadPool* pool) {
+  ForEachRow(pool, m, in,
+             [&](int64_t r) { PrepareActivationRow(form, x_codes, in, width, out, r); });
 }
 
 // True when the environment variable `name` is set to `value`.
@@ -263,18 +280,15 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
   return dot ? Fp8Choice{simd.fp8_bf16dot, true} : Fp8Choice{simd.fp8, false};
 }
 
-// Decodes [m, in] activation codes for the chosen FP8 kernel into `buffer`
-// (m·in floats) and points args at them.
-void PrepareFp8Activations(const uint8_t* x_codes, int64_t m, int64_t in, bool dot, float* buffer,
-                           cpu::Fp8GemmArgs* args, ThreadPool* pool) {
+// Points FP8 kernel args at their activations in `buffer`, in the form the
+// chosen kernel reads.
+ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args) {
   if (dot) {
-    bf16* xh = reinterpret_cast<bf16*>(buffer);
-    DecodeFp8ActivationsDot(x_codes, m, in, xh, pool);
-    args->xh = xh;
-  } else {
-    DecodeFp8Activations(x_codes, m, in, buffer, pool);
-    args->x = buffer;
+    args->xh = reinterpret_cast<bf16*>(buffer);
+    return ActivationForm::kFp8Dot;
   }
+  args->x = buffer;
+  return ActivationForm::kFp8Fma;
 }
 
 // Bytes of FP4 records for [m, in] activations (they fit the float array
@@ -298,7 +312,8 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   if (m <= 0) return;
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   cpu::Fp8GemmArgs args{nullptr, x_scales, m, w, y};
-  PrepareFp8Activations(x_codes, m, w.in, fp8.dot, Activations(m * w.in), &args, pool);
+  float* x = Activations(m * w.in);
+  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, m, w.in, simd->panel, x, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
@@ -316,9 +331,9 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   if (m <= 0) return;
   const int64_t width = simd->panel;
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
-  uint8_t* x = Fp4Records(Activations(m * w.in));  // m·in/128 records
-  BuildFp4Records(x_codes, m, w.in, width, x, pool);
-  const cpu::Fp4GemmArgs args{x, x_scales, m, w, y, Fp4OuterMinRows()};
+  float* x = Activations(m * w.in);  // m·in/128 records
+  PrepareActivations(ActivationForm::kFp4, x_codes, m, w.in, width, x, pool);
+  const cpu::Fp4GemmArgs args{Fp4Records(x), x_scales, m, w, y, Fp4OuterMinRows()};
   const auto fp4 = Fp4Kernel(*simd);
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
 }
@@ -333,6 +348,11 @@ struct BatchEntry {
   bool is_fp4 = false;
   int64_t num_panels = 0;
   int64_t first_task = 0;
+  // Its own activation (not shared with an earlier entry): where it goes,
+  // in which form, and the first of its rows among all entries' own rows.
+  float* x = nullptr;
+  ActivationForm form = ActivationForm::kFp4;
+  int64_t first_row = 0;
 };
 
 struct BatchEntriesTag {};
@@ -351,6 +371,27 @@ int64_t SharedActivation(const BlockScaledGemm* gemms, int64_t i) {
     }
   }
   return -1;
+}
+
+// The activations of every entry that has its own, as one parallel loop over
+// all their rows (a decode step's down projections read 7 distinct 1-row
+// activations: one dispatch instead of 7 builds on the calling thread).  The
+// grain keeps a task at >= 4K elements (a few microseconds of work), below
+// ForEachRow's, which is sized for one long batch.
+void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* entries, int64_t rows,
+                             int64_t max_in, int64_t width, ThreadPool* pool) {
+  constexpr int64_t kMinElementsPerTask = 4096;
+  ParallelFor(pool, rows, CeilDiv(kMinElementsPerTask, std::max<int64_t>(max_in, 1)),
+              [&](int64_t begin, int64_t end) {
+                int64_t i = 0;
+                for (int64_t row = begin; row < end; ++row) {
+                  // The entry owning this row: the last own one starting at or before it.
+                  while (entries[i].x == nullptr || entries[i].first_row + gemms[i].m <= row) ++i;
+                  const BlockScaledGemm& g = gemms[i];
+                  PrepareActivationRow(entries[i].form, g.x_codes, InOf(g), width, entries[i].x,
+                                       row - entries[i].first_row);
+                }
+              });
 }
 
 }  // namespace
@@ -379,25 +420,26 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     if (SharedActivation(gemms, i) < 0) floats += g.m * InOf(g);
   }
   float* x = Activations(floats);
-  int64_t next_x = 0, tasks = 0, min_panel_bytes = 0;
+  int64_t next_x = 0, tasks = 0, min_panel_bytes = 0, own_rows = 0, max_in = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     BatchEntry& e = entries[i];
+    e = BatchEntry{};
     const int64_t in = InOf(g);
     const int64_t shared = SharedActivation(gemms, i);
+    if (shared < 0 && g.m > 0) {  // built below, with every other own activation
+      e.x = x + next_x;
+      e.first_row = own_rows;
+      next_x += g.m * in;
+      own_rows += g.m;
+      max_in = std::max(max_in, in);
+    }
     e.is_fp4 = g.fp4 != nullptr;
     int64_t out = 0, panel_bytes = 0;
     if (e.is_fp4) {
-      const uint8_t* records = nullptr;
-      if (shared >= 0) {
-        records = entries[shared].fp4.x;
-      } else {
-        uint8_t* built = Fp4Records(x + next_x);
-        next_x += g.m * in;
-        BuildFp4Records(g.x_codes, g.m, in, width, built, pool);
-        records = built;
-      }
+      const uint8_t* records = shared >= 0 ? entries[shared].fp4.x : Fp4Records(e.x);
       e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y, Fp4OuterMinRows()};
+      e.form = ActivationForm::kFp4;
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {
@@ -406,8 +448,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
         e.fp8.x = entries[shared].fp8.x;
         e.fp8.xh = entries[shared].fp8.xh;
       } else {
-        PrepareFp8Activations(g.x_codes, g.m, in, fp8.dot, x + next_x, &e.fp8, pool);
-        next_x += g.m * in;
+        e.form = SetFp8Activations(fp8.dot, e.x, &e.fp8);
       }
       out = g.fp8->out;
       panel_bytes = width * in;
@@ -417,6 +458,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     tasks += g.m > 0 ? e.num_panels * CeilDiv(g.m, cpu::kRowBlock) : 0;
     min_panel_bytes = i == 0 ? panel_bytes : std::min(min_panel_bytes, panel_bytes);
   }
+  PrepareBatchActivations(gemms, entries, own_rows, max_in, width, pool);
   // Global task t belongs to the last entry whose first_task <= t; within
   // it, tasks are numbered as ForEachTile numbers them, so every entry runs
   // exactly the tiles its own call would.

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "base/logging.h"
+#include "base/thread_pool.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/moe.h"
 #include "kernels/moe_routing.h"
@@ -265,6 +266,7 @@ namespace {
 constexpr int64_t kBatchedMaxTokens = 16;
 
 struct MoeJobsTag {};
+struct MoeBodiesTag {};
 
 // Adds the gate/up GEMMs of one expert body to jobs: the fused w13 into gu
 // [m, 2·inter], or w1 into g and w3 into u ([m, inter] each).
@@ -354,22 +356,33 @@ void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
   }
   kernels::BlockScaledGemmBatch(jobs, count, pool);
 
-  // SwiGLU (with the routing weights) and re-quantization per row.
+  // SwiGLU (with the routing weights) and re-quantization, per expert body
+  // (expert i < e, or the shared expert as body e) over the pool: both are
+  // per row, so any split gives the same bits, and at decode the 7 bodies'
+  // ~14K exp() calls and quantization no longer run on one thread between
+  // the two dispatches.
+  int64_t* bodies = kernels::ScratchArray<MoeBodiesTag, int64_t>::Get(Sz(e + 1));
+  int64_t num_bodies = 0;
   for (int64_t i = 0; i < e; ++i) {
-    const int64_t r0 = offset[i], m = offset[i + 1] - r0;
-    if (m == 0) continue;
-    const RoutedExpertWeights& x = w.experts[Sz(i)];
-    SwiGluBody(x.w13.out != 0, gu + 2 * r0 * in, gu + r0 * in, u + r0 * in, m, in,
-               shape.swiglu_limit, pw + r0, h + r0 * in);
+    if (offset[i + 1] > offset[i]) bodies[num_bodies++] = i;
   }
-  if (ns > 0) {
-    SwiGluBody(w.shared.w13.out != 0, gu + 2 * hsh, gu + hsh, u + hsh, n, si, shape.swiglu_limit,
-               nullptr, h + hsh);
-  }
-  kernels::ActQuantFp8(h, na, in, kActBlock, hq, hs);
-  if (ns > 0) {
-    kernels::ActQuantFp8(h + hsh, n, si, kActBlock, hq + hsh, hs + hsh / kActBlock);
-  }
+  if (ns > 0) bodies[num_bodies++] = e;
+  ParallelFor(pool, num_bodies, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t i = bodies[b];
+      if (i == e) {
+        SwiGluBody(w.shared.w13.out != 0, gu + 2 * hsh, gu + hsh, u + hsh, n, si,
+                   shape.swiglu_limit, nullptr, h + hsh);
+        kernels::ActQuantFp8(h + hsh, n, si, kActBlock, hq + hsh, hs + hsh / kActBlock);
+        continue;
+      }
+      const int64_t r0 = offset[i], m = offset[i + 1] - r0;
+      const RoutedExpertWeights& x = w.experts[Sz(i)];
+      SwiGluBody(x.w13.out != 0, gu + 2 * r0 * in, gu + r0 * in, u + r0 * in, m, in,
+                 shape.swiglu_limit, pw + r0, h + r0 * in);
+      kernels::ActQuantFp8(h + r0 * in, m, in, kActBlock, hq + r0 * in, hs + r0 * in / kActBlock);
+    }
+  });
 
   // Down projections.
   count = 0;

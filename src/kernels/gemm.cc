@@ -492,18 +492,22 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
 
 namespace {
 
-// Shared driver of the three dense GEMMs: x rows (stride ldx) to FP32 with
-// zero padding to a multiple of 128, then panels.
-void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t m, int64_t k,
-               const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8, int64_t n,
-               bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool) {
-  if (m <= 0 || n <= 0) return;
-  const int64_t ldxf = CeilDiv(k, 128) * 128;  // whole chunks: kernels load 128 at a time
-  float* xf = Activations(m * ldxf);           // [m, ldxf]
+// The dense GEMMs' activations: x rows (stride ldx) to FP32, zero padded to
+// a multiple of 128 (the kernels load whole chunks), [m, *ldxf].
+float* DenseActivations(const bf16* x, int64_t ldx, int64_t m, int64_t k, int64_t* ldxf,
+                        ThreadPool* pool) {
+  *ldxf = CeilDiv(k, 128) * 128;
+  float* xf = Activations(m * *ldxf);
   ForEachRow(pool, m, k, [&](int64_t r) {
-    for (int64_t i = 0; i < k; ++i) xf[r * ldxf + i] = Bf16ToF32(x[r * ldx + i]);
-    for (int64_t i = k; i < ldxf; ++i) xf[r * ldxf + i] = 0.0f;
+    for (int64_t i = 0; i < k; ++i) xf[r * *ldxf + i] = Bf16ToF32(x[r * ldx + i]);
+    for (int64_t i = k; i < *ldxf; ++i) xf[r * *ldxf + i] = 0.0f;
   });
+  return xf;
+}
+
+cpu::DenseGemmArgs DenseArgs(const float* xf, int64_t ldxf, int64_t m, int64_t k,
+                             const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8,
+                             int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy) {
   cpu::DenseGemmArgs args;
   args.x = xf;
   args.ldx = ldxf;
@@ -516,6 +520,19 @@ void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t
   args.y_bf16 = y_bf16;
   args.y_f32 = y_f32;
   args.ldy = ldy;
+  return args;
+}
+
+// Shared driver of the three dense GEMMs: the activations to FP32, then
+// panels.
+void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t m, int64_t k,
+               const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8, int64_t n,
+               bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  int64_t ldxf = 0;
+  const float* xf = DenseActivations(x, ldx, m, k, &ldxf, pool);
+  const cpu::DenseGemmArgs args =
+      DenseArgs(xf, ldxf, m, k, w_bf16, w_f32, w_fp8, n, y_bf16, y_f32, ldy);
   const int64_t bytes_per_weight = w_f32 != nullptr ? 4 : w_fp8 != nullptr ? 1 : 2;
   const int64_t bytes_per_panel = simd.panel * k * bytes_per_weight;
   ForEachTile(pool, m, n, simd.panel, bytes_per_panel,
@@ -665,6 +682,37 @@ void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, 
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
   DenseGemm(*simd, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
+}
+
+void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_t n0, float* y0,
+                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool) {
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr || m <= 0 || n0 <= 0 || n1 <= 0) {
+    GemmBf16F32(x, m, k, w0, n0, y0, pool);
+    GemmBf16F32(x, m, k, w1, n1, y1, pool);
+    return;
+  }
+  int64_t ldxf = 0;
+  const float* xf = DenseActivations(x, k, m, k, &ldxf, pool);
+  const cpu::DenseGemmArgs a0 =
+      DenseArgs(xf, ldxf, m, k, w0, nullptr, nullptr, n0, nullptr, y0, n0);
+  const cpu::DenseGemmArgs a1 =
+      DenseArgs(xf, ldxf, m, k, w1, nullptr, nullptr, n1, nullptr, y1, n1);
+  // One task space over both weights' panels (w0's first); a tile that
+  // straddles the two runs as one tile of each, exactly the tiles the two
+  // GemmBf16F32 calls would run.
+  const int64_t p0 = CeilDiv(n0, simd->panel), p1 = CeilDiv(n1, simd->panel);
+  ForEachTile(
+      pool, m, (p0 + p1) * simd->panel, simd->panel, simd->panel * k * 2, [&](const cpu::Tile& t) {
+        if (t.panel_begin < p0) {
+          simd->dense(a0,
+                      cpu::Tile{t.row_begin, t.row_end, t.panel_begin, std::min(t.panel_end, p0)});
+        }
+        if (t.panel_end > p0) {
+          simd->dense(a1, cpu::Tile{t.row_begin, t.row_end, std::max(t.panel_begin, p0) - p0,
+                                    t.panel_end - p0});
+        }
+      });
 }
 
 void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,

@@ -104,6 +104,13 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
                  ThreadPool* pool);
 
+// GemmBf16F32 of one x against two weights (a compressor's wkv and wgate):
+// y0[M, n0] = x . w0^T and y1[M, n1] = x . w1^T, bitwise equal to the two
+// calls (the same kernel on the same tiles), with x converted once and one
+// pool dispatch instead of two.
+void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_t n0, float* y0,
+                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool);
+
 // y[M, N] ~ x[M, K] . w[N, K]^T in FP32, computed with BF16 dot-product
 // instructions where the CPU has them (AVX512-BF16 `vdpbf16ps`: two BF16
 // products added per lane per step with their own rounding, denormals

@@ -6,6 +6,7 @@
 
 #include "base/logging.h"
 #include "kernels/compressor.h"
+#include "kernels/gemm.h"
 #include "kernels/hadamard.h"
 #include "kernels/norm.h"
 #include "kernels/quant.h"
@@ -57,8 +58,9 @@ void Compressor::ResetState(const State& state) const {
 
 void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
                          ThreadPool* pool) const {
-  wkv_.ForwardF32(x, n, kv, pool);
-  wgate_.ForwardF32(x, n, score, pool);
+  // One dispatch for both projections of the same rows.
+  kernels::GemmBf16F32Pair(x, n, wkv_.in(), wkv_.data(), wkv_.out(), kv, wgate_.data(),
+                           wgate_.out(), score, pool);
 }
 
 // Entry `block` from the ring: the block's source rows (ratio 4: the first

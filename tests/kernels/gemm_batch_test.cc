@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -490,6 +491,41 @@ TEST(GemmBf16Fp8, ExactnessCheck) {
   for (uint8_t nan_code : {0x7f, 0xff}) {
     codes[200 * 128 + 5] = nan_code;
     EXPECT_FALSE(Fp8IsExactBf16(w)) << int{nan_code};
+  }
+}
+
+// GemmBf16F32Pair (a compressor's two projections in one dispatch) is the
+// two GemmBf16F32 calls, bit for bit: every ISA, M (one row, few rows, row
+// blocks), panel tails on either weight, K tails, 1-3 threads.
+TEST(GemmBf16F32Pair, EqualsTwoCalls) {
+  std::mt19937 rng(43);
+  for (int64_t k : {256, 300}) {
+    for (auto [n0, n1] : {std::pair<int64_t, int64_t>{64, 64}, {37, 130}, {300, 17}}) {
+      const DenseWeights w0 = RandomDense(n0 * k, &rng), w1 = RandomDense(n1 * k, &rng);
+      for (int64_t m : {1, 3, 70}) {
+        const std::vector<bf16> x = RandomBf16(m * k, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 3) continue;
+          IsaScope scope(isa);
+          std::vector<float> want0(m * n0), want1(m * n1);
+          GemmBf16F32(x.data(), m, k, w0.Bf16(), n0, want0.data(), nullptr);
+          GemmBf16F32(x.data(), m, k, w1.Bf16(), n1, want1.data(), nullptr);
+          for (int threads : {1, 2, 3}) {
+            ThreadPool pool(threads);
+            std::vector<float> got0(m * n0, -1.0f), got1(m * n1, -1.0f);
+            GemmBf16F32Pair(x.data(), m, k, w0.Bf16(), n0, got0.data(), w1.Bf16(), n1, got1.data(),
+                            &pool);
+            const std::string what = std::string(IsaName(isa)) + " k" + std::to_string(k) + " n " +
+                                     std::to_string(n0) + "/" + std::to_string(n1) + " m" +
+                                     std::to_string(m) + " threads " + std::to_string(threads);
+            ASSERT_EQ(std::memcmp(got0.data(), want0.data(), got0.size() * sizeof(float)), 0)
+                << what;
+            ASSERT_EQ(std::memcmp(got1.data(), want1.data(), got1.size() * sizeof(float)), 0)
+                << what;
+          }
+        }
+      }
+    }
   }
 }
 

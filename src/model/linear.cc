@@ -118,11 +118,6 @@ void Bf16Linear::Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t
   kernels::GemmBf16(x, ldx, m, in_, w_, out_, y, ldy, pool);
 }
 
-void Bf16Linear::ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool) const {
-  if (m == 0) return;
-  kernels::GemmBf16F32(x, m, in_, w_, out_, y, pool);
-}
-
 Result<Int8Linear> Int8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
                                     int64_t out, int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w, ckpt.Require(name + ".weight", DType::kI8, {out, in}));

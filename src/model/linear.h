@@ -77,9 +77,6 @@ class Bf16Linear {
 
   // y [m, out] (row stride ldy) = bf16(x [m, in] (row stride ldx) . W^T).
   void Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t ldy, ThreadPool* pool) const;
-  // y [m, out] FP32 = fp32(x) . fp32(W)^T (the reference's FP32-parameter
-  // linears: compressor wkv/wgate, router).
-  void ForwardF32(const bf16* x, int64_t m, float* y, ThreadPool* pool) const;
 
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }

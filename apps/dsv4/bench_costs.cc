@@ -32,10 +32,9 @@ double LinearMacs(const checkpoint::Checkpoint& ckpt, const std::string& name, c
   if ((!weight && !hc_mix) || v.rank() < 2 || name == "embed.weight") return 0;
   double macs = static_cast<double>(v.numel());
   *mix = kernels::PeakMix::kFp32Fma;
-  // FP8 block-scaled GEMMs: BF16 dot products where that kernel runs; wo_a
-  // keeps BF16 numerics, FP32 FMA chains (docs/kernels.md).
-  if (v.dtype == DType::kF8E4M3 && name.find(".wo_a.") == std::string::npos &&
-      kernels::Fp8GemmUsesBf16Dots()) {
+  // FP8 GEMMs, wo_a included (read in place unless a scale is out of its
+  // exact range): BF16 dot products where that kernel runs (docs/kernels.md).
+  if (v.dtype == DType::kF8E4M3 && kernels::Fp8GemmUsesBf16Dots()) {
     *mix = kernels::PeakMix::kBf16Dot;
   }
   if (v.dtype == DType::kI8) {

@@ -49,10 +49,10 @@ DecodeWeightBytes CountDecodeWeightBytes(const model::Model& model);
 // compressed), the indexer's scoring of the compressed keys visible to each
 // position; the head and hc_head only for the one logit row per sequence.
 struct PrefillFlops {
-  // By the kernel's instruction mix: FP32 FMA (BF16 and FP32 linears, wo_a,
+  // By the kernel's instruction mix: FP32 FMA (BF16 and FP32 linears,
   // attention, indexer; FP8 linears on CPUs without the BF16 dot kernel),
-  // BF16 dot products (FP8 linears where Fp8GemmUsesBf16Dots) and INT8 dot
-  // products (FP4 experts, W8A8 linears).
+  // BF16 dot products (FP8 linears, wo_a included, where
+  // Fp8GemmUsesBf16Dots) and INT8 dot products (FP4 experts, W8A8 linears).
   std::array<double, kernels::kNumPeakMixes> by_mix{};
   // Parts of the total, for the printout.
   double routed_experts = 0;

@@ -73,13 +73,12 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
                         static_cast<double>(cfg.num_experts_per_tok);
   EXPECT_DOUBLE_EQ(one.routed_experts, routed);
   EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kInt8Dot)], routed);
-  // The FP8 linears but wo_a count as BF16 dot products where the FP8 GEMM
-  // runs on that kernel, else as FP32 FMAs.
+  // The FP8 linears, wo_a included, count as BF16 dot products where the
+  // FP8 GEMM runs on that kernel, else as FP32 FMAs.
   double fp8 = 0;
   for (const std::string& name : model_->checkpoint().Names()) {
     const TensorView* v = model_->checkpoint().Find(name);
-    if (v->dtype == DType::kF8E4M3 && name.rfind("layers.", 0) == 0 &&
-        name.find(".wo_a.") == std::string::npos) {
+    if (v->dtype == DType::kF8E4M3 && name.rfind("layers.", 0) == 0) {
       fp8 += 2 * static_cast<double>(v->numel());
     }
   }

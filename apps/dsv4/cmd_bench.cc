@@ -238,6 +238,14 @@ int RunBench(BenchArgs& args) {
       SummarizeTriad(std::move(upfront), triad_arrays.array_bytes(), pool.num_threads());
   std::printf("memory bandwidth (STREAM triad, 3 x %lld MiB): best %.2f GB/s, median %.2f GB/s\n",
               static_cast<long long>(args.triad_mib), triad.best_gbps, triad.median_gbps);
+  std::vector<double> reads;
+  for (int r = 0; r < 5; ++r) reads.push_back(triad_arrays.ReadPass());
+  const TriadResult read =
+      SummarizeTriad(std::move(reads), triad_arrays.array_bytes(), pool.num_threads());
+  std::printf(
+      "memory read bandwidth (2 x %lld MiB read, nothing written): best %.2f GB/s, median %.2f "
+      "GB/s\n",
+      static_cast<long long>(args.triad_mib), read.best_gbps, read.median_gbps);
   // Peak compute per instruction mix on the same pool: the prefill lines
   // divide by its medians.
   const std::vector<PeakRate> peaks = MeasurePeakCompute(&pool);
@@ -345,8 +353,8 @@ int RunBench(BenchArgs& args) {
   std::printf("weight bytes per decode token (batch 1): %.1f MiB\n", bytes / (1 << 20));
   if (args.batch == 1) {
     const double achieved = bytes * steps_per_sec / 1e9;
-    std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best\n", achieved,
-                100.0 * achieved / triad.best_gbps);
+    std::printf("achieved weight stream %.2f GB/s = %.1f%% of triad best, %.1f%% of read best\n",
+                achieved, 100.0 * achieved / triad.best_gbps, 100.0 * achieved / read.best_gbps);
   }
   std::vector<double> sorted = interleaved;
   std::sort(sorted.begin(), sorted.end());

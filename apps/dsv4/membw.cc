@@ -35,6 +35,23 @@ double Triad::Pass() {
   return 3.0 * static_cast<double>(bytes_) / sec / 1e9;
 }
 
+double Triad::ReadPass() {
+  const int64_t n = static_cast<int64_t>(bytes_ / sizeof(uint64_t));
+  const uint64_t* pb = b_.as<uint64_t>();
+  const uint64_t* pc = c_.as<uint64_t>();
+  const auto t0 = std::chrono::steady_clock::now();
+  ParallelFor(pool_, n, 1 << 16, [&](int64_t s, int64_t e) {
+    uint64_t sb = 0, sc = 0;
+    for (int64_t i = s; i < e; ++i) {
+      sb += pb[i];
+      sc += pc[i];
+    }
+    read_sum_.fetch_add(sb ^ sc, std::memory_order_relaxed);
+  });
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * static_cast<double>(bytes_) / sec / 1e9;
+}
+
 TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int threads) {
   TriadResult res;
   res.array_bytes = array_bytes;

@@ -1,8 +1,11 @@
 // STREAM-style triad (a[i] = b[i] + s * c[i]) to measure the memory bandwidth
-// the decode roofline is compared against.
+// the decode roofline is compared against, and a read-only pass over the same
+// arrays.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -25,12 +28,18 @@ class Triad {
   Triad(size_t array_bytes, ThreadPool* pool);
   // One pass, split statically over the pool; STREAM GB/s (3 arrays).
   double Pass();
+  // One read-only pass over two of the arrays (each thread reads its share of
+  // both as two interleaved streams, nothing is written): GB/s of bytes read.
+  // A decode step only reads its weights, so this, not the triad (two reads
+  // and a write), is the ceiling a GEMV can approach.
+  double ReadPass();
   size_t array_bytes() const { return bytes_; }
 
  private:
   size_t bytes_;
   ThreadPool* pool_;
   Buffer a_, b_, c_;
+  std::atomic<uint64_t> read_sum_{0};  // keeps the read pass's loads alive
 };
 
 // Best and median of passes' GB/s (unsorted input); zeros when empty.

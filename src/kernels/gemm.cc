@@ -112,7 +112,9 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
 }
 
 // FP8 GEMM activations for the BF16 dot kernel, one row: each code's value
-// in BF16 (exact), every 64-element chunk in the kernel's dot order.
+// in BF16 (exact), every 64-element chunk in the kernel's dot order, whose
+// runs of 8 keep their order (one position per run: 0.40 instead of 1.16 µs
+// per 1,024 elements, standalone, against a position per element).
 void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
@@ -120,7 +122,10 @@ void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
     return t;
   }();
   for (int64_t c0 = 0; c0 < in; c0 += 64) {
-    for (int64_t e = 0; e < 64; ++e) xh[c0 + cpu::Fp8DotPosition(e)] = kTable[codes[c0 + e]];
+    for (int64_t e = 0; e < 64; e += 8) {
+      bf16* run = xh + c0 + cpu::Fp8DotPosition(e);
+      for (int64_t j = 0; j < 8; ++j) run[j] = kTable[codes[c0 + e + j]];
+    }
   }
 }
 

@@ -111,22 +111,29 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
   for (int64_t i = 0; i < in; ++i) x[i] = kTable[codes[i]];
 }
 
+// Calls move(from, to) for every run of 8 elements of a row of `in`
+// elements (in % 64 == 0): the BF16 dot kernel's activation order keeps the
+// runs whole and moves element `from` to position `to` (Fp8DotPosition).
+// One position per run instead of per element: the FP8 activation decode
+// took 0.40 instead of 1.16 µs per 1,024 elements (standalone).
+template <typename Move>
+void ForEachDotRun(int64_t in, const Move& move) {
+  for (int64_t c0 = 0; c0 < in; c0 += 64) {
+    for (int64_t e = 0; e < 64; e += 8) move(c0 + e, c0 + cpu::Fp8DotPosition(e));
+  }
+}
+
 // FP8 GEMM activations for the BF16 dot kernel, one row: each code's value
-// in BF16 (exact), every 64-element chunk in the kernel's dot order, whose
-// runs of 8 keep their order (one position per run: 0.40 instead of 1.16 µs
-// per 1,024 elements, standalone, against a position per element).
+// in BF16 (exact), in the kernel's dot order.
 void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
     return t;
   }();
-  for (int64_t c0 = 0; c0 < in; c0 += 64) {
-    for (int64_t e = 0; e < 64; e += 8) {
-      bf16* run = xh + c0 + cpu::Fp8DotPosition(e);
-      for (int64_t j = 0; j < 8; ++j) run[j] = kTable[codes[c0 + e + j]];
-    }
-  }
+  ForEachDotRun(in, [&](int64_t from, int64_t to) {
+    for (int64_t j = 0; j < 8; ++j) xh[to + j] = kTable[codes[from + j]];
+  });
 }
 
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
@@ -589,16 +596,6 @@ Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
   return p;
 }
 
-// n BF16 values (n % 64 == 0) copied in the BF16 dot kernel's activation
-// order: within each 64-element chunk, runs of 8 move as units.
-void Bf16ToDotOrder(const bf16* src, int64_t n, bf16* dst) {
-  for (int64_t c0 = 0; c0 < n; c0 += 64) {
-    for (int64_t e = 0; e < 64; e += 8) {
-      std::memcpy(dst + c0 + cpu::Fp8DotPosition(e), src + c0 + e, 8 * sizeof(bf16));
-    }
-  }
-}
-
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
 // activations in its order, one array [groups, m, in] (group g reads x's
 // columns [g·in, (g+1)·in)), activation scales 1.  groups == 1 or
@@ -615,7 +612,11 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
   std::fill(ones, ones + m * num_kb, 1.0f);
   ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
     for (int64_t g = 0; g < groups; ++g) {
-      Bf16ToDotOrder(x + r * ldx + g * w.in, w.in, xh + (g * m + r) * w.in);
+      const bf16* src = x + r * ldx + g * w.in;
+      bf16* dst = xh + (g * m + r) * w.in;
+      ForEachDotRun(w.in, [&](int64_t from, int64_t to) {
+        std::memcpy(dst + to, src + from, 8 * sizeof(bf16));
+      });
     }
   });
   const int64_t group_panels = CeilDiv(rows, simd.panel);

@@ -9,10 +9,9 @@ tokenizer=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count, make_tiny
 
-"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 \
-  || fail "make-tiny"
+make_tiny "$tmp/model"
 run=("$dsv4" bench --model "$tmp/model" --threads 2 --prompt-len 16,32 --decode-steps 2
   --triad-mib 16)
 "${run[@]}" > "$tmp/warm.out" 2> "$tmp/warm.err" || { cat "$tmp/warm.err" >&2; fail "bench"; }

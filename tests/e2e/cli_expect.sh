@@ -1,8 +1,15 @@
 # Shared by the e2e shell tests (sourced; the caller sets $tmp to its scratch
-# directory before calling expect_error).
+# directory before calling expect_error, and $dsv4 and $tokenizer before
+# calling make_tiny).
 #
 # fail MESSAGE: print it and fail the test.
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# make_tiny DIR: the tiny preset's checkpoint into DIR, made by the caller's
+# $dsv4 with its $tokenizer (output discarded; fails the test on error).
+make_tiny() {
+  "$dsv4" make-tiny --out "$1" --tokenizer "$tokenizer" > /dev/null 2>&1 || fail "make-tiny"
+}
 
 # expect_error RC REGEX CMD...: CMD exits with RC within 30 s and prints
 # exactly one stderr line besides log lines ([dsv4 I]/[dsv4 W]), matching REGEX.

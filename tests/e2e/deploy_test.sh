@@ -24,10 +24,10 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-source "$(dirname "$0")/cli_expect.sh"  # fail, expect_error
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_error, make_tiny
 
 "$dsv4" --version | grep -qE '^dsv4 [0-9]+\.[0-9]+\.[0-9]+$' || fail "--version"
-"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 || fail "make-tiny"
+make_tiny "$tmp/model"
 engine=(--threads 2 --prepacked off)
 
 # --- errors: one prefix, exit 2 for bad input --------------------------------------

@@ -9,13 +9,12 @@ tokenizer=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count, make_tiny
 json_int() {  # json_int FILE KEY: the first "KEY": <integer> in FILE
   grep -oE "\"$2\": [0-9]+" "$1" | head -1 | grep -oE '[0-9]+$'
 }
 
-"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 \
-  || fail "make-tiny"
+make_tiny "$tmp/model"
 for i in 1 2 3; do
   echo "Line $i: the quick brown fox jumps over the lazy dog, and the dog sleeps on."
 done > "$tmp/text.txt"

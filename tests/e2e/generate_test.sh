@@ -9,10 +9,9 @@ tokenizer=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_count, make_tiny
 
-"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 \
-  || fail "make-tiny"
+make_tiny "$tmp/model"
 # --generation-config vllm: dsv4's greedy defaults (make-tiny's
 # generation_config.json asks for temperature 1.0); the auto case is below.
 engine=(--model "$tmp/model" --kv-cache-memory 256M --threads 2 --generation-config vllm)

@@ -22,9 +22,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-source "$(dirname "$0")/cli_expect.sh"  # fail, expect_error
+source "$(dirname "$0")/cli_expect.sh"  # fail, expect_error, make_tiny
 
-"$dsv4" make-tiny --out "$tmp/model" --tokenizer "$tokenizer" > /dev/null 2>&1 || fail "make-tiny"
+make_tiny "$tmp/model"
 engine=(--kv-cache-memory 256M --threads 2 --prepacked off)
 greedy='{"max_new_tokens":4,"temperature":0}'
 

@@ -115,7 +115,11 @@ void BM_Fp4Gemm(benchmark::State& state, Shape shape) {
   const int64_t m = state.range(1);
   const auto packed = RandomBytes(shape.out * shape.in / 2, 0, 255, 3);
   const auto scales = RandomBytes(shape.out * shape.in / 32, 118, 126, 4);
-  const Fp4Weight w{packed.data(), scales.data(), shape.out, shape.in};
+  // In the panel layout, as the model packs its experts at load.
+  std::vector<uint8_t> panel_codes(Fp4PanelPackedBytes(shape.out, shape.in));
+  std::vector<uint8_t> panel_scales(Fp4PanelScaleBytes(shape.out, shape.in));
+  const Fp4Weight w = PackFp4Panels({packed.data(), scales.data(), shape.out, shape.in},
+                                    panel_codes.data(), panel_scales.data());
   const Activation a = RandomActivation(m, shape.in);
   std::vector<bf16> y(m * shape.out);
   auto pool = MakePool(state.range(2));
@@ -221,7 +225,7 @@ void AttnOArgs(benchmark::internal::Benchmark* b) {
 constexpr int64_t kMoeLayers = 2, kMoeExperts = 6, kMoeInter = 2048, kMoeDim = 4096;
 
 struct MoeLayerWeights {
-  std::vector<uint8_t> packed, scales;     // routed: [expert][w1 | w3 | w2]
+  std::vector<uint8_t> packed, scales;     // routed: [expert][w1 | w3 | w2], panel layout
   std::vector<uint8_t> codes, fp8_scales;  // shared: [w1 | w3 | w2]
   std::vector<Fp4Weight> w4;               // expert e: 3e (w1), 3e + 1 (w3), 3e + 2 (w2)
   std::vector<Fp8Weight> w8;               // w1, w3, w2
@@ -250,10 +254,12 @@ MoeLayerWeights MakeMoeLayer(uint64_t seed) {
   FillBytes(l.scales, seed + 1, 118, 9, false);
   FillBytes(l.codes, seed + 2, 0, 255, true);
   FillBytes(l.fp8_scales, seed + 3, 116, 9, false);
+  // Random bytes read as the panel layout the model packs its experts into
+  // (the shapes are whole panels).
   for (int64_t i = 0; i < 3 * kMoeExperts; ++i) {
     const bool down = i % 3 == 2;
     l.w4.push_back({l.packed.data() + i * one / 2, l.scales.data() + i * one / 32,
-                    down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim});
+                    down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim, Fp4Layout::kPanels});
   }
   for (int64_t i = 0; i < 3; ++i) {
     const bool down = i == 2;

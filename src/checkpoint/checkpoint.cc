@@ -303,6 +303,19 @@ int64_t Checkpoint::UnmapRoutedExpertsOutside(int64_t first, int64_t last, int64
   return released;
 }
 
+int64_t Checkpoint::DropResidentPages(std::string_view name) const {
+  const SafetensorsFile* file = nullptr;
+  if (overlay_ != nullptr && overlay_->Find(name) != nullptr) {
+    file = overlay_.get();
+  } else if (auto it = where_.find(name); it != where_.end()) {
+    file = shards_[it->second].get();
+  }
+  if (file == nullptr) return 0;
+  const TensorView& v = *file->Find(name);
+  const uint64_t at = OffsetIn(*file, v);
+  return static_cast<int64_t>(file->DropResident(at, at + v.nbytes()));
+}
+
 std::vector<std::string> Checkpoint::Names() const {
   std::vector<std::string> names;
   names.reserve(where_.size());

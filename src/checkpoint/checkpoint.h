@@ -76,6 +76,12 @@ class Checkpoint {
   // last), and nothing reads the checkpoint's other experts again.
   int64_t UnmapRoutedExpertsOutside(int64_t first, int64_t last, int64_t num_experts);
 
+  // Drops this process's resident pages of tensor `name` where Find finds it
+  // (SafetensorsFile::DropResident: whole pages inside the tensor; the bytes
+  // stay readable).  For tensors the model copied into another layout at
+  // load.  Returns the bytes dropped; 0 for an unknown name.
+  int64_t DropResidentPages(std::string_view name) const;
+
  private:
   Checkpoint() = default;
   Status OpenShards(const CheckpointIndex& index, const std::string& index_path);

@@ -223,4 +223,17 @@ uint64_t SafetensorsFile::Unmap(std::vector<std::pair<uint64_t, uint64_t>> range
   return released;
 }
 
+uint64_t SafetensorsFile::DropResident(uint64_t begin, uint64_t end) const {
+  if (file_->data() == nullptr) return 0;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto base = reinterpret_cast<uintptr_t>(file_->data());  // page-aligned (mmap)
+  const uint64_t first = (begin + page - 1) / page * page;
+  const uint64_t last = std::min<uint64_t>(end, file_->size()) / page * page;
+  if (first >= last) return 0;
+  // Only the mapping goes: the file stays the pages' source (no anonymous
+  // memory was ever written here), so a later read sees the same bytes.
+  if (::madvise(reinterpret_cast<void*>(base + first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
 }  // namespace dsv4::checkpoint

@@ -67,6 +67,13 @@ class SafetensorsFile {
   // those bytes again.  Returns the bytes unmapped by this call.
   uint64_t Unmap(std::vector<std::pair<uint64_t, uint64_t>> ranges,
                  const std::vector<std::string>& forget);
+  // Drops this process's resident pages among the whole pages inside
+  // [begin, end) of the file (madvise MADV_DONTNEED on the read-only file
+  // mapping): the bytes stay mapped and readable, faulted in again from the
+  // file on a read.  For tensors the model copied at load, whose mapped pages
+  // would otherwise count twice in its resident set.  Returns the bytes
+  // dropped.
+  uint64_t DropResident(uint64_t begin, uint64_t end) const;
   // Bytes of the file still mapped: file_size() less what Unmap released.
   uint64_t mapped_bytes() const { return file_->size() - unmapped_; }
 

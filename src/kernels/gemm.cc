@@ -307,6 +307,23 @@ ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args
 // the other GEMMs use for [m, in]).
 uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
 
+// The SIMD kernels read FP4 weights in the panel layout only.  The model
+// packs its weights so at load; a weight still in the checkpoint's rows
+// (tests, tools) is packed per call into this thread's scratch.
+struct Fp4RepackTag {};
+
+// Bytes w needs packed per call: 0 when it is in the panel layout already.
+int64_t RepackBytes(const Fp4Weight& w) {
+  if (w.layout == Fp4Layout::kPanels) return 0;
+  return Fp4PanelPackedBytes(w.out, w.in) + Fp4PanelScaleBytes(w.out, w.in);
+}
+
+// w as the kernels read it: itself, or packed at `at` (RepackBytes(w) bytes).
+Fp4Weight ForKernels(const Fp4Weight& w, uint8_t* at) {
+  if (w.layout == Fp4Layout::kPanels) return w;
+  return PackFp4Panels(w, at, at + Fp4PanelPackedBytes(w.out, w.in));
+}
+
 }  // namespace
 
 namespace cpu {
@@ -345,7 +362,9 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
   float* x = Activations(m * w.in);  // m·in/128 records
   PrepareActivations(ActivationForm::kFp4, x_codes, m, w.in, width, x, pool);
-  const cpu::Fp4GemmArgs args{Fp4Records(x), x_scales, m, w, y, Fp4OuterMinRows()};
+  uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(RepackBytes(w)));
+  cpu::Fp4GemmArgs args{Fp4Records(x), x_scales, m, w, y, Fp4OuterMinRows()};
+  args.w = ForKernels(w, repacked);
   const auto fp4 = Fp4Kernel(*simd);
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
 }
@@ -426,12 +445,15 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
   int64_t floats = 0;  // activation floats of the distinct inputs
+  int64_t repack_bytes = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     DSV4_CHECK((g.fp4 != nullptr) != (g.fp8 != nullptr) && InOf(g) % 128 == 0 && g.m >= 0);
     if (SharedActivation(gemms, i) < 0) floats += g.m * InOf(g);
+    if (g.fp4 != nullptr) repack_bytes += RepackBytes(*g.fp4);
   }
   float* x = Activations(floats);
+  uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(repack_bytes));
   int64_t next_x = 0, tasks = 0, min_panel_bytes = 0, own_rows = 0, max_in = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
@@ -451,6 +473,8 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     if (e.is_fp4) {
       const uint8_t* records = shared >= 0 ? entries[shared].fp4.x : Fp4Records(e.x);
       e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y, Fp4OuterMinRows()};
+      e.fp4.w = ForKernels(*g.fp4, repacked);
+      repacked += RepackBytes(*g.fp4);
       e.form = ActivationForm::kFp4;
       out = g.fp4->out;
       panel_bytes = width * in / 2;

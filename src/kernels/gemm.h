@@ -22,14 +22,40 @@ struct Fp8Weight {
   int64_t in = 0;
 };
 
+// Where an Fp4Weight's bytes are (docs/kernels.md "FP4 panel layout").
+enum class Fp4Layout : uint8_t {
+  kRows,    // the checkpoint's: packed [out, in/2], scales [out, in/32]
+  kPanels,  // grouped by kFp4PanelColumns columns, each 128-block of a group
+            // contiguous (PackFp4Panels): what the SIMD kernels stream
+};
+
 // MXFP4 weight: two e2m1 codes per byte along `in` (low nibble = even
 // element), one E8M0 scale per 32 input elements of a row.
 struct Fp4Weight {
-  const uint8_t* packed = nullptr;  // [out, in/2]
-  const uint8_t* scales = nullptr;  // E8M0 [out, in/32]
+  const uint8_t* packed = nullptr;  // kRows: [out, in/2]
+  const uint8_t* scales = nullptr;  // kRows: E8M0 [out, in/32]
   int64_t out = 0;
   int64_t in = 0;
+  Fp4Layout layout = Fp4Layout::kRows;
 };
+
+// Columns per group of the panel layout.
+inline constexpr int64_t kFp4PanelColumns = 16;
+
+// Bytes of the panel layout's codes and scales for an [out, in] weight
+// (out rounded up to whole groups).  REQUIRES: in % 128 == 0.
+int64_t Fp4PanelPackedBytes(int64_t out, int64_t in);
+int64_t Fp4PanelScaleBytes(int64_t out, int64_t in);
+
+// w (kRows, in % 128 == 0) copied into the panel layout at `packed`
+// [Fp4PanelPackedBytes] and `scales` [Fp4PanelScaleBytes]; returns that view.
+// Same codes, same scales: every GEMM gives the same bits on either layout.
+Fp4Weight PackFp4Panels(const Fp4Weight& w, uint8_t* packed, uint8_t* scales);
+
+// Column col's 32-block j in either layout: its 16 packed bytes (32 codes,
+// low nibble first) and its E8M0 scale byte.
+const uint8_t* Fp4CodesOf(const Fp4Weight& w, int64_t col, int64_t j);
+uint8_t Fp4ScaleOf(const Fp4Weight& w, int64_t col, int64_t j);
 
 // y[M, out] = bf16(sum over 128-blocks kb of (sum_k qa*qw) * (sa[m,kb]*sw[n/128,kb])).
 // x_codes [M, in] e4m3 and x_scales [M, in/128] come from ActQuantFp8(block 128).

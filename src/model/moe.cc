@@ -79,7 +79,8 @@ namespace {
 // is entry e of the flattened leading [R*E/R] dims, whatever R is (one process
 // binds every rank's experts).
 Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
-                          const MoeShape& shape, ExpertRange range, MoeWeights& w) {
+                          const MoeShape& shape, ExpertRange range, MoeWeights& w,
+                          WeightStore& store) {
   const std::string p = prefix + ".experts.";
   const TensorView* probe = ckpt.Find(p + "w13.weight");
   const int64_t e = shape.num_experts;
@@ -112,15 +113,18 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
                w13s->as<float>() + i * 2 * in, 2 * in, d};
       x.q2 = {reinterpret_cast<const int8_t*>(c2) + i * d * in, w2s->as<float>() + i * d, d, in};
     } else {
-      x.w13 = {c13 + i * 2 * in * (d / 2), w13s->as<uint8_t>() + i * 2 * in * (d / 32), 2 * in, d};
-      x.w2 = {c2 + i * d * (in / 2), w2s->as<uint8_t>() + i * d * (in / 32), d, in};
+      x.w13 = InPanels(
+          {c13 + i * 2 * in * (d / 2), w13s->as<uint8_t>() + i * 2 * in * (d / 32), 2 * in, d},
+          store);
+      x.w2 =
+          InPanels({c2 + i * d * (in / 2), w2s->as<uint8_t>() + i * d * (in / 32), d, in}, store);
     }
   }
   return Status::Ok();
 }
 
 Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
-                   const MoeShape& shape, ExpertRange range, MoeWeights& w) {
+                   const MoeShape& shape, ExpertRange range, MoeWeights& w, WeightStore& store) {
   w.experts.resize(Sz(shape.num_experts));
   // Routed experts are MXFP4 natively, unpacked INT8 in W8A8 checkpoints.
   const TensorView* probe =
@@ -140,9 +144,9 @@ Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix
       DSV4_ASSIGN_OR_RETURN(x.q3, int8(p + "w3", shape.inter, shape.dim));
       continue;
     }
-    DSV4_ASSIGN_OR_RETURN(x.w1, BindFp4Weight(ckpt, p + "w1", shape.inter, shape.dim));
-    DSV4_ASSIGN_OR_RETURN(x.w2, BindFp4Weight(ckpt, p + "w2", shape.dim, shape.inter));
-    DSV4_ASSIGN_OR_RETURN(x.w3, BindFp4Weight(ckpt, p + "w3", shape.inter, shape.dim));
+    DSV4_ASSIGN_OR_RETURN(x.w1, BindFp4Weight(ckpt, p + "w1", shape.inter, shape.dim, store));
+    DSV4_ASSIGN_OR_RETURN(x.w2, BindFp4Weight(ckpt, p + "w2", shape.dim, shape.inter, store));
+    DSV4_ASSIGN_OR_RETURN(x.w3, BindFp4Weight(ckpt, p + "w3", shape.inter, shape.dim, store));
   }
   return Status::Ok();
 }
@@ -209,9 +213,9 @@ Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std:
   }
   w.owned.reserve(Sz(3 * shape.num_experts + 3));
   if (ckpt.Find(prefix + ".experts.w13.weight") != nullptr) {
-    DSV4_RETURN_IF_ERROR(BindStackedExperts(ckpt, prefix, shape, experts, w));
+    DSV4_RETURN_IF_ERROR(BindStackedExperts(ckpt, prefix, shape, experts, w, store));
   } else {
-    DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, experts, w));
+    DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, experts, w, store));
   }
   if (shape.shared_inter > 0) DSV4_RETURN_IF_ERROR(BindSharedExpert(ckpt, prefix, shape, w));
   return w;

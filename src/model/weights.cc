@@ -68,8 +68,16 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
   return in_place ? t->as<int32_t>() : static_cast<const int32_t*>(table);
 }
 
+kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store) {
+  if (w.layout == kernels::Fp4Layout::kPanels || w.in % 128 != 0) return w;
+  uint8_t* codes = store.Allocate<uint8_t>(kernels::Fp4PanelPackedBytes(w.out, w.in));
+  uint8_t* scales = store.Allocate<uint8_t>(kernels::Fp4PanelScaleBytes(w.out, w.in));
+  return kernels::PackFp4Panels(w, codes, scales);
+}
+
 Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
-                                         const std::string& prefix, int64_t out, int64_t in) {
+                                         const std::string& prefix, int64_t out, int64_t in,
+                                         WeightStore& store) {
   if (in % 32 != 0) {
     return InvalidArgument("{}: FP4 weight input width {} is not a multiple of 32", prefix, in);
   }
@@ -82,7 +90,14 @@ Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
   r.scales = s->as<uint8_t>();
   r.out = out;
   r.in = in;
-  return r;
+  const kernels::Fp4Weight packed = InPanels(r, store);
+  if (packed.layout == kernels::Fp4Layout::kPanels) {
+    // The copy replaces the mapped bytes: they leave the resident set (the
+    // routed experts are most of a checkpoint).
+    ckpt.DropResidentPages(prefix + ".weight");
+    ckpt.DropResidentPages(prefix + ".scale");
+  }
+  return packed;
 }
 
 }  // namespace dsv4::model

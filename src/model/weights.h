@@ -58,8 +58,16 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
 
 // (FP8 block-scaled linears are bound by Fp8Linear::Load, model/linear.h.)
 // MXFP4 linear `<prefix>.weight` I8 [out, in/2] with `<prefix>.scale`
-// F8_E8M0 [out, in/32].  Zero-copy.
+// F8_E8M0 [out, in/32], packed into the store in the GEMM kernels' panel
+// layout (InPanels); the mapped source pages then leave the resident set
+// (Checkpoint::DropResidentPages).
 Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
-                                         const std::string& prefix, int64_t out, int64_t in);
+                                         const std::string& prefix, int64_t out, int64_t in,
+                                         WeightStore& store);
+
+// w copied into the store in the panel layout (kernels/gemm.h) when its
+// width allows it (in % 128 == 0), else w itself.  The GEMM kernels read
+// only that layout: a weight left in rows would be repacked at every call.
+kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store);
 
 }  // namespace dsv4::model

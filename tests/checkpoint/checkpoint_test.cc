@@ -6,8 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "checkpoint/model_config.h"
@@ -59,6 +62,38 @@ TEST(Checkpoint, OpensTinyA) {
   auto ok = c.Require("layers.0.attn.wq_a.weight", DType::kF8E4M3, {128, 256});
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(*ok, c.Find("layers.0.attn.wq_a.weight"));
+}
+
+// Dropping a tensor's resident pages keeps its bytes readable (they come
+// back from the file) and drops exactly the whole pages inside it.
+TEST(Checkpoint, DropResidentPagesKeepsBytesReadable) {
+  auto ckpt = checkpoint::Checkpoint::Open(testing::TinyADir());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  const checkpoint::Checkpoint& c = **ckpt;
+  std::string largest;
+  for (const std::string& name : c.Names()) {
+    if (largest.empty() || c.Find(name)->nbytes() > c.Find(largest)->nbytes()) largest = name;
+  }
+  const TensorView& v = *c.Find(largest);
+  const auto* bytes = static_cast<const uint8_t*>(v.data);
+  const std::vector<uint8_t> before(bytes, bytes + v.nbytes());
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto at = reinterpret_cast<uintptr_t>(bytes);
+  const uintptr_t first = (at + page - 1) / page * page, last = (at + v.nbytes()) / page * page;
+  ASSERT_GT(last, first) << largest << " spans no whole page";
+  // Resident pages of the process (statm's second field), the tensor just read.
+  const auto resident = [] {
+    std::ifstream statm("/proc/self/statm");
+    int64_t size = 0, pages = 0;
+    statm >> size >> pages;
+    return pages;
+  };
+  const int64_t resident_before = resident();
+  EXPECT_EQ(c.DropResidentPages(largest), static_cast<int64_t>(last - first));
+  const int64_t dropped_pages = static_cast<int64_t>((last - first) / page);
+  EXPECT_GE(resident_before - resident(), dropped_pages / 2) << dropped_pages;
+  EXPECT_EQ(std::memcmp(bytes, before.data(), before.size()), 0);
+  EXPECT_EQ(c.DropResidentPages("no.such.tensor"), 0);
 }
 
 TEST(Checkpoint, RequireMessages) {

@@ -219,7 +219,9 @@ TEST(GemmDifferential, Fp8GemmMatchesReference) {
 }
 
 // FP4 sums each 32-block exactly (an integer sum, rounded once), so every
-// ISA, every M and every thread count must give the reference's bits.
+// ISA, every M and every thread count must give the reference's bits, on the
+// checkpoint's row layout and on the panel layout the model packs at load
+// (whose last group is padded when n is not a multiple of 16).
 TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
   std::mt19937 rng(11);
   for (int64_t k : {128, 384}) {
@@ -227,10 +229,16 @@ TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
       Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
       Misaligned scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
       const Fp4Weight w{packed.data(), scales.data(), n, k};
+      std::vector<uint8_t> panel_codes(Fp4PanelPackedBytes(n, k));
+      std::vector<uint8_t> panel_scales(Fp4PanelScaleBytes(n, k));
+      const Fp4Weight panels = PackFp4Panels(w, panel_codes.data(), panel_scales.data());
       for (int64_t m : kDiffM) {
         const QuantizedActivation a = RandomActivation(m, k, &rng);
         std::vector<bf16> want(m * n), got(m * n + 1);
         ref::Fp4Gemm(a.codes.data(), a.scales.data(), m, w, want.data(), nullptr);
+        ref::Fp4Gemm(a.codes.data(), a.scales.data(), m, panels, got.data() + 1, nullptr);
+        EXPECT_EQ(CompareBf16(got.data() + 1, want.data(), m * n).num_differ, 0)
+            << "reference on panels, m" << m << " k" << k << " n" << n;
         ThreadPool pool(3);
         for (Isa isa : SimdIsas()) {
           IsaScope scope(isa);
@@ -238,14 +246,52 @@ TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
           for (int variant : {0, 1, 2}) {
             cpu::UseFp4WithoutVbmiForTesting(variant == 1);
             cpu::UseFp4WithoutVnniForTesting(variant == 2);
-            Fp4Gemm(a.codes.data(), a.scales.data(), m, w, got.data() + 1, &pool);
-            EXPECT_EQ(CompareBf16(got.data() + 1, want.data(), m * n).num_differ, 0)
-                << IsaName(isa) << " m" << m << " k" << k << " n" << n << " " << variant;
+            for (const Fp4Weight* weight : {&w, &panels}) {
+              std::fill(got.begin(), got.end(), bf16{});
+              Fp4Gemm(a.codes.data(), a.scales.data(), m, *weight, got.data() + 1, &pool);
+              EXPECT_EQ(CompareBf16(got.data() + 1, want.data(), m * n).num_differ, 0)
+                  << IsaName(isa) << " m" << m << " k" << k << " n" << n << " " << variant
+                  << (weight == &panels ? " panels" : " rows");
+            }
           }
           cpu::UseFp4WithoutVbmiForTesting(false);
           cpu::UseFp4WithoutVnniForTesting(false);
         }
       }
+    }
+  }
+}
+
+// The panel layout (docs/kernels.md): column c's 128-block kb at
+// ((c/16·in/128 + kb)·16 + c%16)·64, its scales at the same index·4, and a
+// padded last group of +0 codes with scale 2^0.
+TEST(Fp4Panels, LayoutAndPadding) {
+  std::mt19937 rng(5);
+  const int64_t n = 20, k = 256;
+  Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
+  Misaligned scales = RandomBytes(n * k / 32, &rng, 0, 255, false);
+  const Fp4Weight w{packed.data(), scales.data(), n, k};
+  ASSERT_EQ(Fp4PanelPackedBytes(n, k), 32 * k / 2);
+  ASSERT_EQ(Fp4PanelScaleBytes(n, k), 32 * k / 32);
+  std::vector<uint8_t> codes(Fp4PanelPackedBytes(n, k)), sc(Fp4PanelScaleBytes(n, k));
+  const Fp4Weight p = PackFp4Panels(w, codes.data(), sc.data());
+  EXPECT_EQ(p.layout, Fp4Layout::kPanels);
+  for (int64_t c = 0; c < 32; ++c) {
+    for (int64_t kb = 0; kb < k / 128; ++kb) {
+      const int64_t at = ((c / 16) * (k / 128) + kb) * 16 + c % 16;
+      for (int64_t b = 0; b < 64; ++b) {
+        ASSERT_EQ(codes[at * 64 + b], c < n ? packed.data()[c * k / 2 + kb * 64 + b] : 0)
+            << c << " " << kb << " " << b;
+      }
+      for (int64_t j = 0; j < 4; ++j) {
+        ASSERT_EQ(sc[at * 4 + j], c < n ? scales.data()[c * k / 32 + kb * 4 + j] : 127);
+      }
+    }
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    for (int64_t j = 0; j < k / 32; ++j) {
+      ASSERT_EQ(Fp4ScaleOf(p, c, j), Fp4ScaleOf(w, c, j));
+      ASSERT_EQ(std::memcmp(Fp4CodesOf(p, c, j), Fp4CodesOf(w, c, j), 16), 0);
     }
   }
 }

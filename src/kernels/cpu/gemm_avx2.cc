@@ -109,19 +109,6 @@ struct GemmAvx2 {
       sums[2 * i + 1] = _mm256_permute2x128_si256(g[0], g[1], 0x31);
     }
   }
-  // Lane c: the 4 bytes at p + c·stride for c < nc, else 0.
-  [[gnu::always_inline]] static I GatherDwords(const uint8_t* p, int64_t stride, int64_t nc) {
-    int32_t d[8] = {};
-    for (int64_t c = 0; c < nc; ++c) __builtin_memcpy(d + c, p + c * stride, 4);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d));
-  }
-  // out[i] lane c: the 4 bytes at p + c·stride + 4i, i < 16 (a whole
-  // panel's scale dwords of 16 consecutive blocks).
-  [[gnu::always_inline]] static void GatherDwords16(const uint8_t* p, int64_t stride, I* out) {
-    for (int i = 0; i < 16; ++i) out[i] = GatherDwords(p + 4 * i, stride, kLanes);
-  }
-  [[gnu::always_inline]] static I MinU8(I a, I b) { return _mm256_min_epu8(a, b); }
-  [[gnu::always_inline]] static I MaxU8(I a, I b) { return _mm256_max_epu8(a, b); }
   // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
   // shift does not give.
   [[gnu::always_inline]] static bool E8M0Special(I v) {

@@ -109,55 +109,6 @@ struct GemmAvx512 {
     // g[q] chunk j = 32-block j of columns 4q..4q+3.
     TransposeChunks(g, sums);
   }
-  // Lane c: the 4 bytes at p + c·stride for c < nc, else 0.  (Scalar loads
-  // inserted in groups of four: vpgatherdd measured slower.)
-  [[gnu::always_inline]] static I GatherDwords(const uint8_t* p, int64_t stride, int64_t nc) {
-    const auto at = [&](int64_t c) {
-      int32_t d;
-      __builtin_memcpy(&d, p + c * stride, 4);
-      return d;
-    };
-    if (nc == kLanes) {
-      __m128i q[4];
-#pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i)
-        q[i] = _mm_setr_epi32(at(4 * i), at(4 * i + 1), at(4 * i + 2), at(4 * i + 3));
-      return _mm512_inserti32x4(
-          _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(q[0]), q[1], 1), q[2], 2),
-          q[3], 3);
-    }
-    alignas(64) int32_t d[kLanes] = {};
-    for (int64_t c = 0; c < nc; ++c) d[c] = at(c);
-    return _mm512_load_si512(d);
-  }
-  // out[i] lane c: the 4 bytes at p + c·stride + 4i, i < 16 (a whole
-  // panel's scale dwords of 16 consecutive blocks): 16 loads and a 16x16
-  // dword transpose instead of 16 gathers of 16 scalar loads.
-  [[gnu::always_inline]] static void GatherDwords16(const uint8_t* p, int64_t stride, I* out) {
-    I t[16], u[16];
-#pragma GCC unroll 16
-    for (int c = 0; c < 16; c += 2) {
-      const I a = LoadI(p + c * stride), b = LoadI(p + (c + 1) * stride);
-      t[c] = _mm512_unpacklo_epi32(a, b);  // chunk q: a[4q], b[4q], a[4q+1], b[4q+1]
-      t[c + 1] = _mm512_unpackhi_epi32(a, b);
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {  // u[4k + j] chunk q: columns 4k..4k+3, dword 4q + j
-      const I* tk = t + 4 * k;
-      u[4 * k] = _mm512_unpacklo_epi64(tk[0], tk[2]);
-      u[4 * k + 1] = _mm512_unpackhi_epi64(tk[0], tk[2]);
-      u[4 * k + 2] = _mm512_unpacklo_epi64(tk[1], tk[3]);
-      u[4 * k + 3] = _mm512_unpackhi_epi64(tk[1], tk[3]);
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {  // out[4q + j] chunk k = u[4k + j] chunk q
-      const I g[4] = {u[j], u[4 + j], u[8 + j], u[12 + j]};
-      I o[4];
-      TransposeChunks(g, o);
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) out[4 * q + j] = o[q];
-    }
-  }
   // out[j] chunk q = g[q] chunk j (a 4x4 transpose of 128-bit chunks).
   [[gnu::always_inline]] static void TransposeChunks(const I* g, I* out) {
     const I t0 = _mm512_shuffle_i32x4(g[0], g[1], 0x44),
@@ -169,8 +120,6 @@ struct GemmAvx512 {
     out[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
     out[3] = _mm512_shuffle_i32x4(t1, t3, 0xdd);
   }
-  [[gnu::always_inline]] static I MinU8(I a, I b) { return _mm512_min_epu8(a, b); }
-  [[gnu::always_inline]] static I MaxU8(I a, I b) { return _mm512_max_epu8(a, b); }
   // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
   // shift does not give.
   [[gnu::always_inline]] static bool E8M0Special(I v) {

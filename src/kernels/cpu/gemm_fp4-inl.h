@@ -30,6 +30,31 @@ namespace {
 template <class V>
 inline constexpr int kFp4Loads = static_cast<int>(64 / (4 * V::kLanes));
 
+// The kernels read the panel layout (gemm.h, docs/kernels.md "FP4 panel
+// layout"): column col's 128-block kb, 64 bytes, and the panel's next
+// column 64 bytes on; its 4 scale bytes, the next column's 4 bytes on (a
+// panel's scales of one block are one vector: lane c = column c's dword).
+// Whole groups of 16 columns, zero-padded, so a panel never reads past them.
+[[gnu::always_inline]] inline const uint8_t* Fp4BlockAt(const Fp4Weight& w, int64_t col,
+                                                        int64_t kb) {
+  return w.packed + (((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns +
+                     col % kFp4PanelColumns) *
+                        64;
+}
+[[gnu::always_inline]] inline const uint8_t* Fp4ScalesAt(const Fp4Weight& w, int64_t col,
+                                                         int64_t kb) {
+  return w.scales + (((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns +
+                     col % kFp4PanelColumns) *
+                        4;
+}
+
+// How far ahead of its reads a GEMV prefetches the weights it streams: 8
+// blocks of a 16-column panel.  The hardware prefetchers alone streamed the
+// panel layout at about 23 GB/s on one core, 8 KiB ahead at 34-38 GB/s (1 KiB
+// ahead was slower than none, 32 KiB ahead 30 GB/s): docs/performance.md
+// "FP4 panel layout".
+inline constexpr int64_t kFp4PrefetchAhead = 8192;
+
 // One row's block record (gemm_cpu.h): its first kPlanes planes, read as
 // vectors either from registers (V::kXInRegisters: the one-row path reuses
 // them for every column) or from memory at each use (dot products take
@@ -104,22 +129,6 @@ template <class V>
   for (int j = 0; j < 4; ++j) sw[j] = V::template E8M0Bytes<false>(dwords, j);
 }
 
-// A whole panel's scale dwords of blocks kb..kb+15 (scales: block kb of the
-// panel's first column): dwords[i] for block kb + i.  Returns whether a
-// byte among them is 0 or 255 (the min and max bytes tell).
-template <class V>
-[[gnu::always_inline]] inline bool Fp4PanelScaleDwords16(const uint8_t* scales, int64_t stride,
-                                                         typename V::I* dwords) {
-  V::GatherDwords16(scales, stride, dwords);
-  typename V::I lo = dwords[0], hi = dwords[0];
-#pragma GCC unroll 16
-  for (int i = 1; i < 16; ++i) {
-    lo = V::MinU8(lo, dwords[i]);
-    hi = V::MaxU8(hi, dwords[i]);
-  }
-  return V::E8M0Special(lo) || V::E8M0Special(hi);
-}
-
 // acc + Σ_j (part_j·sa)·sw_j for the 4 32-blocks in order, part_j = fp32
 // (exact sum)·unit (2^-10: a carries 2^9, u = 2·e2m1 + 12 carries 2; 2^-7
 // for a 2-plane record of a/8; both exact scalings): the reference's
@@ -160,20 +169,18 @@ template <class V>
   return acc;
 }
 
-// One row against a whole panel's 128-block kb (columns from col, row_bytes
-// apart), the weights decoded in registers: d[c·kFp4Loads + i] the column
-// dots.  Constant indices keep the dot vectors in registers, and one running
-// pointer and one prefetch test per block keep the per-column scalar work
-// small.  next: a whole next panel to prefetch.
+// One row against a whole panel's 128-block kb (col: its first column's
+// block; the others follow 64 bytes apart), the weights decoded in
+// registers: d[c·kFp4Loads + i] the column dots.  Constant indices keep the
+// dot vectors in registers.
 template <class V, int kPlanes>
-[[gnu::always_inline]] inline void Fp4PanelRowDots(const uint8_t* col, int64_t row_bytes, bool next,
-                                                   const uint8_t* rec, typename V::I* d) {
+[[gnu::always_inline]] inline void Fp4PanelRowDots(const uint8_t* col, const uint8_t* rec,
+                                                   typename V::I* d) {
   constexpr int kL = kFp4Loads<V>;
   const Fp4Planes<V, kPlanes> x(rec);
-  const int64_t ahead = V::kLanes * row_bytes;
 #pragma GCC unroll 16
-  for (int c = 0; c < V::kLanes; ++c, col += row_bytes) {
-    if (next) _mm_prefetch(reinterpret_cast<const char*>(col + ahead), _MM_HINT_T0);
+  for (int c = 0; c < V::kLanes; ++c, col += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
     typename V::I wv[2 * kL];
     V::Fp4Weights(col, wv);
     Fp4ColumnDots<V, kPlanes>(wv, x, d + c * kL);
@@ -187,8 +194,7 @@ template <class V, int kPlanes>
 // The rows' first kPlanes planes are loaded once per block.
 template <class V, int kRows, int kPlanes>
 [[gnu::always_inline]] inline void Fp4PanelFewRowDots(
-    const uint8_t* col, int64_t row_bytes, bool next, const uint8_t* const* recs,
-    typename V::I (*d)[V::kLanes * kFp4Loads<V>]) {
+    const uint8_t* col, const uint8_t* const* recs, typename V::I (*d)[V::kLanes * kFp4Loads<V>]) {
   using I = typename V::I;
   constexpr int kL = kFp4Loads<V>;
   struct Row {
@@ -205,10 +211,9 @@ template <class V, int kRows, int kPlanes>
         x[r].v[p][i] = V::LoadI(recs[r] + 128 * p + 4 * V::kLanes * i);
     }
   }
-  const int64_t ahead = V::kLanes * row_bytes;
 #pragma GCC unroll 16
-  for (int c = 0; c < V::kLanes; ++c, col += row_bytes) {
-    if (next) _mm_prefetch(reinterpret_cast<const char*>(col + ahead), _MM_HINT_T0);
+  for (int c = 0; c < V::kLanes; ++c, col += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
     I wv[2 * kL];
     V::Fp4Weights(col, wv);
 #pragma GCC unroll 4
@@ -223,33 +228,34 @@ template <class V, int kRows, int kPlanes>
 // when any row needs them.
 template <class V, int kRows>
 [[gnu::always_inline]] inline void Fp4FewRowsBlock(const Fp4GemmArgs& a, int64_t m0, int64_t kb,
-                                                   int64_t n0, bool next, const typename V::F* sw,
+                                                   const uint8_t* col, const typename V::F* sw,
                                                    typename V::F* acc) {
-  const int64_t num_kb = a.w.in / 128, row_bytes = a.w.in / 2;
+  const int64_t num_kb = a.w.in / 128;
   const uint8_t* recs[kRows];
   bool three = false;
   for (int r = 0; r < kRows; ++r) {
     recs[r] = a.x + ((m0 + r) * num_kb + kb) * kFp4RecordBytes;
     three |= Fp4PlaneCount(recs[r]) != 2;
   }
-  const uint8_t* col = a.w.packed + n0 * row_bytes + kb * 64;
   typename V::I d[kRows][V::kLanes * kFp4Loads<V>];
   if (three) {
-    Fp4PanelFewRowDots<V, kRows, 3>(col, row_bytes, next, recs, d);
+    Fp4PanelFewRowDots<V, kRows, 3>(col, recs, d);
   } else {
-    Fp4PanelFewRowDots<V, kRows, 2>(col, row_bytes, next, recs, d);
+    Fp4PanelFewRowDots<V, kRows, 2>(col, recs, d);
   }
   for (int r = 0; r < kRows; ++r) {
     acc[r] = Fp4AddBlock<V>(acc[r], d[r], recs[r], a.x_scales[(m0 + r) * num_kb + kb], sw);
   }
 }
 
-// The dots of nc columns' decoded blocks w[c] against one row's record.
+// The dots of a panel's decoded blocks w[c] against one row's record.
 template <class V, int kPlanes>
 [[gnu::always_inline]] inline void Fp4RowDots(const typename V::I (*w)[2 * kFp4Loads<V>],
-                                              int64_t nc, const uint8_t* rec, typename V::I* dots) {
+                                              const uint8_t* rec, typename V::I* dots) {
   const Fp4Planes<V, kPlanes> x(rec);
-  for (int64_t c = 0; c < nc; ++c) Fp4ColumnDots<V, kPlanes>(w[c], x, dots + c * kFp4Loads<V>);
+  for (int64_t c = 0; c < V::kLanes; ++c) {
+    Fp4ColumnDots<V, kPlanes>(w[c], x, dots + c * kFp4Loads<V>);
+  }
 }
 
 // MXFP4 GEMM over the tile t.  One row (decode): each column's block goes
@@ -266,103 +272,67 @@ void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   constexpr int kL = kFp4Loads<V>;
   const Fp4Weight& w = a.w;
-  const int64_t n = w.out, num_kb = w.in / 128, stride = w.in / 32, row_bytes = w.in / 2;
-  alignas(sizeof(I)) I wdec[kP][2 * kL];  // the panel's block, decoded (rows > 1)
+  const int64_t n = w.out, num_kb = w.in / 128;
+  alignas(sizeof(I)) I wdec[kP][2 * kL];  // the panel's block, decoded (rows > 4)
   alignas(sizeof(I)) I dots[kP * kL];
-  alignas(sizeof(I)) I sdw[16];  // scale dwords of 16 blocks (whole panels)
   alignas(sizeof(typename V::F)) typename V::F acc[kMTile];
   const auto record = [&](int64_t row, int64_t kb) {
     return a.x + (row * num_kb + kb) * kFp4RecordBytes;
-  };
-  const auto decode = [&](int64_t col, int64_t kb, I* out) {
-    const uint8_t* packed = w.packed + col * row_bytes + kb * 64;
-    if (col + kP < n) {
-      Prefetch(packed + kP * row_bytes, 64);
-      // A column's scales are in/32 contiguous bytes: fetch the next
-      // panel's 64 of them once per 16 blocks, not 4 bytes per block.
-      if (kb % 16 == 0) Prefetch(w.scales + (col + kP) * stride + kb * 4, 64);
-    }
-    V::Fp4Weights(packed, out);
   };
   for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
     const int64_t mt = Min(kMTile, t.row_end - m0);
     for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
-      const int64_t nc = Min(kP, n - n0);
       for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
-      for (int64_t i = nc * kL; i < kP * kL; ++i) dots[i] = V::ZeroI();
-      // A whole panel's scales are read 16 blocks at a time (one 64-byte
-      // line per column), else block by block.
-      const bool by16 = nc == kP && num_kb % 16 == 0;
-      bool special = false;
       for (int64_t kb = 0; kb < num_kb; ++kb) {
-        const uint8_t* scales = w.scales + n0 * stride + kb * 4;
+        const uint8_t* scales = Fp4ScalesAt(w, n0, kb);
+        // The scales are a second, 16 times slower stream: 8 blocks ahead too.
+        _mm_prefetch(reinterpret_cast<const char*>(scales + kFp4PrefetchAhead / 16), _MM_HINT_T0);
+        const I dwords = V::LoadI(scales);
         typename V::F sw[4];
-        if (by16) {
-          if (kb % 16 == 0) special = Fp4PanelScaleDwords16<V>(scales, stride, sdw);
-          Fp4ScalesOf<V>(sdw[kb % 16], special, sw);
-        } else {
-          const I dwords = V::GatherDwords(scales, stride, nc);
-          Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
-        }
+        Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
+        const uint8_t* col = Fp4BlockAt(w, n0, kb);
         if (mt == 1) {
           const uint8_t* rec = record(m0, kb);
-          const float sa = a.x_scales[m0 * num_kb + kb];
-          if (nc == kP) {
-            const bool next = n0 + 2 * kP <= n;  // a whole next panel to prefetch
-            if (next && kb % 16 == 0) {
-              for (int64_t c = 0; c < kP; ++c)
-                Prefetch(w.scales + (n0 + kP + c) * stride + kb * 4, 64);
-            }
-            const uint8_t* col = w.packed + n0 * row_bytes + kb * 64;
-            I d[kP * kL];
-            // The plane count is chosen per block, outside the column loop.
-            if (Fp4PlaneCount(rec) == 2) {
-              Fp4PanelRowDots<V, 2>(col, row_bytes, next, rec, d);
-            } else {
-              Fp4PanelRowDots<V, 3>(col, row_bytes, next, rec, d);
-            }
-            acc[0] = Fp4AddBlock<V>(acc[0], d, rec, sa, sw);
-            continue;
-          }
-          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          I d[kP * kL];
+          // The plane count is chosen per block, outside the column loop.
           if (Fp4PlaneCount(rec) == 2) {
-            Fp4RowDots<V, 2>(wdec, nc, rec, dots);
+            Fp4PanelRowDots<V, 2>(col, rec, d);
           } else {
-            Fp4RowDots<V, 3>(wdec, nc, rec, dots);
+            Fp4PanelRowDots<V, 3>(col, rec, d);
           }
-          acc[0] = Fp4AddBlock<V>(acc[0], dots, rec, sa, sw);
+          acc[0] = Fp4AddBlock<V>(acc[0], d, rec, a.x_scales[m0 * num_kb + kb], sw);
           continue;
         }
         if constexpr (V::kFewRowPaths) {
-          if (mt <= 4 && nc == kP) {
-            const bool next = n0 + 2 * kP <= n;  // a whole next panel to prefetch
-            if (next && kb % 16 == 0) {
-              for (int64_t c = 0; c < kP; ++c)
-                Prefetch(w.scales + (n0 + kP + c) * stride + kb * 4, 64);
-            }
+          if (mt <= 4) {
             if (mt == 2) {
-              Fp4FewRowsBlock<V, 2>(a, m0, kb, n0, next, sw, acc);
+              Fp4FewRowsBlock<V, 2>(a, m0, kb, col, sw, acc);
             } else if (mt == 3) {
-              Fp4FewRowsBlock<V, 3>(a, m0, kb, n0, next, sw, acc);
+              Fp4FewRowsBlock<V, 3>(a, m0, kb, col, sw, acc);
             } else {
-              Fp4FewRowsBlock<V, 4>(a, m0, kb, n0, next, sw, acc);
+              Fp4FewRowsBlock<V, 4>(a, m0, kb, col, sw, acc);
             }
             continue;
           }
         }
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+        for (int64_t c = 0; c < kP; ++c, col += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
+          V::Fp4Weights(col, wdec[c]);
+        }
         for (int64_t r = 0; r < mt; ++r) {
           const uint8_t* rec = record(m0 + r, kb);
           if (Fp4PlaneCount(rec) == 2) {
-            Fp4RowDots<V, 2>(wdec, nc, rec, dots);
+            Fp4RowDots<V, 2>(wdec, rec, dots);
           } else {
-            Fp4RowDots<V, 3>(wdec, nc, rec, dots);
+            Fp4RowDots<V, 3>(wdec, rec, dots);
           }
           acc[r] = Fp4AddBlock<V>(acc[r], dots, rec, a.x_scales[(m0 + r) * num_kb + kb], sw);
         }
       }
-      for (int64_t r = 0; r < mt; ++r) V::StoreBf16(a.y + (m0 + r) * n + n0, acc[r], nc);
+      for (int64_t r = 0; r < mt; ++r) {
+        V::StoreBf16(a.y + (m0 + r) * n + n0, acc[r], Min(kP, n - n0));
+      }
     }
   }
 }

@@ -24,6 +24,9 @@ namespace {
 // Blocks of 128 packed per pass, so the transposed weights (64 KiB for 4
 // panels) and their scales live on the stack and in L2.
 inline constexpr int64_t kFp4OuterBlocks = 8;
+// The row kernels' prefetch distance is one pass of a panel: Fp4OuterPack
+// fetches each block for the next pass.
+static_assert(kFp4PrefetchAhead == kFp4OuterBlocks * 16 * 64);
 // Panels and rows of one micro-tile: 12 int32 sums and 12 FP32
 // accumulators besides 4 weight vectors and a broadcast fit the 32
 // registers (4 x 4 spilled its accumulators; 4x3, 6x2 and 2x6 measured the
@@ -45,22 +48,15 @@ template <class V>
 void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_t nb,
                   Fp4OuterPanel<V>* out) {
   using I = typename V::I;
-  const int64_t row_bytes = w.in / 2, stride = w.in / 32, num_kb = w.in / 128;
   for (int v = 0; v < nv; ++v) {
     const int64_t n0 = (panel + v) * V::kLanes;
-    const int64_t nc = Min(V::kLanes, w.out - n0);
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t kb = kb0 + b;
       I lo[16], hi[16];
-      for (int64_t c = 0; c < 16; ++c) {
-        if (c >= nc) {
-          lo[c] = hi[c] = V::ZeroI();
-          continue;
-        }
-        const uint8_t* col = w.packed + (n0 + c) * row_bytes + kb * 64;
-        // The 16 columns are 16 streams the hardware follows poorly (as in
-        // the row kernels): fetch each 8 blocks ahead, across passes.
-        if (kb + 8 < num_kb) _mm_prefetch(reinterpret_cast<const char*>(col + 512), _MM_HINT_T0);
+      const uint8_t* col = Fp4BlockAt(w, n0, kb);
+      for (int64_t c = 0; c < 16; ++c, col += 64) {
+        // The same block of the panel's next pass (8 blocks on).
+        _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
         I u[2];
         V::Fp4Weights(col, u);
         lo[c] = u[0];
@@ -74,7 +70,7 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
         dst[d * nv] = lo[d];
         dst[(16 + d) * nv] = hi[d];
       }
-      const I dwords = V::GatherDwords(w.scales + n0 * stride + kb * 4, stride, nc);
+      const I dwords = V::LoadI(Fp4ScalesAt(w, n0, kb));
       typename V::F sw[4];
       Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
 #pragma GCC unroll 8

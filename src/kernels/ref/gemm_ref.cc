@@ -79,7 +79,7 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
       float acc = 0.0f;
       for (int64_t j = 0; j < num_j; ++j) {
         const uint8_t* xq = x_codes + r * w.in + j * 32;
-        const uint8_t* wp = w.packed + n * (w.in / 2) + j * 16;
+        const uint8_t* wp = Fp4CodesOf(w, n, j);
         int64_t sum = 0;  // in units of 2^-10
         bool nan = false;
         for (int64_t k = 0; k < 32; ++k) {
@@ -93,7 +93,7 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
         const float part =
             nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sum) * 0x1p-10f;
         const float sa = LoadF32(x_scales, r * (w.in / 128) + j / 4);
-        acc += (part * sa) * E8M0ToF32(w.scales[n * num_j + j]);
+        acc += (part * sa) * E8M0ToF32(Fp4ScaleOf(w, n, j));
       }
       StoreBf16(y, r * w.out + n, acc);
     }

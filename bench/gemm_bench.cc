@@ -377,6 +377,27 @@ void BM_HeadF32(benchmark::State& state, HeadShape shape) {
 
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
 // row, indexer-query FP4 QAT (64 heads x 128) and KV FP8 QAT (512 dims).
+// Bare read rate of the FP4 GEMV's two access patterns, one thread, 256 MiB
+// from DRAM (docs/performance.md "FP4 panel layout").  Arg 16: a panel of the
+// checkpoint's rows (2 KiB each, as [out, 4096] FP4), one 64-byte line of each
+// of the 16 rows in turn; arg 1: the same bytes front to back (the panel
+// layout).  One word per line is read, so every line is fetched whole.
+void BM_ReadPattern(benchmark::State& state) {
+  const int64_t streams = state.range(0), row = 2048, bytes = int64_t{256} << 20;
+  const std::vector<uint64_t> buf(bytes / 8, 1);
+  const uint64_t* p = buf.data();
+  for (auto _ : state) {
+    uint64_t sum = 0;
+    for (int64_t panel = 0; panel < bytes; panel += streams * row) {
+      for (int64_t off = 0; off < row; off += 64) {
+        for (int64_t c = 0; c < streams; ++c) sum += p[(panel + c * row + off) / 8];
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 void BM_Quant(benchmark::State& state) {
   if (!SelectIsa(state)) return;
   const int64_t rows = state.range(1);
@@ -486,6 +507,7 @@ BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, kTinyHead)->Apply(HeadArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, kTinyDraftHead)->Apply(HeadArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head, kBenchHead)->Apply(HeadGemvArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_draft_head, kBenchDraftHead)->Apply(HeadGemvArgs);
+BENCHMARK(BM_ReadPattern)->Arg(16)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

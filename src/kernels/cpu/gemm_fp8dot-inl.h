@@ -191,14 +191,22 @@ struct Fp8DotGemm {
   const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * a.w.in + kb * 128; }
   float XScale(int64_t row, int64_t kb) const { return a.x_scales[row * num_kb + kb]; }
 
-  // One row, column by column over stretches of kGemvBlocks blocks (the FMA
-  // kernel's GemvPanel walk: each column's weights as one contiguous read),
-  // the column pairs read through ShiftedColumn.
-  __m512 GemvPanel(int64_t row, int64_t n0, int64_t nc) const {
-    alignas(64) __m512 lanes[kGemvBlocks][kDotP];
-    __m512 acc = V512::Zero();
-    for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kGemvBlocks) {
-      const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
+  // Rows m0..m0 + M (1..4: a decode GEMV, a verify step's few rows) against
+  // one panel, column by column over stretches of kGemvBlocks / M blocks (the
+  // FMA kernel's GemvPanel walk: each column's weights as one contiguous
+  // read), the column pairs read through ShiftedColumn and each decoded block
+  // fed to every row.  Walking the panel block by block instead keeps 16
+  // rows `in` bytes apart in flight, which made a 2-row wo_b step 1.7x a
+  // 1-row one (docs/performance.md "FP8 few-row walk").  Same chains, same
+  // reduction tree, same order of the block sums per row as TileBlock: the
+  // same bits.  The stretch's lane vectors are M·kGemvBlocks/M·16 (32 KB).
+  template <int M>
+  void StretchPanel(int64_t m0, int64_t n0, int64_t nc, __m512* acc) const {
+    constexpr int64_t kBlocks = kGemvBlocks / M;
+    alignas(64) __m512 lanes[M][kBlocks][kDotP];
+    for (int r = 0; r < M; ++r) acc[r] = V512::Zero();
+    for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kBlocks) {
+      const int64_t nb = Min(kBlocks, num_kb - kb0);
       int64_t c = 0;
       for (; c + 2 <= nc; c += 2) {
         ShiftedColumn sa = StartColumn(n0 + c, kb0), sb = StartColumn(n0 + c + 1, kb0);
@@ -206,48 +214,31 @@ struct Fp8DotGemm {
           Bh wa[kDotVecs], wb[kDotVecs];
           DecodeShifted(&sa, n0 + c, wa);
           DecodeShifted(&sb, n0 + c + 1, wb);
-          const XDot x(X(row, kb0 + b));
-          lanes[b][c] = DotChain(wa, x.v);
-          lanes[b][c + 1] = DotChain(wb, x.v);
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) {
+            const XDot x(X(m0 + r, kb0 + b));
+            lanes[r][b][c] = DotChain(wa, x.v);
+            lanes[r][b][c + 1] = DotChain(wb, x.v);
+          }
         }
       }
       if (c < nc) {
         for (int64_t b = 0; b < nb; ++b) {
           Bh wa[kDotVecs];
           Decode(n0 + c, kb0 + b, wa);
-          lanes[b][c] = DotChain(wa, XDot(X(row, kb0 + b)).v);
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) lanes[r][b][c] = DotChain(wa, XDot(X(m0 + r, kb0 + b)).v);
         }
       }
       for (int64_t b = 0; b < nb; ++b) {
-        for (int64_t z = nc; z < kDotP; ++z) lanes[b][z] = V512::Zero();
-        acc = AddBlock<V512>(acc, lanes[b], XScale(row, kb0 + b) * PanelScale(n0, kb0 + b));
+        const float sw = PanelScale(n0, kb0 + b);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; ++r) {
+          for (int64_t z = nc; z < kDotP; ++z) lanes[r][b][z] = V512::Zero();
+          acc[r] = AddBlock<V512>(acc[r], lanes[r][b], XScale(m0 + r, kb0 + b) * sw);
+        }
       }
     }
-    return acc;
-  }
-
-  // M rows (2..4) against one panel block: each column decoded once into
-  // registers, fed to every row.
-  template <int M>
-  [[gnu::always_inline]] void SmallBlock(int64_t m0, int64_t n0, int64_t kb, int64_t nc,
-                                         __m512* acc) const {
-    __m512 lanes[M][kDotP];
-    Bh xs[M][kDotVecs];
-    for (int r = 0; r < M; ++r) {
-      for (int64_t c = nc; c < kDotP; ++c) lanes[r][c] = V512::Zero();
-      const XDot x(X(m0 + r, kb));
-#pragma GCC unroll 4
-      for (int i = 0; i < kDotVecs; ++i) xs[r][i] = x.v[i];
-    }
-    for (int64_t c = 0; c < nc; ++c) {
-      Bh wv[kDotVecs];
-      Decode(n0 + c, kb, wv);
-#pragma GCC unroll 4
-      for (int r = 0; r < M; ++r) lanes[r][c] = DotChain(wv, xs[r]);
-    }
-    const float sw = PanelScale(n0, kb);
-#pragma GCC unroll 4
-    for (int r = 0; r < M; ++r) acc[r] = AddBlock<V512>(acc[r], lanes[r], XScale(m0 + r, kb) * sw);
   }
 
   // Rows [m0, m0 + mt) against one panel block decoded once into wdec (L1),
@@ -284,19 +275,16 @@ struct Fp8DotGemm {
       for (int64_t p = tile.panel_begin; p < tile.panel_end; ++p) {
         const int64_t n0 = p * kDotP;
         const int64_t nc = Min(kDotP, n - n0);
-        if (mt == 1) {
-          const __m512 r = GemvPanel(m0, n0, nc);
-          V512::StoreBf16(a.y + m0 * YStride(a) + n0, V512::UnpermuteColumns(r), nc);
-          continue;
-        }
-        for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();
-        for (int64_t kb = 0; kb < num_kb; ++kb) {
-          if (mt == 2) SmallBlock<2>(m0, n0, kb, nc, acc);
-          if (mt == 3) SmallBlock<3>(m0, n0, kb, nc, acc);
-          if (mt == 4) SmallBlock<4>(m0, n0, kb, nc, acc);
-          if (mt <= 4) continue;
-          for (int64_t c = 0; c < nc; ++c) Decode(n0 + c, kb, wdec[c]);
-          TileBlock(wdec, m0, mt, n0, kb, nc, acc);
+        if (mt == 1) StretchPanel<1>(m0, n0, nc, acc);
+        if (mt == 2) StretchPanel<2>(m0, n0, nc, acc);
+        if (mt == 3) StretchPanel<3>(m0, n0, nc, acc);
+        if (mt == 4) StretchPanel<4>(m0, n0, nc, acc);
+        if (mt > 4) {
+          for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();
+          for (int64_t kb = 0; kb < num_kb; ++kb) {
+            for (int64_t c = 0; c < nc; ++c) Decode(n0 + c, kb, wdec[c]);
+            TileBlock(wdec, m0, mt, n0, kb, nc, acc);
+          }
         }
         for (int64_t r = 0; r < mt; ++r) {
           V512::StoreBf16(a.y + (m0 + r) * YStride(a) + n0, V512::UnpermuteColumns(acc[r]), nc);

@@ -35,17 +35,16 @@ inline constexpr int kFp4Loads = static_cast<int>(64 / (4 * V::kLanes));
 // column 64 bytes on; its 4 scale bytes, the next column's 4 bytes on (a
 // panel's scales of one block are one vector: lane c = column c's dword).
 // Whole groups of 16 columns, zero-padded, so a panel never reads past them.
+[[gnu::always_inline]] inline int64_t Fp4PanelIndex(const Fp4Weight& w, int64_t col, int64_t kb) {
+  return ((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns + col % kFp4PanelColumns;
+}
 [[gnu::always_inline]] inline const uint8_t* Fp4BlockAt(const Fp4Weight& w, int64_t col,
                                                         int64_t kb) {
-  return w.packed + (((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns +
-                     col % kFp4PanelColumns) *
-                        64;
+  return w.packed + Fp4PanelIndex(w, col, kb) * 64;
 }
 [[gnu::always_inline]] inline const uint8_t* Fp4ScalesAt(const Fp4Weight& w, int64_t col,
                                                          int64_t kb) {
-  return w.scales + (((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns +
-                     col % kFp4PanelColumns) *
-                        4;
+  return w.scales + Fp4PanelIndex(w, col, kb) * 4;
 }
 
 // How far ahead of its reads a GEMV prefetches the weights it streams: 8

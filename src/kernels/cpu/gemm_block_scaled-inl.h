@@ -50,111 +50,78 @@ void TileBlock(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const float* x
   }
 }
 
-// One row (decode GEMV) against one panel block: the weights go from memory
-// to registers to FMAs, with the same per-column chain as TileBlock.
-template <class V, typename Decode>
-[[gnu::always_inline]] inline typename V::F GemvBlock(const Decode& decode, int64_t n0, int64_t kb,
-                                                      int64_t nc, const float* x, float scale,
-                                                      typename V::F acc) {
-  constexpr int64_t kP = V::kLanes;
-  typename V::F lanes[kP];
-#pragma GCC unroll 16
-  for (int c = 0; c < kP; ++c) lanes[c] = V::Zero();
-  const XBlock<V> xa(x);
-  for (int64_t c = 0; c < nc; ++c) {
-    typename V::F wv[kVecs<V>];
-    decode(n0 + c, kb, wv);
-    lanes[c] = Chain<V>(wv, xa);
-  }
-  return AddBlock<V>(acc, lanes, scale);
-}
-
-// K blocks per stretch of the one-row path (GemvPanel): 32 blocks are 4 KB
-// of an FP8 weight row, and the stretch's lane vectors
-// (32 x 16 AVX-512 vectors) 32 KB of stack.
+// K blocks per stretch of the few-row walk (StretchPanel): 32 blocks are
+// 4 KB of an FP8 weight row, and the stretch's lane vectors (32 x 16
+// AVX-512 vectors) 32 KB of stack; M rows take stretches of 32/M blocks.
 constexpr int64_t kGemvBlocks = 32;
 
-// One row (decode GEMV) against one panel, column by column (the FP8 path,
-// kColumnGemv): each column's
-// weights are read as one contiguous stretch of up to kGemvBlocks K blocks
-// (two columns at a time, sharing the activation loads), each (column,
+// Rows 0..M (one: a decode GEMV; up to 4 where V::kFewRowPaths: a verify
+// step's tail and drafts) against one panel, column by column: each
+// column's weights are read as one contiguous stretch of up to
+// kGemvBlocks/M K blocks (two columns at a time, sharing the activation
+// loads), each decoded block feeds every row's chain, each (row, column,
 // block) chain is kept, and the stretch's blocks are then reduced and added
-// in K order.  Walking the panel block by block instead (every column's 128
-// bytes, then the next block) keeps 16 rows `in` bytes apart in flight,
-// which streamed a [4096, 8192] FP8 weight at 12 GB/s on one thread or two
-// (docs/kernels.md "One-row FP8 GEMV").  Same chains, same reduction tree,
-// same order of the block sums: the same bits as GemvBlock and TileBlock.
-template <class V, typename Decode, typename PanelScale>
-typename V::F GemvPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n0, int64_t nc,
-                        const float* x, const float* x_scales, int64_t num_kb) {
+// in K order.  Walking the panel block by block instead keeps 16 rows `in`
+// bytes apart in flight, which streamed a [4096, 8192] FP8 weight at 12
+// GB/s on one thread or two (docs/kernels.md "One-row FP8 GEMV").  Same
+// chains, same reduction tree, same order of the block sums as TileBlock:
+// the same bits.  x: row 0 (row stride k); x_scales: row 0's (stride
+// num_kb).
+template <class V, int M, typename Decode, typename PanelScale>
+void StretchPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n0, int64_t nc,
+                  const float* x, int64_t k, const float* x_scales, int64_t num_kb,
+                  typename V::F* acc) {
   constexpr int64_t kP = V::kLanes;
-  alignas(sizeof(typename V::F)) typename V::F lanes[kGemvBlocks][kP];
-  typename V::F acc = V::Zero();
-  for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kGemvBlocks) {
-    const int64_t nb = Min(kGemvBlocks, num_kb - kb0);
+  constexpr int64_t kBlocks = kGemvBlocks / M;
+  alignas(sizeof(typename V::F)) typename V::F lanes[M][kBlocks][kP];
+  for (int r = 0; r < M; ++r) acc[r] = V::Zero();
+  for (int64_t kb0 = 0; kb0 < num_kb; kb0 += kBlocks) {
+    const int64_t nb = Min(kBlocks, num_kb - kb0);
     int64_t c = 0;
     for (; c + 2 <= nc; c += 2) {
       for (int64_t b = 0; b < nb; ++b) {
         typename V::F wa[kVecs<V>], wb[kVecs<V>];
         decode(n0 + c, kb0 + b, wa);
         decode(n0 + c + 1, kb0 + b, wb);
-        const XBlock<V> xa(x + (kb0 + b) * 128);
-        lanes[b][c] = Chain<V>(wa, xa);
-        lanes[b][c + 1] = Chain<V>(wb, xa);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; ++r) {
+          const XBlock<V> xa(x + r * k + (kb0 + b) * 128);
+          lanes[r][b][c] = Chain<V>(wa, xa);
+          lanes[r][b][c + 1] = Chain<V>(wb, xa);
+        }
       }
     }
     if (c < nc) {
       for (int64_t b = 0; b < nb; ++b) {
         typename V::F wa[kVecs<V>];
         decode(n0 + c, kb0 + b, wa);
-        lanes[b][c] = Chain<V>(wa, XBlock<V>(x + (kb0 + b) * 128));
+#pragma GCC unroll 4
+        for (int r = 0; r < M; ++r) {
+          lanes[r][b][c] = Chain<V>(wa, XBlock<V>(x + r * k + (kb0 + b) * 128));
+        }
       }
     }
     for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t z = nc; z < kP; ++z) lanes[b][z] = V::Zero();
-      acc = AddBlock<V>(acc, lanes[b], x_scales[kb0 + b] * panel_scale(n0, kb0 + b));
+      const float sw = panel_scale(n0, kb0 + b);
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) {
+        for (int64_t z = nc; z < kP; ++z) lanes[r][b][z] = V::Zero();
+        acc[r] = AddBlock<V>(acc[r], lanes[r][b], x_scales[r * num_kb + kb0 + b] * sw);
+      }
     }
   }
-  return acc;
-}
-
-// A few rows (M = 2..4: a speculative verify step's tail row and drafts)
-// against one panel block: each column's weights are decoded once into
-// registers and fed to every row, with the per-row chain of TileBlock and
-// GemvBlock (so the same bits), without TileBlock's round trip of the whole
-// decoded block through memory.  Needs M activation blocks in registers:
-// only ISAs with V::kFewRowPaths use it.  x: row 0's block (row stride k);
-// x_scales: row 0's block scale (row stride num_kb).
-template <class V, int M, typename Decode>
-[[gnu::always_inline]] inline void SmallBlock(const Decode& decode, int64_t n0, int64_t kb,
-                                              int64_t nc, const float* x, int64_t k,
-                                              const float* x_scales, int64_t num_kb, float sw,
-                                              typename V::F* acc) {
-  constexpr int64_t kP = V::kLanes;
-  typename V::F lanes[M][kP], xs[M][kVecs<V>];
-  for (int r = 0; r < M; ++r) {
-    for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
-#pragma GCC unroll 16
-    for (int i = 0; i < kVecs<V>; ++i) xs[r][i] = V::Load(x + r * k + V::kLanes * i);
-  }
-  for (int64_t c = 0; c < nc; ++c) {
-    typename V::F wv[kVecs<V>];
-    decode(n0 + c, kb, wv);
-#pragma GCC unroll 4
-    for (int r = 0; r < M; ++r) lanes[r][c] = Chain<V>(wv, xs[r]);
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < M; ++r) acc[r] = AddBlock<V>(acc[r], lanes[r], x_scales[r * num_kb] * sw);
 }
 
 // Block-scaled GEMM over the tile t.  decode(col, kb, w[kVecs]) yields a
 // block's weights; panel_scale(n0, kb) the per-panel weight scale (1 when the
 // scale is folded into the decoded weights).  acc += parts · (sa · panel_scale).
-// kColumnGemv: one-row tiles take GemvPanel instead of GemvBlock.
-template <class V, bool kColumnGemv, typename Decode, typename PanelScale>
+// One row (and up to 4 where V::kFewRowPaths) take StretchPanel, more rows
+// TileBlock on the panel's block decoded once.
+template <class V, typename Decode, typename PanelScale>
 void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t n, bf16* y,
                        int64_t ldy, const Tile& t, Decode decode, PanelScale panel_scale) {
   constexpr int64_t kP = V::kLanes;
+  constexpr int64_t kStretchRows = V::kFewRowPaths ? 4 : 1;
   const int64_t num_kb = k / 128;
   alignas(sizeof(typename V::F)) typename V::F wdec[kP][kVecs<V>];  // the panel's block, decoded
   alignas(sizeof(typename V::F)) typename V::F acc[kMTile];  // per row, columns as ReducePanel
@@ -163,32 +130,20 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
     for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
       const int64_t n0 = p * kP;
       const int64_t nc = Min(kP, n - n0);
-      if (kColumnGemv && mt == 1) {
-        V::StoreBf16(y + m0 * ldy + n0,
-                     V::UnpermuteColumns(GemvPanel<V>(decode, panel_scale, n0, nc, x + m0 * k,
-                                                      x_scales + m0 * num_kb, num_kb)),
-                     nc);
-        continue;
+      const float* xr = x + m0 * k;
+      const float* sr = x_scales + m0 * num_kb;
+      if (mt == 1) StretchPanel<V, 1>(decode, panel_scale, n0, nc, xr, k, sr, num_kb, acc);
+      if constexpr (kStretchRows == 4) {
+        if (mt == 2) StretchPanel<V, 2>(decode, panel_scale, n0, nc, xr, k, sr, num_kb, acc);
+        if (mt == 3) StretchPanel<V, 3>(decode, panel_scale, n0, nc, xr, k, sr, num_kb, acc);
+        if (mt == 4) StretchPanel<V, 4>(decode, panel_scale, n0, nc, xr, k, sr, num_kb, acc);
       }
-      for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
-      for (int64_t kb = 0; kb < num_kb; ++kb) {
-        const float sw = panel_scale(n0, kb);
-        const float* xb = x + m0 * k + kb * 128;
-        const float* sb = x_scales + m0 * num_kb + kb;
-        if (mt == 1) {
-          acc[0] = GemvBlock<V>(decode, n0, kb, nc, xb, sb[0] * sw, acc[0]);
-          continue;
+      if (mt > kStretchRows) {
+        for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
+        for (int64_t kb = 0; kb < num_kb; ++kb) {
+          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          TileBlock<V>(wdec, nc, xr + kb * 128, k, sr + kb, num_kb, panel_scale(n0, kb), mt, acc);
         }
-        if constexpr (V::kFewRowPaths) {
-          if (mt <= 4) {
-            if (mt == 2) SmallBlock<V, 2>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
-            if (mt == 3) SmallBlock<V, 3>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
-            if (mt == 4) SmallBlock<V, 4>(decode, n0, kb, nc, xb, k, sb, num_kb, sw, acc);
-            continue;
-          }
-        }
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
-        TileBlock<V>(wdec, nc, xb, k, sb, num_kb, sw, mt, acc);
       }
       for (int64_t r = 0; r < mt; ++r) {
         V::StoreBf16(y + (m0 + r) * ldy + n0, V::UnpermuteColumns(acc[r]), nc);
@@ -204,7 +159,7 @@ void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   const Fp8Weight& w = a.w;
   const int64_t ld_scale = (w.in + 127) / 128;
-  BlockScaledPanels<V, true>(
+  BlockScaledPanels<V>(
       a.x, a.x_scales, w.in, w.out, a.y, YStride(a), t,
       [&](int64_t col, int64_t kb, typename V::F* out) {
         const uint8_t* p = w.codes + col * w.in + kb * 128;

@@ -193,7 +193,7 @@ struct Fp8DotGemm {
 
   // Rows m0..m0 + M (1..4: a decode GEMV, a verify step's few rows) against
   // one panel, column by column over stretches of kGemvBlocks / M blocks (the
-  // FMA kernel's GemvPanel walk: each column's weights as one contiguous
+  // FMA kernel's StretchPanel walk: each column's weights as one contiguous
   // read), the column pairs read through ShiftedColumn and each decoded block
   // fed to every row.  Walking the panel block by block instead keeps 16
   // rows `in` bytes apart in flight, which made a 2-row wo_b step 1.7x a

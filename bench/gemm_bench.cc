@@ -442,9 +442,12 @@ void HeadArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond);
 }
 
-// One row on 1 and 2 threads, real time (the bench head streams from DRAM).
+// One row and a verify step's two, on 1 and 2 threads, real time (the bench
+// head streams from DRAM).
 void HeadGemvArgs(benchmark::internal::Benchmark* b) {
-  for (int64_t threads : {1, 2}) b->Args({2, 1, threads});
+  for (int64_t m : {1, 2}) {
+    for (int64_t threads : {1, 2}) b->Args({2, m, threads});
+  }
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 

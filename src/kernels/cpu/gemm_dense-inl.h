@@ -101,25 +101,30 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   }
 }
 
-// Dense GEMV (one row): column by column instead of chunk by chunk, each
-// column's weights decoded into registers and fed straight to the lane
-// chain, which runs over the whole K in the same order as DenseTileChunk (so
-// the same bits), and a panel's weights are read as one contiguous stream.
-// Two columns at a time give the out-of-order core two independent FMA
-// chains.  (For 2-4 rows the tiled path, which keeps a panel's chains in
-// flight, measured faster.)
-template <class V, typename Decode>
+// Dense GEMV (one row, or 2..4: a verify step's rows) column by column
+// instead of chunk by chunk: each column's weights decoded into registers
+// and fed to every row's lane chain, which runs over the whole K in the
+// same order as DenseTileChunk (so the same bits), and a panel's weights
+// read as one contiguous stream.  Two columns at a time give the
+// out-of-order core 2·M independent FMA chains.  The tiled path walks a
+// chunk of 16 rows `k` apart at a time: for the bench head's 8 KB rows at
+// M = 2 that made a 2-row head 1.25x a 1-row one (docs/performance.md
+// "Dense few-row walk").
+template <class V, int M, typename Decode>
 void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   const float* x = a.x + t.row_begin * a.ldx;
   for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
     const int64_t n0 = p * kP;
     const int64_t nc = Min(kP, a.n - n0);
-    alignas(sizeof(typename V::F)) typename V::F lanes[kP];
-    for (int64_t c = nc; c < kP; ++c) lanes[c] = V::Zero();
+    alignas(sizeof(typename V::F)) typename V::F lanes[M][kP];
+    for (int r = 0; r < M; ++r) {
+      for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
+    }
     int64_t c = 0;
     for (; c + 2 <= nc; c += 2) {
-      typename V::F la = V::Zero(), lb = V::Zero();
+      typename V::F la[M], lb[M];
+      for (int r = 0; r < M; ++r) la[r] = lb[r] = V::Zero();
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>], wb[kVecs<V>];
@@ -128,37 +133,61 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
         for (int64_t v = 0; v < nv; ++v) {
-          const typename V::F xv = V::Load(x + k0 + kP * v);
-          la = V::Fma(wa[v], xv, la);
-          lb = V::Fma(wb[v], xv, lb);
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) {
+            const typename V::F xv = V::Load(x + r * a.ldx + k0 + kP * v);
+            la[r] = V::Fma(wa[v], xv, la[r]);
+            lb[r] = V::Fma(wb[v], xv, lb[r]);
+          }
         }
       }
-      lanes[c] = la;
-      lanes[c + 1] = lb;
+      for (int r = 0; r < M; ++r) {
+        lanes[r][c] = la[r];
+        lanes[r][c + 1] = lb[r];
+      }
     }
     if (c < nc) {
-      typename V::F la = V::Zero();
+      typename V::F la[M];
+      for (int r = 0; r < M; ++r) la[r] = V::Zero();
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>];
         decode(n0 + c, k0, count, wa);
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
-        for (int64_t v = 0; v < nv; ++v) la = V::Fma(wa[v], V::Load(x + k0 + kP * v), la);
+        for (int64_t v = 0; v < nv; ++v) {
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) {
+            la[r] = V::Fma(wa[v], V::Load(x + r * a.ldx + k0 + kP * v), la[r]);
+          }
+        }
       }
-      lanes[c] = la;
+      for (int r = 0; r < M; ++r) lanes[r][c] = la[r];
     }
-    const int64_t y0 = t.row_begin * a.ldy + n0;
-    StorePanel<V>(V::ReducePanel(lanes), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
-                  a.y_f32 ? a.y_f32 + y0 : nullptr);
+    for (int r = 0; r < M; ++r) {
+      const int64_t y0 = (t.row_begin + r) * a.ldy + n0;
+      StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
+                    a.y_f32 ? a.y_f32 + y0 : nullptr);
+    }
   }
 }
 
-// One-row tiles take DenseGemv where the ISA's policy says it pays.
+// Tiles of 1-4 rows take DenseGemv where the ISA's policy says it pays.
 template <class V, typename Decode>
 void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   if constexpr (V::kFewRowPaths) {
-    if (t.row_end - t.row_begin == 1) return DenseGemv<V>(a, decode, t);
+    switch (t.row_end - t.row_begin) {
+      case 1:
+        return DenseGemv<V, 1>(a, decode, t);
+      case 2:
+        return DenseGemv<V, 2>(a, decode, t);
+      case 3:
+        return DenseGemv<V, 3>(a, decode, t);
+      case 4:
+        return DenseGemv<V, 4>(a, decode, t);
+      default:
+        break;
+    }
   }
   DensePanels<V>(a, decode, t);
 }

@@ -120,6 +120,12 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
           InPanels({c2 + i * d * (in / 2), w2s->as<uint8_t>() + i * d * (in / 32), d, in}, store);
     }
   }
+  if (!w.int8) {
+    // The copies replace the mapped bytes (as BindFp4Weight's do).
+    for (const char* t : {"w13.weight", "w13.scale", "w2.weight", "w2.scale"}) {
+      ckpt.DropResidentPages(p + t);
+    }
+  }
   return Status::Ok();
 }
 

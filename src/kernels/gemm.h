@@ -1,5 +1,6 @@
-// Linear layers, one per weight kind (docs/model.md "Linear layer kinds").  All weights use the
-// checkpoint's [out, in] row-major layout.  Results are batch invariant: on a
+// Linear layers, one per weight kind (docs/model.md "Linear layer kinds").  Weights use the
+// checkpoint's [out, in] row-major layout, except MXFP4 ones, which the SIMD kernels read in
+// the panel layout (Fp4Layout; packed per call when given rows).  Results are batch invariant: on a
 // given ISA path, row m of the output depends only on row m of the input and
 // the weight (fixed reduction order per output element, whatever M and the
 // thread count).  Scalar, AVX2 and AVX-512 may differ in the last FP32 bit of

@@ -150,17 +150,15 @@ std::array<int32_t, 256> E4M3IntTable() {
 // One record (cpu::Fp4GemmArgs in gemm_cpu.h) from a block's 128 codes:
 // three signed byte planes of the codes' integer values a = p0 + 2^8·p1 +
 // 2^16·p2 (p0, p1 signed bytes; a - p0 is a multiple of 2^8, so the
-// arithmetic shifts below divide exactly), each group of 8·width elements
-// (one vector load of packed weights, width = the panel's lanes) stored as
-// its even elements, then its odd ones; the 32-block offsets 12·Σa; the NaN
+// arithmetic shifts below divide exactly), each plane the block's even
+// elements, then its odd ones; the 32-block offsets 12·Σa; the NaN
 // flag; and, when every a is a multiple of 8, the planes of a/8 (plane 2
 // zero) with the 2-plane flag and unit.  Simple loops over the output
 // positions: it runs on the calling thread before every FP4 GEMM (a `bench`
 // decode step's MoE layer builds 16K elements' records), and this form took
 // 4.3 instead of 6.1 µs per 1,024 elements there (per-element plane writes
 // through divisions before).
-void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, int64_t width, uint8_t* rec) {
-  const int64_t group = 8 * width, half = 4 * width;
+void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
   int32_t a[128];
   int32_t nan = 0, low_bits = 0;
   for (int64_t e = 0; e < 128; ++e) {
@@ -184,10 +182,8 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, int64_t width, 
     planes0[128 + at] = b1;
     planes0[256 + at] = static_cast<int8_t>((r1 - b1) >> 8);
   };
-  for (int64_t g0 = 0; g0 < 128; g0 += group) {
-    for (int64_t i = 0; i < half; ++i) put(g0 + i, a[g0 + 2 * i]);             // even elements
-    for (int64_t i = 0; i < half; ++i) put(g0 + half + i, a[g0 + 2 * i + 1]);  // odd ones
-  }
+  for (int64_t i = 0; i < 64; ++i) put(i, a[2 * i]);           // even elements
+  for (int64_t i = 0; i < 64; ++i) put(64 + i, a[2 * i + 1]);  // odd ones
   const int32_t planes = shift == 0 ? 3 : 2;
   const float unit = shift == 0 ? 0x1p-10f : 0x1p-7f;
   std::memcpy(rec + cpu::kFp4OffsetAt, offset, sizeof offset);
@@ -198,10 +194,10 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, int64_t width, 
 
 // FP4 GEMM activations, one row: one record per 128-element block
 // (in/128 records at rec).
-void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, int64_t width, uint8_t* rec) {
+void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, uint8_t* rec) {
   static const std::array<int32_t, 256> kInt = E4M3IntTable();
   for (int64_t kb = 0; kb < in / 128; ++kb) {
-    BuildFp4Record(codes + kb * 128, kInt.data(), width, rec + kb * cpu::kFp4RecordBytes);
+    BuildFp4Record(codes + kb * 128, kInt.data(), rec + kb * cpu::kFp4RecordBytes);
   }
 }
 
@@ -211,9 +207,9 @@ void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, int64_t width, uint8_t
 enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
 
 // Row r of [m, in] activation codes in `form` into out, the [m, in] array
-// of that form (width: the panel's lanes, for FP4 records).
-void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t in, int64_t width,
-                          float* out, int64_t r) {
+// of that form.
+void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t in, float* out,
+                          int64_t r) {
   switch (form) {
     case ActivationForm::kFp8Fma:
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
@@ -221,16 +217,15 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t i
       return DecodeFp8DotRow(x_codes + r * in, in, reinterpret_cast<bf16*>(out) + r * in);
     case ActivationForm::kFp4:
       return BuildFp4RecordsRow(
-          x_codes + r * in, in, width,
+          x_codes + r * in, in,
           reinterpret_cast<uint8_t*>(out) + r * (in / 128) * cpu::kFp4RecordBytes);
   }
 }
 
 // Every row of [m, in] activation codes in `form` into out.
 void PrepareActivations(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
-                        int64_t width, float* out, ThreadPool* pool) {
-  ForEachRow(pool, m, in,
-             [&](int64_t r) { PrepareActivationRow(form, x_codes, in, width, out, r); });
+                        float* out, ThreadPool* pool) {
+  ForEachRow(pool, m, in, [&](int64_t r) { PrepareActivationRow(form, x_codes, in, out, r); });
 }
 
 // True when the environment variable `name` is set to `value`.
@@ -342,7 +337,7 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   cpu::Fp8GemmArgs args{nullptr, x_scales, m, w, y};
   float* x = Activations(m * w.in);
-  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, m, w.in, simd->panel, x, pool);
+  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, m, w.in, x, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
@@ -361,7 +356,7 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   const int64_t width = simd->panel;
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
   float* x = Activations(m * w.in);  // m·in/128 records
-  PrepareActivations(ActivationForm::kFp4, x_codes, m, w.in, width, x, pool);
+  PrepareActivations(ActivationForm::kFp4, x_codes, m, w.in, x, pool);
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(RepackBytes(w)));
   cpu::Fp4GemmArgs args{Fp4Records(x), x_scales, m, w, y, Fp4OuterMinRows()};
   args.w = ForKernels(w, repacked);
@@ -410,7 +405,7 @@ int64_t SharedActivation(const BlockScaledGemm* gemms, int64_t i) {
 // grain keeps a task at >= 4K elements (a few microseconds of work), below
 // ForEachRow's, which is sized for one long batch.
 void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* entries, int64_t rows,
-                             int64_t max_in, int64_t width, ThreadPool* pool) {
+                             int64_t max_in, ThreadPool* pool) {
   constexpr int64_t kMinElementsPerTask = 4096;
   ParallelFor(pool, rows, CeilDiv(kMinElementsPerTask, std::max<int64_t>(max_in, 1)),
               [&](int64_t begin, int64_t end) {
@@ -419,7 +414,7 @@ void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* ent
                   // The entry owning this row: the last own one starting at or before it.
                   while (entries[i].x == nullptr || entries[i].first_row + gemms[i].m <= row) ++i;
                   const BlockScaledGemm& g = gemms[i];
-                  PrepareActivationRow(entries[i].form, g.x_codes, InOf(g), width, entries[i].x,
+                  PrepareActivationRow(entries[i].form, g.x_codes, InOf(g), entries[i].x,
                                        row - entries[i].first_row);
                 }
               });
@@ -494,7 +489,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     tasks += g.m > 0 ? e.num_panels * CeilDiv(g.m, cpu::kRowBlock) : 0;
     min_panel_bytes = i == 0 ? panel_bytes : std::min(min_panel_bytes, panel_bytes);
   }
-  PrepareBatchActivations(gemms, entries, own_rows, max_in, width, pool);
+  PrepareBatchActivations(gemms, entries, own_rows, max_in, pool);
   // Global task t belongs to the last entry whose first_task <= t; within
   // it, tasks are numbered as ForEachTile numbers them, so every entry runs
   // exactly the tiles its own call would.

@@ -8,6 +8,7 @@
 // not be called from inside a pool task.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "base/thread_pool.h"
@@ -27,7 +28,8 @@ struct Fp8Weight {
 enum class Fp4Layout : uint8_t {
   kRows,    // the checkpoint's: packed [out, in/2], scales [out, in/32]
   kPanels,  // grouped by kFp4PanelColumns columns, each 128-block of a group
-            // contiguous (PackFp4Panels): what the SIMD kernels stream
+            // contiguous with its columns' bytes interleaved 4 by 4
+            // (PackFp4Panels): what the SIMD kernels stream
 };
 
 // MXFP4 weight: two e2m1 codes per byte along `in` (low nibble = even
@@ -55,7 +57,7 @@ Fp4Weight PackFp4Panels(const Fp4Weight& w, uint8_t* packed, uint8_t* scales);
 
 // Column col's 32-block j in either layout: its 16 packed bytes (32 codes,
 // low nibble first) and its E8M0 scale byte.
-const uint8_t* Fp4CodesOf(const Fp4Weight& w, int64_t col, int64_t j);
+std::array<uint8_t, 16> Fp4CodesOf(const Fp4Weight& w, int64_t col, int64_t j);
 uint8_t Fp4ScaleOf(const Fp4Weight& w, int64_t col, int64_t j);
 
 // y[M, out] = bf16(sum over 128-blocks kb of (sum_k qa*qw) * (sa[m,kb]*sw[n/128,kb])).

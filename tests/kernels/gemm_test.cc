@@ -262,9 +262,10 @@ TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
   }
 }
 
-// The panel layout (docs/kernels.md): column c's 128-block kb at
-// ((c/16·in/128 + kb)·16 + c%16)·64, its scales at the same index·4, and a
-// padded last group of +0 codes with scale 2^0.
+// The panel layout (docs/kernels.md): group block g = c/16·in/128 + kb is
+// 1 KiB at g·1024, byte b of column c's 128-block at (b/4)·64 + (c%16)·4 + b%4
+// in it; its scales at (g·16 + c%16)·4; a padded last group of +0 codes with
+// scale 2^0.
 TEST(Fp4Panels, LayoutAndPadding) {
   std::mt19937 rng(5);
   const int64_t n = 20, k = 256;
@@ -278,11 +279,15 @@ TEST(Fp4Panels, LayoutAndPadding) {
   EXPECT_EQ(p.layout, Fp4Layout::kPanels);
   for (int64_t c = 0; c < 32; ++c) {
     for (int64_t kb = 0; kb < k / 128; ++kb) {
-      const int64_t at = ((c / 16) * (k / 128) + kb) * 16 + c % 16;
+      // Group block g·(k/128) + kb is 1 KiB: byte b of the column's 64 at
+      // chunk b/4 (64 bytes each), the column's 4 bytes at 4·(c % 16).
+      const int64_t group_block = (c / 16) * (k / 128) + kb;
       for (int64_t b = 0; b < 64; ++b) {
-        ASSERT_EQ(codes[at * 64 + b], c < n ? packed.data()[c * k / 2 + kb * 64 + b] : 0)
+        ASSERT_EQ(codes[group_block * 1024 + (b / 4) * 64 + (c % 16) * 4 + b % 4],
+                  c < n ? packed.data()[c * k / 2 + kb * 64 + b] : 0)
             << c << " " << kb << " " << b;
       }
+      const int64_t at = group_block * 16 + c % 16;
       for (int64_t j = 0; j < 4; ++j) {
         ASSERT_EQ(sc[at * 4 + j], c < n ? scales.data()[c * k / 32 + kb * 4 + j] : 127);
       }
@@ -291,7 +296,7 @@ TEST(Fp4Panels, LayoutAndPadding) {
   for (int64_t c = 0; c < n; ++c) {
     for (int64_t j = 0; j < k / 32; ++j) {
       ASSERT_EQ(Fp4ScaleOf(p, c, j), Fp4ScaleOf(w, c, j));
-      ASSERT_EQ(std::memcmp(Fp4CodesOf(p, c, j), Fp4CodesOf(w, c, j), 16), 0);
+      ASSERT_EQ(Fp4CodesOf(p, c, j), Fp4CodesOf(w, c, j));
     }
   }
 }

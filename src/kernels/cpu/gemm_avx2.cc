@@ -66,19 +66,21 @@ struct GemmAvx2 {
   [[gnu::always_inline]] static I LoadI(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
-  // 64 packed bytes (128 weights) -> per 32-byte load i, w[2i] the low
-  // nibbles (even elements), w[2i+1] the high ones, each as the unsigned
-  // byte 2·e2m1 + 12.
+  // One vector of 32 packed bytes -> w[0] its low nibbles, w[1] its high
+  // ones, each as the unsigned byte 2·e2m1 + 12.
   [[gnu::always_inline]] static void Fp4Weights(const uint8_t* packed, I* w) {
     const I table = _mm256_broadcastsi128_si256(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
     const I low4 = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i) {
-      const I v = LoadI(packed + 32 * i);
-      w[2 * i] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
-      w[2 * i + 1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-    }
+    const I v = LoadI(packed);
+    w[0] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
+    w[1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
+  }
+  // 4 bytes at p in every int32 lane (a dot product's broadcast operand).
+  [[gnu::always_inline]] static I BroadcastI(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
   }
   // vpmaddubsw (pairs of products, at most 2·24·128: never saturates) +
   // vpmaddwd: the 4-product sums of vpdpbusd, which x86-64-v3 lacks.
@@ -86,29 +88,15 @@ struct GemmAvx2 {
     return _mm256_add_epi32(acc,
                             _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
+  [[gnu::always_inline]] static I DotU8S8At(I acc, I u, const uint8_t* p) {
+    return DotU8S8(acc, u, BroadcastI(p));
+  }
+  [[gnu::always_inline]] static I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
   [[gnu::always_inline]] static I Shl8(I v) { return _mm256_slli_epi32(v, 8); }
   [[gnu::always_inline]] static I SubI(I v, int32_t s) {
     return _mm256_sub_epi32(v, _mm256_set1_epi32(s));
   }
   [[gnu::always_inline]] static F CvtI(I v) { return _mm256_cvtepi32_ps(v); }
-  // dots[2c + i]: column c's load i, whose chunk h holds 32-block 2i + h in
-  // lanes 4j..4j+3.  sums[j] lane c: 32-block j of column c.
-  [[gnu::always_inline]] static void Fp4SubBlockSums(const I* dots, I* sums) {
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i) {
-      I g[2];
-#pragma GCC unroll 2
-      for (int q = 0; q < 2; ++q) {
-        const I a = dots[2 * (4 * q) + i], b = dots[2 * (4 * q + 1) + i];
-        const I c = dots[2 * (4 * q + 2) + i], d = dots[2 * (4 * q + 3) + i];
-        const I ab = _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
-        const I cd = _mm256_add_epi32(_mm256_unpacklo_epi32(c, d), _mm256_unpackhi_epi32(c, d));
-        g[q] = _mm256_add_epi32(_mm256_unpacklo_epi64(ab, cd), _mm256_unpackhi_epi64(ab, cd));
-      }
-      sums[2 * i] = _mm256_permute2x128_si256(g[0], g[1], 0x20);
-      sums[2 * i + 1] = _mm256_permute2x128_si256(g[0], g[1], 0x31);
-    }
-  }
   // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
   // shift does not give.
   [[gnu::always_inline]] static bool E8M0Special(I v) {

@@ -16,6 +16,9 @@ struct GemmAvx512NoVnni : GemmAvx512 {
     return _mm512_add_epi32(acc,
                             _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
   }
+  [[gnu::always_inline]] static I DotU8S8At(I acc, I u, const uint8_t* p) {
+    return DotU8S8(acc, u, BroadcastI(p));
+  }
 };
 
 constexpr GemmKernels Avx512Table() {

@@ -75,8 +75,8 @@ struct GemmAvx512 {
   using I = __m512i;
   [[gnu::always_inline]] static I ZeroI() { return _mm512_setzero_si512(); }
   [[gnu::always_inline]] static I LoadI(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  // 64 packed bytes (128 weights) -> w[0] the low nibbles (even elements),
-  // w[1] the high ones, each as the unsigned byte 2·e2m1 + 12.
+  // One vector of 64 packed bytes -> w[0] its low nibbles, w[1] its high
+  // ones, each as the unsigned byte 2·e2m1 + 12.
   [[gnu::always_inline]] static void Fp4Weights(const uint8_t* packed, I* w) {
     const I table = _mm512_broadcast_i32x4(
         _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
@@ -88,37 +88,25 @@ struct GemmAvx512 {
   [[gnu::always_inline]] static I DotU8S8(I acc, I u, I s) {
     return _mm512_dpbusd_epi32(acc, u, s);
   }
+  // DotU8S8(acc, u, BroadcastI(p)) as one instruction: the dword at p as
+  // an embedded broadcast operand (GCC does not fold the broadcast itself).
+  [[gnu::always_inline]] static I DotU8S8At(I acc, I u, const uint8_t* p) {
+    asm("vpdpbusd %2%{1to16%}, %1, %0"
+        : "+v"(acc)
+        : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+  }
+  [[gnu::always_inline]] static I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
   [[gnu::always_inline]] static I Shl8(I v) { return _mm512_slli_epi32(v, 8); }
   [[gnu::always_inline]] static I SubI(I v, int32_t s) {
     return _mm512_sub_epi32(v, _mm512_set1_epi32(s));
   }
   [[gnu::always_inline]] static F CvtI(I v) { return _mm512_cvtepi32_ps(v); }
-  // Lanes 4j..4j+3 of every 128-bit chunk of dots[c] summed (32-block j of
-  // column c), transposed: sums[j] lane c.
-  [[gnu::always_inline]] static void Fp4SubBlockSums(const I* dots, I* sums) {
-    I g[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const I* d = dots + 4 * q;
-      const I ab =
-          _mm512_add_epi32(_mm512_unpacklo_epi32(d[0], d[1]), _mm512_unpackhi_epi32(d[0], d[1]));
-      const I cd =
-          _mm512_add_epi32(_mm512_unpacklo_epi32(d[2], d[3]), _mm512_unpackhi_epi32(d[2], d[3]));
-      g[q] = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
-    }
-    // g[q] chunk j = 32-block j of columns 4q..4q+3.
-    TransposeChunks(g, sums);
-  }
-  // out[j] chunk q = g[q] chunk j (a 4x4 transpose of 128-bit chunks).
-  [[gnu::always_inline]] static void TransposeChunks(const I* g, I* out) {
-    const I t0 = _mm512_shuffle_i32x4(g[0], g[1], 0x44),
-            t1 = _mm512_shuffle_i32x4(g[0], g[1], 0xee);
-    const I t2 = _mm512_shuffle_i32x4(g[2], g[3], 0x44),
-            t3 = _mm512_shuffle_i32x4(g[2], g[3], 0xee);
-    out[0] = _mm512_shuffle_i32x4(t0, t2, 0x88);
-    out[1] = _mm512_shuffle_i32x4(t0, t2, 0xdd);
-    out[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
-    out[3] = _mm512_shuffle_i32x4(t1, t3, 0xdd);
+  // 4 bytes at p in every int32 lane (a dot product's broadcast operand).
+  [[gnu::always_inline]] static I BroadcastI(const uint8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
   }
   // True when a byte of v is 0 or 255, the E8M0 values E8M0Bytes' plain
   // shift does not give.

@@ -66,9 +66,10 @@ constexpr int64_t Fp8DotPosition(int64_t e) {
 // (vpdpbusd), where a = e4m3·2^9 is the code's value as an integer
 // (|a| <= 448·2^9 < 2^18):
 //   bytes [128p, 128p + 128), p = 0, 1, 2: plane p of a, a = p0 + 2^8·p1 +
-//     2^16·p2 (p0, p1 signed bytes, p2 in [-4, 4]); within every group of
-//     8·lanes elements (one vector load of packed weights), its even
-//     elements first, then its odd ones (the low and high nibbles);
+//     2^16·p2 (p0, p1 signed bytes, p2 in [-4, 4]); the block's 64 even
+//     elements first, then its 64 odd ones (the low and high nibbles), so
+//     the 4 elements that meet a panel chunk's 4 bytes of a column are one
+//     dword, whatever the vector width;
 //   int32 at kFp4OffsetAt + 4j: 12·Σ a over 32-block j (the +12 that makes
 //     the weights unsigned, taken back out of the sum);
 //   int32 at kFp4NanAt: 1 when a code of the block is NaN (0x7f / 0xff),
@@ -88,10 +89,12 @@ inline constexpr int64_t kFp4UnitAt = 408;
 
 // Tiles of at least this many rows take the AVX-512 FP4 outer-product
 // kernel (gemm_fp4_outer-inl.h), fewer the row kernels: same bits either way.
-// Below 8 rows the outer kernel lost on weights streamed from DRAM (its
-// transposing pass reads them without the row kernels' overlap of loads and
-// dot products): docs/performance.md "FP4 prefill: outer products".
-inline constexpr int64_t kFp4OuterMinRows = 8;
+// Since the panel layout puts the columns in the lanes, the row kernels
+// (4 rows per pass) beat it at 8 rows on weights streamed from DRAM
+// (1.2-1.3x) and matched it on cache-resident ones; at 16 rows it won on
+// cache-resident weights (1.1x) and matched on DRAM: docs/performance.md
+// "FP4: columns in the lanes".
+inline constexpr int64_t kFp4OuterMinRows = 16;
 
 struct Fp4GemmArgs {
   const uint8_t* x = nullptr;       // [m, w.in/128] records (above)

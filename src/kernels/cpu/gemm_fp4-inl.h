@@ -9,16 +9,16 @@
 // bits.
 //
 // The weights' nibbles become unsigned bytes 2·e2m1 + 12 (0..24) through a
-// 16-entry byte table (vpshufb), the activations come as three signed byte
-// planes (gemm_cpu.h, Fp4GemmArgs), and unsigned x signed byte dot products
-// (vpdpbusd: 4 products summed per int32 lane) combine the planes by
-// Horner's rule (two shifts by 8; one on a 2-plane record, whose planes hold
-// a/8, chosen per block and row outside the column loops).  The sums stay
-// far inside int32:
-// |Σ a·u| <= 32·448·2^9·24 < 2^28.  Lane l of a load's dot vector covers 4
-// consecutive even (or odd) elements, so its lanes 4j..4j+3 of every
-// 128-bit chunk belong to one 32-block: V::Fp4SubBlockSums adds them and
-// transposes the panel into one vector per 32-block, lanes = columns.
+// 16-entry byte table (vpshufb / vpermb), the activations come as three
+// signed byte planes (gemm_cpu.h, Fp4GemmArgs), and unsigned x signed byte
+// dot products (vpdpbusd: 4 products summed per int32 lane) combine the
+// planes by Horner's rule (two shifts by 8; one on a 2-plane record, whose
+// planes hold a/8, chosen per block outside the dot loops).  The sums stay
+// far inside int32: |Σ a·u| <= 32·448·2^9·24 < 2^28.  The vector lanes are
+// columns: the panel layout puts 4 bytes of each of 16 columns in one
+// 64-byte chunk, and each dot product takes them against the row's 4
+// matching activation bytes broadcast to every lane, so a lane ends a
+// 32-block holding its column's sum, with no reduction across lanes.
 #pragma once
 
 #include "kernels/cpu/gemm_simd_common-inl.h"
@@ -26,91 +26,40 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
-// Vector loads of packed weights per 128-block: 64 bytes / (4·kLanes).
-template <class V>
-inline constexpr int kFp4Loads = static_cast<int>(64 / (4 * V::kLanes));
-
 // The kernels read the panel layout (gemm.h, docs/kernels.md "FP4 panel
-// layout"): column col's 128-block kb, 64 bytes, and the panel's next
-// column 64 bytes on; its 4 scale bytes, the next column's 4 bytes on (a
-// panel's scales of one block are one vector: lane c = column c's dword).
-// Whole groups of 16 columns, zero-padded, so a panel never reads past them.
-[[gnu::always_inline]] inline int64_t Fp4PanelIndex(const Fp4Weight& w, int64_t col, int64_t kb) {
-  return ((col / kFp4PanelColumns) * (w.in / 128) + kb) * kFp4PanelColumns + col % kFp4PanelColumns;
+// layout"): a group of 16 columns' 128-block kb is 1 KiB, 16 chunks of 64
+// bytes, chunk d holding the packed bytes 4d..4d+3 of each column (column c
+// at 4c).  Decoded, chunk d's low nibbles are elements 8d, 8d+2, 8d+4, 8d+6
+// of every column (lanes = columns), its high nibbles the odd elements after
+// them.  The block's scales: 4 bytes per column, columns side by side (one
+// 64-byte vector).  Whole groups, zero-padded, so a panel never reads past
+// them.
+[[gnu::always_inline]] inline int64_t Fp4GroupBlock(const Fp4Weight& w, int64_t col, int64_t kb) {
+  return (col / kFp4PanelColumns) * (w.in / 128) + kb;
 }
-[[gnu::always_inline]] inline const uint8_t* Fp4BlockAt(const Fp4Weight& w, int64_t col,
+// Chunk 0 of column col's 128-block kb (chunk d is 64·d bytes on; the
+// panel's next columns follow at 4-byte steps).
+[[gnu::always_inline]] inline const uint8_t* Fp4ChunkAt(const Fp4Weight& w, int64_t col,
                                                         int64_t kb) {
-  return w.packed + Fp4PanelIndex(w, col, kb) * 64;
+  return w.packed + Fp4GroupBlock(w, col, kb) * 1024 + (col % kFp4PanelColumns) * 4;
 }
 [[gnu::always_inline]] inline const uint8_t* Fp4ScalesAt(const Fp4Weight& w, int64_t col,
                                                          int64_t kb) {
-  return w.scales + Fp4PanelIndex(w, col, kb) * 4;
+  return w.scales + Fp4GroupBlock(w, col, kb) * 64 + (col % kFp4PanelColumns) * 4;
 }
 
 // How far ahead of its reads a GEMV prefetches the weights it streams: 8
-// blocks of a 16-column panel.  The hardware prefetchers alone streamed the
+// blocks of a 16-column group.  The hardware prefetchers alone streamed the
 // panel layout at about 23 GB/s on one core, 8 KiB ahead at 34-38 GB/s (1 KiB
 // ahead was slower than none, 32 KiB ahead 30 GB/s): docs/performance.md
 // "FP4 panel layout".
 inline constexpr int64_t kFp4PrefetchAhead = 8192;
-
-// One row's block record (gemm_cpu.h): its first kPlanes planes, read as
-// vectors either from registers (V::kXInRegisters: the one-row path reuses
-// them for every column) or from memory at each use (dot products take
-// memory operands).
-template <class V, int kPlanes, bool kInRegisters = V::kXInRegisters>
-struct Fp4Planes;
-
-template <class V, int kPlanes>
-struct Fp4Planes<V, kPlanes, true> {
-  typename V::I v[kPlanes][2 * kFp4Loads<V>];
-  [[gnu::always_inline]] explicit Fp4Planes(const uint8_t* rec) {
-#pragma GCC unroll 4
-    for (int p = 0; p < kPlanes; ++p) {
-#pragma GCC unroll 4
-      for (int i = 0; i < 2 * kFp4Loads<V>; ++i)
-        v[p][i] = V::LoadI(rec + 128 * p + 4 * V::kLanes * i);
-    }
-  }
-  // Plane p of half h (2·load + 0 even, + 1 odd).
-  [[gnu::always_inline]] typename V::I operator()(int p, int h) const { return v[p][h]; }
-};
-
-template <class V, int kPlanes>
-struct Fp4Planes<V, kPlanes, false> {
-  const uint8_t* rec;
-  [[gnu::always_inline]] explicit Fp4Planes(const uint8_t* r) : rec(r) {}
-  [[gnu::always_inline]] typename V::I operator()(int p, int h) const {
-    return V::LoadI(rec + 128 * p + 4 * V::kLanes * h);
-  }
-};
 
 // The record's plane count (gemm_cpu.h: 3, or 2 when plane 2 is zero).
 [[gnu::always_inline]] inline int32_t Fp4PlaneCount(const uint8_t* rec) {
   int32_t planes;
   __builtin_memcpy(&planes, rec + kFp4PlanesAt, sizeof planes);
   return planes;
-}
-
-// One column's 128-block (decoded weight bytes w[2·load + 0/1]: even / odd
-// elements) against one row's first kPlanes planes: per load, int32 lanes
-// holding Σ a·u over 4 elements each (Horner's rule from the top plane).
-template <class V, int kPlanes, class X>
-[[gnu::always_inline]] inline void Fp4ColumnDots(const typename V::I* w, const X& x,
-                                                 typename V::I* out) {
-#pragma GCC unroll 4
-  for (int i = 0; i < kFp4Loads<V>; ++i) {
-    const typename V::I we = w[2 * i], wo = w[2 * i + 1];
-    typename V::I s = V::DotU8S8(V::ZeroI(), we, x(kPlanes - 1, 2 * i));
-    s = V::DotU8S8(s, wo, x(kPlanes - 1, 2 * i + 1));
-#pragma GCC unroll 4
-    for (int p = kPlanes - 2; p >= 0; --p) {
-      s = V::Shl8(s);
-      s = V::DotU8S8(s, we, x(p, 2 * i));
-      s = V::DotU8S8(s, wo, x(p, 2 * i + 1));
-    }
-    out[i] = s;
-  }
 }
 
 // The four 32-block weight scales of one block as FP32 vectors, lanes =
@@ -128,209 +77,216 @@ template <class V>
   for (int j = 0; j < 4; ++j) sw[j] = V::template E8M0Bytes<false>(dwords, j);
 }
 
-// acc + Σ_j (part_j·sa)·sw_j for the 4 32-blocks in order, part_j = fp32
-// (exact sum)·unit (2^-10: a carries 2^9, u = 2·e2m1 + 12 carries 2; 2^-7
-// for a 2-plane record of a/8; both exact scalings): the reference's
-// expression.  dots: the panel's per-column dot vectors
-// ([kLanes][kFp4Loads], zero beyond the panel's columns).
-template <class V>
-[[gnu::always_inline]] inline typename V::F Fp4AddBlock(typename V::F acc,
-                                                        const typename V::I* dots,
-                                                        const uint8_t* rec, float sa,
-                                                        const typename V::F* sw) {
-  typename V::I sums[4];
-  V::Fp4SubBlockSums(dots, sums);
-  int32_t offset[4], nan;
-  float unit_value;
-  __builtin_memcpy(offset, rec + kFp4OffsetAt, sizeof offset);
+// A row's scalars for one block: the record, and what multiplies its
+// 32-block sums: fp32(sum)·(unit·sa), one rounding of (fp32(sum)·unit)·sa
+// whenever unit·sa is exact, i.e. unless sa is below 2^-116 (then unit·sa
+// could be subnormal and drop bits, and the two multiplies stay).
+struct Fp4Row {
+  const uint8_t* rec;
+  float su, unit, sa;
+  bool two_multiplies;
+};
+
+[[gnu::always_inline]] inline Fp4Row Fp4RowOf(const uint8_t* rec, float sa) {
+  int32_t nan;
+  float unit;
   __builtin_memcpy(&nan, rec + kFp4NanAt, sizeof nan);
-  __builtin_memcpy(&unit_value, rec + kFp4UnitAt, sizeof unit_value);
+  __builtin_memcpy(&unit, rec + kFp4UnitAt, sizeof unit);
   if (nan != 0) sa = __builtin_nanf("");
-  // (fp32(sum)·unit)·sa is fp32(sum)·(unit·sa), one rounding of the same
-  // value, whenever unit·sa is exact: unless sa is below 2^-116 (then
-  // unit·sa would be subnormal and could drop bits).  One multiply less
-  // per 32-block.
-  if (!(__builtin_fabsf(sa) < 0x1p-116f) || sa == 0.0f) {
-    const typename V::F su = V::Set1(sa * unit_value);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const typename V::F sum = V::CvtI(V::SubI(sums[j], offset[j]));
-      acc = V::Add(acc, V::Mul(V::Mul(sum, su), sw[j]));
-    }
-    return acc;
-  }
-  const typename V::F vsa = V::Set1(sa), unit = V::Set1(unit_value);
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const typename V::F part = V::Mul(V::CvtI(V::SubI(sums[j], offset[j])), unit);
-    acc = V::Add(acc, V::Mul(V::Mul(part, vsa), sw[j]));
-  }
-  return acc;
+  const bool two = __builtin_fabsf(sa) < 0x1p-116f && sa != 0.0f;
+  return Fp4Row{rec, sa * unit, unit, sa, two};
 }
 
-// One row against a whole panel's 128-block kb (col: its first column's
-// block; the others follow 64 bytes apart), the weights decoded in
-// registers: d[c·kFp4Loads + i] the column dots.  Constant indices keep the
-// dot vectors in registers.
-template <class V, int kPlanes>
-[[gnu::always_inline]] inline void Fp4PanelRowDots(const uint8_t* col, const uint8_t* rec,
-                                                   typename V::I* d) {
-  constexpr int kL = kFp4Loads<V>;
-  const Fp4Planes<V, kPlanes> x(rec);
-#pragma GCC unroll 16
-  for (int c = 0; c < V::kLanes; ++c, col += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
-    typename V::I wv[2 * kL];
-    V::Fp4Weights(col, wv);
-    Fp4ColumnDots<V, kPlanes>(wv, x, d + c * kL);
-  }
-}
+// The decoded weights of 32-block j of kV panels: w[q·kV + v], q < 4 the
+// low nibbles of chunk 4j + q (even elements), q >= 4 the high nibbles of
+// chunk 4j + q - 4 (odd elements), lanes = columns.
+template <class V, int kV>
+using Fp4BlockWeights = typename V::I[8 * kV];
 
-// Rows 0..kRows of a 2..4-row tile against a whole panel's 128-block: like
-// Fp4PanelRowDots, each column's block is decoded once in registers, and
-// every row's dot products take it from there (d[r][c·kFp4Loads + i]),
-// instead of storing the decoded panel and reading it back once per row.
-// The rows' first kPlanes planes are loaded once per block.
-template <class V, int kRows, int kPlanes>
-[[gnu::always_inline]] inline void Fp4PanelFewRowDots(
-    const uint8_t* col, const uint8_t* const* recs, typename V::I (*d)[V::kLanes * kFp4Loads<V>]) {
+// The kR x kV exact 32-block j sums over the first kPlanes planes, lanes =
+// columns: each dot product multiplies a vector of 4 weight bytes per
+// column by the row's 4 matching activation bytes broadcast to every lane
+// (Horner's rule from the top plane: one shift by 8 per plane below it).
+// A 2-plane record's plane 2 is zero, so 3 planes give its sum too.  With
+// fewer than 4 sums in flight, the 8 chunks of a plane are split over
+// kSplit partial sums (integer sums: any order gives the same value), so
+// one row's dot products are not one chain of dependent instructions.
+template <class V, int kR, int kV, int kPlanes>
+[[gnu::always_inline]] inline void Fp4BlockDots(const typename V::I* w, const Fp4Row* rows, int j,
+                                                typename V::I (*acc)[kV]) {
   using I = typename V::I;
-  constexpr int kL = kFp4Loads<V>;
-  struct Row {
-    I v[kPlanes][2 * kL];
-    [[gnu::always_inline]] I operator()(int p, int h) const { return v[p][h]; }
-  };
-  Row x[kRows];
-#pragma GCC unroll 4
-  for (int r = 0; r < kRows; ++r) {
-#pragma GCC unroll 4
-    for (int p = 0; p < kPlanes; ++p) {
-#pragma GCC unroll 4
-      for (int i = 0; i < 2 * kL; ++i)
-        x[r].v[p][i] = V::LoadI(recs[r] + 128 * p + 4 * V::kLanes * i);
-    }
-  }
-#pragma GCC unroll 16
-  for (int c = 0; c < V::kLanes; ++c, col += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
-    I wv[2 * kL];
-    V::Fp4Weights(col, wv);
-#pragma GCC unroll 4
-    for (int r = 0; r < kRows; ++r) Fp4ColumnDots<V, kPlanes>(wv, x[r], d[r] + c * kL);
-  }
-}
-
-// One block of rows m0..m0 + kRows (2..4) against the whole panel at n0:
-// acc[r] += the block's contribution, as the one-row path computes it for
-// each row (same integer sums, same epilogue).  A row whose record has 2
-// planes gets the same sum from 3 (its plane 2 is zero), so the tile runs 3
-// when any row needs them.
-template <class V, int kRows>
-[[gnu::always_inline]] inline void Fp4FewRowsBlock(const Fp4GemmArgs& a, int64_t m0, int64_t kb,
-                                                   const uint8_t* col, const typename V::F* sw,
-                                                   typename V::F* acc) {
-  const int64_t num_kb = a.w.in / 128;
-  const uint8_t* recs[kRows];
-  bool three = false;
-  for (int r = 0; r < kRows; ++r) {
-    recs[r] = a.x + ((m0 + r) * num_kb + kb) * kFp4RecordBytes;
-    three |= Fp4PlaneCount(recs[r]) != 2;
-  }
-  typename V::I d[kRows][V::kLanes * kFp4Loads<V>];
-  if (three) {
-    Fp4PanelFewRowDots<V, kRows, 3>(col, recs, d);
-  } else {
-    Fp4PanelFewRowDots<V, kRows, 2>(col, recs, d);
-  }
-  for (int r = 0; r < kRows; ++r) {
-    acc[r] = Fp4AddBlock<V>(acc[r], d[r], recs[r], a.x_scales[(m0 + r) * num_kb + kb], sw);
-  }
-}
-
-// The dots of a panel's decoded blocks w[c] against one row's record.
-template <class V, int kPlanes>
-[[gnu::always_inline]] inline void Fp4RowDots(const typename V::I (*w)[2 * kFp4Loads<V>],
-                                              const uint8_t* rec, typename V::I* dots) {
-  const Fp4Planes<V, kPlanes> x(rec);
-  for (int64_t c = 0; c < V::kLanes; ++c) {
-    Fp4ColumnDots<V, kPlanes>(w[c], x, dots + c * kFp4Loads<V>);
-  }
-}
-
-// MXFP4 GEMM over the tile t.  One row (decode): each column's block goes
-// from memory through the byte table into the dot products in registers;
-// 2-4 rows (a verify step, where V::kFewRowPaths) the same, every row's dot
-// products fed from those registers.  More rows: the panel's block is
-// decoded once into a stack array and every row's dot products read it from
-// L1 (on AVX-512, tiles of 8 rows or more take the outer-product kernel of
-// gemm_fp4_outer-inl.h instead).  All run the same integer sums and the
-// same epilogue, so a row's bits never depend on M.
-template <class V>
-void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
-  using I = typename V::I;
-  constexpr int64_t kP = V::kLanes;
-  constexpr int kL = kFp4Loads<V>;
-  const Fp4Weight& w = a.w;
-  const int64_t n = w.out, num_kb = w.in / 128;
-  alignas(sizeof(I)) I wdec[kP][2 * kL];  // the panel's block, decoded (rows > 4)
-  alignas(sizeof(I)) I dots[kP * kL];
-  alignas(sizeof(typename V::F)) typename V::F acc[kMTile];
-  const auto record = [&](int64_t row, int64_t kb) {
-    return a.x + (row * num_kb + kb) * kFp4RecordBytes;
-  };
-  for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMTile) {
-    const int64_t mt = Min(kMTile, t.row_end - m0);
-    for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
-      const int64_t n0 = p * kP;
-      for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
-      for (int64_t kb = 0; kb < num_kb; ++kb) {
-        const uint8_t* scales = Fp4ScalesAt(w, n0, kb);
-        // The scales are a second, 16 times slower stream: 8 blocks ahead too.
-        _mm_prefetch(reinterpret_cast<const char*>(scales + kFp4PrefetchAhead / 16), _MM_HINT_T0);
-        const I dwords = V::LoadI(scales);
-        typename V::F sw[4];
-        Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
-        const uint8_t* col = Fp4BlockAt(w, n0, kb);
-        if (mt == 1) {
-          const uint8_t* rec = record(m0, kb);
-          I d[kP * kL];
-          // The plane count is chosen per block, outside the column loop.
-          if (Fp4PlaneCount(rec) == 2) {
-            Fp4PanelRowDots<V, 2>(col, rec, d);
-          } else {
-            Fp4PanelRowDots<V, 3>(col, rec, d);
-          }
-          acc[0] = Fp4AddBlock<V>(acc[0], d, rec, a.x_scales[m0 * num_kb + kb], sw);
+  constexpr int kSplit = kR * kV == 1 ? 4 : kR * kV == 2 ? 2 : 1;
+  I part[kSplit][kR][kV];
+#pragma GCC unroll 8
+  for (int p = kPlanes - 1; p >= 0; --p) {
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      // The record's plane p holds a block's 64 even elements, then its 64
+      // odd ones: chunk d's 4 bytes at 4d (even) and 64 + 4d (odd).
+      const int at = 128 * p + (q < 4 ? 0 : 64) + 4 * (4 * j + q % 4);
+      const int s = q % kSplit;
+#pragma GCC unroll 8
+      for (int r = 0; r < kR; ++r) {
+        const bool first = p == kPlanes - 1 && q < kSplit;
+        if constexpr (kV == 1) {  // the broadcast as the dot product's memory operand
+          part[s][r][0] = V::DotU8S8At(first ? V::ZeroI() : part[s][r][0], w[q], rows[r].rec + at);
           continue;
         }
-        if constexpr (V::kFewRowPaths) {
-          if (mt <= 4) {
-            if (mt == 2) {
-              Fp4FewRowsBlock<V, 2>(a, m0, kb, col, sw, acc);
-            } else if (mt == 3) {
-              Fp4FewRowsBlock<V, 3>(a, m0, kb, col, sw, acc);
-            } else {
-              Fp4FewRowsBlock<V, 4>(a, m0, kb, col, sw, acc);
-            }
-            continue;
-          }
-        }
-        for (int64_t c = 0; c < kP; ++c, col += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
-          V::Fp4Weights(col, wdec[c]);
-        }
-        for (int64_t r = 0; r < mt; ++r) {
-          const uint8_t* rec = record(m0 + r, kb);
-          if (Fp4PlaneCount(rec) == 2) {
-            Fp4RowDots<V, 2>(wdec, rec, dots);
-          } else {
-            Fp4RowDots<V, 3>(wdec, rec, dots);
-          }
-          acc[r] = Fp4AddBlock<V>(acc[r], dots, rec, a.x_scales[(m0 + r) * num_kb + kb], sw);
+        const I b = V::BroadcastI(rows[r].rec + at);
+#pragma GCC unroll 8
+        for (int v = 0; v < kV; ++v) {
+          part[s][r][v] = V::DotU8S8(first ? V::ZeroI() : part[s][r][v], w[q * kV + v], b);
         }
       }
-      for (int64_t r = 0; r < mt; ++r) {
-        V::StoreBf16(a.y + (m0 + r) * n + n0, acc[r], Min(kP, n - n0));
+    }
+    if (p > 0) {
+#pragma GCC unroll 8
+      for (int s = 0; s < kSplit; ++s) {
+#pragma GCC unroll 8
+        for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 8
+          for (int v = 0; v < kV; ++v) part[s][r][v] = V::Shl8(part[s][r][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) {
+      acc[r][v] = part[0][r][v];
+#pragma GCC unroll 4
+      for (int s = 1; s < kSplit; ++s) acc[r][v] = V::AddI(acc[r][v], part[s][r][v]);
+    }
+  }
+}
+
+// f[r][v] += (part·sa)·sw[v] for 32-block j, part = fp32(sum - offset)·unit:
+// the scalar reference's expression, lane by lane (one multiply fewer when
+// no row needs two, see Fp4Row).
+template <class V, int kR, int kV>
+[[gnu::always_inline]] inline void Fp4AddSums(const Fp4Row* rows, bool two_multiplies, int j,
+                                              typename V::I (*acc)[kV], const typename V::F* sw,
+                                              typename V::F (*f)[kV]) {
+  using F = typename V::F;
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+    int32_t offset;
+    __builtin_memcpy(&offset, rows[r].rec + kFp4OffsetAt + 4 * j, sizeof offset);
+    if (!two_multiplies) {
+      const F su = V::Set1(rows[r].su);
+#pragma GCC unroll 8
+      for (int v = 0; v < kV; ++v) {
+        const F sum = V::CvtI(V::SubI(acc[r][v], offset));
+        f[r][v] = V::Add(f[r][v], V::Mul(V::Mul(sum, su), sw[v]));
+      }
+      continue;
+    }
+    for (int v = 0; v < kV; ++v) {
+      const F sum = V::CvtI(V::SubI(acc[r][v], offset));
+      F part;
+      if (rows[r].two_multiplies) {
+        part = V::Mul(V::Mul(sum, V::Set1(rows[r].unit)), V::Set1(rows[r].sa));
+      } else {
+        part = V::Mul(sum, V::Set1(rows[r].su));
+      }
+      f[r][v] = V::Add(f[r][v], V::Mul(part, sw[v]));
+    }
+  }
+}
+
+// The rows of one block: their scalars, whether any needs the third plane
+// or two multiplies.
+template <int kR>
+struct Fp4BlockRows {
+  Fp4Row rows[kR];
+  bool three = false, two_multiplies = false;
+  [[gnu::always_inline]] Fp4BlockRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb) {
+    const int64_t num_kb = a.w.in / 128;
+#pragma GCC unroll 8
+    for (int r = 0; r < kR; ++r) {
+      const int64_t i = (m0 + r) * num_kb + kb;
+      rows[r] = Fp4RowOf(a.x + i * kFp4RecordBytes, a.x_scales[i]);
+      three |= Fp4PlaneCount(rows[r].rec) != 2;
+      two_multiplies |= rows[r].two_multiplies;
+    }
+  }
+};
+
+// Rows m0..m0 + kR against the whole panel at n0 (V::kLanes columns), the
+// weights streamed from memory: each 32-block's 4 chunks are decoded once
+// in registers and feed every row's dot products.  Every row runs the same
+// integer sums and epilogue whatever kR is, so a row's bits never depend on M.
+template <class V, int kR>
+void Fp4PanelRows(const Fp4GemmArgs& a, int64_t m0, int64_t n0) {
+  using I = typename V::I;
+  using F = typename V::F;
+  const Fp4Weight& w = a.w;
+  const int64_t num_kb = w.in / 128;
+  F f[kR][1];
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) f[r][0] = V::Zero();
+  for (int64_t kb = 0; kb < num_kb; ++kb) {
+    const Fp4BlockRows<kR> br(a, m0, kb);
+    const uint8_t* scales = Fp4ScalesAt(w, n0, kb);
+    // The scales are a second, 16 times slower stream: 8 blocks ahead too.
+    _mm_prefetch(reinterpret_cast<const char*>(scales + kFp4PrefetchAhead / 16), _MM_HINT_T0);
+    const I dwords = V::LoadI(scales);
+    F sw[4];
+    Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
+    const uint8_t* chunk = Fp4ChunkAt(w, n0, kb);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      alignas(sizeof(I)) Fp4BlockWeights<V, 1> wv;
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q, chunk += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(chunk + kFp4PrefetchAhead), _MM_HINT_T0);
+        I u[2];
+        V::Fp4Weights(chunk, u);
+        wv[q] = u[0];
+        wv[4 + q] = u[1];
+      }
+      I acc[kR][1];
+      if (br.three) {
+        Fp4BlockDots<V, kR, 1, 3>(wv, br.rows, j, acc);
+      } else {
+        Fp4BlockDots<V, kR, 1, 2>(wv, br.rows, j, acc);
+      }
+      Fp4AddSums<V, kR, 1>(br.rows, br.two_multiplies, j, acc, &sw[j], f);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+    V::StoreBf16(a.y + (m0 + r) * w.out + n0, f[r][0], Min(V::kLanes, w.out - n0));
+  }
+}
+
+// Rows held at once by Fp4PanelRows: 4 with 32 vector registers (a verify
+// step's rows share every weight load), 2 with 16.
+template <class V>
+inline constexpr int kFp4PanelRowsMax = V::kFewRowPaths ? 4 : 2;
+
+// MXFP4 GEMM over the tile t, panel by panel, its rows in groups of up to
+// kFp4PanelRowsMax (more rows re-read the panel from cache; on AVX-512,
+// tiles of 8 rows or more take the outer-product kernel of
+// gemm_fp4_outer-inl.h instead).
+template <class V>
+void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {
+  constexpr int kMax = kFp4PanelRowsMax<V>;
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * V::kLanes;
+    for (int64_t m0 = t.row_begin; m0 < t.row_end; m0 += kMax) {
+      const int64_t rows = Min(static_cast<int64_t>(kMax), t.row_end - m0);
+      if (rows == 1) {
+        Fp4PanelRows<V, 1>(a, m0, n0);
+      } else if (rows == 2) {
+        Fp4PanelRows<V, 2>(a, m0, n0);
+      } else if constexpr (kMax >= 4) {
+        if (rows == 3) {
+          Fp4PanelRows<V, 3>(a, m0, n0);
+        } else {
+          Fp4PanelRows<V, 4>(a, m0, n0);
+        }
       }
     }
   }

@@ -3,25 +3,20 @@
 // same FP32 epilogue as gemm_fp4-inl.h, so the same bits: only where the
 // products are formed changes.
 //
-// The row kernels of gemm_fp4-inl.h put K in the vector lanes: every column
-// of every row ends each 128-block with 4-lane sums and a transpose (44 ops
-// per row and panel) before its epilogue.  Here the lanes are columns: a
-// panel's weights are transposed once per task into vectors of 16 columns x
-// 4 consecutive (even or odd) elements, and each vpdpbusd multiplies such a
-// vector by one row's 4 activation bytes broadcast to every lane, so a lane
-// holds its column's 32-block sum directly and 3 rows x 4 panels share each
-// weight load and each broadcast.  The activation records are the ones the
-// row kernels read (gemm_cpu.h): a 128-block's even elements, then its odd
-// ones, per plane, which is exactly the order of the transposed weights.
+// The row kernels of gemm_fp4-inl.h stream a panel once per group of up
+// to 4 rows.  Here each task decodes a stretch of 8 blocks of up to 4
+// panels once onto the stack (64 KiB, L2) and every micro-tile of 3 rows x
+// 4 panels runs over it: each decoded weight vector feeds 3 rows' dot
+// products and each broadcast activation dword 4 panels' (Fp4BlockDots,
+// lanes = columns, as the row kernels).
 #pragma once
 
-#include "kernels/cpu/avx512_transpose-inl.h"
 #include "kernels/cpu/gemm_fp4-inl.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
 
-// Blocks of 128 packed per pass, so the transposed weights (64 KiB for 4
+// Blocks of 128 decoded per pass, so the decoded weights (64 KiB for 4
 // panels) and their scales live on the stack and in L2.
 inline constexpr int64_t kFp4OuterBlocks = 8;
 // The row kernels' prefetch distance is one pass of a panel: Fp4OuterPack
@@ -34,10 +29,9 @@ static_assert(kFp4PrefetchAhead == kFp4OuterBlocks * 16 * 64);
 inline constexpr int kFp4OuterPanels = 4;
 inline constexpr int kFp4OuterRows = 3;
 
-// One task's transposed weights for blocks [kb0, kb0 + nb) of nv panels:
-// w[(b·32 + d)·nv + v] lane c = dword d of column c of panel v (d < 16: the
-// low nibbles' u bytes 4d..4d+3, i.e. even elements 8d..8d+6; d >= 16 the
-// high ones, odd elements), s[(b·4 + j)·nv + v] the 32-block j scales.
+// One task's decoded weights for blocks [kb0, kb0 + nb) of nv panels:
+// w[(b·32 + 8j + q)·nv + v] = Fp4BlockWeights of 32-block j of block b,
+// panel v; s[(b·4 + j)·nv + v] its scales.
 template <class V>
 struct Fp4OuterPanel {
   typename V::I w[kFp4OuterBlocks * 32 * kFp4OuterPanels];
@@ -52,23 +46,17 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
     const int64_t n0 = (panel + v) * V::kLanes;
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t kb = kb0 + b;
-      I lo[16], hi[16];
-      const uint8_t* col = Fp4BlockAt(w, n0, kb);
-      for (int64_t c = 0; c < 16; ++c, col += 64) {
-        // The same block of the panel's next pass (8 blocks on).
-        _mm_prefetch(reinterpret_cast<const char*>(col + kFp4PrefetchAhead), _MM_HINT_T0);
-        I u[2];
-        V::Fp4Weights(col, u);
-        lo[c] = u[0];
-        hi[c] = u[1];
-      }
-      Transpose16x16(lo);
-      Transpose16x16(hi);
+      const uint8_t* chunk = Fp4ChunkAt(w, n0, kb);
       I* dst = out->w + b * 32 * nv + v;
 #pragma GCC unroll 16
-      for (int d = 0; d < 16; ++d) {
-        dst[d * nv] = lo[d];
-        dst[(16 + d) * nv] = hi[d];
+      for (int d = 0; d < 16; ++d, chunk += 64) {
+        // The same chunk of the panel's next pass (8 blocks on).
+        _mm_prefetch(reinterpret_cast<const char*>(chunk + kFp4PrefetchAhead), _MM_HINT_T0);
+        I u[2];
+        V::Fp4Weights(chunk, u);
+        const int at = 8 * (d / 4) + d % 4;
+        dst[at * nv] = u[0];
+        dst[(at + 4) * nv] = u[1];
       }
       const I dwords = V::LoadI(Fp4ScalesAt(w, n0, kb));
       typename V::F sw[4];
@@ -79,70 +67,14 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
   }
 }
 
-// A row's scalars for one block: the record, and what multiplies the
-// 32-block sums (Fp4AddBlock's expression: fp32(sum)·(unit·sa), or
-// (fp32(sum)·unit)·sa when unit·sa could be subnormal).
-struct Fp4OuterRow {
-  const uint8_t* rec;
-  float su, unit, sa;
-  bool two_multiplies;
-};
-
-[[gnu::always_inline]] inline Fp4OuterRow Fp4OuterRowOf(const uint8_t* rec, float sa) {
-  int32_t nan;
-  float unit;
-  __builtin_memcpy(&nan, rec + kFp4NanAt, sizeof nan);
-  __builtin_memcpy(&unit, rec + kFp4UnitAt, sizeof unit);
-  if (nan != 0) sa = __builtin_nanf("");
-  const bool two = __builtin_fabsf(sa) < 0x1p-116f && sa != 0.0f;
-  return Fp4OuterRow{rec, sa * unit, unit, sa, two};
-}
-
-// The kR x kV micro-tile's exact 32-block j sums over the first kPlanes
-// planes (Horner's rule from the top plane, as Fp4ColumnDots).
-template <class V, int kR, int kV, int kPlanes>
-[[gnu::always_inline]] inline void Fp4OuterDots(const typename V::I* w, const Fp4OuterRow* rows,
-                                                int j, typename V::I (*acc)[kV]) {
-  using I = typename V::I;
-#pragma GCC unroll 8
-  for (int p = kPlanes - 1; p >= 0; --p) {
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      const int d = q < 4 ? 4 * j + q : 16 + 4 * j + (q - 4);
-      I wv[kV];
-#pragma GCC unroll 8
-      for (int v = 0; v < kV; ++v) wv[v] = w[d * kV + v];
-#pragma GCC unroll 8
-      for (int r = 0; r < kR; ++r) {
-        int32_t bytes;
-        __builtin_memcpy(&bytes, rows[r].rec + 128 * p + 4 * d, sizeof bytes);
-        const I b = _mm512_set1_epi32(bytes);
-#pragma GCC unroll 8
-        for (int v = 0; v < kV; ++v) {
-          const I base = p == kPlanes - 1 && q == 0 ? V::ZeroI() : acc[r][v];
-          acc[r][v] = V::DotU8S8(base, wv[v], b);
-        }
-      }
-    }
-    if (p > 0) {
-#pragma GCC unroll 8
-      for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 8
-        for (int v = 0; v < kV; ++v) acc[r][v] = V::Shl8(acc[r][v]);
-      }
-    }
-  }
-}
-
 // Rows [m0, m0 + kR) against the packed blocks [kb0, kb0 + nb) of kV panels
 // from n0: facc[r][v] += Σ_j (part_j·sa)·sw_j, blocks and 32-blocks in K
-// order (Fp4AddBlock's operations, lane by lane).
+// order (Fp4AddSums).
 template <class V, int kR, int kV>
 void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
                   const Fp4OuterPanel<V>& pk, typename V::F (*facc)[kFp4OuterPanels]) {
   using I = typename V::I;
   using F = typename V::F;
-  const int64_t num_kb = a.w.in / 128;
   F f[kR][kV];
 #pragma GCC unroll 8
   for (int r = 0; r < kR; ++r) {
@@ -150,51 +82,16 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
     for (int v = 0; v < kV; ++v) f[r][v] = facc[r][v];
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const int64_t kb = kb0 + b;
-    Fp4OuterRow rows[kR];
-    bool three = false, two_multiplies = false;
-#pragma GCC unroll 8
-    for (int r = 0; r < kR; ++r) {
-      const int64_t row = m0 + r;
-      rows[r] =
-          Fp4OuterRowOf(a.x + (row * num_kb + kb) * kFp4RecordBytes, a.x_scales[row * num_kb + kb]);
-      three |= Fp4PlaneCount(rows[r].rec) != 2;
-      two_multiplies |= rows[r].two_multiplies;
-    }
-    const I* w = pk.w + b * 32 * kV;
+    const Fp4BlockRows<kR> br(a, m0, kb0 + b);
     for (int j = 0; j < 4; ++j) {
+      const I* w = pk.w + (b * 32 + 8 * j) * kV;
       I acc[kR][kV];
-      // A 2-plane record's plane 2 is zero, so 3 planes give its sum too.
-      if (three) {
-        Fp4OuterDots<V, kR, kV, 3>(w, rows, j, acc);
+      if (br.three) {
+        Fp4BlockDots<V, kR, kV, 3>(w, br.rows, j, acc);
       } else {
-        Fp4OuterDots<V, kR, kV, 2>(w, rows, j, acc);
+        Fp4BlockDots<V, kR, kV, 2>(w, br.rows, j, acc);
       }
-      const F* sw = pk.s + (b * 4 + j) * kV;
-#pragma GCC unroll 8
-      for (int r = 0; r < kR; ++r) {
-        int32_t offset;
-        __builtin_memcpy(&offset, rows[r].rec + kFp4OffsetAt + 4 * j, sizeof offset);
-        if (!two_multiplies) {
-          const F su = V::Set1(rows[r].su);
-#pragma GCC unroll 8
-          for (int v = 0; v < kV; ++v) {
-            const F sum = V::CvtI(V::SubI(acc[r][v], offset));
-            f[r][v] = V::Add(f[r][v], V::Mul(V::Mul(sum, su), sw[v]));
-          }
-          continue;
-        }
-        for (int v = 0; v < kV; ++v) {
-          const F sum = V::CvtI(V::SubI(acc[r][v], offset));
-          F part;
-          if (rows[r].two_multiplies) {
-            part = V::Mul(V::Mul(sum, V::Set1(rows[r].unit)), V::Set1(rows[r].sa));
-          } else {
-            part = V::Mul(sum, V::Set1(rows[r].su));
-          }
-          f[r][v] = V::Add(f[r][v], V::Mul(part, sw[v]));
-        }
-      }
+      Fp4AddSums<V, kR, kV>(br.rows, br.two_multiplies, j, acc, pk.s + (b * 4 + j) * kV, f);
     }
   }
 #pragma GCC unroll 8
@@ -218,7 +115,7 @@ void Fp4OuterMicroTile(const Fp4GemmArgs& a, int64_t m0, int rows, int nv, int64
 }
 
 // The tile t (at most kMTile rows) by outer products: for each group of up
-// to 4 panels and each stretch of 8 blocks, the weights are transposed once
+// to 4 panels and each stretch of 8 blocks, the weights are decoded once
 // and every micro-tile of the tile's rows runs over them.
 template <class V>
 void Fp4OuterRowBlock(const Fp4GemmArgs& a, const Tile& t) {

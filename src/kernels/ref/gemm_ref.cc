@@ -79,7 +79,7 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
       float acc = 0.0f;
       for (int64_t j = 0; j < num_j; ++j) {
         const uint8_t* xq = x_codes + r * w.in + j * 32;
-        const uint8_t* wp = Fp4CodesOf(w, n, j);
+        const std::array<uint8_t, 16> wp = Fp4CodesOf(w, n, j);
         int64_t sum = 0;  // in units of 2^-10
         bool nan = false;
         for (int64_t k = 0; k < 32; ++k) {

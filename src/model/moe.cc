@@ -337,7 +337,8 @@ void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
   uint8_t* hq = ws.Get<uint8_t>(WsSlot::kMoeHq, Sz(h_elems));
   float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(h_elems / kActBlock));
   bf16* ye = ws.Get<bf16>(WsSlot::kMoeYe, Sz(na * d));  // [na, d]
-  // One token: every expert reads the token's own row, nothing to gather.
+  // Gathered rows of the experts whose tokens are not consecutive (none
+  // for one token).
   uint8_t* eq = n == 1 ? nullptr : ws.Get<uint8_t>(WsSlot::kMoeEq, Sz(na * d));
   float* es = n == 1 ? nullptr : ws.Get<float>(WsSlot::kMoeEs, Sz(na * nb));
   kernels::BlockScaledGemm* jobs =
@@ -348,9 +349,14 @@ void BatchedExperts(const MoeShape& shape, const MoeWeights& w, const uint8_t* x
   for (int64_t i = 0; i < e; ++i) {
     const int64_t r0 = offset[i], m = offset[i + 1] - r0;
     if (m == 0) continue;
-    const uint8_t* codes = xq;
-    const float* scales = xs;
-    if (n > 1) {
+    // Rows that are consecutive tokens (a verify step's experts mostly read
+    // both rows or one) are read in place: experts with the same rows then
+    // point at the same codes, and BlockScaledGemmBatch builds their FP4
+    // records once instead of once per expert.
+    const int64_t first = ptok[r0];
+    const uint8_t* codes = xq + first * d;
+    const float* scales = xs + first * nb;
+    if (ptok[r0 + m - 1] - first != m - 1) {
       kernels::GatherRows(xq, xs, d, nb, ptok + r0, m, eq + r0 * d, es + r0 * nb);
       codes = eq + r0 * d;
       scales = es + r0 * nb;

@@ -188,6 +188,7 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
   model::ModelOptions model_options;
   model_options.prepacked = options.prepacked;
   model_options.prepacked_verify_threads = options.threads;
+  model_options.load_threads = options.threads;
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                         model::Model::Load(options.model_dir, model_options));
   // Mapped weights sit in the page cache, which MemAvailable counts as

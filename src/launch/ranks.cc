@@ -294,6 +294,7 @@ Result<std::unique_ptr<RankEngine>> BuildRankEngine(const EngineOptions& options
   model::ModelOptions mo;
   mo.prepacked = options.prepacked;
   mo.prepacked_verify_threads = options.threads;
+  mo.load_threads = options.threads;
   mo.expert_parallel = &world;
   mo.data_parallel = options.dp > 1;
   std::string fingerprint;

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Model>> Model::Load(std::unique_ptr<checkpoint::Checkpoin
   m->ckpt_ = std::move(ckpt);
   DSV4_RETURN_IF_ERROR(m->AttachPrepacked(options));
   DSV4_RETURN_IF_ERROR(m->Bind(options));
+  m->store_.PackDeferred(*m->ckpt_, options.load_threads);
   m->UnmapOtherRanksExperts(options);
   const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
   DSV4_LOG_INFO("Bound the weights in {:.3f} s (prepacked sidecar {})", dt.count(),

@@ -47,6 +47,9 @@ struct ModelOptions {
   double prepacked_min_residency = 0.95;
   // Threads verifying the sidecar's data checksum at load (0 = every CPU).
   int prepacked_verify_threads = 0;
+  // Threads copying the FP4 weights into the kernels' panel layout at load
+  // (0 = every CPU).
+  int load_threads = 0;
   // Expert parallelism (docs/scale-out.md): with a communicator of N > 1
   // ranks this process runs only its block of E/N routed experts in every
   // MoE layer (the MTP block's too) and exchanges routed outputs with the

@@ -123,7 +123,7 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
   if (!w.int8) {
     // The copies replace the mapped bytes (as BindFp4Weight's do).
     for (const char* t : {"w13.weight", "w13.scale", "w2.weight", "w2.scale"}) {
-      ckpt.DropResidentPages(p + t);
+      store.DropAfterPacking(p + t);
     }
   }
   return Status::Ok();

@@ -1,6 +1,9 @@
 #include "model/weights.h"
 
 #include <cstring>
+#include <utility>
+
+#include "base/thread_pool.h"
 
 namespace dsv4::model {
 
@@ -8,6 +11,35 @@ size_t WeightStore::TotalBytes() const {
   size_t n = 0;
   for (const Buffer& b : buffers_) n += b.size();
   return n;
+}
+
+kernels::Fp4Weight WeightStore::DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes,
+                                          uint8_t* scales) {
+  pack_jobs_.push_back({rows, codes, scales});
+  kernels::Fp4Weight view = rows;
+  view.packed = codes;
+  view.scales = scales;
+  view.layout = kernels::Fp4Layout::kPanels;
+  return view;
+}
+
+void WeightStore::DropAfterPacking(std::string tensor) { drop_after_.push_back(std::move(tensor)); }
+
+void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) {
+  if (!pack_jobs_.empty()) {
+    // One weight per task: a Flash layer's 256 experts x 2 are ~13 MB each,
+    // so the copies spread evenly and each first-touches its own pages.
+    ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
+    ParallelFor(&pool, static_cast<int64_t>(pack_jobs_.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const PackJob& j = pack_jobs_[static_cast<size_t>(i)];
+        kernels::PackFp4Panels(j.rows, j.codes, j.scales);
+      }
+    });
+  }
+  for (const std::string& t : drop_after_) ckpt.DropResidentPages(t);
+  pack_jobs_.clear();
+  drop_after_.clear();
 }
 
 Result<const bf16*> BindBf16(const checkpoint::Checkpoint& ckpt, const std::string& name,
@@ -72,7 +104,7 @@ kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store) {
   if (w.layout == kernels::Fp4Layout::kPanels || w.in % 128 != 0) return w;
   uint8_t* codes = store.Allocate<uint8_t>(kernels::Fp4PanelPackedBytes(w.out, w.in));
   uint8_t* scales = store.Allocate<uint8_t>(kernels::Fp4PanelScaleBytes(w.out, w.in));
-  return kernels::PackFp4Panels(w, codes, scales);
+  return store.DeferPack(w, codes, scales);
 }
 
 Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
@@ -94,8 +126,8 @@ Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
   if (packed.layout == kernels::Fp4Layout::kPanels) {
     // The copy replaces the mapped bytes: they leave the resident set (the
     // routed experts are most of a checkpoint).
-    ckpt.DropResidentPages(prefix + ".weight");
-    ckpt.DropResidentPages(prefix + ".scale");
+    store.DropAfterPacking(prefix + ".weight");
+    store.DropAfterPacking(prefix + ".scale");
   }
   return packed;
 }

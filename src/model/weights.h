@@ -36,8 +36,26 @@ class WeightStore {
   }
   size_t TotalBytes() const;
 
+  // The FP4 panel copies are made after binding, all at once over a pool
+  // (they are most of a checkpoint's bytes): DeferPack records one copy of
+  // `rows` (kRows) into `codes` / `scales` and returns the view it will
+  // fill; DropAfterPacking names a tensor whose mapped pages leave the
+  // resident set once the copies are made; PackDeferred makes them on
+  // `threads` threads (0 = every CPU), then drops those pages.  Nothing may
+  // read a deferred view before PackDeferred.
+  kernels::Fp4Weight DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes, uint8_t* scales);
+  void DropAfterPacking(std::string tensor);
+  void PackDeferred(const checkpoint::Checkpoint& ckpt, int threads);
+
  private:
+  struct PackJob {
+    kernels::Fp4Weight rows;
+    uint8_t* codes;
+    uint8_t* scales;
+  };
   std::vector<Buffer> buffers_;
+  std::vector<PackJob> pack_jobs_;
+  std::vector<std::string> drop_after_;
 };
 
 // BF16 tensor `name` of exactly `shape`; zero-copy unless misaligned.
@@ -60,14 +78,15 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
 // MXFP4 linear `<prefix>.weight` I8 [out, in/2] with `<prefix>.scale`
 // F8_E8M0 [out, in/32], packed into the store in the GEMM kernels' panel
 // layout (InPanels); the mapped source pages then leave the resident set
-// (Checkpoint::DropResidentPages).
+// (WeightStore::DropAfterPacking).
 Result<kernels::Fp4Weight> BindFp4Weight(const checkpoint::Checkpoint& ckpt,
                                          const std::string& prefix, int64_t out, int64_t in,
                                          WeightStore& store);
 
 // w copied into the store in the panel layout (kernels/gemm.h) when its
-// width allows it (in % 128 == 0), else w itself.  The GEMM kernels read
-// only that layout: a weight left in rows would be repacked at every call.
+// width allows it (in % 128 == 0; the copy deferred, WeightStore::DeferPack),
+// else w itself.  The GEMM kernels read only that layout: a weight left in
+// rows would be repacked at every call.
 kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store);
 
 }  // namespace dsv4::model

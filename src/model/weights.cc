@@ -1,6 +1,8 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "base/thread_pool.h"
@@ -23,23 +25,35 @@ kernels::Fp4Weight WeightStore::DeferPack(const kernels::Fp4Weight& rows, uint8_
   return view;
 }
 
-void WeightStore::DropAfterPacking(std::string tensor) { drop_after_.push_back(std::move(tensor)); }
+void WeightStore::DropAfterPacking(std::string tensor) {
+  drops_.push_back({std::move(tensor), pack_jobs_.size()});
+}
 
 void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) {
-  if (!pack_jobs_.empty()) {
-    // One weight per task: a Flash layer's 256 experts x 2 are ~13 MB each,
-    // so the copies spread evenly and each first-touches its own pages.
-    ThreadPool pool(threads > 0 ? threads : ThreadPool::DefaultThreads());
-    ParallelFor(&pool, static_cast<int64_t>(pack_jobs_.size()), 1, [&](int64_t b, int64_t e) {
+  // 64 copies per batch: ~0.4-0.8 GB of Flash's experts (6-13 MB each), one
+  // weight per task, so a batch spreads evenly over the threads and each
+  // first-touches its own pages.
+  constexpr size_t kBatch = 64;
+  const size_t n = pack_jobs_.size();
+  std::unique_ptr<ThreadPool> pool;
+  if (n > 0)
+    pool = std::make_unique<ThreadPool>(threads > 0 ? threads : ThreadPool::DefaultThreads());
+  size_t dropped = 0;
+  for (size_t done = 0; done < n || dropped < drops_.size();) {
+    const size_t end = std::min(n, done + kBatch);
+    ParallelFor(pool.get(), static_cast<int64_t>(end - done), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const PackJob& j = pack_jobs_[static_cast<size_t>(i)];
+        const PackJob& j = pack_jobs_[done + static_cast<size_t>(i)];
         kernels::PackFp4Panels(j.rows, j.codes, j.scales);
       }
     });
+    done = end;
+    while (dropped < drops_.size() && drops_[dropped].after_jobs <= done) {
+      ckpt.DropResidentPages(drops_[dropped++].tensor);
+    }
   }
-  for (const std::string& t : drop_after_) ckpt.DropResidentPages(t);
   pack_jobs_.clear();
-  drop_after_.clear();
+  drops_.clear();
 }
 
 Result<const bf16*> BindBf16(const checkpoint::Checkpoint& ckpt, const std::string& name,

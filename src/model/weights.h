@@ -36,13 +36,16 @@ class WeightStore {
   }
   size_t TotalBytes() const;
 
-  // The FP4 panel copies are made after binding, all at once over a pool
-  // (they are most of a checkpoint's bytes): DeferPack records one copy of
-  // `rows` (kRows) into `codes` / `scales` and returns the view it will
-  // fill; DropAfterPacking names a tensor whose mapped pages leave the
-  // resident set once the copies are made; PackDeferred makes them on
-  // `threads` threads (0 = every CPU), then drops those pages.  Nothing may
-  // read a deferred view before PackDeferred.
+  // The FP4 panel copies are made after binding, over a pool (they are most
+  // of a checkpoint's bytes): DeferPack records one copy of `rows` (kRows)
+  // into `codes` / `scales` and returns the view it will fill;
+  // DropAfterPacking names a tensor whose mapped pages leave the resident
+  // set once every copy recorded so far is made; PackDeferred makes the
+  // copies in order on `threads` threads (0 = every CPU), a batch at a time,
+  // dropping each tensor's pages after the batch that finishes its copies
+  // (so the source and its copy are resident together for one batch, not
+  // for the whole checkpoint).  Nothing may read a deferred view before
+  // PackDeferred.
   kernels::Fp4Weight DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes, uint8_t* scales);
   void DropAfterPacking(std::string tensor);
   void PackDeferred(const checkpoint::Checkpoint& ckpt, int threads);
@@ -54,8 +57,12 @@ class WeightStore {
     uint8_t* scales;
   };
   std::vector<Buffer> buffers_;
+  struct Drop {
+    std::string tensor;
+    size_t after_jobs;  // droppable once pack_jobs_[0, after_jobs) are made
+  };
   std::vector<PackJob> pack_jobs_;
-  std::vector<std::string> drop_after_;
+  std::vector<Drop> drops_;
 };
 
 // BF16 tensor `name` of exactly `shape`; zero-copy unless misaligned.

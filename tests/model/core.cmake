@@ -6,7 +6,7 @@ dsv4_test(NAME model_block_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/block_test.cc
   DEPS model kernels checkpoint tensor base)
 dsv4_test(NAME model_model_test
-  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/model_test.cc
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/model_test.cc ${CMAKE_CURRENT_SOURCE_DIR}/weights_test.cc
   DEPS model kernels checkpoint tensor base)
 dsv4_test(NAME model_consistency_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/consistency_test.cc

@@ -177,6 +177,16 @@ TEST(OpsSimdTest, HcMixesMatchesReference) {
               << "width " << width << " t " << t << " n " << n << " " << IsaName(isa);
         }
       }
+      // Tokens 0 and 1 run as a pair (one fn load for both), token 2 alone:
+      // each bitwise what it gives alone, at every width's tail.
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<float> one(n_mix);
+        HcMixes(x.data() + t * width, 1, width, fn.data(), n_mix, 1e-6f, one.data(), nullptr);
+        for (int64_t n = 0; n < n_mix; ++n) {
+          EXPECT_EQ(F32ToBits(one[n]), F32ToBits(got[t * n_mix + n]))
+              << "width " << width << " t " << t << " n " << n << " " << IsaName(isa);
+        }
+      }
     }
   }
 }

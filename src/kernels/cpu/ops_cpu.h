@@ -58,6 +58,10 @@ struct OpsKernels {
   float (*inv_rms)(const bf16* v, int64_t n, float eps) = nullptr;
   // sum_i v[i] * f[i] over n values, FP32 (the hc mixes projection).
   float (*dot_bf16_f32)(const bf16* v, const float* f, int64_t n) = nullptr;
+  // dot_bf16_f32 of v0 and of v1 (out[0], out[1]), f read once: bitwise the
+  // same two results.
+  void (*dot2_bf16_f32)(const bf16* v0, const bf16* v1, const float* f, int64_t n,
+                        float* out) = nullptr;
   // Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
   // sum of the rounded squares in four lane-vector accumulators.
   void (*q_head_rms)(bf16* q, int64_t rows, int64_t dim, float eps) = nullptr;

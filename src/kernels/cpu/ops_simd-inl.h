@@ -98,6 +98,39 @@ float DotBf16F32(const bf16* v, const float* f, int64_t n) {
       [f](int64_t i, int64_t m) { return LoadF32Tail<V>(f + i, m); });
 }
 
+// DotBf16F32 of v0 and of v1 against one f, sharing f's loads: each result
+// is bitwise DotBf16F32's (the same four accumulators, the same order).
+template <class V>
+void Dot2Bf16F32(const bf16* v0, const bf16* v1, const float* f, int64_t n, float* out) {
+  constexpr int64_t L = V::kLanes;
+  using F = typename V::F;
+  const bf16* v[2] = {v0, v1};
+  F acc[2][4];
+  for (auto& a : acc) a[0] = a[1] = a[2] = a[3] = V::Zero();
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const F fk = V::Load(f + i + k * L);
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; ++r) acc[r][k] = V::Fma(V::LoadBf16(v[r] + i + k * L), fk, acc[r][k]);
+    }
+  }
+  for (; i + L <= n; i += L) {
+    const F fi = V::Load(f + i);
+    for (int r = 0; r < 2; ++r) acc[r][0] = V::Fma(V::LoadBf16(v[r] + i), fi, acc[r][0]);
+  }
+  if (i < n) {
+    const F ft = LoadF32Tail<V>(f + i, n - i);
+    for (int r = 0; r < 2; ++r) {
+      acc[r][0] = V::Fma(LoadBf16Tail<V>(v[r] + i, n - i), ft, acc[r][0]);
+    }
+  }
+  for (int r = 0; r < 2; ++r) {
+    out[r] = V::ReduceAdd(V::Add(V::Add(acc[r][0], acc[r][1]), V::Add(acc[r][2], acc[r][3])));
+  }
+}
+
 template <class V>
 float InvRms(const bf16* v, int64_t n, float eps) {
   return 1.0f / sqrtf(SumSquaresBf16<V>(v, n) / static_cast<float>(n) + eps);
@@ -427,6 +460,7 @@ constexpr OpsKernels OpsKernelTable() {
   k.rms_norm = &RmsNormRows<V>;
   k.inv_rms = &InvRms<V>;
   k.dot_bf16_f32 = &DotBf16F32<V>;
+  k.dot2_bf16_f32 = &Dot2Bf16F32<V>;
   k.q_head_rms = &QHeadRmsRows<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;
   k.hc_post = &HcPostRows<V>;

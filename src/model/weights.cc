@@ -36,8 +36,9 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
   constexpr size_t kBatch = 64;
   const size_t n = pack_jobs_.size();
   std::unique_ptr<ThreadPool> pool;
-  if (n > 0)
+  if (n > 0) {
     pool = std::make_unique<ThreadPool>(threads > 0 ? threads : ThreadPool::DefaultThreads());
+  }
   size_t dropped = 0;
   for (size_t done = 0; done < n || dropped < drops_.size();) {
     const size_t end = std::min(n, done + kBatch);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "base/logging.h"
 #include "base/thread_pool.h"
 
 namespace dsv4::model {
@@ -35,9 +36,18 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
   // first-touches its own pages.
   constexpr size_t kBatch = 64;
   const size_t n = pack_jobs_.size();
-  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<ThreadPool> pool;  // null: the calling thread packs alone
   if (n > 0) {
-    pool = std::make_unique<ThreadPool>(threads > 0 ? threads : ThreadPool::DefaultThreads());
+    // --threads comes from the user: a count the OS refuses (or out of
+    // range) packs on fewer threads rather than aborting the load.
+    Result<std::unique_ptr<ThreadPool>> made =
+        ThreadPool::Create(threads > 0 ? threads : ThreadPool::DefaultThreads());
+    if (made.ok()) {
+      pool = std::move(*made);
+    } else {
+      DSV4_LOG_WARN("packing the FP4 weights on the loading thread alone: {}",
+                    made.status().message());
+    }
   }
   size_t dropped = 0;
   for (size_t done = 0; done < n || dropped < drops_.size();) {

@@ -241,7 +241,7 @@ CancellingFp8 MakeCancelling(int64_t m, int64_t n, int64_t k, std::mt19937* rng)
 }
 
 // The FP8 one-row path walks each column over stretches of 32 K blocks
-// (GemvPanel): K = 33 blocks makes a full and a one-block stretch, N = 131 a
+// (StretchPanel): K = 33 blocks makes a full and a one-block stretch, N = 131 a
 // last panel of a column pair and a single column; M = 3 compares it with
 // the few-row path, on random and on order-sensitive data.
 TEST(GemmBatchInvariance, Fp8GemvLongRows) {

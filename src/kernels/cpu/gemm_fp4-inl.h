@@ -64,7 +64,8 @@ inline constexpr int64_t kFp4PrefetchAhead = 8192;
 
 // The four 32-block weight scales of one block as FP32 vectors, lanes =
 // columns, from its scale dwords (lane c: column c's 4 E8M0 bytes).
-// special: a byte may be 0 or 255 (or a partial panel's zero lanes).
+// special: a byte may be 0 or 255 (the E8M0 values E8M0Bytes' plain shift
+// does not give; padding columns have 127).
 template <class V>
 [[gnu::always_inline]] inline void Fp4ScalesOf(typename V::I dwords, bool special,
                                                typename V::F* sw) {

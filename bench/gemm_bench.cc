@@ -91,12 +91,20 @@ std::unique_ptr<ThreadPool> MakePool(int64_t threads) {
   return threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
 }
 
+// Random FP8 codes read in the layout the model packs its FP8 weights into
+// for the kernel SelectIsa chose (the panel layout for the BF16 dot kernel):
+// random bytes are random in either layout, and the shapes are whole panels.
+Fp8Weight InKernelLayout(Fp8Weight w) {
+  if (Fp8GemmUsesBf16Dots()) w.layout = Fp8Layout::kPanels;
+  return w;
+}
+
 void BM_Fp8Gemm(benchmark::State& state, Shape shape) {
   if (!SelectIsa(state)) return;
   const int64_t m = state.range(1);
   const auto codes = RandomBytes(shape.out * shape.in, 0, 255, 1);
   const auto scales = RandomBytes(((shape.out + 127) / 128) * (shape.in / 128), 116, 124, 2);
-  const Fp8Weight w{codes.data(), scales.data(), shape.out, shape.in};
+  const Fp8Weight w = InKernelLayout({codes.data(), scales.data(), shape.out, shape.in});
   const Activation a = RandomActivation(m, shape.in);
   std::vector<bf16> y(m * shape.out);
   auto pool = MakePool(state.range(2));
@@ -186,11 +194,12 @@ void BM_AttnODecode(benchmark::State& state) {
   int64_t layer = 0;
   for (auto _ : state) {
     if (part != 1) {
-      const Fp8Weight w{a_codes[layer].data(), a_scales[layer].data(), za, kGroupIn};
+      const Fp8Weight w =
+          InKernelLayout({a_codes[layer].data(), a_scales[layer].data(), za, kGroupIn});
       GemmBf16Fp8Grouped(o.data(), kGroups * kGroupIn, 1, kGroups, w, z.data(), za, pool.get());
     }
     if (part != 0) {
-      const Fp8Weight w{b_codes[layer].data(), b_scales[layer].data(), kDim, za};
+      const Fp8Weight w = InKernelLayout({b_codes[layer].data(), b_scales[layer].data(), kDim, za});
       ActQuantFp8(z.data(), 1, za, 128, z_codes.data(), z_scales.data());
       Fp8Gemm(z_codes.data(), z_scales.data(), 1, w, y.data(), pool.get());
     }
@@ -263,8 +272,9 @@ MoeLayerWeights MakeMoeLayer(uint64_t seed) {
   }
   for (int64_t i = 0; i < 3; ++i) {
     const bool down = i == 2;
-    l.w8.push_back({l.codes.data() + i * one, l.fp8_scales.data() + i * one / (128 * 128),
-                    down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim});
+    l.w8.push_back(InKernelLayout({l.codes.data() + i * one,
+                                   l.fp8_scales.data() + i * one / (128 * 128),
+                                   down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim}));
   }
   return l;
 }

@@ -111,29 +111,15 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
   for (int64_t i = 0; i < in; ++i) x[i] = kTable[codes[i]];
 }
 
-// Calls move(from, to) for every run of 8 elements of a row of `in`
-// elements (in % 64 == 0): the BF16 dot kernel's activation order keeps the
-// runs whole and moves element `from` to position `to` (Fp8DotPosition).
-// One position per run instead of per element: the FP8 activation decode
-// took 0.40 instead of 1.16 µs per 1,024 elements (standalone).
-template <typename Move>
-void ForEachDotRun(int64_t in, const Move& move) {
-  for (int64_t c0 = 0; c0 < in; c0 += 64) {
-    for (int64_t e = 0; e < 64; e += 8) move(c0 + e, c0 + cpu::Fp8DotPosition(e));
-  }
-}
-
 // FP8 GEMM activations for the BF16 dot kernel, one row: each code's value
-// in BF16 (exact), in the kernel's dot order.
+// in BF16 (exact).
 void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
     return t;
   }();
-  ForEachDotRun(in, [&](int64_t from, int64_t to) {
-    for (int64_t j = 0; j < 8; ++j) xh[to + j] = kTable[codes[from + j]];
-  });
+  for (int64_t i = 0; i < in; ++i) xh[i] = kTable[codes[i]];
 }
 
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
@@ -298,6 +284,34 @@ ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args
   return ActivationForm::kFp8Fma;
 }
 
+// The FP8 BF16 dot kernel reads weights in the panel layout, the FMA kernel
+// and the scalar reference in rows.  The model packs its weights for the
+// kernel it will run; a weight in the other layout (tests, tools, a kernel
+// switched after load) is converted per call into this thread's scratch.
+struct Fp8RepackTag {};
+
+// Bytes w needs converted for a kernel that reads panels (`panels`) or rows:
+// 0 when it is in that layout already.
+int64_t Fp8RepackBytes(const Fp8Weight& w, bool panels) {
+  if (panels == (w.layout == Fp8Layout::kPanels)) return 0;
+  return panels ? Fp8PanelBytes(w.out, w.in) : w.out * w.in;
+}
+
+// w as such a kernel reads it: itself, or converted at `at`
+// (Fp8RepackBytes(w, panels) bytes).
+Fp8Weight Fp8ForKernel(const Fp8Weight& w, bool panels, uint8_t* at) {
+  if (panels == (w.layout == Fp8Layout::kPanels)) return w;
+  return panels ? PackFp8Panels(w, at) : UnpackFp8Rows(w, at);
+}
+
+// Fp8ForKernel into this thread's scratch (one weight per call).
+Fp8Weight Fp8ForKernel(const Fp8Weight& w, bool panels) {
+  const int64_t bytes = Fp8RepackBytes(w, panels);
+  if (bytes == 0) return w;
+  return Fp8ForKernel(w, panels,
+                      ScratchArray<Fp8RepackTag, uint8_t>::Get(static_cast<size_t>(bytes)));
+}
+
 // Bytes of FP4 records for [m, in] activations (they fit the float array
 // the other GEMMs use for [m, in]).
 uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
@@ -331,11 +345,11 @@ void UseFp8WithoutBf16DotForTesting(bool on) { Fp8WithoutBf16DotSlot().store(on)
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
              ThreadPool* pool) {
   const cpu::GemmKernels* simd = SimdKernels();
-  if (simd == nullptr) return ref::Fp8Gemm(x_codes, x_scales, m, w, y, pool);
+  if (simd == nullptr) return ref::Fp8Gemm(x_codes, x_scales, m, Fp8ForKernel(w, false), y, pool);
   DSV4_CHECK(w.in % 128 == 0);
   if (m <= 0) return;
   const Fp8Choice fp8 = Fp8Kernel(*simd);
-  cpu::Fp8GemmArgs args{nullptr, x_scales, m, w, y};
+  cpu::Fp8GemmArgs args{nullptr, x_scales, m, Fp8ForKernel(w, fp8.dot), y};
   float* x = Activations(m * w.in);
   PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, m, w.in, x, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
@@ -430,7 +444,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       if (g.fp4 != nullptr) {
         ref::Fp4Gemm(g.x_codes, g.x_scales, g.m, *g.fp4, g.y, pool);
       } else {
-        ref::Fp8Gemm(g.x_codes, g.x_scales, g.m, *g.fp8, g.y, pool);
+        ref::Fp8Gemm(g.x_codes, g.x_scales, g.m, Fp8ForKernel(*g.fp8, false), g.y, pool);
       }
     }
     return;
@@ -440,15 +454,18 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
   int64_t floats = 0;  // activation floats of the distinct inputs
-  int64_t repack_bytes = 0;
+  int64_t repack_bytes = 0, fp8_repack_bytes = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     DSV4_CHECK((g.fp4 != nullptr) != (g.fp8 != nullptr) && InOf(g) % 128 == 0 && g.m >= 0);
     if (SharedActivation(gemms, i) < 0) floats += g.m * InOf(g);
     if (g.fp4 != nullptr) repack_bytes += RepackBytes(*g.fp4);
+    if (g.fp8 != nullptr) fp8_repack_bytes += Fp8RepackBytes(*g.fp8, fp8.dot);
   }
   float* x = Activations(floats);
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(repack_bytes));
+  uint8_t* fp8_repacked =
+      ScratchArray<Fp8RepackTag, uint8_t>::Get(static_cast<size_t>(fp8_repack_bytes));
   int64_t next_x = 0, tasks = 0, min_panel_bytes = 0, own_rows = 0, max_in = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
@@ -474,7 +491,9 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {
-      e.fp8 = cpu::Fp8GemmArgs{nullptr, g.x_scales, g.m, *g.fp8, g.y};
+      e.fp8 = cpu::Fp8GemmArgs{nullptr, g.x_scales, g.m,
+                               Fp8ForKernel(*g.fp8, fp8.dot, fp8_repacked), g.y};
+      fp8_repacked += Fp8RepackBytes(*g.fp8, fp8.dot);
       if (shared >= 0) {
         e.fp8.x = entries[shared].fp8.x;
         e.fp8.xh = entries[shared].fp8.xh;
@@ -585,7 +604,9 @@ bool Fp8IsExactBf16(const Fp8Weight& w) {
     if (w.scales[i] < 10 || w.scales[i] > 246) return false;
   }
   // Branch-free so the scan of the codes vectorises.
-  const int64_t num_codes = w.out * w.in;
+  // (The panel layout's padding codes are +0.)
+  const int64_t num_codes =
+      w.layout == Fp8Layout::kPanels ? Fp8PanelBytes(w.out, w.in) : w.out * w.in;
   uint8_t nan = 0;
   for (int64_t i = 0; i < num_codes; ++i) nan |= static_cast<uint8_t>((w.codes[i] & 0x7f) == 0x7f);
   return nan == 0;
@@ -606,7 +627,9 @@ void ForEachGroupPart(const cpu::Tile& t, int64_t group_panels, const Fn& fn) {
   }
 }
 
-// Rows [g·rows, (g+1)·rows) of a grouped FP8 weight as a weight of their own.
+// Rows [g·rows, (g+1)·rows) of a grouped FP8 weight as a weight of their own
+// (rows % 128 == 0: the same offset in either layout, whose groups of 16
+// rows are contiguous).
 Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
   Fp8Weight p = w;
   p.codes += g * rows * w.in;
@@ -616,34 +639,24 @@ Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
 }
 
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
-// activations in its order, one array [groups, m, in] (group g reads x's
-// columns [g·in, (g+1)·in)), activation scales 1.  groups == 1 or
+// activations read in place (group g reads x's columns [g·in, (g+1)·in)),
+// activation scales 1, w in the panel layout.  groups == 1 or
 // (w.out / groups) % panel == 0.
 void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, int64_t ldx,
                     int64_t m, int64_t groups, const Fp8Weight& w, bf16* y, int64_t ldy,
                     ThreadPool* pool) {
   if (m <= 0) return;
   const int64_t rows = w.out / groups, num_kb = w.in / 128;
-  static_assert(sizeof(float) == 2 * sizeof(bf16));
-  float* buffer = Activations(groups * m * w.in / 2 + m * num_kb);
-  bf16* xh = reinterpret_cast<bf16*>(buffer);
-  float* ones = buffer + groups * m * w.in / 2;
+  float* ones = Activations(m * num_kb);
   std::fill(ones, ones + m * num_kb, 1.0f);
-  ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const bf16* src = x + r * ldx + g * w.in;
-      bf16* dst = xh + (g * m + r) * w.in;
-      ForEachDotRun(w.in, [&](int64_t from, int64_t to) {
-        std::memcpy(dst + to, src + from, 8 * sizeof(bf16));
-      });
-    }
-  });
+  const Fp8Weight pw = Fp8ForKernel(w, true);
   const int64_t group_panels = CeilDiv(rows, simd.panel);
   ForEachTile(pool, m, groups * group_panels * simd.panel, simd.panel, simd.panel * w.in,
               [&](const cpu::Tile& t) {
                 ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
-                  cpu::Fp8GemmArgs args{nullptr, ones, m, Fp8Group(w, rows, g), y + g * rows};
-                  args.xh = xh + g * m * w.in;
+                  cpu::Fp8GemmArgs args{nullptr, ones, m, Fp8Group(pw, rows, g), y + g * rows};
+                  args.xh = x + g * w.in;
+                  args.ldx = ldx;
                   args.ldy = ldy;
                   fp8.kernel(args, part);
                 });
@@ -655,11 +668,12 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
 void GemmBf16Fp8(const bf16* x, int64_t ldx, int64_t m, const Fp8Weight& w, bf16* y, int64_t ldy,
                  ThreadPool* pool) {
   const cpu::GemmKernels* simd = SimdKernels();
-  if (simd == nullptr) return ref::GemmBf16Fp8(x, ldx, m, w, y, ldy, pool);
+  if (simd == nullptr) return ref::GemmBf16Fp8(x, ldx, m, Fp8ForKernel(w, false), y, ldy, pool);
   DSV4_CHECK(w.in % 128 == 0);
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   if (fp8.dot) return GemmBf16Fp8Dot(*simd, fp8, x, ldx, m, 1, w, y, ldy, pool);
-  DenseGemm(*simd, x, ldx, m, w.in, nullptr, nullptr, &w, w.out, y, nullptr, ldy, pool);
+  const Fp8Weight rows = Fp8ForKernel(w, false);
+  DenseGemm(*simd, x, ldx, m, w.in, nullptr, nullptr, &rows, w.out, y, nullptr, ldy, pool);
 }
 
 void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, const Fp8Weight& w,
@@ -685,9 +699,10 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
   });
   // One task space over all groups' panels.
   const int64_t group_panels = rows / simd->panel;
+  const Fp8Weight wr = Fp8ForKernel(w, false);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in, [&](const cpu::Tile& t) {
     ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
-      const Fp8Weight pw = Fp8Group(w, rows, g);
+      const Fp8Weight pw = Fp8Group(wr, rows, g);
       cpu::DenseGemmArgs args;
       args.x = xf + g * w.in;
       args.ldx = ldxf;

@@ -16,13 +16,41 @@
 
 namespace dsv4::kernels {
 
-// FP8 e4m3 weight with one E8M0 scale per 128x128 block.
+// Where an Fp8Weight's codes are (docs/kernels.md "FP8 panel layout").
+enum class Fp8Layout : uint8_t {
+  kRows,    // the checkpoint's [out, in]
+  kPanels,  // grouped by kFp8PanelColumns columns, each 128-block of a group
+            // 2 KiB with its columns' codes interleaved pair by pair
+            // (PackFp8Panels): what the BF16 dot kernel streams
+};
+
+// FP8 e4m3 weight with one E8M0 scale per 128x128 block.  The scales keep
+// the checkpoint's layout in either code layout.
 struct Fp8Weight {
-  const uint8_t* codes = nullptr;   // [out, in]
+  const uint8_t* codes = nullptr;   // kRows: [out, in]
   const uint8_t* scales = nullptr;  // E8M0 [ceil(out/128), ceil(in/128)]
   int64_t out = 0;
   int64_t in = 0;
+  Fp8Layout layout = Fp8Layout::kRows;
 };
+
+// Columns per group of the FP8 panel layout.
+inline constexpr int64_t kFp8PanelColumns = 16;
+
+// Bytes of the FP8 panel layout's codes for an [out, in] weight (out
+// rounded up to whole groups, the padding columns' codes +0).
+// REQUIRES: in % 128 == 0.
+int64_t Fp8PanelBytes(int64_t out, int64_t in);
+
+// w (kRows, in % 128 == 0) copied into the panel layout at `codes`
+// [Fp8PanelBytes]; returns that view (the same scales).
+Fp8Weight PackFp8Panels(const Fp8Weight& w, uint8_t* codes);
+
+// w (kPanels) copied back into the row layout at `codes` [out·in].
+Fp8Weight UnpackFp8Rows(const Fp8Weight& w, uint8_t* codes);
+
+// The code of column col at input k, in either layout.
+uint8_t Fp8CodeOf(const Fp8Weight& w, int64_t col, int64_t k);
 
 // Where an Fp4Weight's bytes are (docs/kernels.md "FP4 panel layout").
 enum class Fp4Layout : uint8_t {

@@ -19,6 +19,18 @@ bool IsAligned(const void* p, size_t alignment) {
 
 }  // namespace
 
+kernels::Fp8Weight Fp8ForGemm(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                              const kernels::Fp8Weight& w, Buffer& owned) {
+  if (!kernels::Fp8GemmUsesBf16Dots() || w.layout != kernels::Fp8Layout::kRows ||
+      w.in % 128 != 0) {
+    return w;
+  }
+  owned = Buffer(static_cast<size_t>(kernels::Fp8PanelBytes(w.out, w.in)));
+  const kernels::Fp8Weight packed = kernels::PackFp8Panels(w, owned.as<uint8_t>());
+  ckpt.DropResidentPages(name + ".weight");
+  return packed;
+}
+
 Result<Fp8Linear> Fp8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
                                   int64_t out, int64_t in) {
   if (in % 128 != 0) {
@@ -30,10 +42,8 @@ Result<Fp8Linear> Fp8Linear::Load(const checkpoint::Checkpoint& ckpt, const std:
   DSV4_ASSIGN_OR_RETURN(const TensorView* s, ckpt.Require(name + ".scale", DType::kF8E8M0,
                                                           {CeilDiv(out, 128), CeilDiv(in, 128)}));
   Fp8Linear l;
-  l.w_.codes = w->as<uint8_t>();
-  l.w_.scales = s->as<uint8_t>();
-  l.w_.out = out;
-  l.w_.in = in;
+  const kernels::Fp8Weight rows{w->as<uint8_t>(), s->as<uint8_t>(), out, in};
+  l.w_ = Fp8ForGemm(ckpt, name, rows, l.owned_);
   return l;
 }
 
@@ -204,7 +214,7 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
                                                             {CeilDiv(out, 128), in / 128}));
     const kernels::Fp8Weight fp8{codes->as<uint8_t>(), s->as<uint8_t>(), out, in};
     if (kernels::Fp8IsExactBf16(fp8)) {
-      l.fp8_ = fp8;
+      l.fp8_ = Fp8ForGemm(ckpt, name, fp8, l.owned_);
       return l;
     }
   }

@@ -23,10 +23,20 @@
 
 namespace dsv4::model {
 
+// The FP8 weight w (`name`.weight, kRows) in the layout this CPU's FP8 GEMM
+// kernel reads: where it is the BF16 dot kernel (kernels::Fp8GemmUsesBf16Dots)
+// a copy in the panel layout, made into `owned`, after which the mapped
+// source's pages leave the resident set (Checkpoint::DropResidentPages); else
+// w itself.  The same bits either way (a weight in the other layout is
+// converted per call).
+kernels::Fp8Weight Fp8ForGemm(const checkpoint::Checkpoint& ckpt, const std::string& name,
+                              const kernels::Fp8Weight& w, Buffer& owned);
+
 // FP8 e4m3 weight with 128x128 E8M0 block scales ("<name>.weight" F8_E4M3
 // [out, in], "<name>.scale" F8_E8M0 [ceil(out/128), ceil(in/128)]).
 // Forward = ActQuantFp8 (block 128) + Fp8Gemm: BF16 in, BF16 out, exactly the
-// reference's `linear` for FP8 weights.
+// reference's `linear` for FP8 weights.  The codes are a view into the
+// mapping or the panel copy of Fp8ForGemm; the scales a view.
 class Fp8Linear {
  public:
   Fp8Linear() = default;
@@ -50,7 +60,8 @@ class Fp8Linear {
   const kernels::Fp8Weight& weight() const { return w_; }
 
  private:
-  kernels::Fp8Weight w_;  // views into the checkpoint mapping (byte data: no alignment needs)
+  kernels::Fp8Weight w_;  // views into the mapping or owned_ (byte data: no alignment needs)
+  Buffer owned_;          // the panel copy, when made
 };
 
 // BF16 weight "<name>.weight" [out, in] used as a BF16 GEMM operand
@@ -168,7 +179,8 @@ class Bf16OrFp8Linear {
 
  private:
   Bf16Linear bf16_;           // used unless is_fp8()
-  kernels::Fp8Weight fp8_{};  // views into the mapping when used in place
+  kernels::Fp8Weight fp8_{};  // views into the mapping or owned_ when used in place
+  Buffer owned_;              // fp8_'s panel copy (Fp8ForGemm), when made
 };
 
 // An F32 tensor copied into aligned storage (mapped data may be misaligned).

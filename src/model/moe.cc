@@ -170,10 +170,11 @@ Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& p
     w.owned.push_back(std::move(l));
     return w.owned.back().weight();
   };
-  // Fp8Linear holds only views into the mapping, so its weight() outlives it.
+  // An Fp8Linear may own its weight's panel copy: kept with the weights.
   auto fp8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Fp8Weight> {
     DSV4_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::Load(ckpt, name, out, in));
-    return l.weight();
+    w.owned_fp8.push_back(std::move(l));
+    return w.owned_fp8.back().weight();
   };
   SharedExpertWeights& x = w.shared;
   if (w.int8) {

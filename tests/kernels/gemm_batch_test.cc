@@ -240,10 +240,16 @@ CancellingFp8 MakeCancelling(int64_t m, int64_t n, int64_t k, std::mt19937* rng)
   return c;
 }
 
-// The FP8 one-row path walks each column over stretches of 32 K blocks
-// (StretchPanel): K = 33 blocks makes a full and a one-block stretch, N = 131 a
-// last panel of a column pair and a single column; M = 3 compares it with
-// the few-row path, on random and on order-sensitive data.
+// Sets the FP8 kernel choice for a scope (true: the FMA kernel everywhere).
+struct ScopedFp8Fma {
+  explicit ScopedFp8Fma(bool on) { cpu::UseFp8WithoutBf16DotForTesting(on); }
+  ~ScopedFp8Fma() { cpu::UseFp8WithoutBf16DotForTesting(false); }
+};
+
+// The FP8 few-row paths stream K blocks in groups (4 for one row, 2 for 2..4
+// rows) and the rest one by one: K = 33 blocks makes both, N = 131 a
+// partial last panel; M = 3 compares one row with the few-row path, on
+// random and on order-sensitive data.
 TEST(GemmBatchInvariance, Fp8GemvLongRows) {
   std::mt19937 rng(37);
   const int64_t m = 3, n = 131, k = 33 * 128;
@@ -281,13 +287,16 @@ TEST(GemmBatchInvariance, OrderSensitiveData) {
   std::mt19937 rng(23);
   const int64_t m = 13, n = 1100, k = 256;
   const CancellingFp8 c = MakeCancelling(m, n, k, &rng);
-  // The data must really be order sensitive: the SIMD paths, which sum in a
-  // different order than the reference, differ from it in most outputs.
+  // The data must really be order sensitive: the FMA kernel, which sums
+  // each block in vector lanes, differs from the reference's sequential sum
+  // in most outputs.  (The BF16 dot kernel's two chains over alternate K
+  // pairs lose the tiny values just as the sequential sum does here.)
   std::vector<bf16> want(m * n), got(m * n);
   ref::Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
                Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, want.data(), nullptr);
   if (BestSupportedIsa() != Isa::kScalar) {
     IsaScope scope(BestSupportedIsa());
+    const ScopedFp8Fma fma(true);
     Fp8Gemm(c.x_codes.data(), c.x_scales.data(), m,
             Fp8Weight{c.w_codes.data(), c.w_scales.data(), n, k}, got.data(), nullptr);
     EXPECT_GT(CompareBf16(got.data(), want.data(), m * n).num_differ, m * n / 4);
@@ -338,12 +347,6 @@ TEST(GemmBatchInvariance, NarrowOutputSplitOverRows) {
 // count, strides and misaligned codes; with the BF16 dot kernel it must stay
 // within the summation-order bound of the exact result and be batch
 // invariant.
-
-// Sets the FP8 kernel choice for a scope (true: the FMA kernel everywhere).
-struct ScopedFp8Fma {
-  explicit ScopedFp8Fma(bool on) { cpu::UseFp8WithoutBf16DotForTesting(on); }
-  ~ScopedFp8Fma() { cpu::UseFp8WithoutBf16DotForTesting(false); }
-};
 
 TEST(GemmBf16Fp8, EqualsGemmBf16OnDequantizedWeightWithFmaKernel) {
   const ScopedFp8Fma fma(true);

@@ -301,6 +301,39 @@ TEST(Fp4Panels, LayoutAndPadding) {
   }
 }
 
+// The FP8 panel layout (docs/kernels.md): group block c/16·in/128 + kb is
+// 2 KiB at that index·2048; in it, element e of column c's 128-block is
+// element e % 2 of K pair e/2, in chunk e/4 (64 bytes each) at byte
+// 16·(w/8) + 8·(e/2 % 2) + w % 8 with w = 2·(c % 16) + e % 2; a padded last
+// group of +0 codes; the scales untouched.
+TEST(Fp8Panels, LayoutAndPadding) {
+  std::mt19937 rng(6);
+  const int64_t n = 20, k = 256;
+  Misaligned codes = RandomBytes(n * k, &rng, 0, 255, false);
+  Misaligned scales = RandomBytes(1 * (k / 128), &rng, 0, 255, false);
+  const Fp8Weight w{codes.data(), scales.data(), n, k};
+  ASSERT_EQ(Fp8PanelBytes(n, k), 32 * k);
+  std::vector<uint8_t> packed(Fp8PanelBytes(n, k), 0xaa);
+  const Fp8Weight p = PackFp8Panels(w, packed.data());
+  EXPECT_EQ(p.layout, Fp8Layout::kPanels);
+  EXPECT_EQ(p.scales, w.scales);
+  for (int64_t c = 0; c < 32; ++c) {
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t block = (c / 16) * (k / 128) + i / 128, e = i % 128;
+      const int64_t word = 2 * (c % 16) + e % 2;
+      const int64_t at = block * 2048 + (e / 4) * 64 + 16 * (word / 8) + 8 * (e / 2 % 2) + word % 8;
+      ASSERT_EQ(packed[at], c < n ? codes.data()[c * k + i] : 0) << c << " " << i;
+      if (c < n) {
+        ASSERT_EQ(Fp8CodeOf(p, c, i), Fp8CodeOf(w, c, i));
+      }
+    }
+  }
+  std::vector<uint8_t> rows(n * k);
+  const Fp8Weight r = UnpackFp8Rows(p, rows.data());
+  EXPECT_EQ(r.layout, Fp8Layout::kRows);
+  EXPECT_EQ(std::memcmp(rows.data(), codes.data(), rows.size()), 0);
+}
+
 // The sums are exact where a sequential FP32 sum is not: in row 0 against
 // columns 0-15, each 32-block is 16 products ±448·6 (the sign alternating
 // between blocks) and then 16 products 2^-9·0.5, each under half an ulp of
@@ -483,14 +516,16 @@ TEST(GemmDifferential, Fp8EveryCodeExact) {
   }
   const std::vector<float> x_scales(kRows * (k / 128), 1.0f);
   ThreadPool pool(2);
-  // The weight 64-byte aligned and 1, 16 and 63 bytes past (the dot
-  // kernel's one-row walk reads misaligned rows through aligned lines).
-  std::vector<uint8_t> store(n * k + 128);
+  // The weight in rows 64-byte aligned and 1, 16 and 63 bytes past (the
+  // checkpoint's tensors sit anywhere), and in the panel layout (offset -1);
+  // each kernel converts the layout it does not read.
+  std::vector<uint8_t> store(n * k + 128), panels(Fp8PanelBytes(n, k));
   const uintptr_t aligned = (reinterpret_cast<uintptr_t>(store.data()) + 63) & ~uintptr_t{63};
-  for (int64_t offset : {0, 1, 16, 63}) {
-    uint8_t* at = reinterpret_cast<uint8_t*>(aligned) + offset;
+  for (int64_t offset : {0, 1, 16, 63, -1}) {
+    uint8_t* at = reinterpret_cast<uint8_t*>(aligned) + std::max<int64_t>(offset, 0);
     std::copy(codes.begin(), codes.end(), at);
-    const Fp8Weight w{at, scales.data(), n, k};
+    Fp8Weight w{at, scales.data(), n, k};
+    if (offset < 0) w = PackFp8Panels(w, panels.data());
     for (Isa isa : SimdIsas()) {
       IsaScope scope(isa);
       for (bool fma : {false, true}) {

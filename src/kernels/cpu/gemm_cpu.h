@@ -43,21 +43,13 @@ struct Fp8GemmArgs {
   Fp8Weight w;
   bf16* y = nullptr;  // [m, w.out]
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
-  // values (exact), each 64 elements in dot order (Fp8DotPosition).  BF16
-  // activations that were never quantized (wo_a) go here too, with x_scales
-  // all 1.
+  // values (exact), in order (row stride ldx), against a weight in the panel
+  // layout.  BF16 activations that were never quantized (wo_a) go here too,
+  // in place, with x_scales all 1.
   const bf16* xh = nullptr;
+  int64_t ldx = 0;  // row stride of xh; 0 means w.in
   int64_t ldy = 0;  // row stride of y; 0 means w.out
 };
-
-// Where element e of a 64-element chunk sits in the BF16 dot kernel's
-// activation layout: the kernel forms its weight vectors by unpacking bytes
-// within 128-bit chunks, so vector 0 holds elements 16L + j and vector 1
-// elements 16L + 8 + j (L < 4, j < 8), each in that order.
-constexpr int64_t Fp8DotPosition(int64_t e) {
-  const int64_t chunk = e / 16, j = e % 16;
-  return (j / 8) * 32 + chunk * 8 + j % 8;
-}
 
 // FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block
 // of a row (row r, block kb at x + (r·in/128 + kb)·kFp4RecordBytes), built

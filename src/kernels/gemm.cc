@@ -111,15 +111,21 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
   for (int64_t i = 0; i < in; ++i) x[i] = kTable[codes[i]];
 }
 
-// FP8 GEMM activations for the BF16 dot kernel, one row: each code's value
-// in BF16 (exact).
-void DecodeFp8DotRow(const uint8_t* codes, int64_t in, bf16* xh) {
+// FP8 GEMM activations for the BF16 dot kernel, row r of m: each code's
+// value in BF16 (exact), block-major (block kb of row r at (kb·m + r)·128):
+// the kernel's register tiles read one block of up to 12 rows at a time,
+// which in rows `in` elements apart (8 KB on Flash) would all fall in the
+// same L1 sets.
+void DecodeFp8DotRow(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
     return t;
   }();
-  for (int64_t i = 0; i < in; ++i) xh[i] = kTable[codes[i]];
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    bf16* block = xh + (kb * m + r) * 128;
+    for (int64_t i = 0; i < 128; ++i) block[i] = kTable[codes[kb * 128 + i]];
+  }
 }
 
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
@@ -194,13 +200,13 @@ enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
 
 // Row r of [m, in] activation codes in `form` into out, the [m, in] array
 // of that form.
-void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t in, float* out,
-                          int64_t r) {
+void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
+                          float* out, int64_t r) {
   switch (form) {
     case ActivationForm::kFp8Fma:
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
     case ActivationForm::kFp8Dot:
-      return DecodeFp8DotRow(x_codes + r * in, in, reinterpret_cast<bf16*>(out) + r * in);
+      return DecodeFp8DotRow(x_codes + r * in, in, m, r, reinterpret_cast<bf16*>(out));
     case ActivationForm::kFp4:
       return BuildFp4RecordsRow(
           x_codes + r * in, in,
@@ -211,7 +217,7 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t i
 // Every row of [m, in] activation codes in `form` into out.
 void PrepareActivations(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
                         float* out, ThreadPool* pool) {
-  ForEachRow(pool, m, in, [&](int64_t r) { PrepareActivationRow(form, x_codes, in, out, r); });
+  ForEachRow(pool, m, in, [&](int64_t r) { PrepareActivationRow(form, x_codes, m, in, out, r); });
 }
 
 // True when the environment variable `name` is set to `value`.
@@ -277,7 +283,9 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
 // chosen kernel reads.
 ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args) {
   if (dot) {
-    args->xh = reinterpret_cast<bf16*>(buffer);
+    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (DecodeFp8DotRow)
+    args->ldx = 128;
+    args->ldkb = args->m * 128;
     return ActivationForm::kFp8Dot;
   }
   args->x = buffer;
@@ -428,7 +436,7 @@ void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* ent
                   // The entry owning this row: the last own one starting at or before it.
                   while (entries[i].x == nullptr || entries[i].first_row + gemms[i].m <= row) ++i;
                   const BlockScaledGemm& g = gemms[i];
-                  PrepareActivationRow(entries[i].form, g.x_codes, InOf(g), entries[i].x,
+                  PrepareActivationRow(entries[i].form, g.x_codes, g.m, InOf(g), entries[i].x,
                                        row - entries[i].first_row);
                 }
               });
@@ -497,6 +505,8 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       if (shared >= 0) {
         e.fp8.x = entries[shared].fp8.x;
         e.fp8.xh = entries[shared].fp8.xh;
+        e.fp8.ldx = entries[shared].fp8.ldx;
+        e.fp8.ldkb = entries[shared].fp8.ldkb;
       } else {
         e.form = SetFp8Activations(fp8.dot, e.x, &e.fp8);
       }
@@ -638,25 +648,43 @@ Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
   return p;
 }
 
+// Up to this many rows the dot kernel reads BF16 activations in place; more
+// rows (its register tiles) are copied block-major first (DecodeFp8DotRow).
+constexpr int64_t kFp8DotInPlaceRows = 4;
+
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
-// activations read in place (group g reads x's columns [g·in, (g+1)·in)),
-// activation scales 1, w in the panel layout.  groups == 1 or
+// activations (group g reads x's columns [g·in, (g+1)·in)), in place or
+// block-major, activation scales 1, w in the panel layout.  groups == 1 or
 // (w.out / groups) % panel == 0.
 void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, int64_t ldx,
                     int64_t m, int64_t groups, const Fp8Weight& w, bf16* y, int64_t ldy,
                     ThreadPool* pool) {
   if (m <= 0) return;
   const int64_t rows = w.out / groups, num_kb = w.in / 128;
-  float* ones = Activations(m * num_kb);
+  const bool in_place = m <= kFp8DotInPlaceRows;
+  static_assert(sizeof(float) == 2 * sizeof(bf16));
+  const int64_t copy_floats = in_place ? 0 : groups * m * w.in / 2;
+  float* buffer = Activations(copy_floats + m * num_kb);
+  float* ones = buffer + copy_floats;
   std::fill(ones, ones + m * num_kb, 1.0f);
+  // Block-major per group: group g's block kb of row r at ((g·num_kb + kb)·m + r)·128.
+  auto* blocks = reinterpret_cast<bf16*>(buffer);
+  if (!in_place) {
+    ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
+      for (int64_t b = 0; b < groups * num_kb; ++b) {
+        std::memcpy(blocks + (b * m + r) * 128, x + r * ldx + b * 128, 128 * sizeof(bf16));
+      }
+    });
+  }
   const Fp8Weight pw = Fp8ForKernel(w, true);
   const int64_t group_panels = CeilDiv(rows, simd.panel);
   ForEachTile(pool, m, groups * group_panels * simd.panel, simd.panel, simd.panel * w.in,
               [&](const cpu::Tile& t) {
                 ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
                   cpu::Fp8GemmArgs args{nullptr, ones, m, Fp8Group(pw, rows, g), y + g * rows};
-                  args.xh = x + g * w.in;
-                  args.ldx = ldx;
+                  args.xh = in_place ? x + g * w.in : blocks + g * num_kb * m * 128;
+                  args.ldx = in_place ? ldx : 128;
+                  args.ldkb = in_place ? 128 : m * 128;
                   args.ldy = ldy;
                   fp8.kernel(args, part);
                 });

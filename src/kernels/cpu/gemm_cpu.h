@@ -43,11 +43,13 @@ struct Fp8GemmArgs {
   Fp8Weight w;
   bf16* y = nullptr;  // [m, w.out]
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
-  // values (exact), in order (row stride ldx), against a weight in the panel
-  // layout.  BF16 activations that were never quantized (wo_a) go here too,
-  // in place, with x_scales all 1.
+  // values (exact), against a weight in the panel layout; row r's 128-block
+  // kb at xh + r·ldx + kb·ldkb (row-major: ldx = w.in, ldkb = 128; gemm.cc
+  // decodes block-major: ldx = 128, ldkb = m·128).  BF16 activations that
+  // were never quantized (wo_a) go here too, with x_scales all 1.
   const bf16* xh = nullptr;
-  int64_t ldx = 0;  // row stride of xh; 0 means w.in
+  int64_t ldx = 0;   // 0 means w.in
+  int64_t ldkb = 0;  // 0 means 128
   int64_t ldy = 0;  // row stride of y; 0 means w.out
 };
 

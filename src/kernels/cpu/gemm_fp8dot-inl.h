@@ -107,13 +107,15 @@ struct Fp8DotGemm {
   const Fp8DotTables t;
   const int64_t num_kb;
   const int64_t ld_scale;
-  const int64_t ldx;
+  const int64_t ldx;   // row stride of the activations
+  const int64_t ldkb;  // their block stride
 
   explicit Fp8DotGemm(const Fp8GemmArgs& args)
       : a(args),
         num_kb(args.w.in / 128),
         ld_scale((args.w.in + 127) / 128),
-        ldx(args.ldx > 0 ? args.ldx : args.w.in) {}
+        ldx(args.ldx > 0 ? args.ldx : args.w.in),
+        ldkb(args.ldkb > 0 ? args.ldkb : 128) {}
 
   const uint8_t* Block(int64_t panel, int64_t kb) const {
     return a.w.codes + (panel * num_kb + kb) * kBlockBytes;
@@ -121,7 +123,7 @@ struct Fp8DotGemm {
   float PanelScale(int64_t panel, int64_t kb) const {
     return E8M0Value(a.w.scales[(panel * kDotP / 128) * ld_scale + kb]);
   }
-  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * 128; }
+  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
   float XScale(int64_t row, int64_t kb) const { return a.x_scales[row * num_kb + kb]; }
 
   // acc += (even + odd) · (row scale · block scale): a block's sum into a

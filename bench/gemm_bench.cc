@@ -272,9 +272,9 @@ MoeLayerWeights MakeMoeLayer(uint64_t seed) {
   }
   for (int64_t i = 0; i < 3; ++i) {
     const bool down = i == 2;
-    l.w8.push_back(InKernelLayout({l.codes.data() + i * one,
-                                   l.fp8_scales.data() + i * one / (128 * 128),
-                                   down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim}));
+    l.w8.push_back(
+        InKernelLayout({l.codes.data() + i * one, l.fp8_scales.data() + i * one / (128 * 128),
+                        down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim}));
   }
   return l;
 }

@@ -17,8 +17,8 @@ namespace dsv4::kernels {
 namespace {
 
 constexpr int64_t kGroup = kFp8PanelColumns;
-constexpr int64_t kChunk = 64;                       // bytes: 2 pairs x 16 columns
-constexpr int64_t kGroupBlock = kGroup * 128;        // bytes of a group's 128-block
+constexpr int64_t kChunk = 64;                 // bytes: 2 pairs x 16 columns
+constexpr int64_t kGroupBlock = kGroup * 128;  // bytes of a group's 128-block
 
 int64_t Groups(int64_t out) { return (out + kGroup - 1) / kGroup; }
 

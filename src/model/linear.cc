@@ -21,8 +21,7 @@ bool IsAligned(const void* p, size_t alignment) {
 
 kernels::Fp8Weight Fp8ForGemm(const checkpoint::Checkpoint& ckpt, const std::string& name,
                               const kernels::Fp8Weight& w, Buffer& owned) {
-  if (!kernels::Fp8GemmUsesBf16Dots() || w.layout != kernels::Fp8Layout::kRows ||
-      w.in % 128 != 0) {
+  if (!kernels::Fp8GemmUsesBf16Dots() || w.layout != kernels::Fp8Layout::kRows || w.in % 128 != 0) {
     return w;
   }
   owned = Buffer(static_cast<size_t>(kernels::Fp8PanelBytes(w.out, w.in)));

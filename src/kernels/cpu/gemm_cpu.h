@@ -50,7 +50,7 @@ struct Fp8GemmArgs {
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128
-  int64_t ldy = 0;  // row stride of y; 0 means w.out
+  int64_t ldy = 0;   // row stride of y; 0 means w.out
 };
 
 // FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block

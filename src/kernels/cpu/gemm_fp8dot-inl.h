@@ -74,8 +74,9 @@ static_assert(kDotP == kFp8PanelColumns);
 // The few-row walk prefetches this far ahead of the chunk it decodes: the
 // FP4 panel GEMV's tuned distance (docs/performance.md "FP4 panel layout").
 constexpr int64_t kAheadBytes = 8192;
-// Rows per register tile of the many-row path: two accumulators a row.
-constexpr int kTileRows = 12;
+// Rows per register tile of the many-row path: two accumulators per row
+// and panel, two panels.
+constexpr int kTileRows = 6;
 
 // One chunk (64 codes) -> its two BF16 vectors: vector 0 holds codes 16L + j,
 // vector 1 codes 16L + 8 + j (L < 4, j < 8; byte unpacking works within
@@ -181,65 +182,104 @@ struct Fp8DotGemm {
     for (; kb < num_kb; ++kb) StreamBlocks<M, 1>(m0, panel, kb, acc);
   }
 
-  // Rows row..row + R of a tile against one panel block decoded into wdec
-  // (L1), every decoded vector feeding R rows; acc: row's accumulator.
-  template <int R>
-  [[gnu::always_inline]] void TileRows(const Bh (*wdec)[2], int64_t row, int64_t kb, float sw,
-                                       __m512* acc) const {
-    __m512 even[R], odd[R];
+  // Rows row..row + R of a tile against the blocks of NP panels (1 or 2)
+  // decoded into wdec[p] (L1): each activation pair is broadcast once into
+  // a register and fed to every panel's chains.  acc[p]: row's accumulator
+  // for panel p.
+  template <int R, int NP>
+  [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[2], int64_t row, int64_t kb,
+                                       const float* sw, __m512* const* acc) const {
+    __m512 even[NP][R], odd[NP][R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) even[r] = odd[r] = V512::Zero();
+    for (int i = 0; i < NP * R; ++i) even[i / R][i % R] = odd[i / R][i % R] = V512::Zero();
     const bf16* x0 = X(row, kb);
     for (int64_t q = 0; q < kChunks; ++q) {
-      const Bh w0 = wdec[q][0], w1 = wdec[q][1];
+      Bh w0[NP], w1[NP];
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) w0[p] = wdec[p][q][0], w1[p] = wdec[p][q][1];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        even[r] = DotPair(even[r], w0, x0 + r * ldx + 4 * q);
-        odd[r] = DotPair(odd[r], w1, x0 + r * ldx + 4 * q + 2);
+        int32_t pairs[2];
+        std::memcpy(pairs, x0 + r * ldx + 4 * q, sizeof pairs);
+        const Bh xe = reinterpret_cast<Bh>(_mm512_set1_epi32(pairs[0]));
+        const Bh xo = reinterpret_cast<Bh>(_mm512_set1_epi32(pairs[1]));
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; ++p) {
+          even[p][r] = _mm512_dpbf16_ps(even[p][r], w0[p], xe);
+          odd[p][r] = _mm512_dpbf16_ps(odd[p][r], w1[p], xo);
+        }
       }
     }
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      acc[r] = AddBlockSum(acc[r], even[r], odd[r], XScale(row + r, kb) * sw);
+      for (int r = 0; r < R; ++r) {
+        acc[p][r] = AddBlockSum(acc[p][r], even[p][r], odd[p][r], XScale(row + r, kb) * sw[p]);
+      }
     }
   }
 
-  // Rows [m0, m0 + mt) (mt > 4) against one panel: each block decoded once
-  // into L1, then register tiles of up to kTileRows rows.
-  void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512* acc) const {
-    alignas(64) Bh wdec[kChunks][2];
-    for (int64_t r = 0; r < mt; ++r) acc[r] = V512::Zero();
+  // Rows [m0, m0 + mt) (mt > 4) against NP panels from `panel` on: each
+  // block decoded once into L1, then register tiles of up to kTileRows rows.
+  // acc[p]: the rows' accumulators for panel p.
+  template <int NP>
+  void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512* const* acc) const {
+    alignas(64) Bh wdec[NP][kChunks][2];
+    const Bh(*w[NP])[2];
+    for (int p = 0; p < NP; ++p) {
+      w[p] = wdec[p];
+      for (int64_t r = 0; r < mt; ++r) acc[p][r] = V512::Zero();
+    }
     for (int64_t kb = 0; kb < num_kb; ++kb) {
-      const uint8_t* block = Block(panel, kb);
-      for (int64_t q = 0; q < kChunks; ++q) DecodeChunk(block + q * 64, t, wdec[q]);
-      const float sw = PanelScale(panel, kb);
-      int64_t r = 0;
-      for (; r + kTileRows <= mt; r += kTileRows) {
-        TileRows<kTileRows>(wdec, m0 + r, kb, sw, acc + r);
+      float sw[NP];
+      for (int p = 0; p < NP; ++p) {
+        const uint8_t* block = Block(panel + p, kb);
+        for (int64_t q = 0; q < kChunks; ++q) DecodeChunk(block + q * 64, t, wdec[p][q]);
+        sw[p] = PanelScale(panel + p, kb);
       }
+      int64_t r = 0;
+      const auto tile = [&]<int R>() {
+        __m512* at[NP];
+        for (int p = 0; p < NP; ++p) at[p] = acc[p] + r;
+        TileRows<R, NP>(w, m0 + r, kb, sw, at);
+        r += R;
+      };
+      while (r + kTileRows <= mt) tile.template operator()<kTileRows>();
       const int64_t left = mt - r;
-      if (left & 8) TileRows<8>(wdec, m0 + r, kb, sw, acc + r), r += 8;
-      if (left & 4) TileRows<4>(wdec, m0 + r, kb, sw, acc + r), r += 4;
-      if (left & 2) TileRows<2>(wdec, m0 + r, kb, sw, acc + r), r += 2;
-      if (left & 1) TileRows<1>(wdec, m0 + r, kb, sw, acc + r);
+      if (left & 4) tile.template operator()<4>();
+      if (left & 2) tile.template operator()<2>();
+      if (left & 1) tile.template operator()<1>();
+    }
+  }
+
+  // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
+  void Store(int64_t m0, int64_t mt, int64_t p, const __m512* acc) const {
+    const int64_t n0 = p * kDotP, nc = Min(kDotP, a.w.out - n0);
+    for (int64_t r = 0; r < mt; ++r) {
+      V512::StoreBf16(a.y + (m0 + r) * YStride(a) + n0, acc[r], nc);
     }
   }
 
   void Run(const Tile& tile) const {
-    alignas(64) __m512 acc[kMTile];
-    const int64_t n = a.w.out;
+    alignas(64) __m512 acc[2][kMTile];
+    __m512* const both[2] = {acc[0], acc[1]};
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
-      for (int64_t p = tile.panel_begin; p < tile.panel_end; ++p) {
-        if (mt == 1) FewRows<1>(m0, p, acc);
-        if (mt == 2) FewRows<2>(m0, p, acc);
-        if (mt == 3) FewRows<3>(m0, p, acc);
-        if (mt == 4) FewRows<4>(m0, p, acc);
-        if (mt > 4) ManyRows(m0, mt, p, acc);
-        const int64_t n0 = p * kDotP, nc = Min(kDotP, n - n0);
-        for (int64_t r = 0; r < mt; ++r) {
-          V512::StoreBf16(a.y + (m0 + r) * YStride(a) + n0, acc[r], nc);
+      for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
+        if (mt > 4 && p + 1 < tile.panel_end) {  // two panels per register tile
+          ManyRows<2>(m0, mt, p, both);
+          Store(m0, mt, p, acc[0]);
+          Store(m0, mt, p + 1, acc[1]);
+          p += 2;
+          continue;
         }
+        if (mt == 1) FewRows<1>(m0, p, acc[0]);
+        if (mt == 2) FewRows<2>(m0, p, acc[0]);
+        if (mt == 3) FewRows<3>(m0, p, acc[0]);
+        if (mt == 4) FewRows<4>(m0, p, acc[0]);
+        if (mt > 4) ManyRows<1>(m0, mt, p, both);
+        Store(m0, mt, p, acc[0]);
+        ++p;
       }
     }
   }

@@ -313,8 +313,12 @@ int64_t Checkpoint::DropResidentPages(std::string_view name) const {
   if (file == nullptr) return 0;
   const TensorView& v = *file->Find(name);
   const uint64_t at = OffsetIn(*file, v);
+  const auto begin = reinterpret_cast<uintptr_t>(v.data);
+  dropped_.emplace_back(begin, begin + v.nbytes());
   return static_cast<int64_t>(file->DropResident(at, at + v.nbytes()));
 }
+
+std::vector<std::pair<uintptr_t, uintptr_t>> Checkpoint::DroppedRanges() const { return dropped_; }
 
 std::vector<std::string> Checkpoint::Names() const {
   std::vector<std::string> names;

@@ -79,8 +79,15 @@ class Checkpoint {
   // Drops this process's resident pages of tensor `name` where Find finds it
   // (SafetensorsFile::DropResident: whole pages inside the tensor; the bytes
   // stay readable).  For tensors the model copied into another layout at
-  // load.  Returns the bytes dropped; 0 for an unknown name.
+  // load.  Returns the bytes dropped; 0 for an unknown name.  Remembers the
+  // tensor (DroppedRanges).  Called while loading, one thread at a time.
   int64_t DropResidentPages(std::string_view name) const;
+
+  // The mapped address range [first, second) of every tensor
+  // DropResidentPages dropped: bytes the process no longer reads, which
+  // whatever walks the mapping afterwards (the huge-page move, a page-in)
+  // should leave alone rather than bring back into memory.
+  std::vector<std::pair<uintptr_t, uintptr_t>> DroppedRanges() const;
 
  private:
   Checkpoint() = default;
@@ -89,6 +96,7 @@ class Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, size_t, std::less<>> where_;  // tensor name -> shard index
   std::unique_ptr<SafetensorsFile> overlay_;          // null unless SetOverlay
+  mutable std::vector<std::pair<uintptr_t, uintptr_t>> dropped_;  // DroppedRanges
 };
 
 }  // namespace dsv4::checkpoint

@@ -209,7 +209,7 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
   if (options.hugepages && host.weights_stream) {
     DSV4_LOG_INFO("hugepages: skipped, the weights stream from disk and stay in the page cache");
   } else if (options.hugepages) {
-    DSV4_LOG_INFO("{}", MoveCheckpointsToHugePages());
+    DSV4_LOG_INFO("{}", MoveCheckpointsToHugePages(model->checkpoint().DroppedRanges()));
   }
   const int64_t bytes = host.kv_bytes;
   const model::Model& ref = *model;

@@ -87,7 +87,32 @@ std::string ThpMode(const std::string& enabled_text) {
   return "";
 }
 
-std::string MoveCheckpointsToHugePages() {
+std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
+                                      std::vector<AddressRange> keep) {
+  std::sort(keep.begin(), keep.end());
+  std::vector<AddressRange> merged;
+  for (const AddressRange& k : keep) {
+    if (!merged.empty() && k.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, k.second);
+    } else {
+      merged.push_back(k);
+    }
+  }
+  std::vector<AddressRange> pieces;
+  uintptr_t at = begin;
+  for (const AddressRange& k : merged) {
+    // Only whole huge pages inside a kept range stay behind.
+    const uintptr_t kb = std::max(begin, (k.first + kHugePage - 1) & ~(kHugePage - 1));
+    const uintptr_t ke = std::min(end, k.second & ~(kHugePage - 1));
+    if (kb >= ke || ke <= at) continue;
+    if (kb > at) pieces.emplace_back(at, kb);
+    at = ke;
+  }
+  if (at < end) pieces.emplace_back(at, end);
+  return pieces;
+}
+
+std::string MoveCheckpointsToHugePages(const std::vector<AddressRange>& keep) {
   const std::string mode = ThpMode(ReadPseudoFile("/sys/kernel/mm/transparent_hugepage/enabled"));
   if (mode == "never" || mode.empty()) {
     return fmt::format(
@@ -98,8 +123,22 @@ std::string MoveCheckpointsToHugePages() {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t huge_before = AnonHugeBytes();
   const std::vector<MappedRegion> regions = CheckpointRegions(ReadPseudoFile("/proc/self/maps"));
-  int64_t total = 0;
-  for (const MappedRegion& r : regions) total += static_cast<int64_t>(r.end - r.begin);
+  struct Piece {
+    uintptr_t begin, end;
+    const std::string* path;
+  };
+  std::vector<Piece> pieces;
+  int64_t mapped = 0, total = 0;
+  for (const MappedRegion& region : regions) {
+    mapped += static_cast<int64_t>(region.end - region.begin);
+    const uintptr_t begin = (region.begin + kHugePage - 1) & ~(kHugePage - 1);
+    const uintptr_t end = region.end & ~(kHugePage - 1);
+    if (begin >= end) continue;
+    for (const auto& [b, e] : MovedPieces(begin, end, keep)) {
+      pieces.push_back({b, e, &region.path});
+      total += static_cast<int64_t>(e - b);
+    }
+  }
   // Anonymous memory cannot be dropped and re-read like the page cache: on a
   // host that cannot hold the weights (they stream from disk) moving them
   // would end in swap or the OOM killer.  MemAvailable counts the page
@@ -114,11 +153,9 @@ std::string MoveCheckpointsToHugePages() {
   constexpr uintptr_t kChunk = uintptr_t{256} << 20;  // bounds the transient second copy
   int64_t moved = 0;
   Progress progress("hugepages", total, ProgressUnit::kBytes);
-  for (const MappedRegion& region : regions) {
-    const uintptr_t begin = (region.begin + kHugePage - 1) & ~(kHugePage - 1);
-    const uintptr_t end = region.end & ~(kHugePage - 1);
-    for (uintptr_t a = begin; a < end; a += kChunk) {
-      const uintptr_t stop = std::min(end, a + kChunk);
+  for (const Piece& piece : pieces) {
+    for (uintptr_t a = piece.begin; a < piece.end; a += kChunk) {
+      const uintptr_t stop = std::min(piece.end, a + kChunk);
       // A chunk that cannot move stays file pages (MoveToHugePages leaves
       // it untouched): the weights are intact either way, so the engine
       // starts, with a line saying how far the move got.
@@ -127,7 +164,7 @@ std::string MoveCheckpointsToHugePages() {
         return fmt::format(
             "hugepages: stopped after {} ({}: {}); the rest stays in the page "
             "cache's 4 KiB pages",
-            FormatBytes(moved), region.path, s.message());
+            FormatBytes(moved), *piece.path, s.message());
       }
       moved += static_cast<int64_t>(stop - a);
       progress.Add(static_cast<int64_t>(stop - a));
@@ -136,8 +173,10 @@ std::string MoveCheckpointsToHugePages() {
   progress.Finish();
   return fmt::format(
       "hugepages: {} of mapped checkpoint moved into anonymous memory (THP mode {}) in {:.2f} s, "
-      "{} of it in huge pages",
-      FormatBytes(moved), mode, SecondsSince(t0), FormatBytes(AnonHugeBytes() - huge_before));
+      "{} of it in huge pages; {} not moved (tensors the model copied into its own layouts, the "
+      "files' unaligned ends)",
+      FormatBytes(moved), mode, SecondsSince(t0), FormatBytes(AnonHugeBytes() - huge_before),
+      FormatBytes(std::max<int64_t>(0, mapped - moved)));
 }
 
 }  // namespace dsv4::launch

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsv4::launch {
@@ -27,8 +28,19 @@ std::vector<MappedRegion> CheckpointRegions(const std::string& maps_text);
 // names none.  Pure, for tests.
 std::string ThpMode(const std::string& enabled_text);
 
-// Every mapped checkpoint file's 2 MiB-aligned interior is copied, 256 MiB
-// at a time, into anonymous memory advised MADV_HUGEPAGE and moved (mremap)
+// An address range [first, second).
+using AddressRange = std::pair<uintptr_t, uintptr_t>;
+
+// The pieces of [begin, end) (2 MiB aligned) that the huge-page move copies,
+// in order: all of it but the 2 MiB-aligned interiors of the `keep` ranges
+// (touching or overlapping ones merged first).  Pure, for tests.
+std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
+                                      std::vector<AddressRange> keep);
+
+// Every mapped checkpoint file's 2 MiB-aligned interior, but for the `keep`
+// ranges (tensors the model copied into its own layouts and dropped from the
+// resident set: Checkpoint::DroppedRanges), which stay unread file pages, is
+// copied, 256 MiB at a time, into anonymous memory advised MADV_HUGEPAGE and moved (mremap)
 // onto the same addresses, read-only: every pointer into the weights stays
 // valid (a TLB entry per 2 MiB; the hardware prefetchers no longer stop at
 // every 4 KiB page boundary).  The file's page cache is no longer mapped
@@ -38,6 +50,6 @@ std::string ThpMode(const std::string& enabled_text);
 // stream from disk must stay droppable).  Returns the summary line for the
 // log; a chunk that fails to move stays file pages and ends the move with a
 // line saying so (never an error: the weights are intact either way).
-std::string MoveCheckpointsToHugePages();
+std::string MoveCheckpointsToHugePages(const std::vector<AddressRange>& keep = {});
 
 }  // namespace dsv4::launch

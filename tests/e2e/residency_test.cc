@@ -162,6 +162,49 @@ TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
   std::filesystem::remove(path);
 }
 
+// The move leaves the whole huge pages inside kept ranges (tensors the model
+// copied into its own layouts) as they are; touching or overlapping ranges
+// count as one, and a range without a whole huge page inside keeps nothing.
+TEST(ResidencyTest, MovedPiecesSkipTheKeptHugePages) {
+  constexpr uintptr_t kM = uintptr_t{1} << 20;
+  using Ranges = std::vector<launch::AddressRange>;
+  EXPECT_EQ(launch::MovedPieces(0, 16 * kM, {}), (Ranges{{0, 16 * kM}}));
+  EXPECT_EQ(launch::MovedPieces(0, 16 * kM, {{3 * kM, 9 * kM + 5}}),
+            (Ranges{{0, 4 * kM}, {8 * kM, 16 * kM}}));
+  // [1, 4 + e) and [4 + e, 7) merge into [1, 7): huge pages [2, 6) stay.
+  EXPECT_EQ(launch::MovedPieces(0, 16 * kM, {{4 * kM + 1, 7 * kM}, {kM, 4 * kM + 1}}),
+            (Ranges{{0, 2 * kM}, {6 * kM, 16 * kM}}));
+  EXPECT_EQ(launch::MovedPieces(0, 16 * kM, {{3 * kM, 4 * kM + 7}}), (Ranges{{0, 16 * kM}}));
+  // Ranges reaching past the region, or covering it.
+  EXPECT_EQ(launch::MovedPieces(4 * kM, 8 * kM, {{0, 6 * kM}, {20 * kM, 30 * kM}}),
+            (Ranges{{6 * kM, 8 * kM}}));
+  EXPECT_EQ(launch::MovedPieces(4 * kM, 8 * kM, {{0, 30 * kM}}), Ranges{});
+}
+
+// A kept range stays file pages through the move, every byte still there.
+TEST(ResidencyTest, HugePagesLeaveKeptRangesInThePageCache) {
+  const std::string path = ::testing::TempDir() + "/residency_keep_test.safetensors";
+  std::string bytes(size_t{9} << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 5 + i / 4096) & 0xff);
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto mapped = MappedFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  const uint8_t* data = (*mapped)->data();
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  launch::MoveCheckpointsToHugePages({{begin, begin + bytes.size()}});
+  int64_t file_bytes = 0;
+  for (const launch::MappedRegion& r :
+       launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"))) {
+    if (std::filesystem::path(r.path).filename() == "residency_keep_test.safetensors") {
+      file_bytes += static_cast<int64_t>(r.end - r.begin);
+    }
+  }
+  EXPECT_EQ(file_bytes, int64_t{9} << 20);
+  EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
+  mapped->reset();
+  std::filesystem::remove(path);
+}
+
 TEST(ResidencyTest, MlockRefusalNamesTheLimit) {
   EXPECT_EQ(MlockError(ENOMEM, int64_t{8} << 20, int64_t{3} << 30),
             "--mlock: mlockall failed (Cannot allocate memory): the locked-memory limit "

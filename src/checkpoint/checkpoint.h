@@ -94,8 +94,8 @@ class Checkpoint {
   Status OpenShards(const CheckpointIndex& index, const std::string& index_path);
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
-  std::map<std::string, size_t, std::less<>> where_;  // tensor name -> shard index
-  std::unique_ptr<SafetensorsFile> overlay_;          // null unless SetOverlay
+  std::map<std::string, size_t, std::less<>> where_;              // tensor name -> shard index
+  std::unique_ptr<SafetensorsFile> overlay_;                      // null unless SetOverlay
   mutable std::vector<std::pair<uintptr_t, uintptr_t>> dropped_;  // DroppedRanges
 };
 

@@ -113,7 +113,7 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
 
 // FP8 GEMM activations for the BF16 dot kernel, row r of m: each code's
 // value in BF16 (exact), block-major (block kb of row r at (kb·m + r)·128):
-// the kernel's register tiles read one block of up to 12 rows at a time,
+// the kernel's register tiles read one block of several rows at a time,
 // which in rows `in` elements apart (8 KB on Flash) would all fall in the
 // same L1 sets.
 void DecodeFp8DotRow(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {

@@ -1,12 +1,11 @@
 // Linear layers, one per weight kind (docs/model.md "Linear layer kinds").  Weights use the
 // checkpoint's [out, in] row-major layout, except MXFP4 ones, which the SIMD kernels read in
 // their panel layout (Fp4Layout), and FP8 ones on the BF16 dot kernel, which reads its own
-// (Fp8Layout); a weight in the other layout is converted per call.  Results are batch invariant: on a
-// given ISA path, row m of the output depends only on row m of the input and
-// the weight (fixed reduction order per output element, whatever M and the
-// thread count).  Scalar, AVX2 and AVX-512 may differ in the last FP32 bit of
-// a sum (summation order).  `pool` may be null (single-threaded); GEMMs must
-// not be called from inside a pool task.
+// (Fp8Layout); a weight in the other layout is converted per call.  Results are batch invariant: on
+// a given ISA path, row m of the output depends only on row m of the input and the weight (fixed
+// reduction order per output element, whatever M and the thread count).  Scalar, AVX2 and AVX-512
+// may differ in the last FP32 bit of a sum (summation order).  `pool` may be null
+// (single-threaded); GEMMs must not be called from inside a pool task.
 #pragma once
 
 #include <array>

@@ -2,6 +2,7 @@
 // after binding equal PackFp4Panels, over several batches and threads, and
 // the source tensors dropped along the way stay readable.  (That a drop
 // leaves the resident set: Checkpoint.DropResidentPagesKeepsBytesReadable.)
+// And Fp8Linear's load-time FP8 panel copy (model/linear.h).
 #include "model/weights.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "kernels/quant.h"
+#include "model/linear.h"
+#include "model/workspace.h"
 #include "testing/golden.h"
 
 namespace dsv4 {
@@ -55,6 +59,54 @@ TEST(WeightStore, DeferredPackingEqualsPackFp4PanelsAndDropsAfterItsCopies) {
   EXPECT_EQ(std::memcmp(rows.packed, source.data(), source.size()), 0);
   // Nothing is left to do: a second call copies and drops nothing.
   store.PackDeferred(c, 1);
+}
+
+// Where the FP8 GEMMs run on the BF16 dot kernel, Fp8Linear::Load copies
+// the weight into its panel layout and drops the mapped source (recorded in
+// DroppedRanges, still readable); its forward equals the GEMM on the
+// checkpoint's rows bit for bit.  Elsewhere it keeps the view.
+TEST(Fp8Linear, LoadPacksForTheDotKernelAndDropsTheSource) {
+  auto ckpt = checkpoint::Checkpoint::Open(testing::TestDataPath("golden/tiny-a"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  const checkpoint::Checkpoint& c = **ckpt;
+  const std::string name = "layers.0.attn.wq_a";
+  const TensorView* codes = c.Find(name + ".weight");
+  const TensorView* scales = c.Find(name + ".scale");
+  ASSERT_NE(codes, nullptr);
+  ASSERT_NE(scales, nullptr);
+  const int64_t out = codes->dim(0), in = codes->dim(1);
+  auto l = model::Fp8Linear::Load(c, name, out, in);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  const kernels::Fp8Weight& w = l->weight();
+  const auto at = reinterpret_cast<uintptr_t>(codes->data);
+  bool dropped = false;
+  for (const auto& [begin, end] : c.DroppedRanges()) dropped |= begin <= at && at < end;
+  if (kernels::Fp8GemmUsesBf16Dots()) {
+    EXPECT_EQ(w.layout, kernels::Fp8Layout::kPanels);
+    EXPECT_NE(w.codes, codes->as<uint8_t>());
+    EXPECT_TRUE(dropped);
+  } else {
+    EXPECT_EQ(w.layout, kernels::Fp8Layout::kRows);
+    EXPECT_EQ(w.codes, codes->as<uint8_t>());
+    EXPECT_FALSE(dropped);
+  }
+  const kernels::Fp8Weight rows{codes->as<uint8_t>(), scales->as<uint8_t>(), out, in};
+  for (int64_t k = 0; k < in; k += 37) {
+    for (int64_t col = 0; col < out; col += 5) {
+      ASSERT_EQ(kernels::Fp8CodeOf(w, col, k), kernels::Fp8CodeOf(rows, col, k));
+    }
+  }
+  constexpr int64_t m = 3;
+  std::vector<bf16> x(m * in);
+  for (int64_t i = 0; i < m * in; ++i) x[i] = F32ToBf16(static_cast<float>((i * 7) % 23) - 11.0f);
+  std::vector<uint8_t> x_codes(m * in);
+  std::vector<float> x_scales(m * in / 128);
+  kernels::ActQuantFp8(x.data(), m, in, 128, x_codes.data(), x_scales.data());
+  std::vector<bf16> want(m * out), got(m * out);
+  kernels::Fp8Gemm(x_codes.data(), x_scales.data(), m, rows, want.data(), nullptr);
+  model::Workspace ws;
+  l->Forward(x.data(), m, got.data(), ws, nullptr);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16)), 0);
 }
 
 }  // namespace

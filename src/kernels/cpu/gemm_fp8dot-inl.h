@@ -245,7 +245,8 @@ struct Fp8DotGemm {
         r += R;
       };
       while (r + kTileRows <= mt) tile.template operator()<kTileRows>();
-      const int64_t left = mt - r;
+      const int64_t left = mt - r;  // < kTileRows: 4, 2 and 1 cover it
+      static_assert(kTileRows <= 8);
       if (left & 4) tile.template operator()<4>();
       if (left & 2) tile.template operator()<2>();
       if (left & 1) tile.template operator()<1>();

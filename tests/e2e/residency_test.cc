@@ -123,6 +123,19 @@ TEST(ResidencyTest, ThpModeIsTheBracketedWord) {
   EXPECT_EQ(launch::ThpMode(""), "");
 }
 
+// Bytes of this process's file-backed mappings of the checkpoint file
+// named `file_name` (what the huge-page move has not moved).
+int64_t MappedFileBytes(const std::string& file_name) {
+  int64_t n = 0;
+  for (const launch::MappedRegion& r :
+       launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"))) {
+    if (std::filesystem::path(r.path).filename() == file_name) {
+      n += static_cast<int64_t>(r.end - r.begin);
+    }
+  }
+  return n;
+}
+
 // --hugepages: the file's 2 MiB-aligned interior is replaced in place by
 // anonymous memory with the same bytes, so pointers taken before stay valid
 // and read the same weights; only the unaligned head and tail stay mapped
@@ -135,16 +148,7 @@ TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
   auto mapped = MappedFile::Open(path);
   ASSERT_TRUE(mapped.ok()) << mapped.status().message();
   const uint8_t* data = (*mapped)->data();
-  const auto file_bytes = [&] {
-    int64_t n = 0;
-    for (const launch::MappedRegion& r :
-         launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"))) {
-      if (std::filesystem::path(r.path).filename() == "residency_huge_test.safetensors") {
-        n += static_cast<int64_t>(r.end - r.begin);
-      }
-    }
-    return n;
-  };
+  const auto file_bytes = [] { return MappedFileBytes("residency_huge_test.safetensors"); };
   EXPECT_EQ(file_bytes(), int64_t{9} << 20);
   const std::string line = launch::MoveCheckpointsToHugePages();
   ASSERT_EQ((*mapped)->data(), data);
@@ -192,14 +196,7 @@ TEST(ResidencyTest, HugePagesLeaveKeptRangesInThePageCache) {
   const uint8_t* data = (*mapped)->data();
   const auto begin = reinterpret_cast<uintptr_t>(data);
   launch::MoveCheckpointsToHugePages({{begin, begin + bytes.size()}});
-  int64_t file_bytes = 0;
-  for (const launch::MappedRegion& r :
-       launch::CheckpointRegions(ReadPseudoFile("/proc/self/maps"))) {
-    if (std::filesystem::path(r.path).filename() == "residency_keep_test.safetensors") {
-      file_bytes += static_cast<int64_t>(r.end - r.begin);
-    }
-  }
-  EXPECT_EQ(file_bytes, int64_t{9} << 20);
+  EXPECT_EQ(MappedFileBytes("residency_keep_test.safetensors"), int64_t{9} << 20);
   EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
   mapped->reset();
   std::filesystem::remove(path);

@@ -194,8 +194,8 @@ void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, uint8_t* rec) {
 }
 
 // The form a block-scaled kernel reads its activations in: FP32 values
-// ×2^8 (the FP8 FMA kernel), BF16 values in dot order (the FP8 BF16 dot
-// kernel) or FP4 records.  Each takes at most the bytes of [m, in] floats.
+// ×2^8 (the FP8 FMA kernel), BF16 values block-major (the FP8 BF16 dot
+// kernel: DecodeFp8DotRow) or FP4 records.  Each takes at most the bytes of [m, in] floats.
 enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
 
 // Row r of [m, in] activation codes in `form` into out, the [m, in] array

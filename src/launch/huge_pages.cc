@@ -129,12 +129,19 @@ std::string MoveCheckpointsToHugePages(const std::vector<AddressRange>& keep) {
   };
   std::vector<Piece> pieces;
   int64_t mapped = 0, total = 0;
+  // Each region is given only the kept ranges that start inside it (a
+  // tensor lies within one file), not all of them (Flash: ~10^5 tensors).
+  std::vector<AddressRange> sorted_keep = keep;
+  std::sort(sorted_keep.begin(), sorted_keep.end());
   for (const MappedRegion& region : regions) {
     mapped += static_cast<int64_t>(region.end - region.begin);
     const uintptr_t begin = (region.begin + kHugePage - 1) & ~(kHugePage - 1);
     const uintptr_t end = region.end & ~(kHugePage - 1);
     if (begin >= end) continue;
-    for (const auto& [b, e] : MovedPieces(begin, end, keep)) {
+    const auto first =
+        std::lower_bound(sorted_keep.begin(), sorted_keep.end(), AddressRange{region.begin, 0});
+    const auto last = std::lower_bound(first, sorted_keep.end(), AddressRange{region.end, 0});
+    for (const auto& [b, e] : MovedPieces(begin, end, std::vector<AddressRange>(first, last))) {
       pieces.push_back({b, e, &region.path});
       total += static_cast<int64_t>(e - b);
     }

@@ -136,15 +136,23 @@ int64_t MappedFileBytes(const std::string& file_name) {
   return n;
 }
 
+// Writes 9 MiB of a position-dependent pattern (`mul` varies it) to `path`
+// and returns the bytes.
+std::string WritePatternFile(const std::string& path, int mul) {
+  std::string bytes(size_t{9} << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>((i * mul + i / 4096) & 0xff);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return bytes;
+}
+
 // --hugepages: the file's 2 MiB-aligned interior is replaced in place by
 // anonymous memory with the same bytes, so pointers taken before stay valid
 // and read the same weights; only the unaligned head and tail stay mapped
 // from the file.
 TEST(ResidencyTest, HugePagesKeepEveryAddressAndByte) {
   const std::string path = ::testing::TempDir() + "/residency_huge_test.safetensors";
-  std::string bytes(size_t{9} << 20, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7 + i / 4096) & 0xff);
-  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string bytes = WritePatternFile(path, 7);
   auto mapped = MappedFile::Open(path);
   ASSERT_TRUE(mapped.ok()) << mapped.status().message();
   const uint8_t* data = (*mapped)->data();
@@ -188,9 +196,7 @@ TEST(ResidencyTest, MovedPiecesSkipTheKeptHugePages) {
 // A kept range stays file pages through the move, every byte still there.
 TEST(ResidencyTest, HugePagesLeaveKeptRangesInThePageCache) {
   const std::string path = ::testing::TempDir() + "/residency_keep_test.safetensors";
-  std::string bytes(size_t{9} << 20, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 5 + i / 4096) & 0xff);
-  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string bytes = WritePatternFile(path, 5);
   auto mapped = MappedFile::Open(path);
   ASSERT_TRUE(mapped.ok()) << mapped.status().message();
   const uint8_t* data = (*mapped)->data();

@@ -20,13 +20,21 @@
 namespace dsv4 {
 namespace {
 
+// A weight tensor of the golden tiny-a checkpoint and its scale.
+struct WeightAndScale {
+  const TensorView* codes = nullptr;
+  const TensorView* scales = nullptr;
+};
+WeightAndScale FindWeight(const checkpoint::Checkpoint& c, const std::string& name) {
+  return {c.Find(name + ".weight"), c.Find(name + ".scale")};
+}
+
 TEST(WeightStore, DeferredPackingEqualsPackFp4PanelsAndDropsAfterItsCopies) {
   auto ckpt = checkpoint::Checkpoint::Open(testing::TestDataPath("golden/tiny-a"));
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   const checkpoint::Checkpoint& c = **ckpt;
   const std::string name = "layers.0.ffn.experts.0.w1";
-  const TensorView* codes = c.Find(name + ".weight");
-  const TensorView* scales = c.Find(name + ".scale");
+  const auto [codes, scales] = FindWeight(c, name);
   ASSERT_NE(codes, nullptr);
   ASSERT_NE(scales, nullptr);
   const kernels::Fp4Weight rows{codes->as<uint8_t>(), scales->as<uint8_t>(), codes->dim(0),
@@ -70,8 +78,7 @@ TEST(Fp8Linear, LoadPacksForTheDotKernelAndDropsTheSource) {
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
   const checkpoint::Checkpoint& c = **ckpt;
   const std::string name = "layers.0.attn.wq_a";
-  const TensorView* codes = c.Find(name + ".weight");
-  const TensorView* scales = c.Find(name + ".scale");
+  const auto [codes, scales] = FindWeight(c, name);
   ASSERT_NE(codes, nullptr);
   ASSERT_NE(scales, nullptr);
   const int64_t out = codes->dim(0), in = codes->dim(1);

@@ -54,10 +54,11 @@ std::string FormatPrefillCompute(int64_t prompt_len, double tok_per_s, const Pre
   const auto mix = [&](kernels::PeakMix m) { return Giga(flops.by_mix[static_cast<size_t>(m)]); };
   std::string out;
   Append(&out,
-         "prefill FLOPs per token at %lld tokens: %.4g GFLOP (fp32 fma %.4g, int8 dot %.4g; of "
-         "which routed experts %.4g, attention core %.4g, indexer scores %.4g, head %.4g)\n",
+         "prefill FLOPs per token at %lld tokens: %.4g GFLOP (fp32 fma %.4g, int8 dot %.4g, bf16 "
+         "dot %.4g; of which routed experts %.4g, attention core %.4g, indexer scores %.4g, head "
+         "%.4g)\n",
          len, Giga(flops.total()), mix(kernels::PeakMix::kFp32Fma), mix(kernels::PeakMix::kInt8Dot),
-         Giga(flops.routed_experts), Giga(flops.attention), Giga(flops.indexer_scores),
+         mix(kernels::PeakMix::kBf16Dot), Giga(flops.routed_experts), Giga(flops.attention), Giga(flops.indexer_scores),
          Giga(flops.head));
   const double achieved = tok_per_s * Giga(flops.total());
   Append(&out, "prefill compute at %lld tokens: %.1f tok/s x %.4g GFLOP = %.2f GFLOP/s", len,

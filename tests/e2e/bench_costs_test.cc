@@ -147,6 +147,12 @@ TEST(BenchPrintTest, MixWeightedShareIsTheIdealOverTheTakenTime) {
   EXPECT_EQ(MixWeightedShare(10, f, rates), 0);
   EXPECT_NE(FormatPrefillCompute(128, 10, f, rates).find("prefill compute at 128 tokens"),
             std::string::npos);
+  // Every mix's FLOPs are listed, the BF16 dot products' too (the FP8 GEMMs).
+  f.by_mix[2] = 3e9;
+  EXPECT_NE(FormatPrefillCompute(128, 10, f, rates)
+                .find("(fp32 fma 1, int8 dot 2, bf16 dot 3;"),
+            std::string::npos)
+      << FormatPrefillCompute(128, 10, f, rates);
 }
 
 }  // namespace

@@ -56,9 +56,9 @@ struct Int8DotAvx2 {
 }  // namespace
 
 constinit const PeakLoops kPeakLoopsAvx2 = {
-    MakePeakLoop<Fp32FmaAvx2>("vfmadd231ps ymm"),
-    MakePeakLoop<Int8DotAvx2>("vpmaddubsw+vpmaddwd+vpaddd ymm"),
-    MakePeakLoop<Int8DotAvx2>("vpmaddubsw+vpmaddwd+vpaddd ymm"),
+    MakePeakLoop<Fp32FmaAvx2, kPeakChainsAvx2>("vfmadd231ps ymm"),
+    MakePeakLoop<Int8DotAvx2, kPeakChainsAvx2>("vpmaddubsw+vpmaddwd+vpaddd ymm"),
+    MakePeakLoop<Int8DotAvx2, kPeakChainsAvx2>("vpmaddubsw+vpmaddwd+vpaddd ymm"),
     {},
 };
 

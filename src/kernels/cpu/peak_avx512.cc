@@ -92,10 +92,10 @@ struct Bf16DotAvx512 {
 }  // namespace
 
 constinit const PeakLoops kPeakLoopsAvx512 = {
-    MakePeakLoop<Fp32FmaAvx512>("vfmadd231ps zmm"),
-    MakePeakLoop<Int8DotAvx512>("vpdpbusd zmm"),
-    MakePeakLoop<Int8DotAvx512NoVnni>("vpmaddubsw+vpmaddwd+vpaddd zmm"),
-    MakePeakLoop<Bf16DotAvx512>("vdpbf16ps zmm"),
+    MakePeakLoop<Fp32FmaAvx512, kPeakChainsAvx512>("vfmadd231ps zmm"),
+    MakePeakLoop<Int8DotAvx512, kPeakChainsAvx512>("vpdpbusd zmm"),
+    MakePeakLoop<Int8DotAvx512NoVnni, kPeakChainsAvx512>("vpmaddubsw+vpmaddwd+vpaddd zmm"),
+    MakePeakLoop<Bf16DotAvx512, kPeakChainsAvx512>("vdpbf16ps zmm"),
 };
 
 }  // namespace dsv4::kernels::cpu

@@ -16,9 +16,14 @@ namespace dsv4::kernels::cpu {
 namespace {
 
 // Independent accumulators per loop: enough to cover a multiply-add's
-// latency (4-5 cycles) on two issue ports, few enough to leave registers for
-// the operands on AVX2 (16 registers).
-constexpr int64_t kPeakAccumulators = 10;
+// latency on two issue ports.  AVX-512 has 32 registers and takes 16: with
+// 10, vdpbf16ps (latency ~6 cycles on Zen 5) issued 1.65 instead of 2 per
+// cycle and vpdpbusd 6 % below its rate, so the peak, and every "% of peak"
+// derived from it, was understated by that much (docs/performance.md
+// "Peak loops: 16 chains").  AVX2 (16 registers) keeps 10, leaving
+// registers for the operands.
+constexpr int kPeakChainsAvx2 = 10;
+constexpr int kPeakChainsAvx512 = 16;
 
 // Hides v's value from the compiler, so that a multiply by a constant one is
 // not folded away and a loop-invariant product (vpmaddubsw of constants) is
@@ -28,38 +33,34 @@ template <typename R>
   asm volatile("" : "+x"(v));
 }
 
-// The 10 accumulators are named variables, not an array: GCC keeps arrays
-// of vector accumulators in memory (docs/kernels.md "W8A8 prefill path").
-template <typename S>
+// kChains independent chains of S::Step.  The accumulators are an array
+// indexed only by constants of fully unrolled loops, so GCC keeps each in a
+// register (an array indexed by a loop counter stays in memory: docs/kernels.md
+// "W8A8 prefill path"); the opaque starts stop it from seeing kChains equal
+// chains and running one.
+template <typename S, int kChains>
 double RunPeak(int64_t iterations) {
   const S s;
   using A = typename S::Acc;
-  A a0 = S::Zero(), a1 = S::Zero(), a2 = S::Zero(), a3 = S::Zero(), a4 = S::Zero();
-  A a5 = S::Zero(), a6 = S::Zero(), a7 = S::Zero(), a8 = S::Zero(), a9 = S::Zero();
-  // Ten chains with the same start and the same steps would be one value to
-  // the compiler, which then runs one chain and copies it: opaque starts
-  // keep ten.
-  Opaque(a0), Opaque(a1), Opaque(a2), Opaque(a3), Opaque(a4);
-  Opaque(a5), Opaque(a6), Opaque(a7), Opaque(a8), Opaque(a9);
-  for (int64_t i = 0; i < iterations; ++i) {
-    a0 = s.Step(a0);
-    a1 = s.Step(a1);
-    a2 = s.Step(a2);
-    a3 = s.Step(a3);
-    a4 = s.Step(a4);
-    a5 = s.Step(a5);
-    a6 = s.Step(a6);
-    a7 = s.Step(a7);
-    a8 = s.Step(a8);
-    a9 = s.Step(a9);
+  A a[kChains];
+#pragma GCC unroll 16
+  for (int c = 0; c < kChains; ++c) {
+    a[c] = S::Zero();
+    Opaque(a[c]);
   }
-  return S::Sum(a0) + S::Sum(a1) + S::Sum(a2) + S::Sum(a3) + S::Sum(a4) + S::Sum(a5) + S::Sum(a6) +
-         S::Sum(a7) + S::Sum(a8) + S::Sum(a9);
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) a[c] = s.Step(a[c]);
+  }
+  double sum = 0;
+#pragma GCC unroll 16
+  for (int c = 0; c < kChains; ++c) sum += S::Sum(a[c]);
+  return sum;
 }
 
-template <typename S>
+template <typename S, int kChains>
 constexpr PeakLoop MakePeakLoop(const char* instruction) {
-  return {&RunPeak<S>, kPeakAccumulators * S::kMultiplyAddsPerStep, instruction};
+  return {&RunPeak<S, kChains>, kChains * S::kMultiplyAddsPerStep, instruction};
 }
 
 }  // namespace

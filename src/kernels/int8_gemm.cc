@@ -41,11 +41,13 @@ constexpr int64_t kBcastMinRows = 2;
 constexpr int64_t kBcastRowBlock = 256;
 constexpr int64_t kBcastColBlock = 96;
 static_assert(kBcastRowBlock % cpu::kInt8BcastRows == 0);
-// Rows per packed task (a multiple of cpu::kInt8PackedRows): each task packs
-// its 64 columns once, so longer blocks amortise the packing further, while
-// prefill chunks of a few hundred rows still split over the threads.
-constexpr int64_t kPackedRowBlock = 240;
-static_assert(kPackedRowBlock % cpu::kInt8PackedRows == 0);
+// Packed tasks per thread the column blocks alone must give before a task
+// takes every row: each task packs its 64 columns over the whole K, so a
+// column block cut into row blocks packs the same weights once per block.
+// With tasks of 240 rows, a 1,024-row GEMM (N 2048, K 4096) packed each
+// column 5 times and ran at 0.85-0.88x oneDNN; with one row block,
+// 0.92-0.97x (docs/performance.md "W8A8: one packing per column block").
+constexpr int64_t kPackedTasksPerThread = 4;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -57,6 +59,15 @@ bool HasVnni() {
 
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
+// Rows per packed task (a multiple of cpu::kInt8PackedRows): all of them
+// when the column blocks keep every thread busy, else the fewest row blocks
+// that do.
+int64_t PackedRowBlock(int64_t m, int64_t num_col_blocks, int64_t threads) {
+  const int64_t want = kPackedTasksPerThread * threads;
+  const int64_t row_blocks = num_col_blocks >= want ? 1 : CeilDiv(want, num_col_blocks);
+  return RoundUp(CeilDiv(m, row_blocks), cpu::kInt8PackedRows);
+}
+
 struct Int8OffsetActivationsTag {};
 struct Int8BcastActivationsTag {};
 struct Int8BcastScratchTag {};
@@ -67,7 +78,7 @@ struct alignas(64) PanelLine {
 };
 
 // The packed path: activations offset to unsigned once (in the caller's
-// scratch, read by every task), then tasks of 64 columns x kPackedRowBlock
+// scratch, read by every task), then tasks of 64 columns x PackedRowBlock
 // rows, each packing its columns into its own thread's scratch.
 void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
                     bf16* y, ThreadPool* pool) {
@@ -90,14 +101,16 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
               });
   const cpu::Int8PackedArgs args{xu, ldx, x_scales, m, w, y};
   const int64_t num_col_blocks = CeilDiv(w.out, cpu::kInt8PackedCols);
-  const int64_t num_tasks = num_col_blocks * CeilDiv(m, kPackedRowBlock);
+  const int64_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const int64_t row_block = PackedRowBlock(m, num_col_blocks, threads);
+  const int64_t num_tasks = num_col_blocks * CeilDiv(m, row_block);
   const int64_t panel_lines = CeilDiv(cpu::Int8PackedPanelBytes(k), 64);
   const auto run = [&](int64_t begin, int64_t end) {
     PanelLine* panel = ScratchArray<Int8PackedPanelTag, PanelLine>::Get(panel_lines);
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t r0 = (t / num_col_blocks) * kPackedRowBlock;
+      const int64_t r0 = (t / num_col_blocks) * row_block;
       const int64_t c0 = (t % num_col_blocks) * cpu::kInt8PackedCols;
-      cpu::Int8GemmAvx512VnniPacked(args, r0, std::min(m, r0 + kPackedRowBlock), c0,
+      cpu::Int8GemmAvx512VnniPacked(args, r0, std::min(m, r0 + row_block), c0,
                                     std::min(w.out, c0 + cpu::kInt8PackedCols), panel);
     }
   };

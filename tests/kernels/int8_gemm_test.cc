@@ -144,7 +144,7 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
 
 // The packed prefill path (M >= 512 on AVX-512 VNNI: weights packed per
 // task, 6-row x 64-column micro-tiles) against the scalar reference: ragged M
-// (row-tile and 240-row task edges), N (16- and 64-column edges) and K
+// (row-tile and row-block edges), N (16- and 64-column edges) and K
 // (4-byte groups and 64-byte packing steps), INT32 extremes up to K = 65,536,
 // 1 and 3 threads.  On other CPUs the same sizes check the older paths.
 TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {

@@ -109,14 +109,17 @@ using Fp4BlockWeights = typename V::I[8 * kV];
 // column by the row's 4 matching activation bytes broadcast to every lane
 // (Horner's rule from the top plane: one shift by 8 per plane below it).
 // A 2-plane record's plane 2 is zero, so 3 planes give its sum too.  With
-// fewer than 4 sums in flight, the 8 chunks of a plane are split over
-// kSplit partial sums (integer sums: any order gives the same value), so
-// one row's dot products are not one chain of dependent instructions.
+// at most 4 sums in flight, the 8 chunks of a plane are split over kSplit
+// partial sums (integer sums: any order gives the same value), so one row's
+// dot products are not one chain of dependent instructions: 4 for one sum,
+// 2 for 2-4 (3 and 4 rows of one panel ran 16-deep chains before: 10-12 %
+// slower on a verify GEMM streamed from memory; 8 for one sum and 4 for two
+// measured no faster).
 template <class V, int kR, int kV, int kPlanes>
 [[gnu::always_inline]] inline void Fp4BlockDots(const typename V::I* w, const Fp4Row* rows, int j,
                                                 typename V::I (*acc)[kV]) {
   using I = typename V::I;
-  constexpr int kSplit = kR * kV == 1 ? 4 : kR * kV == 2 ? 2 : 1;
+  constexpr int kSplit = kR * kV == 1 ? 4 : kR * kV <= 4 ? 2 : 1;
   I part[kSplit][kR][kV];
 #pragma GCC unroll 8
   for (int p = kPlanes - 1; p >= 0; --p) {

@@ -62,7 +62,8 @@ std::vector<float> LayerFrequencies(const checkpoint::ModelConfig& cfg, int64_t 
 
 Result<std::unique_ptr<AttentionWeights>> LoadWeights(const checkpoint::Checkpoint& ckpt,
                                                       const checkpoint::ModelConfig& cfg,
-                                                      const std::string& p, int64_t ratio) {
+                                                      const std::string& p, int64_t ratio,
+                                                      WeightStore& store) {
   auto w = std::make_unique<AttentionWeights>();
   w->dim = cfg.hidden_size;
   w->n_heads = cfg.num_attention_heads;
@@ -76,14 +77,14 @@ Result<std::unique_ptr<AttentionWeights>> LoadWeights(const checkpoint::Checkpoi
   w->eps = static_cast<float>(cfg.rms_norm_eps);
   w->softmax_scale = static_cast<float>(std::pow(static_cast<double>(cfg.head_dim), -0.5));
   const int64_t hd = w->n_heads * w->head_dim;
-  DSV4_ASSIGN_OR_RETURN(w->wq_a, Linear::Load(ckpt, p + "wq_a", w->q_lora, w->dim));
+  DSV4_ASSIGN_OR_RETURN(w->wq_a, Linear::Load(ckpt, p + "wq_a", w->q_lora, w->dim, store));
   DSV4_ASSIGN_OR_RETURN(w->q_norm, LoadBf16Copy(ckpt, p + "q_norm.weight", {w->q_lora}));
-  DSV4_ASSIGN_OR_RETURN(w->wq_b, Linear::Load(ckpt, p + "wq_b", hd, w->q_lora));
-  DSV4_ASSIGN_OR_RETURN(w->wkv, Linear::Load(ckpt, p + "wkv", w->head_dim, w->dim));
+  DSV4_ASSIGN_OR_RETURN(w->wq_b, Linear::Load(ckpt, p + "wq_b", hd, w->q_lora, store));
+  DSV4_ASSIGN_OR_RETURN(w->wkv, Linear::Load(ckpt, p + "wkv", w->head_dim, w->dim, store));
   DSV4_ASSIGN_OR_RETURN(w->kv_norm, LoadBf16Copy(ckpt, p + "kv_norm.weight", {w->head_dim}));
   DSV4_ASSIGN_OR_RETURN(w->wo_a, Bf16OrFp8Linear::Load(ckpt, p + "wo_a", w->n_groups * w->o_lora,
-                                                       hd / w->n_groups, w->o_lora));
-  DSV4_ASSIGN_OR_RETURN(w->wo_b, Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora));
+                                                       hd / w->n_groups, w->o_lora, store));
+  DSV4_ASSIGN_OR_RETURN(w->wo_b, Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora, store));
   DSV4_ASSIGN_OR_RETURN(w->sink, LoadF32Copy(ckpt, p + "attn_sink", {w->n_heads}));
   w->freqs = LayerFrequencies(cfg, ratio);
   return w;
@@ -96,13 +97,14 @@ Attention::~Attention() = default;
 
 Result<std::unique_ptr<Attention>> Attention::Load(const checkpoint::Checkpoint& ckpt,
                                                    const checkpoint::ModelConfig& cfg,
-                                                   int64_t layer_id, const std::string& prefix) {
+                                                   int64_t layer_id, const std::string& prefix,
+                                                   WeightStore& store) {
   DSV4_RETURN_IF_ERROR(CheckGeometry(cfg, layer_id, prefix));
   std::unique_ptr<Attention> a(new Attention());
   a->layer_id_ = layer_id;
   a->ratio_ = cfg.compress_ratio(layer_id);
   const std::string p = prefix + "attn.";
-  DSV4_ASSIGN_OR_RETURN(a->w_, LoadWeights(ckpt, cfg, p, a->ratio_));
+  DSV4_ASSIGN_OR_RETURN(a->w_, LoadWeights(ckpt, cfg, p, a->ratio_, store));
   if (a->ratio_ != 0) {
     CompressorSpec spec;
     spec.ratio = a->ratio_;
@@ -116,7 +118,7 @@ Result<std::unique_ptr<Attention>> Attention::Load(const checkpoint::Checkpoint&
   }
   if (a->ratio_ == 4) {
     DSV4_ASSIGN_OR_RETURN(a->indexer_,
-                          Indexer::Load(ckpt, cfg, p + "indexer.", a->w_->freqs.data()));
+                          Indexer::Load(ckpt, cfg, p + "indexer.", a->w_->freqs.data(), store));
   }
   return a;
 }

@@ -24,6 +24,7 @@
 #include "checkpoint/model_config.h"
 #include "model/attention_cache.h"
 #include "model/forward_batch.h"
+#include "model/weights.h"
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 
@@ -46,10 +47,12 @@ class Attention {
  public:
   // prefix: "layers.{L}." or "mtp.{k}."; layer_id indexes cfg.compress_ratios
   // (an MTP layer is num_hidden_layers + k).  Checks every tensor's dtype and
-  // shape; errors name the tensor.
+  // shape; errors name the tensor.  `store` receives the copies made at
+  // load (FP8 panel copies: WeightStore::PackDeferred runs before Forward).
   static Result<std::unique_ptr<Attention>> Load(const checkpoint::Checkpoint& ckpt,
                                                  const checkpoint::ModelConfig& cfg,
-                                                 int64_t layer_id, const std::string& prefix);
+                                                 int64_t layer_id, const std::string& prefix,
+                                                 WeightStore& store);
   ~Attention();
   Attention(const Attention&) = delete;
   Attention& operator=(const Attention&) = delete;

@@ -18,7 +18,7 @@ Result<std::unique_ptr<Block>> Block::Load(const checkpoint::Checkpoint& ckpt,
   b->moe_shape_ = MoeShape::FromConfig(cfg);
   b->norm_eps_ = static_cast<float>(cfg.rms_norm_eps);
   const int64_t d = cfg.hidden_size;
-  DSV4_ASSIGN_OR_RETURN(b->attn_, Attention::Load(ckpt, cfg, layer_id, prefix));
+  DSV4_ASSIGN_OR_RETURN(b->attn_, Attention::Load(ckpt, cfg, layer_id, prefix, store));
   DSV4_ASSIGN_OR_RETURN(b->hc_attn_, LoadHcWeights(ckpt, prefix + "hc_attn", b->hc_, false, store));
   DSV4_ASSIGN_OR_RETURN(b->hc_ffn_, LoadHcWeights(ckpt, prefix + "hc_ffn", b->hc_, false, store));
   DSV4_ASSIGN_OR_RETURN(b->attn_norm_, BindBf16(ckpt, prefix + "attn_norm.weight", {d}, store));

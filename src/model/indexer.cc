@@ -45,7 +45,8 @@ void ScoreRows(const bf16* q, int64_t rows, int64_t heads, int64_t dim, const bf
 
 Result<std::unique_ptr<Indexer>> Indexer::Load(const checkpoint::Checkpoint& ckpt,
                                                const checkpoint::ModelConfig& cfg,
-                                               const std::string& prefix, const float* rope_freqs) {
+                                               const std::string& prefix, const float* rope_freqs,
+                                               WeightStore& store) {
   std::unique_ptr<Indexer> ix(new Indexer());
   ix->n_heads_ = cfg.index_n_heads;
   ix->head_dim_ = cfg.index_head_dim;
@@ -61,7 +62,7 @@ Result<std::unique_ptr<Indexer>> Indexer::Load(const checkpoint::Checkpoint& ckp
   ix->weight_scale_ = static_cast<float>(std::pow(static_cast<double>(ix->head_dim_), -0.5) *
                                          std::pow(static_cast<double>(ix->n_heads_), -0.5));
   DSV4_ASSIGN_OR_RETURN(ix->wq_b_, Linear::Load(ckpt, prefix + "wq_b", ix->n_heads_ * ix->head_dim_,
-                                                cfg.q_lora_rank));
+                                                cfg.q_lora_rank, store));
   DSV4_ASSIGN_OR_RETURN(ix->weights_proj_, Bf16Linear::Load(ckpt, prefix + "weights_proj",
                                                             ix->n_heads_, cfg.hidden_size));
   CompressorSpec spec;

@@ -23,10 +23,12 @@ namespace dsv4::model {
 class Indexer {
  public:
   // prefix e.g. "layers.2.attn.indexer."; rope_freqs [qk_rope_head_dim/2] is
-  // the attention layer's (compressed-profile) table.
+  // the attention layer's (compressed-profile) table; `store` receives wq_b's
+  // FP8 panel copy (Linear::Load).
   static Result<std::unique_ptr<Indexer>> Load(const checkpoint::Checkpoint& ckpt,
                                                const checkpoint::ModelConfig& cfg,
-                                               const std::string& prefix, const float* rope_freqs);
+                                               const std::string& prefix, const float* rope_freqs,
+                                               WeightStore& store);
 
   int64_t topk() const { return topk_; }
   int64_t n_heads() const { return n_heads_; }

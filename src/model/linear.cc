@@ -19,19 +19,8 @@ bool IsAligned(const void* p, size_t alignment) {
 
 }  // namespace
 
-kernels::Fp8Weight Fp8ForGemm(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                              const kernels::Fp8Weight& w, Buffer& owned) {
-  if (!kernels::Fp8GemmUsesBf16Dots() || w.layout != kernels::Fp8Layout::kRows || w.in % 128 != 0) {
-    return w;
-  }
-  owned = Buffer(static_cast<size_t>(kernels::Fp8PanelBytes(w.out, w.in)));
-  const kernels::Fp8Weight packed = kernels::PackFp8Panels(w, owned.as<uint8_t>());
-  ckpt.DropResidentPages(name + ".weight");
-  return packed;
-}
-
 Result<Fp8Linear> Fp8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                  int64_t out, int64_t in) {
+                                  int64_t out, int64_t in, WeightStore& store) {
   if (in % 128 != 0) {
     return InvalidArgument("{}: input width {} is not a multiple of 128 (FP8 activation blocks)",
                            name, in);
@@ -42,7 +31,7 @@ Result<Fp8Linear> Fp8Linear::Load(const checkpoint::Checkpoint& ckpt, const std:
                                                           {CeilDiv(out, 128), CeilDiv(in, 128)}));
   Fp8Linear l;
   const kernels::Fp8Weight rows{w->as<uint8_t>(), s->as<uint8_t>(), out, in};
-  l.w_ = Fp8ForGemm(ckpt, name, rows, l.owned_);
+  l.w_ = Fp8ForGemm(rows, name, store);
   return l;
 }
 
@@ -168,7 +157,7 @@ void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, Threa
 }
 
 Result<Linear> Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                            int64_t out, int64_t in) {
+                            int64_t out, int64_t in, WeightStore& store) {
   const TensorView* w = ckpt.Find(name + ".weight");
   Linear l;
   if (w != nullptr && w->dtype == DType::kI8) {
@@ -178,7 +167,7 @@ Result<Linear> Linear::Load(const checkpoint::Checkpoint& ckpt, const std::strin
     DSV4_ASSIGN_OR_RETURN(Bf16Linear b, Bf16Linear::Load(ckpt, name, out, in));
     l.impl_ = std::move(b);
   } else {
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear f, Fp8Linear::Load(ckpt, name, out, in));  // names errors
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear f, Fp8Linear::Load(ckpt, name, out, in, store));  // names errors
     l.impl_ = std::move(f);
   }
   return l;
@@ -199,7 +188,7 @@ void Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPoo
 
 Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt,
                                               const std::string& name, int64_t out, int64_t in,
-                                              int64_t group_rows) {
+                                              int64_t group_rows, WeightStore& store) {
   Bf16OrFp8Linear l;
   const TensorView* w = ckpt.Find(name + ".weight");
   if (w != nullptr && w->dtype == DType::kBF16) {
@@ -213,7 +202,7 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
                                                             {CeilDiv(out, 128), in / 128}));
     const kernels::Fp8Weight fp8{codes->as<uint8_t>(), s->as<uint8_t>(), out, in};
     if (kernels::Fp8IsExactBf16(fp8)) {
-      l.fp8_ = Fp8ForGemm(ckpt, name, fp8, l.owned_);
+      l.fp8_ = Fp8ForGemm(fp8, name, store);
       return l;
     }
   }

@@ -17,26 +17,20 @@
 #include "checkpoint/checkpoint.h"
 #include "kernels/gemm.h"
 #include "kernels/int8_gemm.h"
+#include "model/weights.h"
 #include "model/workspace.h"
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
 namespace dsv4::model {
 
-// The FP8 weight w (`name`.weight, kRows) in the layout this CPU's FP8 GEMM
-// kernel reads: where it is the BF16 dot kernel (kernels::Fp8GemmUsesBf16Dots)
-// a copy in the panel layout, made into `owned`, after which the mapped
-// source's pages leave the resident set (Checkpoint::DropResidentPages); else
-// w itself.  The same bits either way (a weight in the other layout is
-// converted per call).
-kernels::Fp8Weight Fp8ForGemm(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                              const kernels::Fp8Weight& w, Buffer& owned);
-
 // FP8 e4m3 weight with 128x128 E8M0 block scales ("<name>.weight" F8_E4M3
 // [out, in], "<name>.scale" F8_E8M0 [ceil(out/128), ceil(in/128)]).
 // Forward = ActQuantFp8 (block 128) + Fp8Gemm: BF16 in, BF16 out, exactly the
 // reference's `linear` for FP8 weights.  The codes are a view into the
-// mapping or the panel copy of Fp8ForGemm; the scales a view.
+// mapping or the panel copy Fp8ForGemm defers into the store (filled by
+// WeightStore::PackDeferred, which must run before Forward); the scales a
+// view.
 class Fp8Linear {
  public:
   Fp8Linear() = default;
@@ -48,7 +42,7 @@ class Fp8Linear {
   // `name` without the ".weight"/".scale" suffix, e.g. "layers.3.attn.wq_a".
   // REQUIRES (checked, error): in % 128 == 0 (activation quantization blocks).
   static Result<Fp8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                int64_t out, int64_t in);
+                                int64_t out, int64_t in, WeightStore& store);
 
   // y [m, out] = bf16(W . act_quant(x)), x [m, in] BF16.  Row r of y depends
   // only on row r of x.  Uses Workspace slots kLinCodes and kLinScales
@@ -60,8 +54,7 @@ class Fp8Linear {
   const kernels::Fp8Weight& weight() const { return w_; }
 
  private:
-  kernels::Fp8Weight w_;  // views into the mapping or owned_ (byte data: no alignment needs)
-  Buffer owned_;          // the panel copy, when made
+  kernels::Fp8Weight w_;  // views into the mapping or the store (byte data: no alignment needs)
 };
 
 // BF16 weight "<name>.weight" [out, in] used as a BF16 GEMM operand
@@ -140,8 +133,9 @@ class Linear {
   Linear(Linear&&) noexcept = default;
   Linear& operator=(Linear&&) noexcept = default;
 
+  // `store` receives the FP8 panel copy (Fp8Linear::Load).
   static Result<Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                             int64_t out, int64_t in);
+                             int64_t out, int64_t in, WeightStore& store);
   void Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, ThreadPool* pool) const;
 
   bool is_fp8() const { return std::holds_alternative<Fp8Linear>(impl_); }
@@ -164,8 +158,10 @@ class Linear {
 class Bf16OrFp8Linear {
  public:
   // `group_rows`: the rows of one group of ForwardGrouped (out / groups).
+  // `store` receives the FP8 panel copy (Fp8ForGemm).
   static Result<Bf16OrFp8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                      int64_t out, int64_t in, int64_t group_rows);
+                                      int64_t out, int64_t in, int64_t group_rows,
+                                      WeightStore& store);
 
   // For every group g < groups (rows = out / groups): y[:, g·rows : (g+1)·rows] =
   // bf16(x[:, g·in : (g+1)·in] . W[g·rows : (g+1)·rows]^T); x [m, groups·in] (row
@@ -179,8 +175,7 @@ class Bf16OrFp8Linear {
 
  private:
   Bf16Linear bf16_;           // used unless is_fp8()
-  kernels::Fp8Weight fp8_{};  // views into the mapping or owned_ when used in place
-  Buffer owned_;              // fp8_'s panel copy (Fp8ForGemm), when made
+  kernels::Fp8Weight fp8_{};  // views into the mapping or the store when used in place
 };
 
 // An F32 tensor copied into aligned storage (mapped data may be misaligned).

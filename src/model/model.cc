@@ -217,8 +217,8 @@ Status Model::Bind(const ModelOptions& options) {
   shard.layer = static_cast<int32_t>(c.num_hidden_layers);
   mtp_block_->set_expert_shard(shard);
   if (shard.data_parallel) moe_layers_.push_back(mtp_block_->moe_layer());
-  DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d));
-  DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d));
+  DSV4_ASSIGN_OR_RETURN(mtp_.e_proj, Linear::Load(*ckpt_, p + "e_proj", d, d, store_));
+  DSV4_ASSIGN_OR_RETURN(mtp_.h_proj, Linear::Load(*ckpt_, p + "h_proj", d, d, store_));
   DSV4_ASSIGN_OR_RETURN(mtp_.enorm, BindBf16(*ckpt_, p + "enorm.weight", {d}, store_));
   DSV4_ASSIGN_OR_RETURN(mtp_.hnorm, BindBf16(*ckpt_, p + "hnorm.weight", {d}, store_));
   DSV4_ASSIGN_OR_RETURN(mtp_.head.norm, BindBf16(*ckpt_, p + "norm.weight", {d}, store_));

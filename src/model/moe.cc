@@ -160,7 +160,7 @@ Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix
 // The shared expert, in the routed experts' format (w.int8).  The sidecar's
 // fused `w13` replaces w1 and w3 when present.
 Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& prefix,
-                        const MoeShape& shape, MoeWeights& w) {
+                        const MoeShape& shape, MoeWeights& w, WeightStore& store) {
   const std::string p = prefix + ".shared_experts.";
   const int64_t si = shape.shared_inter;
   const int64_t d = shape.dim;
@@ -170,11 +170,10 @@ Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& p
     w.owned.push_back(std::move(l));
     return w.owned.back().weight();
   };
-  // An Fp8Linear may own its weight's panel copy: kept with the weights.
+  // The weight's views point into the mapping or the store (its panel copy).
   auto fp8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Fp8Weight> {
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::Load(ckpt, name, out, in));
-    w.owned_fp8.push_back(std::move(l));
-    return w.owned_fp8.back().weight();
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::Load(ckpt, name, out, in, store));
+    return l.weight();
   };
   SharedExpertWeights& x = w.shared;
   if (w.int8) {
@@ -224,7 +223,7 @@ Result<MoeWeights> LoadMoeWeights(const checkpoint::Checkpoint& ckpt, const std:
   } else {
     DSV4_RETURN_IF_ERROR(BindExperts(ckpt, prefix, shape, experts, w, store));
   }
-  if (shape.shared_inter > 0) DSV4_RETURN_IF_ERROR(BindSharedExpert(ckpt, prefix, shape, w));
+  if (shape.shared_inter > 0) DSV4_RETURN_IF_ERROR(BindSharedExpert(ckpt, prefix, shape, w, store));
   return w;
 }
 

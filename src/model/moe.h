@@ -77,7 +77,6 @@ struct MoeWeights {
   SharedExpertWeights shared;                // unused when shape.shared_inter == 0
   bool int8 = false;                         // W8A8 experts (all of them, shared included)
   std::vector<Int8Linear> owned;             // keeps the INT8 scales alive
-  std::vector<Fp8Linear> owned_fp8;          // keeps the FP8 panel copies alive
   ExpertShard shard;                         // expert parallelism (moe_shard.h); default: all here
 };
 

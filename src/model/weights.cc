@@ -18,11 +18,19 @@ size_t WeightStore::TotalBytes() const {
 
 kernels::Fp4Weight WeightStore::DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes,
                                           uint8_t* scales) {
-  pack_jobs_.push_back({rows, codes, scales});
+  pack_jobs_.push_back(Fp4Job{rows, codes, scales});
   kernels::Fp4Weight view = rows;
   view.packed = codes;
   view.scales = scales;
   view.layout = kernels::Fp4Layout::kPanels;
+  return view;
+}
+
+kernels::Fp8Weight WeightStore::DeferPack(const kernels::Fp8Weight& rows, uint8_t* codes) {
+  pack_jobs_.push_back(Fp8Job{rows, codes});
+  kernels::Fp8Weight view = rows;
+  view.codes = codes;
+  view.layout = kernels::Fp8Layout::kPanels;
   return view;
 }
 
@@ -31,7 +39,8 @@ void WeightStore::DropAfterPacking(std::string tensor) {
 }
 
 void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) {
-  // 64 copies per batch: ~0.4-0.8 GB of Flash's experts (6-13 MB each), one
+  // 64 copies per batch: ~0.4-0.8 GB of Flash's experts (6-13 MB each; an
+  // FP8 dense weight is 1-64 MB), one
   // weight per task, so a batch spreads evenly over the threads and each
   // first-touches its own pages.
   constexpr size_t kBatch = 64;
@@ -45,7 +54,7 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
     if (made.ok()) {
       pool = std::move(*made);
     } else {
-      DSV4_LOG_WARN("packing the FP4 weights on the loading thread alone: {}",
+      DSV4_LOG_WARN("packing the FP4/FP8 weights on the loading thread alone: {}",
                     made.status().message());
     }
   }
@@ -54,8 +63,13 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
     const size_t end = std::min(n, done + kBatch);
     ParallelFor(pool.get(), static_cast<int64_t>(end - done), 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        const PackJob& j = pack_jobs_[done + static_cast<size_t>(i)];
-        kernels::PackFp4Panels(j.rows, j.codes, j.scales);
+        const PackJob& job = pack_jobs_[done + static_cast<size_t>(i)];
+        if (const Fp4Job* j = std::get_if<Fp4Job>(&job)) {
+          kernels::PackFp4Panels(j->rows, j->codes, j->scales);
+        } else {
+          const Fp8Job& f = std::get<Fp8Job>(job);
+          kernels::PackFp8Panels(f.rows, f.codes);
+        }
       }
     });
     done = end;
@@ -123,6 +137,17 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
     }
   }
   return in_place ? t->as<int32_t>() : static_cast<const int32_t*>(table);
+}
+
+kernels::Fp8Weight Fp8ForGemm(const kernels::Fp8Weight& w, const std::string& name,
+                              WeightStore& store) {
+  if (!kernels::Fp8GemmUsesBf16Dots() || w.layout != kernels::Fp8Layout::kRows || w.in % 128 != 0) {
+    return w;
+  }
+  uint8_t* codes = store.Allocate<uint8_t>(kernels::Fp8PanelBytes(w.out, w.in));
+  const kernels::Fp8Weight view = store.DeferPack(w, codes);
+  store.DropAfterPacking(name + ".weight");
+  return view;
 }
 
 kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "base/status.h"
@@ -36,9 +37,10 @@ class WeightStore {
   }
   size_t TotalBytes() const;
 
-  // The FP4 panel copies are made after binding, over a pool (they are most
-  // of a checkpoint's bytes): DeferPack records one copy of `rows` (kRows)
-  // into `codes` / `scales` and returns the view it will fill;
+  // The panel copies (FP4, and FP8 where the BF16 dot kernel runs) are made
+  // after binding, over a pool (they are most of a checkpoint's bytes):
+  // DeferPack records one copy of `rows` (kRows) into `codes` (/ `scales`:
+  // FP4 only, FP8 keeps its scales) and returns the view it will fill;
   // DropAfterPacking names a tensor whose mapped pages leave the resident
   // set once every copy recorded so far is made; PackDeferred makes the
   // copies in order on `threads` threads (0 = every CPU), a batch at a time,
@@ -47,15 +49,21 @@ class WeightStore {
   // for the whole checkpoint).  Nothing may read a deferred view before
   // PackDeferred.
   kernels::Fp4Weight DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes, uint8_t* scales);
+  kernels::Fp8Weight DeferPack(const kernels::Fp8Weight& rows, uint8_t* codes);
   void DropAfterPacking(std::string tensor);
   void PackDeferred(const checkpoint::Checkpoint& ckpt, int threads);
 
  private:
-  struct PackJob {
+  struct Fp4Job {
     kernels::Fp4Weight rows;
     uint8_t* codes;
     uint8_t* scales;
   };
+  struct Fp8Job {
+    kernels::Fp8Weight rows;
+    uint8_t* codes;
+  };
+  using PackJob = std::variant<Fp4Job, Fp8Job>;
   std::vector<Buffer> buffers_;
   struct Drop {
     std::string tensor;
@@ -81,7 +89,16 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
                                    int64_t rows, int64_t cols, int64_t max_value,
                                    WeightStore& store);
 
-// (FP8 block-scaled linears are bound by Fp8Linear::Load, model/linear.h.)
+// The FP8 weight w (`name`.weight, kRows) in the layout this CPU's FP8 GEMM
+// kernel reads: where it is the BF16 dot kernel (kernels::Fp8GemmUsesBf16Dots)
+// a copy in the panel layout, deferred into the store (DeferPack), after
+// which the mapped source's pages leave the resident set
+// (DropAfterPacking); else w itself.  The same bits either way (a weight in
+// the other layout is converted per call).  (FP8 block-scaled linears are
+// bound by Fp8Linear::Load, model/linear.h.)
+kernels::Fp8Weight Fp8ForGemm(const kernels::Fp8Weight& w, const std::string& name,
+                              WeightStore& store);
+
 // MXFP4 linear `<prefix>.weight` I8 [out, in/2] with `<prefix>.scale`
 // F8_E8M0 [out, in/32], packed into the store in the GEMM kernels' panel
 // layout (InPanels); the mapped source pages then leave the resident set

@@ -73,8 +73,11 @@ class AttentionGoldenTest : public ::testing::Test {
   // the trace rows [rows, index_topk].
   std::vector<int32_t> RunLayer(int64_t layer, const std::vector<bf16>& x, int64_t n_prefill,
                                 int64_t n_decode) {
-    auto attn = Attention::Load(*ckpt_, cfg_, layer, "layers." + std::to_string(layer) + ".");
+    WeightStore store;  // outlives attn: its FP8 panel copies
+    auto attn =
+        Attention::Load(*ckpt_, cfg_, layer, "layers." + std::to_string(layer) + ".", store);
     EXPECT_TRUE(attn.ok()) << attn.status().message();
+    store.PackDeferred(*ckpt_, 1);
     auto cache = (*attn)->NewCache(1);
     const int64_t d = cfg_.hidden_size;
     std::vector<int32_t> topk;

@@ -46,8 +46,9 @@ class AttentionTest : public ::testing::Test {
     const std::string prefix =
         mtp ? "mtp." + std::to_string(layer_id - cfg_->num_hidden_layers) + "."
             : "layers." + std::to_string(layer_id) + ".";
-    auto a = Attention::Load(*ckpt_, *cfg_, layer_id, prefix);
+    auto a = Attention::Load(*ckpt_, *cfg_, layer_id, prefix, store_);
     EXPECT_TRUE(a.ok()) << a.status().message();
+    store_.PackDeferred(*ckpt_, 1);  // the FP8 panel copies, before any forward
     return a.ok() ? std::move(a).value() : nullptr;
   }
 
@@ -92,6 +93,7 @@ class AttentionTest : public ::testing::Test {
   static checkpoint::ModelConfig* cfg_;
   static checkpoint::Checkpoint* ckpt_;
   Workspace ws_;
+  WeightStore store_;  // the load-time copies of the layers a test loads (outlives them)
 };
 
 checkpoint::ModelConfig* AttentionTest::cfg_ = nullptr;
@@ -286,9 +288,9 @@ TEST_F(AttentionTest, CacheGeometryAndBytes) {
 }
 
 TEST_F(AttentionTest, LoadRejectsBadLayer) {
-  auto bad = Attention::Load(*ckpt_, *cfg_, 99, "layers.99.");
+  auto bad = Attention::Load(*ckpt_, *cfg_, 99, "layers.99.", store_);
   EXPECT_FALSE(bad.ok());
-  auto missing = Attention::Load(*ckpt_, *cfg_, 2, "layers.17.");
+  auto missing = Attention::Load(*ckpt_, *cfg_, 2, "layers.17.", store_);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("layers.17.attn"), std::string::npos);
 }

@@ -273,8 +273,9 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
       }
     }
     model::Workspace ws;
+    model::WeightStore store;  // the native FP8 weight's panel copy
     std::vector<bf16> y8(static_cast<size_t>(m * out)), yn(static_cast<size_t>(m * out));
-    Result<model::Linear> l8 = model::Linear::Load(q8, n, out, in);
+    Result<model::Linear> l8 = model::Linear::Load(q8, n, out, in, store);
     ASSERT_TRUE(l8.ok()) << l8.status().ToString();
     ASSERT_TRUE(l8->is_int8());
     l8->Forward(x.data(), m, y8.data(), ws, nullptr);
@@ -286,8 +287,9 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
                        kernels::Fp4Weight{w->as<uint8_t>(), s->as<uint8_t>(), out, in}, yn.data(),
                        nullptr);
     } else {
-      Result<model::Linear> ln = model::Linear::Load(nat, n, out, in);
+      Result<model::Linear> ln = model::Linear::Load(nat, n, out, in, store);
       ASSERT_TRUE(ln.ok() && ln->is_fp8());
+      store.PackDeferred(nat, 1);
       ln->Forward(x.data(), m, yn.data(), ws, nullptr);
     }
     const double e8 = RelRms(y8, exact), en = RelRms(yn, exact);
@@ -360,7 +362,8 @@ TEST(Int8Linear, AcceptsBothScaleNamings) {
                     .ok());
     auto ck = checkpoint::Checkpoint::Open(base.string());
     ASSERT_TRUE(ck.ok()) << ck.status().ToString();
-    Result<model::Linear> lin = model::Linear::Load(**ck, "l", out, in);
+    model::WeightStore store;
+    Result<model::Linear> lin = model::Linear::Load(**ck, "l", out, in, store);
     ASSERT_TRUE(lin.ok()) << lin.status().ToString();
     EXPECT_TRUE(lin->is_int8());
     std::vector<bf16> y(m * out);
@@ -377,7 +380,8 @@ TEST(Int8Linear, AcceptsBothScaleNamings) {
                   .ok());
   auto ck = checkpoint::Checkpoint::Open(base.string());
   ASSERT_TRUE(ck.ok());
-  Result<model::Linear> bad = model::Linear::Load(**ck, "l", out, in);
+  model::WeightStore store;
+  Result<model::Linear> bad = model::Linear::Load(**ck, "l", out, in, store);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tensor 'l.scale': expected F32 [5]"), std::string::npos)
       << bad.status().message();

@@ -69,8 +69,9 @@ TEST(WeightStore, DeferredPackingEqualsPackFp4PanelsAndDropsAfterItsCopies) {
   store.PackDeferred(c, 1);
 }
 
-// Where the FP8 GEMMs run on the BF16 dot kernel, Fp8Linear::Load copies
-// the weight into its panel layout and drops the mapped source (recorded in
+// Where the FP8 GEMMs run on the BF16 dot kernel, Fp8Linear::Load defers a
+// copy of the weight in its panel layout into the store, whose
+// PackDeferred makes it and drops the mapped source (recorded in
 // DroppedRanges, still readable); its forward equals the GEMM on the
 // checkpoint's rows bit for bit.  Elsewhere it keeps the view.
 TEST(Fp8Linear, LoadPacksForTheDotKernelAndDropsTheSource) {
@@ -82,12 +83,19 @@ TEST(Fp8Linear, LoadPacksForTheDotKernelAndDropsTheSource) {
   ASSERT_NE(codes, nullptr);
   ASSERT_NE(scales, nullptr);
   const int64_t out = codes->dim(0), in = codes->dim(1);
-  auto l = model::Fp8Linear::Load(c, name, out, in);
+  model::WeightStore store;
+  auto l = model::Fp8Linear::Load(c, name, out, in, store);
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   const kernels::Fp8Weight& w = l->weight();
   const auto at = reinterpret_cast<uintptr_t>(codes->data);
-  bool dropped = false;
-  for (const auto& [begin, end] : c.DroppedRanges()) dropped |= begin <= at && at < end;
+  const auto dropped_now = [&] {
+    bool d = false;
+    for (const auto& [begin, end] : c.DroppedRanges()) d |= begin <= at && at < end;
+    return d;
+  };
+  EXPECT_FALSE(dropped_now()) << "dropped before the copy is made";
+  store.PackDeferred(c, 1);
+  const bool dropped = dropped_now();
   if (kernels::Fp8GemmUsesBf16Dots()) {
     EXPECT_EQ(w.layout, kernels::Fp8Layout::kPanels);
     EXPECT_NE(w.codes, codes->as<uint8_t>());

@@ -25,6 +25,7 @@
 #include "launch/compute_pool.h"
 #include "launch/engine_setup.h"
 #include "launch/huge_pages.h"
+#include "launch/residency.h"
 #include "membw.h"
 #include "model/model.h"
 #include "peak_compute.h"
@@ -196,7 +197,10 @@ int RunBench(BenchArgs& args) {
     std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
     return 1;
   }
-  if (Status resident = MakeResident(args.residency); !resident.ok()) {
+  if (Status resident =
+          launch::MakeResident(args.residency.populate, args.residency.mlock,
+                               (*model_or)->checkpoint().DroppedRanges());
+      !resident.ok()) {
     std::cerr << "dsv4 bench: " << resident.message() << "\n";
     return ExitCodeFor(resident);
   }

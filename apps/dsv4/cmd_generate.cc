@@ -235,10 +235,6 @@ int RunGenerateCommand(GenerateArgs& args) {
     std::cerr << "dsv4 generate: " << engine.status().message() << "\n";
     return engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  if (Status resident = MakeResident(args.residency); !resident.ok()) {
-    std::cerr << "dsv4 generate: " << resident.message() << "\n";
-    return ExitCodeFor(resident);
-  }
   GenerateJob job;
   job.prompts = std::move(*prompts);
   job.config = config;

@@ -254,11 +254,11 @@ int RunServe(ServeArgs& a) {
     return ExitCodeFor(s);
   };
   // Placement first (the caches and the compute threads inherit it), then
-  // the load, then residency: /health stays 503 until all are done.
+  // the load and residency (--populate, --mlock: inside CreateLocalEngine):
+  // /health stays 503 until all are done.
   if (Status s = PlaceMemory(a.residency, &a.engine.options); !s.ok()) return fail(s);
   auto engine = launch::CreateLocalEngine(a.engine.options);
   if (!engine.ok()) return fail(engine.status());
-  if (Status s = MakeResident(a.residency); !s.ok()) return fail(s);
   const Result<double> warm = launch::WarmUp(**engine, 0);
   if (!warm.ok()) return fail(warm.status());
   DSV4_LOG_INFO("warm-up forward (1 prompt token, 1 output token) took {:.3f} s", *warm);

@@ -5,12 +5,15 @@
 //       the caches and the page cache the compute threads fault in follow
 //       it; a no-op with a log line on a host with one NUMA node; with
 //       --ep N every rank applies it itself (auto: node local_rank % nodes);
-//   --populate  every page of the mapped checkpoint files is read once
-//       (madvise WILLNEED, then one byte per page) before the engine counts
-//       as ready, with a progress line and the time taken;
-//   --mlock     mlockall(MCL_CURRENT) after the load: weights and caches
-//       stay resident (never paged out), or a clear error naming
-//       RLIMIT_MEMLOCK;
+//   --populate  every page of the mapped checkpoint files the model still
+//       reads is read once (madvise WILLNEED, then one byte per page) before
+//       the engine counts as ready, with a progress line and the time taken;
+//   --mlock     mlockall after the load: weights and caches stay resident
+//       (never paged out), or a clear error naming RLIMIT_MEMLOCK;
+//       both leave out the tensors the model copied into its own layouts
+//       (launch/residency.h); the engine applies them once it runs
+//       (EngineOptions::populate, ::mlock, set by PlaceMemory), bench's bare
+//       loop after its load (launch::MakeResident);
 //   --hugepages (on by default; --no-hugepages) the mapped checkpoint files
 //       move, in place, into anonymous memory backed by transparent huge
 //       pages (launch/huge_pages.h; docs/deploy.md "Huge pages"): the engine
@@ -38,28 +41,13 @@ struct ResidencyFlags {
 };
 void AddResidencyFlags(CLI::App* cmd, ResidencyFlags* flags);
 
-// --populate: reads one byte per page of every mapped checkpoint file, with
-// a progress line on stderr; returns the summary ("populate: 1.2 GiB in 3 s
-// (410 MiB/s)").
-Result<std::string> PopulateCheckpointMappings();
-
-// --mlock: mlockall(MCL_CURRENT); returns the log line with the bytes locked
-// and the time taken, or FailedPrecondition from MlockError.
-Result<std::string> LockAllMemory();
-// The refusal when mlockall fails: errno's text, RLIMIT_MEMLOCK (-1 =
-// unlimited) against the process's mapped bytes, and how to raise it.
-std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes);
-
-// Parses --numa into options->numa.  One process (--ep 1): applies it
+// Parses --numa into options->numa and passes --hugepages, --populate and
+// --mlock on (options->hugepages, ->populate, ->mlock).  One process (--ep 1): applies it
 // before the model loads, logging the line; with node:N (or auto's node) on
 // a multi-node host, --cpu-list auto and --threads 0, options->cpu_list
 // becomes that node's cores (the threads follow the memory).  --ep > 1:
 // nothing more here: every rank, rank 0 included, places itself from the
 // options rank 0 broadcasts (launch/ranks.cc), so cpu_list stays unresolved.
 Status PlaceMemory(const ResidencyFlags& flags, launch::EngineOptions* options);
-
-// Applies --populate and --mlock after the model is loaded, logging a line
-// for each.
-Status MakeResident(const ResidencyFlags& flags);
 
 }  // namespace dsv4::cli

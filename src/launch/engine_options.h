@@ -23,6 +23,11 @@ struct EngineOptions {
   // checkpoint moves into transparent huge pages unless the weights stream
   // from disk.  One process only (not with --ep > 1).
   bool hugepages = true;
+  // --populate and --mlock (launch/residency.h): once the engine runs, the
+  // mapped checkpoint the model still reads is read in, then the process's
+  // memory locked.  One process, or rank 0 of --ep > 1.
+  bool populate = false;
+  bool mlock = false;
   double log_stats_interval_s = 0;        // periodic statistics line (engine/stats_log.h); 0 = none
   int64_t max_model_len = 4096;           // prompt + output tokens per request
   int64_t max_num_seqs = 16;              // running requests at most

@@ -10,6 +10,7 @@
 #include "launch/host_memory.h"
 #include "launch/huge_pages.h"
 #include "launch/ranks.h"
+#include "launch/residency.h"
 
 namespace dsv4::launch {
 
@@ -213,8 +214,11 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateLocalEngine(const EngineOptio
   }
   const int64_t bytes = host.kv_bytes;
   const model::Model& ref = *model;
+  const std::vector<AddressRange> dropped = model->checkpoint().DroppedRanges();
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,
                         Start(ref, std::move(model), options, bytes, nullptr));
+  // After the caches exist, so that --mlock covers them.
+  DSV4_RETURN_IF_ERROR(MakeResident(options.populate, options.mlock, dropped));
   return std::unique_ptr<engine::AsyncEngine>(std::move(engine));
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <regex>
 #include <sstream>
+#include <utility>
 
 #include "base/clock.h"
 #include "base/file_util.h"
@@ -87,11 +88,11 @@ std::string ThpMode(const std::string& enabled_text) {
   return "";
 }
 
-std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
-                                      std::vector<AddressRange> keep) {
-  std::sort(keep.begin(), keep.end());
+std::vector<AddressRange> PiecesOutside(uintptr_t begin, uintptr_t end,
+                                        std::vector<AddressRange> skip, uintptr_t align) {
+  std::sort(skip.begin(), skip.end());
   std::vector<AddressRange> merged;
-  for (const AddressRange& k : keep) {
+  for (const AddressRange& k : skip) {
     if (!merged.empty() && k.first <= merged.back().second) {
       merged.back().second = std::max(merged.back().second, k.second);
     } else {
@@ -101,15 +102,20 @@ std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
   std::vector<AddressRange> pieces;
   uintptr_t at = begin;
   for (const AddressRange& k : merged) {
-    // Only whole huge pages inside a kept range stay behind.
-    const uintptr_t kb = std::max(begin, (k.first + kHugePage - 1) & ~(kHugePage - 1));
-    const uintptr_t ke = std::min(end, k.second & ~(kHugePage - 1));
+    // Only whole blocks inside a skipped range stay out.
+    const uintptr_t kb = std::max(begin, (k.first + align - 1) & ~(align - 1));
+    const uintptr_t ke = std::min(end, k.second & ~(align - 1));
     if (kb >= ke || ke <= at) continue;
     if (kb > at) pieces.emplace_back(at, kb);
     at = ke;
   }
   if (at < end) pieces.emplace_back(at, end);
   return pieces;
+}
+
+std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
+                                      std::vector<AddressRange> keep) {
+  return PiecesOutside(begin, end, std::move(keep), kHugePage);
 }
 
 std::string MoveCheckpointsToHugePages(const std::vector<AddressRange>& keep) {

@@ -31,9 +31,15 @@ std::string ThpMode(const std::string& enabled_text);
 // An address range [first, second).
 using AddressRange = std::pair<uintptr_t, uintptr_t>;
 
-// The pieces of [begin, end) (2 MiB aligned) that the huge-page move copies,
-// in order: all of it but the 2 MiB-aligned interiors of the `keep` ranges
-// (touching or overlapping ones merged first).  Pure, for tests.
+// The pieces of [begin, end) outside the `skip` ranges, in order: all of it
+// but the whole `align`-sized blocks (a power of two) inside the skip ranges
+// (touching or overlapping ones merged first), so a block a skip range only
+// partly covers stays in a piece.  Pure, for tests.
+std::vector<AddressRange> PiecesOutside(uintptr_t begin, uintptr_t end,
+                                        std::vector<AddressRange> skip, uintptr_t align);
+
+// The pieces of [begin, end) (2 MiB aligned) that the huge-page move copies:
+// PiecesOutside the `keep` ranges with 2 MiB blocks.  Pure, for tests.
 std::vector<AddressRange> MovedPieces(uintptr_t begin, uintptr_t end,
                                       std::vector<AddressRange> keep);
 

@@ -32,6 +32,7 @@
 #include "launch/host_memory.h"
 #include "launch/numa_placement.h"
 #include "launch/plan_codec.h"
+#include "launch/residency.h"
 
 namespace dsv4::launch {
 namespace {
@@ -508,6 +509,7 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOp
     leader.Touch();
   }
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<RankEngine> e, std::move(built));
+  const std::vector<AddressRange> dropped = e->model->checkpoint().DroppedRanges();
   engine::LocalEngineConfig config;
   config.vocab_size = e->model->config().vocab_size;
   config.eos_token_id = e->model->config().eos_token_id;
@@ -524,6 +526,8 @@ Result<std::unique_ptr<engine::AsyncEngine>> CreateRankZeroEngine(const EngineOp
   parts.resources = std::move(resources);
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<engine::LocalEngine> engine,
                         engine::LocalEngine::Start(std::move(config), std::move(parts)));
+  // Rank 0's own process (the other ranks are not sent these flags).
+  DSV4_RETURN_IF_ERROR(MakeResident(options.populate, options.mlock, dropped));
   return std::unique_ptr<engine::AsyncEngine>(std::move(engine));
 }
 

@@ -11,7 +11,7 @@ void RegisterMakeTiny(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<tools::MakeTinyOptions>();
   CLI::App* cmd = app.add_subcommand(
       "make-tiny", "Write a random-weight checkpoint in the real DeepSeek-V4 format");
-  cmd->add_option("--preset", opts->preset, "tiny | bench")->capture_default_str();
+  cmd->add_option("--preset", opts->preset, "tiny | bench | bench-moe64")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "PRNG seed (same seed, same bytes)")->capture_default_str();
   AddOutputOption(cmd, &opts->out_dir, "Output directory (required)", "--out");
   cmd->add_option("--tokenizer", opts->tokenizer_json,

@@ -101,16 +101,27 @@ Json BenchPreset() {
   return c;
 }
 
+// `bench` with 64 routed experts (6 active): two rows of a verify step share
+// ~0.6 experts, as on Flash (256 experts: ~0.14), where `bench`'s 8 make
+// them share ~4.5 and run most experts at M = 2.  For MTP step costs
+// (docs/performance.md); 5.2 GiB of weights.
+Json BenchMoe64Preset() {
+  Json c = BenchPreset();
+  c["n_routed_experts"] = 64;
+  return c;
+}
+
 std::string Dump(const Json& c) { return c.dump(2) + "\n"; }
 
 }  // namespace
 
-std::vector<std::string> MakeTinyPresetNames() { return {"tiny", "bench"}; }
+std::vector<std::string> MakeTinyPresetNames() { return {"tiny", "bench", "bench-moe64"}; }
 
 Result<std::string> PresetConfigJson(const std::string& preset) {
   if (preset == "tiny") return Dump(TinyPreset());
   if (preset == "bench") return Dump(BenchPreset());
-  return InvalidArgument("unknown make-tiny preset '{}' (known: tiny, bench)", preset);
+  if (preset == "bench-moe64") return Dump(BenchMoe64Preset());
+  return InvalidArgument("unknown make-tiny preset '{}' (known: tiny, bench, bench-moe64)", preset);
 }
 
 std::string GenerationConfigJson() {

@@ -271,5 +271,19 @@ TEST(MakeTiny, BenchPresetSize) {
   EXPECT_EQ(cfg->moe_intermediate_size, 2048);
 }
 
+TEST(MakeTiny, BenchMoe64PresetIsBenchWithFlashLikeExpertOverlap) {
+  Result<std::string> wide = PresetConfigJson("bench-moe64");
+  Result<std::string> bench = PresetConfigJson("bench");
+  ASSERT_TRUE(wide.ok() && bench.ok());
+  Result<checkpoint::ModelConfig> w = checkpoint::ParseModelConfig(*wide, "bench-moe64");
+  Result<checkpoint::ModelConfig> b = checkpoint::ParseModelConfig(*bench, "bench");
+  ASSERT_TRUE(w.ok() && b.ok()) << w.status().ToString();
+  EXPECT_EQ(w->n_routed_experts, 64);
+  EXPECT_EQ(w->num_experts_per_tok, b->num_experts_per_tok);
+  EXPECT_EQ(w->hidden_size, b->hidden_size);
+  EXPECT_EQ(w->num_hidden_layers, b->num_hidden_layers);
+  EXPECT_EQ(PresetConfigJson("bench-moe8").status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dsv4::tools

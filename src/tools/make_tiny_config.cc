@@ -104,7 +104,7 @@ Json BenchPreset() {
 // `bench` with 64 routed experts (6 active): two rows of a verify step share
 // ~0.6 experts, as on Flash (256 experts: ~0.14), where `bench`'s 8 make
 // them share ~4.5 and run most experts at M = 2.  For MTP step costs
-// (docs/performance.md); 5.2 GiB of weights.
+// (docs/performance.md); 6.8 GiB of weights (the MTP block has 64 too).
 Json BenchMoe64Preset() {
   Json c = BenchPreset();
   c["n_routed_experts"] = 64;

@@ -58,8 +58,8 @@ std::string FormatPrefillCompute(int64_t prompt_len, double tok_per_s, const Pre
          "dot %.4g; of which routed experts %.4g, attention core %.4g, indexer scores %.4g, head "
          "%.4g)\n",
          len, Giga(flops.total()), mix(kernels::PeakMix::kFp32Fma), mix(kernels::PeakMix::kInt8Dot),
-         mix(kernels::PeakMix::kBf16Dot), Giga(flops.routed_experts), Giga(flops.attention), Giga(flops.indexer_scores),
-         Giga(flops.head));
+         mix(kernels::PeakMix::kBf16Dot), Giga(flops.routed_experts), Giga(flops.attention),
+         Giga(flops.indexer_scores), Giga(flops.head));
   const double achieved = tok_per_s * Giga(flops.total());
   Append(&out, "prefill compute at %lld tokens: %.1f tok/s x %.4g GFLOP = %.2f GFLOP/s", len,
          tok_per_s, Giga(flops.total()), achieved);

@@ -197,9 +197,8 @@ int RunBench(BenchArgs& args) {
     std::cerr << "dsv4 bench: " << model_or.status().message() << "\n";
     return 1;
   }
-  if (Status resident =
-          launch::MakeResident(args.residency.populate, args.residency.mlock,
-                               (*model_or)->checkpoint().DroppedRanges());
+  if (Status resident = launch::MakeResident(args.residency.populate, args.residency.mlock,
+                                             (*model_or)->checkpoint().DroppedRanges());
       !resident.ok()) {
     std::cerr << "dsv4 bench: " << resident.message() << "\n";
     return ExitCodeFor(resident);

@@ -87,8 +87,9 @@ Result<std::string> PopulateCheckpointMappings(const std::vector<AddressRange>& 
   const auto t0 = std::chrono::steady_clock::now();
   const Pages p = PagesToRead(skip);
   ReadPages(p.pieces, p.mapped - p.skipped);
-  std::string line = fmt::format("populate: {} of mapped checkpoint ({} regions) resident in {:.2f} s",
-                                 Gib(p.mapped - p.skipped), p.regions, SecondsSince(t0));
+  std::string line =
+      fmt::format("populate: {} of mapped checkpoint ({} regions) resident in {:.2f} s",
+                  Gib(p.mapped - p.skipped), p.regions, SecondsSince(t0));
   if (p.skipped > 0) {
     line += fmt::format("; {} the model copied into its own layouts left out", Gib(p.skipped));
   }

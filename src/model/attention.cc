@@ -84,7 +84,8 @@ Result<std::unique_ptr<AttentionWeights>> LoadWeights(const checkpoint::Checkpoi
   DSV4_ASSIGN_OR_RETURN(w->kv_norm, LoadBf16Copy(ckpt, p + "kv_norm.weight", {w->head_dim}));
   DSV4_ASSIGN_OR_RETURN(w->wo_a, Bf16OrFp8Linear::Load(ckpt, p + "wo_a", w->n_groups * w->o_lora,
                                                        hd / w->n_groups, w->o_lora, store));
-  DSV4_ASSIGN_OR_RETURN(w->wo_b, Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora, store));
+  DSV4_ASSIGN_OR_RETURN(w->wo_b,
+                        Linear::Load(ckpt, p + "wo_b", w->dim, w->n_groups * w->o_lora, store));
   DSV4_ASSIGN_OR_RETURN(w->sink, LoadF32Copy(ckpt, p + "attn_sink", {w->n_heads}));
   w->freqs = LayerFrequencies(cfg, ratio);
   return w;

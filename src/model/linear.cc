@@ -167,7 +167,8 @@ Result<Linear> Linear::Load(const checkpoint::Checkpoint& ckpt, const std::strin
     DSV4_ASSIGN_OR_RETURN(Bf16Linear b, Bf16Linear::Load(ckpt, name, out, in));
     l.impl_ = std::move(b);
   } else {
-    DSV4_ASSIGN_OR_RETURN(Fp8Linear f, Fp8Linear::Load(ckpt, name, out, in, store));  // names errors
+    DSV4_ASSIGN_OR_RETURN(Fp8Linear f,
+                          Fp8Linear::Load(ckpt, name, out, in, store));  // names errors
     l.impl_ = std::move(f);
   }
   return l;

@@ -149,8 +149,7 @@ TEST(BenchPrintTest, MixWeightedShareIsTheIdealOverTheTakenTime) {
             std::string::npos);
   // Every mix's FLOPs are listed, the BF16 dot products' too (the FP8 GEMMs).
   f.by_mix[2] = 3e9;
-  EXPECT_NE(FormatPrefillCompute(128, 10, f, rates)
-                .find("(fp32 fma 1, int8 dot 2, bf16 dot 3;"),
+  EXPECT_NE(FormatPrefillCompute(128, 10, f, rates).find("(fp32 fma 1, int8 dot 2, bf16 dot 3;"),
             std::string::npos)
       << FormatPrefillCompute(128, 10, f, rates);
 }

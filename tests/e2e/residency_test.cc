@@ -28,10 +28,10 @@ namespace {
 
 using launch::ApplyNuma;
 using launch::MlockError;
-using launch::PopulateCheckpointMappings;
 using launch::NodeCpuList;
 using launch::NumaPlan;
 using launch::ParseNuma;
+using launch::PopulateCheckpointMappings;
 using launch::ResolveNuma;
 
 TEST(ResidencyTest, ParsesNumaFlag) {
@@ -287,8 +287,7 @@ TEST(ResidencyTest, PopulateLeavesTheSkippedRangesOut) {
   const launch::AddressRange middle{begin + 2 * kMiB, begin + 6 * kMiB};
   auto line = PopulateCheckpointMappings({middle});
   ASSERT_TRUE(line.ok()) << line.status().message();
-  EXPECT_NE(line->find("4.0 MiB the model copied into its own layouts left out"),
-            std::string::npos)
+  EXPECT_NE(line->find("4.0 MiB the model copied into its own layouts left out"), std::string::npos)
       << *line;
   EXPECT_EQ(ResidentFileBytes(name), int64_t{5} << 20) << *line;
   // Without the skip, everything comes in.

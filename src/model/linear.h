@@ -4,8 +4,9 @@
 // name the tensor), keeps a zero-copy view into the memory-mapped checkpoint
 // where the kernels can consume it, and owns an aligned copy where they cannot
 // (a misaligned BF16 tensor, or a weight the reference converts at load such
-// as wo_a's FP8 -> BF16 dequantization).  All are move-only and immutable
-// after Load, so one instance serves concurrent forwards.
+// as wo_a's FP8 -> BF16 dequantization); the FP8 panel copies of the BF16 dot
+// kernel live in the model's WeightStore (Fp8ForGemm).  All are move-only
+// and immutable after Load, so one instance serves concurrent forwards.
 #pragma once
 
 #include <cstdint>

@@ -13,9 +13,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "base/file_util.h"
 #include "base/mapped_file.h"
@@ -268,6 +270,29 @@ TEST(ResidencyTest, PiecesOutsideKeepPartlySkippedBlocks) {
   EXPECT_EQ(launch::PiecesOutside(0, 16 * kP, {{0, 16 * kP}}, kP), Ranges{});
 }
 
+// A 9 MiB pattern checkpoint file in TempDir, mapped, none of its pages
+// resident in this process (as a dropped tensor's are); removed at the end.
+struct DroppedFile {
+  std::string name, path, bytes;
+  std::unique_ptr<MappedFile> mapped;
+  uintptr_t begin = 0;
+
+  DroppedFile(std::string file_name, int mul)
+      : name(std::move(file_name)), path(::testing::TempDir() + "/" + name) {
+    bytes = WritePatternFile(path, mul);
+    auto m = MappedFile::Open(path);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    if (!m.ok()) return;
+    mapped = std::move(*m);
+    begin = reinterpret_cast<uintptr_t>(mapped->data());
+    EXPECT_EQ(::madvise(const_cast<uint8_t*>(mapped->data()), bytes.size(), MADV_DONTNEED), 0);
+  }
+  ~DroppedFile() {
+    mapped.reset();
+    std::filesystem::remove(path);
+  }
+};
+
 // The tensors the model copied into its own layouts (dropped from the
 // resident set) stay out of --populate: reading them back would hold them
 // twice.  A mapped 9 MiB checkpoint file, its middle 4 MiB dropped and
@@ -275,53 +300,33 @@ TEST(ResidencyTest, PiecesOutsideKeepPartlySkippedBlocks) {
 // fault may map the whole large folio around the page, up to 2 MiB of file
 // on Linux 6.x, so the ranges here are 2 MiB aligned, as the mapping is.)
 TEST(ResidencyTest, PopulateLeavesTheSkippedRangesOut) {
-  const std::string name = "residency_skip_test.safetensors";
-  const std::string path = ::testing::TempDir() + "/" + name;
-  const std::string bytes = WritePatternFile(path, 3);
-  auto mapped = MappedFile::Open(path);
-  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
-  auto* data = const_cast<uint8_t*>((*mapped)->data());
-  const auto begin = reinterpret_cast<uintptr_t>(data);
+  DroppedFile f("residency_skip_test.safetensors", 3);
+  ASSERT_NE(f.mapped, nullptr);
   constexpr int64_t kMiB = int64_t{1} << 20;
-  ASSERT_EQ(::madvise(data, bytes.size(), MADV_DONTNEED), 0);
-  const launch::AddressRange middle{begin + 2 * kMiB, begin + 6 * kMiB};
+  const launch::AddressRange middle{f.begin + 2 * kMiB, f.begin + 6 * kMiB};
   auto line = PopulateCheckpointMappings({middle});
   ASSERT_TRUE(line.ok()) << line.status().message();
   EXPECT_NE(line->find("4.0 MiB the model copied into its own layouts left out"), std::string::npos)
       << *line;
-  EXPECT_EQ(ResidentFileBytes(name), int64_t{5} << 20) << *line;
+  EXPECT_EQ(ResidentFileBytes(f.name), int64_t{5} << 20) << *line;
   // Without the skip, everything comes in.
   line = PopulateCheckpointMappings();
   ASSERT_TRUE(line.ok());
-  EXPECT_EQ(ResidentFileBytes(name), int64_t{9} << 20);
-  EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
-  mapped->reset();
-  std::filesystem::remove(path);
+  EXPECT_EQ(ResidentFileBytes(f.name), int64_t{9} << 20);
+  EXPECT_EQ(std::memcmp(f.mapped->data(), f.bytes.data(), f.bytes.size()), 0);
 }
 
 // --mlock locks what populate reads, not the skipped ranges (with plain
 // MCL_CURRENT it would fault them in and pin them).  Skipped where the
 // locked-memory limit refuses a test process.
 TEST(ResidencyTest, MlockLeavesTheSkippedRangesOut) {
-  const std::string name = "residency_mlock_test.safetensors";
-  const std::string path = ::testing::TempDir() + "/" + name;
-  const std::string bytes = WritePatternFile(path, 9);
-  auto mapped = MappedFile::Open(path);
-  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
-  auto* data = const_cast<uint8_t*>((*mapped)->data());
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  ASSERT_EQ(::madvise(data, bytes.size(), MADV_DONTNEED), 0);
-  const launch::AddressRange head{begin, begin + (int64_t{4} << 20)};  // 2 MiB aligned
+  DroppedFile f("residency_mlock_test.safetensors", 9);
+  ASSERT_NE(f.mapped, nullptr);
+  const launch::AddressRange head{f.begin, f.begin + (int64_t{4} << 20)};  // 2 MiB aligned
   auto line = launch::LockAllMemory({head});
-  if (!line.ok()) {
-    mapped->reset();
-    std::filesystem::remove(path);
-    GTEST_SKIP() << line.status().message();
-  }
-  EXPECT_EQ(ResidentFileBytes(name), int64_t{5} << 20) << *line;
+  if (!line.ok()) GTEST_SKIP() << line.status().message();
+  EXPECT_EQ(ResidentFileBytes(f.name), int64_t{5} << 20) << *line;
   ::munlockall();
-  mapped->reset();
-  std::filesystem::remove(path);
 }
 
 TEST(ResidencyTest, MlockRefusalNamesTheLimit) {

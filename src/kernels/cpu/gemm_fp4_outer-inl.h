@@ -67,6 +67,31 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
   }
 }
 
+// acc[r][v] += (plane 2 · w) << 16 for the rows whose record has 3 planes
+// (a = p0 + 2^8·p1 + 2^16·p2): Fp4BlockDots over planes 1 and 0 gave every
+// row p1·2^8 + p0 (a 2-plane record's whole sum), so only those rows pay for
+// plane 2, instead of every row of the micro-tile (same exact integers).
+template <class V, int kR, int kV>
+[[gnu::always_inline]] inline void Fp4AddTopPlanes(const typename V::I* w, const Fp4Row* rows,
+                                                   int j, typename V::I (*acc)[kV]) {
+  using I = typename V::I;
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+    if (Fp4PlaneCount(rows[r].rec) == 2) continue;
+    I top[kV];
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      // Plane 2 of the record, laid out as planes 0 and 1 (Fp4BlockDots).
+      const I b = V::BroadcastI(rows[r].rec + 256 + (q < 4 ? 0 : 64) + 4 * (4 * j + q % 4));
+#pragma GCC unroll 8
+      for (int v = 0; v < kV; ++v)
+        top[v] = V::DotU8S8(q == 0 ? V::ZeroI() : top[v], w[q * kV + v], b);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) acc[r][v] = V::AddI(acc[r][v], V::Shl8(V::Shl8(top[v])));
+  }
+}
+
 // Rows [m0, m0 + kR) against the packed blocks [kb0, kb0 + nb) of kV panels
 // from n0: facc[r][v] += Σ_j (part_j·sa)·sw_j, blocks and 32-blocks in K
 // order (Fp4AddSums).
@@ -86,11 +111,8 @@ void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
     for (int j = 0; j < 4; ++j) {
       const I* w = pk.w + (b * 32 + 8 * j) * kV;
       I acc[kR][kV];
-      if (br.three) {
-        Fp4BlockDots<V, kR, kV, 3>(w, br.rows, j, acc);
-      } else {
-        Fp4BlockDots<V, kR, kV, 2>(w, br.rows, j, acc);
-      }
+      Fp4BlockDots<V, kR, kV, 2>(w, br.rows, j, acc);
+      if (br.three) Fp4AddTopPlanes<V, kR, kV>(w, br.rows, j, acc);
       Fp4AddSums<V, kR, kV>(br.rows, br.two_multiplies, j, acc, pk.s + (b * 4 + j) * kV, f);
     }
   }

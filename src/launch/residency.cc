@@ -14,16 +14,10 @@
 #include "base/file_util.h"
 #include "base/logging.h"
 #include "base/progress.h"
+#include "launch/host_memory.h"
 
 namespace dsv4::launch {
 namespace {
-
-// "1.5 GiB", or MiB below 1 GiB (a tiny model).
-std::string Gib(int64_t bytes) {
-  const auto b = static_cast<double>(bytes);
-  if (bytes < (int64_t{1} << 30)) return fmt::format("{:.1f} MiB", b / double(1 << 20));
-  return fmt::format("{:.1f} GiB", b / double(int64_t{1} << 30));
-}
 
 // VmSize of this process (what mlockall(MCL_CURRENT) counts against the
 // limit), 0 if unknown.
@@ -89,22 +83,21 @@ Result<std::string> PopulateCheckpointMappings(const std::vector<AddressRange>& 
   ReadPages(p.pieces, p.mapped - p.skipped);
   std::string line =
       fmt::format("populate: {} of mapped checkpoint ({} regions) resident in {:.2f} s",
-                  Gib(p.mapped - p.skipped), p.regions, SecondsSince(t0));
+                  FormatBytes(p.mapped - p.skipped), p.regions, SecondsSince(t0));
   if (p.skipped > 0) {
-    line += fmt::format("; {} the model copied into its own layouts left out", Gib(p.skipped));
+    line +=
+        fmt::format("; {} the model copied into its own layouts left out", FormatBytes(p.skipped));
   }
   return line;
 }
 
 std::string MlockError(int err, int64_t limit_bytes, int64_t mapped_bytes) {
-  const std::string limit =
-      limit_bytes < 0 ? std::string("unlimited")
-                      : fmt::format("{:.1f} MiB", static_cast<double>(limit_bytes) / (1 << 20));
+  const std::string limit = limit_bytes < 0 ? std::string("unlimited") : FormatBytes(limit_bytes);
   return fmt::format(
       "--mlock: mlockall failed ({}): the locked-memory limit RLIMIT_MEMLOCK is {} and the "
       "process maps {}; raise it (ulimit -l unlimited, systemd LimitMEMLOCK=infinity, docker "
       "--ulimit memlock=-1) or run without --mlock",
-      std::strerror(err), limit, Gib(mapped_bytes));
+      std::strerror(err), limit, FormatBytes(mapped_bytes));
 }
 
 Result<std::string> LockAllMemory(const std::vector<AddressRange>& skip) {
@@ -128,7 +121,7 @@ Result<std::string> LockAllMemory(const std::vector<AddressRange>& skip) {
     return FailedPrecondition("{}", MlockError(err, limit, MappedBytes()));
   }
   return fmt::format("mlock: {} of weights, caches and working memory locked in {:.2f} s",
-                     Gib(MappedBytes()), SecondsSince(t0));
+                     FormatBytes(MappedBytes()), SecondsSince(t0));
 }
 
 Status MakeResident(bool populate, bool mlock, const std::vector<AddressRange>& skip) {

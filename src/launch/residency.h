@@ -2,10 +2,11 @@
 // reads every page of the mapped checkpoint the model still reads, --mlock
 // locks the process's memory.  Both leave out the tensors the model copied
 // into its own layouts and dropped from the resident set
-// (Checkpoint::DroppedRanges): on a native checkpoint that is every routed
-// expert and FP8 weight, and reading or locking them back would hold the
-// checkpoint twice (copies + file pages).  The engine applies them after it
-// starts (EngineOptions::populate, ::mlock), bench's bare loop after its load.
+// (Checkpoint::DroppedRanges): on a native checkpoint every routed expert,
+// and every FP8 weight where the BF16 dot kernel runs; reading or locking
+// them back would hold the checkpoint twice (copies + file pages).  The
+// engine applies them after it starts (EngineOptions::populate, ::mlock),
+// bench's bare loop after its load.
 #pragma once
 
 #include <cstdint>

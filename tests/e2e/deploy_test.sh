@@ -93,7 +93,7 @@ expect_error 2 '^dsv4: --log-level: loud not in' "$dsv4" generate --log-level lo
 "$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6 \
   --generate-config "$greedy" --populate --numa interleave > "$tmp/out" 2> "$tmp/err" \
   || { cat "$tmp/err" >&2; fail "generate --populate --numa interleave"; }
-grep -qE 'populate: [0-9.]+ [MG]iB of mapped checkpoint \([1-9][0-9]* regions\) resident in [0-9.]+ s' \
+grep -qE 'populate: [0-9.]+ [KMG]iB of mapped checkpoint \([1-9][0-9]* regions\) resident in [0-9.]+ s' \
   "$tmp/err" || { cat "$tmp/err" >&2; fail "no populate line"; }
 grep -qE 'numa: (interleave is a no-op: the host has one NUMA node|weights and caches interleaved over [0-9]+ nodes)' \
   "$tmp/err" || { cat "$tmp/err" >&2; fail "no numa line"; }
@@ -105,7 +105,7 @@ rc=0
 "$dsv4" generate --model "$tmp/model" "${engine[@]}" --kv-cache-memory 64M --prompt-ids 5,6 \
   --generate-config "$greedy" --mlock > "$tmp/out" 2> "$tmp/err" || rc=$?
 if [[ $rc -eq 0 ]]; then
-  grep -qE 'mlock: [0-9.]+ [MG]iB of weights, caches and working memory locked in [0-9.]+ s' "$tmp/err" \
+  grep -qE 'mlock: [0-9.]+ [KMG]iB of weights, caches and working memory locked in [0-9.]+ s' "$tmp/err" \
     || { cat "$tmp/err" >&2; fail "no mlock line"; }
 else
   [[ $rc -eq 1 ]] && grep -q '^dsv4 generate: --mlock: mlockall failed .*RLIMIT_MEMLOCK' "$tmp/err" \

@@ -121,8 +121,7 @@ TEST(ResidencyTest, PopulateReadsTheMappedCheckpoint) {
   auto line = PopulateCheckpointMappings();
   ASSERT_TRUE(line.ok()) << line.status().message();
   EXPECT_NE(line->find("populate: "), std::string::npos) << *line;
-  EXPECT_EQ(line->find("populate: 0.0 GiB of mapped checkpoint (0 regions)"), std::string::npos)
-      << *line;
+  EXPECT_EQ(line->find("(0 regions)"), std::string::npos) << *line;
   std::filesystem::remove(path);
 }
 

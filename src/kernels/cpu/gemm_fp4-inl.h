@@ -104,6 +104,14 @@ struct Fp4Row {
 template <class V, int kV>
 using Fp4BlockWeights = typename V::I[8 * kV];
 
+// Where, in a record, the 4 activation bytes of plane p meet decoded weight
+// vector q (Fp4BlockWeights) of 32-block j: plane p holds a block's 64 even
+// elements, then its 64 odd ones, so chunk d's 4 bytes sit at 4d (even,
+// q < 4) and 64 + 4d (odd).
+constexpr int Fp4PlaneDword(int p, int j, int q) {
+  return 128 * p + (q < 4 ? 0 : 64) + 4 * (4 * j + q % 4);
+}
+
 // The kR x kV exact 32-block j sums over the first kPlanes planes, lanes =
 // columns: each dot product multiplies a vector of 4 weight bytes per
 // column by the row's 4 matching activation bytes broadcast to every lane
@@ -125,9 +133,7 @@ template <class V, int kR, int kV, int kPlanes>
   for (int p = kPlanes - 1; p >= 0; --p) {
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
-      // The record's plane p holds a block's 64 even elements, then its 64
-      // odd ones: chunk d's 4 bytes at 4d (even) and 64 + 4d (odd).
-      const int at = 128 * p + (q < 4 ? 0 : 64) + 4 * (4 * j + q % 4);
+      const int at = Fp4PlaneDword(p, j, q);
       const int s = q % kSplit;
 #pragma GCC unroll 8
       for (int r = 0; r < kR; ++r) {

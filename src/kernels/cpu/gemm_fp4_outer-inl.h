@@ -81,8 +81,7 @@ template <class V, int kR, int kV>
     I top[kV];
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
-      // Plane 2 of the record, laid out as planes 0 and 1 (Fp4BlockDots).
-      const I b = V::BroadcastI(rows[r].rec + 256 + (q < 4 ? 0 : 64) + 4 * (4 * j + q % 4));
+      const I b = V::BroadcastI(rows[r].rec + Fp4PlaneDword(2, j, q));
 #pragma GCC unroll 8
       for (int v = 0; v < kV; ++v)
         top[v] = V::DotU8S8(q == 0 ? V::ZeroI() : top[v], w[q * kV + v], b);

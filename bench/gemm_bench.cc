@@ -385,6 +385,50 @@ void BM_HeadF32(benchmark::State& state, HeadShape shape) {
   state.SetBytesProcessed(state.iterations() * n * k * 2);
 }
 
+// The compressor's projection at decode (GemmBf16F32Pair: wkv and wgate,
+// BF16 [width, 4096] each, FP32 outputs), width 1024 (ratio 4, overlapping
+// windows) or 512 (ratio 128); enough layers' weights cycled (256 MiB, 8x
+// the L3) that they stream from DRAM as in a decode step.
+constexpr int64_t kCompressorCycledBytes = int64_t{256} << 20;
+
+void BM_CompressorProject(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const int64_t width = state.range(1), dim = 4096;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t layers = kCompressorCycledBytes / (2 * width * dim * 2);
+  std::vector<std::vector<bf16>> wkv, wgate;
+  for (int64_t l = 0; l < layers; ++l) {
+    for (auto* w : {&wkv, &wgate}) {
+      w->emplace_back(width * dim);
+      for (auto& v : w->back()) v = F32ToBf16(normal(rng));
+    }
+  }
+  std::vector<bf16> x(dim);
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  std::vector<float> kv(width), score(width);
+  auto pool = MakePool(state.range(2));
+  int64_t layer = 0;
+  for (auto _ : state) {
+    GemmBf16F32Pair(x.data(), 1, dim, wkv[layer].data(), width, kv.data(), wgate[layer].data(),
+                    width, score.data(), pool.get());
+    benchmark::DoNotOptimize(kv.data());
+    benchmark::DoNotOptimize(score.data());
+    layer = (layer + 1) % layers;
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * width * dim * 2);
+}
+
+// {isa, width, threads}: AVX-512, one thread and all CPUs, real time.
+void CompressorArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t width : {512, 1024}) {
+    for (int64_t threads : {int64_t{1}, int64_t{ThreadPool::DefaultThreads()}}) {
+      b->Args({2, width, threads});
+    }
+  }
+  b->ArgNames({"isa", "width", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
 // row, indexer-query FP4 QAT (64 heads x 128) and KV FP8 QAT (512 dims).
 // Bare read rate of the FP4 GEMV's two access patterns, one thread, 256 MiB
@@ -510,6 +554,7 @@ BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
+BENCHMARK(BM_CompressorProject)->Name("BM_Compressor/Decode")->Apply(CompressorArgs);
 BENCHMARK(BM_MoeDecode)->Name("BM_Moe/Decode")->Apply(MoeDecodeArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Verify_shared_w1, kSharedW1)->Apply(Fp8VerifyArgs);
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Verify_expert_w1, kExpertW1)->Apply(Fp4VerifyArgs);

@@ -65,8 +65,10 @@ void DenseTileChunk(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const flo
   }
 }
 
-// decode(col, k0, count, out) yields up to 128 weights of column col from
-// k0 on, zero padded to whole vectors (and prefetches ahead).
+// decode(col, k0, count, out, ahead) yields up to 128 weights of column col
+// from k0 on, zero padded to whole vectors, and prefetches the same chunk of
+// column col + ahead.  The tiles prefetch the next panel (ahead = kP: they
+// sweep a panel chunk by chunk, reusing it for every row).
 template <class V, typename Decode>
 void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
@@ -84,7 +86,7 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c]);
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c], kP);
         const float* xc = a.x + m0 * a.ldx + k0;
         if (count == kChunk) {
           DenseTileChunk<V, kNv>(wdec, nc, xc, a.ldx, kNv, mt, lanes);
@@ -106,10 +108,15 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
 // and fed to every row's lane chain, which runs over the whole K in the
 // same order as DenseTileChunk (so the same bits), and a panel's weights
 // read as one contiguous stream.  Two columns at a time give the
-// out-of-order core 2·M independent FMA chains.  The tiled path walks a
-// chunk of 16 rows `k` apart at a time: for the bench head's 8 KB rows at
-// M = 2 that made a 2-row head 1.25x a 1-row one (docs/performance.md
-// "Dense few-row walk").
+// out-of-order core 2·M independent FMA chains.  It prefetches the next
+// pair of columns (2 ahead; from the panel's last pair, the next panel's
+// first): prefetching the next panel instead left every task's first
+// panel, 16 columns, to the hardware prefetchers alone, which cost the
+// compressor's small projections (64 panels, claimed in ~15 tasks) a
+// quarter of their time (docs/performance.md "Dense GEMV: the next pair
+// prefetched").  The tiled path walks a chunk of 16 rows `k` apart at a
+// time: for the bench head's 8 KB rows at M = 2 that made a 2-row head
+// 1.25x a 1-row one (docs/performance.md "Dense few-row walk").
 template <class V, int M, typename Decode>
 void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
@@ -128,8 +135,8 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>], wb[kVecs<V>];
-        decode(n0 + c, k0, count, wa);
-        decode(n0 + c + 1, k0, count, wb);
+        decode(n0 + c, k0, count, wa, 2);
+        decode(n0 + c + 1, k0, count, wb, 2);
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
         for (int64_t v = 0; v < nv; ++v) {
@@ -152,7 +159,7 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>];
-        decode(n0 + c, k0, count, wa);
+        decode(n0 + c, k0, count, wa, 2);
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
         for (int64_t v = 0; v < nv; ++v) {
@@ -195,11 +202,9 @@ void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) 
 // Decoder of a BF16 or FP32 weight.
 template <class V, typename W>
 auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
-  return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out) {
+  return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
     const W* row = w + col * a.k + k0;
-    if (col + V::kLanes < a.n) {
-      Prefetch(row + V::kLanes * a.k, count * static_cast<int64_t>(sizeof(W)));
-    }
+    if (col + ahead < a.n) Prefetch(row + ahead * a.k, count * static_cast<int64_t>(sizeof(W)));
     LoadDenseChunk<V>(row, count, out);
   };
 }
@@ -213,9 +218,9 @@ void DenseGemmPanels(const DenseGemmArgs& a, const Tile& t) {
     const int64_t ld_scale = w.in / 128;
     DenseDispatch<V>(
         a,
-        [&](int64_t col, int64_t k0, int64_t, typename V::F* out) {
+        [&](int64_t col, int64_t k0, int64_t, typename V::F* out, int64_t ahead) {
           const uint8_t* p = w.codes + col * w.in + k0;
-          if (col + V::kLanes < w.out) Prefetch(p + V::kLanes * w.in, 128);
+          if (col + ahead < w.out) Prefetch(p + ahead * w.in, 128);
           V::DecodeFp8Block(p, out);
           const typename V::F s =
               V::Set1(E8M0Value(w.scales[(col / 128) * ld_scale + k0 / 128]) * 256.0f);

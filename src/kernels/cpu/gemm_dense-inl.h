@@ -113,13 +113,14 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
 // first): prefetching the next panel instead left every task's first
 // panel, 16 columns, to the hardware prefetchers alone, which cost the
 // compressor's small projections (64 panels, claimed in ~15 tasks) a
-// quarter of their time (docs/performance.md "Dense GEMV: the next pair
-// prefetched").  The tiled path walks a chunk of 16 rows `k` apart at a
+// sixth of their time at decode (docs/performance.md "Dense GEMV: the next
+// pair prefetched").  The tiled path walks a chunk of 16 rows `k` apart at a
 // time: for the bench head's 8 KB rows at M = 2 that made a 2-row head
 // 1.25x a 1-row one (docs/performance.md "Dense few-row walk").
 template <class V, int M, typename Decode>
 void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
+  constexpr int64_t kNextPair = 2;  // prefetch distance in columns
   const float* x = a.x + t.row_begin * a.ldx;
   for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
     const int64_t n0 = p * kP;
@@ -135,8 +136,8 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>], wb[kVecs<V>];
-        decode(n0 + c, k0, count, wa, 2);
-        decode(n0 + c + 1, k0, count, wb, 2);
+        decode(n0 + c, k0, count, wa, kNextPair);
+        decode(n0 + c + 1, k0, count, wb, kNextPair);
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
         for (int64_t v = 0; v < nv; ++v) {
@@ -159,7 +160,7 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
         typename V::F wa[kVecs<V>];
-        decode(n0 + c, k0, count, wa, 2);
+        decode(n0 + c, k0, count, wa, kNextPair);
         const int64_t nv = (count + kP - 1) / kP;
 #pragma GCC unroll 8
         for (int64_t v = 0; v < nv; ++v) {

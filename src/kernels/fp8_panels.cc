@@ -5,8 +5,9 @@
 // is 32 chunks of 64 bytes, chunk q holding pairs 2q and 2q + 1 of all 16
 // columns, placed where the kernel's byte-to-BF16 unpacking (within 128-bit
 // lanes: bytes 16L + j and 16L + 8 + j, j < 8) puts word 2c + e of vector h
-// = element e of pair 2q + h of column c.  A GEMV then streams its share
-// front to back, and no path sums across lanes.
+// = element e of pair 2q + h of column c.  The chunks of a group's blocks 2i
+// and 2i + 1 alternate (Fp8PanelChunkAt): a GEMV reads two blocks side by
+// side, and so streams its share front to back; no path sums across lanes.
 #include <cstring>
 
 #include "base/logging.h"
@@ -22,7 +23,8 @@ constexpr int64_t kGroupBlock = kGroup * 128;  // bytes of a group's 128-block
 
 int64_t Groups(int64_t out) { return (out + kGroup - 1) / kGroup; }
 
-// Byte of (column c < 16, element e < 128) within its group's 128-block.
+// Byte of (column c < 16, element e < 128) within its group's 128-block, its
+// chunks side by side (chunk e/4 at e/4·64).
 constexpr int64_t BlockByte(int64_t c, int64_t e) {
   const int64_t word = 2 * c + e % 2;  // lane c, element e % 2 of the pair
   const int64_t pair = e / 2;
@@ -31,12 +33,12 @@ constexpr int64_t BlockByte(int64_t c, int64_t e) {
 
 // Byte of column col's code at input k in the panel layout.
 int64_t PanelByte(int64_t in, int64_t col, int64_t k) {
-  const int64_t block = (col / kGroup) * (in / 128) + k / 128;
-  return block * kGroupBlock + BlockByte(col % kGroup, k % 128);
+  const int64_t b = BlockByte(col % kGroup, k % 128);
+  return Fp8PanelChunkAt(in / 128, col / kGroup, k / 128, b / kChunk) + b % kChunk;
 }
 
-// For every byte of a group block, where it comes from in the block's
-// [16, 128] tile of the row layout.
+// For every byte of a group block (chunks side by side), where it comes from
+// in the block's [16, 128] tile of the row layout.
 struct BlockSources {
   uint16_t from[kGroupBlock];
   constexpr BlockSources() : from() {
@@ -59,8 +61,9 @@ Fp8Weight PackFp8Panels(const Fp8Weight& w, uint8_t* codes) {
   Fp8Weight p = w;
   p.codes = codes;
   p.layout = Fp8Layout::kPanels;
-  // Block by block, in the order of the packed bytes (first-touched in
-  // order): the block's [16, 128] tile of rows gathered, then permuted.
+  // Block by block, a pair's two blocks filling one 4 KiB stretch (pages
+  // first-touched in order): the block's [16, 128] tile of rows gathered,
+  // then permuted into its chunks.
   const int64_t num_kb = w.in / 128;
   uint8_t tile[kGroupBlock];
   for (int64_t g = 0; g < Groups(w.out); ++g) {
@@ -73,8 +76,10 @@ Fp8Weight PackFp8Panels(const Fp8Weight& w, uint8_t* codes) {
           std::memset(tile + c * 128, 0, 128);
         }
       }
-      uint8_t* dst = codes + (g * num_kb + kb) * kGroupBlock;
-      for (int64_t d = 0; d < kGroupBlock; ++d) dst[d] = tile[kBlockSources.from[d]];
+      for (int64_t q = 0; q < kGroupBlock / kChunk; ++q) {
+        uint8_t* dst = codes + Fp8PanelChunkAt(num_kb, g, kb, q);
+        for (int64_t d = 0; d < kChunk; ++d) dst[d] = tile[kBlockSources.from[q * kChunk + d]];
+      }
     }
   }
   return p;

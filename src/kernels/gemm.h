@@ -20,8 +20,9 @@ namespace dsv4::kernels {
 enum class Fp8Layout : uint8_t {
   kRows,    // the checkpoint's [out, in]
   kPanels,  // grouped by kFp8PanelColumns columns, each 128-block of a group
-            // 2 KiB with its columns' codes interleaved pair by pair
-            // (PackFp8Panels): what the BF16 dot kernel streams
+            // 32 chunks with its columns' codes interleaved pair by pair, two
+            // blocks' chunks alternating (PackFp8Panels, Fp8PanelChunkAt):
+            // what the BF16 dot kernel streams
 };
 
 // FP8 e4m3 weight with one E8M0 scale per 128x128 block.  The scales keep
@@ -36,6 +37,19 @@ struct Fp8Weight {
 
 // Columns per group of the FP8 panel layout.
 inline constexpr int64_t kFp8PanelColumns = 16;
+
+// Where chunk q (64 bytes: K pairs 2q and 2q + 1 of the group's columns) of
+// group g's 128-block kb lies in the FP8 panel layout, of a weight with
+// num_kb 128-blocks per row.  A group's blocks go in pairs (2i, 2i + 1; an odd
+// last block alone) whose chunks alternate, so a GEMV reading a pair's two
+// blocks side by side (two chains per row) streams one line after the other.
+inline int64_t Fp8PanelChunkStride(int64_t num_kb, int64_t kb) {
+  return (kb | 1) < num_kb ? 128 : 64;
+}
+inline int64_t Fp8PanelChunkAt(int64_t num_kb, int64_t g, int64_t kb, int64_t q) {
+  return (g * num_kb + (kb & ~int64_t{1})) * 2048 + (kb & 1) * 64 +
+         q * Fp8PanelChunkStride(num_kb, kb);
+}
 
 // Bytes of the FP8 panel layout's codes for an [out, in] weight (out
 // rounded up to whole groups, the padding columns' codes +0).

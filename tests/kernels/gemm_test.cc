@@ -301,14 +301,16 @@ TEST(Fp4Panels, LayoutAndPadding) {
   }
 }
 
-// The FP8 panel layout (docs/kernels.md): group block c/16·in/128 + kb is
-// 2 KiB at that index·2048; in it, element e of column c's 128-block is
-// element e % 2 of K pair e/2, in chunk e/4 (64 bytes each) at byte
+// The FP8 panel layout (docs/kernels.md): a group's blocks are 2 KiB each
+// from (c/16·in/128)·2048 on, in pairs (2i, 2i + 1) whose 32 chunks of 64
+// bytes alternate, an odd last block's chunks side by side; element e of
+// column c's 128-block is element e % 2 of K pair e/2, in chunk e/4 at byte
 // 16·(w/8) + 8·(e/2 % 2) + w % 8 with w = 2·(c % 16) + e % 2; a padded last
-// group of +0 codes; the scales untouched.
+// group of +0 codes; the scales untouched.  Three blocks: one pair, one
+// alone.
 TEST(Fp8Panels, LayoutAndPadding) {
   std::mt19937 rng(6);
-  const int64_t n = 20, k = 256;
+  const int64_t n = 20, k = 384;
   Misaligned codes = RandomBytes(n * k, &rng, 0, 255, false);
   Misaligned scales = RandomBytes(1 * (k / 128), &rng, 0, 255, false);
   const Fp8Weight w{codes.data(), scales.data(), n, k};
@@ -319,9 +321,11 @@ TEST(Fp8Panels, LayoutAndPadding) {
   EXPECT_EQ(p.scales, w.scales);
   for (int64_t c = 0; c < 32; ++c) {
     for (int64_t i = 0; i < k; ++i) {
-      const int64_t block = (c / 16) * (k / 128) + i / 128, e = i % 128;
+      const int64_t kb = i / 128, e = i % 128;
+      const int64_t pair_at = ((c / 16) * (k / 128) + kb / 2 * 2) * 2048;
+      const int64_t chunk_at = kb == 2 ? (e / 4) * 64 : (e / 4) * 128 + (kb % 2) * 64;
       const int64_t word = 2 * (c % 16) + e % 2;
-      const int64_t at = block * 2048 + (e / 4) * 64 + 16 * (word / 8) + 8 * (e / 2 % 2) + word % 8;
+      const int64_t at = pair_at + chunk_at + 16 * (word / 8) + 8 * (e / 2 % 2) + word % 8;
       ASSERT_EQ(packed[at], c < n ? codes.data()[c * k + i] : 0) << c << " " << i;
       if (c < n) {
         ASSERT_EQ(Fp8CodeOf(p, c, i), Fp8CodeOf(w, c, i));

@@ -129,9 +129,12 @@ struct Fp8DotGemm {
         ldx(args.ldx > 0 ? args.ldx : args.w.in),
         ldkb(args.ldkb > 0 ? args.ldkb : 128) {}
 
+  // Chunk 0 of a panel's block kb, and the step from one of its chunks to
+  // the next (blocks go in pairs whose chunks alternate: Fp8PanelChunkAt).
   const uint8_t* Block(int64_t panel, int64_t kb) const {
-    return a.w.codes + (panel * num_kb + kb) * kBlockBytes;
+    return a.w.codes + Fp8PanelChunkAt(num_kb, panel, kb, 0);
   }
+  int64_t ChunkStride(int64_t kb) const { return Fp8PanelChunkStride(num_kb, kb); }
   float PanelScale(int64_t panel, int64_t kb) const {
     return E8M0Value(a.w.scales[(panel * kDotP / 128) * ld_scale + kb]);
   }
@@ -146,21 +149,23 @@ struct Fp8DotGemm {
   }
 
   // Blocks kb0..kb0 + NB of one panel against rows m0..m0 + M, decoded as
-  // they stream in (a decode GEMV, a verify step's few rows): the NB blocks'
-  // chunks are read side by side (2·NB·M independent chains to hide the dot
-  // products' latency; NB·2 KiB contiguous), and their sums added to acc in
-  // K order.
+  // they stream in (a decode GEMV, a verify step's few rows), and their sums
+  // added to acc in K order.  NB = 2 reads a pair of the layout (kb0 even),
+  // its chunks alternating: one stream front to back, 4·M independent chains
+  // to hide the dot products' latency.  NB = 1: an odd last block.
   template <int M, int NB>
   [[gnu::always_inline]] void StreamBlocks(int64_t m0, int64_t panel, int64_t kb0,
                                            __m512* acc) const {
+    static_assert(NB == 1 || NB == 2);
     __m512 even[M][NB], odd[M][NB];
 #pragma GCC unroll 16
     for (int i = 0; i < M * NB; ++i) even[i / NB][i % NB] = odd[i / NB][i % NB] = V512::Zero();
     const uint8_t* blocks = Block(panel, kb0);
+    const int64_t stride = ChunkStride(kb0);  // NB = 2: block 1's chunks 64 bytes on
     for (int64_t q = 0; q < kChunks; ++q) {
-#pragma GCC unroll 4
+#pragma GCC unroll 2
       for (int j = 0; j < NB; ++j) {
-        const uint8_t* chunk = blocks + j * kBlockBytes + q * 64;
+        const uint8_t* chunk = blocks + q * stride + j * 64;
         Prefetch(chunk + kAheadBytes, 64);
         Bh w[2];
         DecodeChunk(chunk, t, w);
@@ -182,15 +187,17 @@ struct Fp8DotGemm {
     }
   }
 
-  // Rows m0..m0 + M (1..4) against one panel: NB blocks at a time, the
-  // tail one by one.
+  // Rows m0..m0 + M (1..4) against one panel: a pair of blocks at a time,
+  // an odd last block alone.  (Before the pairs alternated their chunks, one
+  // row read 4 blocks side by side, 4 streams 2 KiB apart: a bench probe of
+  // that walk streamed 0.80-0.90 of a bare read's bytes per second, the
+  // pairs 0.92-1.0; docs/performance.md "FP8 block pairs".)
   template <int M>
   void FewRows(int64_t m0, int64_t panel, __m512* acc) const {
-    constexpr int kNb = M == 1 ? 4 : 2;
     for (int r = 0; r < M; ++r) acc[r] = V512::Zero();
     int64_t kb = 0;
-    for (; kb + kNb <= num_kb; kb += kNb) StreamBlocks<M, kNb>(m0, panel, kb, acc);
-    for (; kb < num_kb; ++kb) StreamBlocks<M, 1>(m0, panel, kb, acc);
+    for (; kb + 2 <= num_kb; kb += 2) StreamBlocks<M, 2>(m0, panel, kb, acc);
+    if (kb < num_kb) StreamBlocks<M, 1>(m0, panel, kb, acc);
   }
 
   // Rows row..row + R of a tile against the blocks of NP panels (1 or 2)
@@ -243,7 +250,8 @@ struct Fp8DotGemm {
       float sw[NP];
       for (int p = 0; p < NP; ++p) {
         const uint8_t* block = Block(panel + p, kb);
-        for (int64_t q = 0; q < kChunks; ++q) DecodeChunk(block + q * 64, t, wdec[p][q]);
+        const int64_t stride = ChunkStride(kb);
+        for (int64_t q = 0; q < kChunks; ++q) DecodeChunk(block + q * stride, t, wdec[p][q]);
         sw[p] = PanelScale(panel + p, kb);
       }
       int64_t r = 0;

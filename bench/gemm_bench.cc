@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <random>
 #include <string>
@@ -244,35 +245,37 @@ void AttnOArgs(benchmark::internal::Benchmark* b) {
 // Arg `batched`: 0 = one Fp4Gemm / Fp8Gemm call per weight (the per-expert
 // loop, 21 dispatches), 1 = two BlockScaledGemmBatch calls (gate/up of
 // every expert, then every down).  kMoeLayers layers' weights are cycled so
-// every call streams from DRAM.  Bytes: the weights read (codes + scales).
-constexpr int64_t kMoeLayers = 2, kMoeExperts = 6, kMoeInter = 2048, kMoeDim = 4096;
+// every call streams from DRAM (4 layers, 420 MB, in 2 MiB pages as the
+// model's).  Bytes: the weights read (codes + scales).
+constexpr int64_t kMoeLayers = 4, kMoeExperts = 6, kMoeInter = 2048, kMoeDim = 4096;
 
 struct MoeLayerWeights {
-  std::vector<uint8_t> packed, scales;     // routed: [expert][w1 | w3 | w2], panel layout
-  std::vector<uint8_t> codes, fp8_scales;  // shared: [w1 | w3 | w2]
-  std::vector<Fp4Weight> w4;               // expert e: 3e (w1), 3e + 1 (w3), 3e + 2 (w2)
-  std::vector<Fp8Weight> w8;               // w1, w3, w2
+  Buffer packed, scales;     // routed: [expert][w1 | w3 | w2], panel layout
+  Buffer codes, fp8_scales;  // shared: [w1 | w3 | w2]
+  std::vector<Fp4Weight> w4;  // expert e: 3e (w1), 3e + 1 (w3), 3e + 2 (w2)
+  std::vector<Fp8Weight> w8;  // w1, w3, w2
 };
 
 // Fast deterministic filler (the weights are ~100 MB per layer).
-void FillBytes(std::vector<uint8_t>& v, uint64_t seed, uint8_t lo, uint8_t span, bool no_nan) {
+void FillBytes(Buffer& v, uint64_t seed, uint8_t lo, uint8_t span, bool no_nan) {
   uint64_t z = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (auto& b : v) {
+  uint8_t* p = v.as<uint8_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
     z ^= z << 13;
     z ^= z >> 7;
     z ^= z << 17;
-    b = static_cast<uint8_t>(lo + (z >> 32) % span);
-    if (no_nan && (b & 0x7f) == 0x7f) b &= 0xfe;
+    p[i] = static_cast<uint8_t>(lo + (z >> 32) % span);
+    if (no_nan && (p[i] & 0x7f) == 0x7f) p[i] &= 0xfe;
   }
 }
 
 MoeLayerWeights MakeMoeLayer(uint64_t seed) {
   MoeLayerWeights l;
   const int64_t one = kMoeInter * kMoeDim;  // elements of one weight
-  l.packed.resize(kMoeExperts * 3 * one / 2);
-  l.scales.resize(kMoeExperts * 3 * one / 32);
-  l.codes.resize(3 * one);
-  l.fp8_scales.resize(3 * one / (128 * 128));
+  l.packed = Buffer(kMoeExperts * 3 * one / 2);
+  l.scales = Buffer(kMoeExperts * 3 * one / 32);
+  l.codes = Buffer(3 * one);
+  l.fp8_scales = Buffer(3 * one / (128 * 128));
   FillBytes(l.packed, seed, 0, 255, false);
   FillBytes(l.scales, seed + 1, 118, 9, false);
   FillBytes(l.codes, seed + 2, 0, 255, true);
@@ -281,14 +284,14 @@ MoeLayerWeights MakeMoeLayer(uint64_t seed) {
   // (the shapes are whole panels).
   for (int64_t i = 0; i < 3 * kMoeExperts; ++i) {
     const bool down = i % 3 == 2;
-    l.w4.push_back({l.packed.data() + i * one / 2, l.scales.data() + i * one / 32,
+    l.w4.push_back({l.packed.as<uint8_t>() + i * one / 2, l.scales.as<uint8_t>() + i * one / 32,
                     down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim, Fp4Layout::kPanels});
   }
   for (int64_t i = 0; i < 3; ++i) {
     const bool down = i == 2;
-    l.w8.push_back(
-        InKernelLayout({l.codes.data() + i * one, l.fp8_scales.data() + i * one / (128 * 128),
-                        down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim}));
+    l.w8.push_back(InKernelLayout({l.codes.as<uint8_t>() + i * one,
+                                   l.fp8_scales.as<uint8_t>() + i * one / (128 * 128),
+                                   down ? kMoeDim : kMoeInter, down ? kMoeInter : kMoeDim}));
   }
   return l;
 }
@@ -383,16 +386,18 @@ void BM_HeadF32(benchmark::State& state, HeadShape shape) {
   const int64_t m = state.range(1), n = shape.vocab, k = shape.hidden;
   std::mt19937 rng(6);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<bf16> w(n * k), x(m * k);
+  Buffer wbuf(n * k * sizeof(bf16));  // 2 MiB pages from 2 MiB up, as the model's
+  bf16* w = wbuf.as<bf16>();
+  std::vector<bf16> x(m * k);
   std::vector<float> y(m * n);
-  for (auto& v : w) v = F32ToBf16(normal(rng));
+  for (int64_t i = 0; i < n * k; ++i) w[i] = F32ToBf16(normal(rng));
   for (auto& v : x) v = F32ToBf16(normal(rng));
   auto pool = MakePool(state.range(2));
   for (auto _ : state) {
     if (approx) {
-      GemmBf16F32Approx(x.data(), m, k, w.data(), n, y.data(), pool.get());
+      GemmBf16F32Approx(x.data(), m, k, w, n, y.data(), pool.get());
     } else {
-      GemmBf16F32(x.data(), m, k, w.data(), n, y.data(), pool.get());
+      GemmBf16F32(x.data(), m, k, w, n, y.data(), pool.get());
     }
     benchmark::DoNotOptimize(y.data());
   }
@@ -464,6 +469,36 @@ void BM_ReadPattern(benchmark::State& state) {
     benchmark::DoNotOptimize(sum);
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+// The ceiling of every DRAM-streamed GEMV above: a bare read of 1 GiB in 2
+// MiB pages (each of the pool's threads sums its share of 64-bit words, four
+// chains), to run beside them (--benchmark_enable_random_interleaving) and
+// report their bytes per second as a share of this one's.
+void BM_ReadBandwidth(benchmark::State& state) {
+  constexpr int64_t kWords = (int64_t{1} << 30) / 8;
+  Buffer buf(kWords * 8);
+  uint64_t* words = buf.as<uint64_t>();
+  for (int64_t i = 0; i < kWords; ++i) words[i] = static_cast<uint64_t>(i);
+  auto pool = MakePool(state.range(0));
+  for (auto _ : state) {
+    std::atomic<uint64_t> total{0};
+    ParallelFor(pool.get(), kWords, kWords / 64, [&](int64_t begin, int64_t end) {
+      const uint64_t* w = words + begin;
+      const int64_t n = end - begin, whole = n / 4 * 4;
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (int64_t i = 0; i < whole; i += 4) {
+        s0 += w[i];
+        s1 += w[i + 1];
+        s2 += w[i + 2];
+        s3 += w[i + 3];
+      }
+      for (int64_t i = whole; i < n; ++i) s0 += w[i];
+      total.fetch_add(s0 ^ s1 ^ s2 ^ s3, std::memory_order_relaxed);
+    });
+    benchmark::DoNotOptimize(total.load());
+  }
+  state.SetBytesProcessed(state.iterations() * kWords * 8);
 }
 
 void BM_Quant(benchmark::State& state) {
@@ -580,6 +615,14 @@ BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, kTinyDraftHead)->Apply(HeadArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head, kBenchHead)->Apply(HeadGemvArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_draft_head, kBenchDraftHead)->Apply(HeadGemvArgs);
 BENCHMARK(BM_ReadPattern)->Arg(16)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadBandwidth)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      b->Arg(1);
+      if (ThreadPool::DefaultThreads() > 1) b->Arg(ThreadPool::DefaultThreads());
+    })
+    ->ArgName("threads")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Quant)
     ->Name("BM_Quant/act4096_fp4qat8192_kvqat512")
     ->ArgsProduct({{0, 1, 2}, {16}})

@@ -208,8 +208,8 @@ void BM_AttnODecode(benchmark::State& state) {
   int64_t layer = 0;
   for (auto _ : state) {
     if (part != 1) {
-      const Fp8Weight w =
-          InKernelLayout({a_codes[layer].as<uint8_t>(), a_scales[layer].as<uint8_t>(), za, kGroupIn});
+      const Fp8Weight w = InKernelLayout(
+          {a_codes[layer].as<uint8_t>(), a_scales[layer].as<uint8_t>(), za, kGroupIn});
       GemmBf16Fp8Grouped(o.data(), kGroups * kGroupIn, 1, kGroups, w, z.data(), za, pool.get());
     }
     if (part != 0) {
@@ -250,8 +250,8 @@ void AttnOArgs(benchmark::internal::Benchmark* b) {
 constexpr int64_t kMoeLayers = 4, kMoeExperts = 6, kMoeInter = 2048, kMoeDim = 4096;
 
 struct MoeLayerWeights {
-  Buffer packed, scales;     // routed: [expert][w1 | w3 | w2], panel layout
-  Buffer codes, fp8_scales;  // shared: [w1 | w3 | w2]
+  Buffer packed, scales;      // routed: [expert][w1 | w3 | w2], panel layout
+  Buffer codes, fp8_scales;   // shared: [w1 | w3 | w2]
   std::vector<Fp4Weight> w4;  // expert e: 3e (w1), 3e + 1 (w3), 3e + 2 (w2)
   std::vector<Fp8Weight> w8;  // w1, w3, w2
 };

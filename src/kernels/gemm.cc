@@ -184,15 +184,6 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
   std::memcpy(rec + cpu::kFp4UnitAt, &unit, sizeof unit);
 }
 
-// FP4 GEMM activations, one row: one record per 128-element block
-// (in/128 records at rec).
-void BuildFp4RecordsRow(const uint8_t* codes, int64_t in, uint8_t* rec) {
-  static const std::array<int32_t, 256> kInt = E4M3IntTable();
-  for (int64_t kb = 0; kb < in / 128; ++kb) {
-    BuildFp4Record(codes + kb * 128, kInt.data(), rec + kb * cpu::kFp4RecordBytes);
-  }
-}
-
 // The form a block-scaled kernel reads its activations in: FP32 values
 // ×2^8 (the FP8 FMA kernel), BF16 values block-major (the FP8 BF16 dot
 // kernel: DecodeFp8DotRow) or FP4 records.  Each takes at most the bytes of [m, in] floats.
@@ -207,10 +198,14 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t m
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
     case ActivationForm::kFp8Dot:
       return DecodeFp8DotRow(x_codes + r * in, in, m, r, reinterpret_cast<bf16*>(out));
-    case ActivationForm::kFp4:
-      return BuildFp4RecordsRow(
-          x_codes + r * in, in,
-          reinterpret_cast<uint8_t*>(out) + r * (in / 128) * cpu::kFp4RecordBytes);
+    case ActivationForm::kFp4: {
+      const cpu::GemmKernels* simd = SimdKernels();
+      const auto build = simd != nullptr && simd->fp4_records != nullptr
+                             ? simd->fp4_records
+                             : &cpu::BuildFp4RecordsScalar;
+      return build(x_codes + r * in, in,
+                   reinterpret_cast<uint8_t*>(out) + r * (in / 128) * cpu::kFp4RecordBytes);
+    }
   }
 }
 
@@ -342,6 +337,15 @@ Fp4Weight ForKernels(const Fp4Weight& w, uint8_t* at) {
 }
 
 }  // namespace
+
+// FP4 GEMM activations, one row: one record per 128-element block (in/128
+// records at rec).
+void cpu::BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec) {
+  static const std::array<int32_t, 256> kInt = E4M3IntTable();
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    BuildFp4Record(codes + kb * 128, kInt.data(), rec + kb * cpu::kFp4RecordBytes);
+  }
+}
 
 namespace cpu {
 void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }

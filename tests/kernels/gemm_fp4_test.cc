@@ -133,6 +133,42 @@ int64_t DifferOrNan(const std::vector<bf16>& got, const std::vector<bf16>& want)
 // micro-tiles of 1-3 rows and 1-4 panels (partial last panel), passes of 8
 // blocks (K of 1, 8, 9 and 17 blocks), both plane counts in one micro-tile,
 // tiny scales (two multiplies), NaN activation codes, 1 and 3 threads.
+// The AVX-512 record builder writes the scalar builder's bytes: every code
+// (NaNs, ±0, subnormals, ±448) in shuffled blocks, two-plane blocks (each
+// sign and size), blocks with one small code among multiples of 8, and
+// all-zero blocks.
+TEST(Fp4Records, Avx512EqualsScalarBytewise) {
+  if (BestSupportedIsa() != Isa::kAvx512) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(21);
+  constexpr int64_t kBlocks = 64, kIn = kBlocks * 128;
+  std::vector<uint8_t> codes(kIn);
+  for (int64_t kb = 0; kb < kBlocks; ++kb) {
+    uint8_t* b = codes.data() + kb * 128;
+    switch (kb % 4) {
+      case 0:  // codes kb/4·128 .. + 127 of all 256, shuffled
+        for (int i = 0; i < 128; ++i) b[i] = static_cast<uint8_t>((kb / 4 % 2) * 128 + i);
+        std::shuffle(b, b + 128, rng);
+        break;
+      case 1:
+        for (int i = 0; i < 128; ++i) b[i] = CodeOfMultipleOf8(&rng);
+        break;
+      case 2:
+        for (int i = 0; i < 128; ++i) b[i] = CodeOfMultipleOf8(&rng);
+        b[rng() % 128] = static_cast<uint8_t>(rng() % 8);  // a small code (or zero)
+        break;
+      default:
+        std::fill(b, b + 128, kb % 8 == 3 ? 0x00 : 0x80);  // +0 or -0
+    }
+  }
+  std::vector<uint8_t> want(kBlocks * cpu::kFp4RecordBytes, 0xa5), got = want;
+  cpu::BuildFp4RecordsScalar(codes.data(), kIn, want.data());
+  cpu::BuildFp4RecordsAvx512(codes.data(), kIn, got.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << "block " << i / cpu::kFp4RecordBytes << " byte "
+                               << i % cpu::kFp4RecordBytes;
+  }
+}
+
 TEST(Fp4OuterProducts, EqualRowKernelsBitwise) {
   std::mt19937 rng(29);
   for (int64_t k : {128, 1024, 1152, 2176}) {

@@ -147,7 +147,17 @@ struct GemmKernels {
   // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.
   // REQUIRES: the CPU feature behind it (AVX-512: AVX512-BF16).
   void (*bf16_dot)(const Bf16DotArgs& a, const Tile& t) = nullptr;
+  // FP4 activation records of one row (below); null where the scalar
+  // builder serves.
+  void (*fp4_records)(const uint8_t* codes, int64_t in, uint8_t* rec) = nullptr;
 };
+
+// The FP4 GEMM activation records (Fp4GemmArgs above) of one row of `in`
+// FP8 codes, in/128 records at rec: the scalar builder (gemm.cc) and the
+// AVX-512 one (fp4_records_avx512.cc), byte for byte the same.
+// REQUIRES: in % 128 == 0; the Avx512 one the CPU's AVX-512 (F, BW, VL, DQ).
+void BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec);
+void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec);
 
 // Defined (constant-initialised) in gemm_avx2.cc / gemm_avx512.cc; use only
 // when ActiveIsa() is that ISA.

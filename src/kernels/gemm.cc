@@ -145,11 +145,11 @@ std::array<int32_t, 256> E4M3IntTable() {
 // arithmetic shifts below divide exactly), each plane the block's even
 // elements, then its odd ones; the 32-block offsets 12·Σa; the NaN
 // flag; and, when every a is a multiple of 8, the planes of a/8 (plane 2
-// zero) with the 2-plane flag and unit.  Simple loops over the output
-// positions: it runs on the calling thread before every FP4 GEMM (a `bench`
-// decode step's MoE layer builds 16K elements' records), and this form took
-// 4.3 instead of 6.1 µs per 1,024 elements there (per-element plane writes
-// through divisions before).
+// zero) with the 2-plane flag and unit.  The reference for the AVX-512
+// builder (cpu/fp4_records_avx512.cc: the same bytes, ~3x faster), and the
+// builder where the ISA has none: simple loops over the output positions,
+// 4.3 µs per 1,024 elements here (6.1 with per-element plane writes through
+// divisions before).
 void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
   int32_t a[128];
   int32_t nan = 0, low_bits = 0;

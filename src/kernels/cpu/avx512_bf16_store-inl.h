@@ -5,10 +5,9 @@
 // AVX-512 instance can be shared with code built for another ISA.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "tensor/numeric.h"
 
 namespace dsv4::kernels::cpu {

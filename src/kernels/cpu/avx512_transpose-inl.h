@@ -4,7 +4,7 @@
 // copy (see avx512_bf16_store-inl.h).
 #pragma once
 
-#include <immintrin.h>
+#include "kernels/cpu/avx512_intrinsics.h"
 
 namespace dsv4::kernels::cpu {
 namespace {

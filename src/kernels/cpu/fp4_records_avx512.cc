@@ -3,18 +3,10 @@
 // per vector instead of one, for the records every FP4 GEMM call builds
 // before its dispatch (a decode step's down projections: 7 rows of 2,048
 // codes; a prefill's: tokens x top-k rows).  Compiled with AVX-512 flags.
-#include <immintrin.h>
-
 #include <cstring>
 
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/gemm_cpu.h"
-
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
-// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace dsv4::kernels::cpu {
 namespace {
@@ -47,8 +39,8 @@ void StoreLowBytes(int8_t* p, __m512i v) {
 // their even and their odd elements (the record's plane order: a block's 64
 // even elements, then its 64 odd ones).
 void BuildRecord(const uint8_t* codes, uint8_t* rec) {
-  const __m512i even_at = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                            28, 30);
+  const __m512i even_at =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd_at = _mm512_add_epi32(even_at, _mm512_set1_epi32(1));
   __m512i even[4], odd[4];
   __m512i low_bits = _mm512_setzero_si512();
@@ -100,7 +92,8 @@ void BuildRecord(const uint8_t* codes, uint8_t* rec) {
 }  // namespace
 
 void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec) {
-  for (int64_t kb = 0; kb < in / 128; ++kb) BuildRecord(codes + kb * 128, rec + kb * kFp4RecordBytes);
+  for (int64_t kb = 0; kb < in / 128; ++kb)
+    BuildRecord(codes + kb * 128, rec + kb * kFp4RecordBytes);
 }
 
 }  // namespace dsv4::kernels::cpu

@@ -4,15 +4,8 @@
 // only by units compiled with AVX-512 flags; internal linkage throughout.
 #pragma once
 
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
-// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include "kernels/cpu/avx512_bf16_store-inl.h"
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/gemm_simd_common-inl.h"
 
 namespace dsv4::kernels::cpu {

@@ -21,18 +21,10 @@
 // out of the packing).  The packing is O(N·K) per task against O(M·N·K)
 // work.  INT32 sums wrap modulo 2^32 and the true total fits INT32, so the
 // result is exact whatever the order: the same bits as every other path.
-//
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
-// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <cstring>
 
 #include "kernels/cpu/avx512_bf16_store-inl.h"
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/avx512_transpose-inl.h"
 #include "kernels/cpu/int8_gemm_cpu.h"
 

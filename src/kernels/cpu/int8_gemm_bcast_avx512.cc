@@ -28,19 +28,11 @@
 // INT32 sums wrap modulo 2^32 and the true total fits INT32 (K <= 65,536,
 // checked by the driver), so the result is exact in any order, and the FP32
 // epilogue is the reference's expression: the same bits as every other path.
-//
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
-// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/avx512_bf16_store-inl.h"
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/avx512_transpose-inl.h"
 #include "kernels/cpu/int8_gemm_cpu.h"
 

@@ -1,13 +1,6 @@
 // AVX-512 instantiation of ops_simd-inl.h (16 FP32 lanes).  Compiled with
 // AVX-512 flags; reached only through ActiveIsa() == kAvx512.
-// GCC 12's AVX-512 headers use the self-initialisation idiom for "undefined"
-// vectors, which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/ops_cpu.h"
 
 namespace dsv4::kernels::cpu {

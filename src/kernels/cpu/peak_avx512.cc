@@ -2,14 +2,7 @@
 // CPUs without it vpmaddubsw + vpmaddwd, as the FP4 kernel's
 // GemmAvx512NoVnni) and vdpbf16ps.  Compiled with AVX-512 flags; peak.cc
 // reaches it only when ActiveIsa() == kAvx512 and checks VNNI and BF16.
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves
-// (GCC bug 105593), as in gemm_avx512.cc.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/peak_cpu.h"
 #include "kernels/cpu/peak_simd-inl.h"
 

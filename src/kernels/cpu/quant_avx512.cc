@@ -1,13 +1,6 @@
 // AVX-512 traits of quant_simd-inl.h (16 lanes): the branch-free e4m3 / e2m1
 // rounding that reproduces ref::E4M3FromF32 / E2M1FromF32 bit for bit.
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves,
-// which -Wuninitialized reports inside the intrinsics (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-
+#include "kernels/cpu/avx512_intrinsics.h"
 #include "kernels/cpu/quant_simd-inl.h"
 
 namespace dsv4::kernels::cpu {

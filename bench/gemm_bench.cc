@@ -471,10 +471,12 @@ void BM_ReadPattern(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
-// The ceiling of every DRAM-streamed GEMV above: a bare read of 1 GiB in 2
-// MiB pages (each of the pool's threads sums its share of 64-bit words, four
-// chains), to run beside them (--benchmark_enable_random_interleaving) and
-// report their bytes per second as a share of this one's.
+// A bare read of 1 GiB in 2 MiB pages (each of the pool's threads sums its
+// share of 64-bit words, four chains), to run beside the DRAM-streamed GEMVs
+// above (--benchmark_enable_random_interleaving) as the host's bandwidth of
+// the moment.  A reference, not a ceiling: plain 64-bit loads, no vector
+// width or prefetch tuning (once the bench head GEMV streamed 67.6 GB/s next
+// to its 63).
 void BM_ReadBandwidth(benchmark::State& state) {
   constexpr int64_t kWords = (int64_t{1} << 30) / 8;
   Buffer buf(kWords * 8);

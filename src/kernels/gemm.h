@@ -42,7 +42,7 @@ inline constexpr int64_t kFp8PanelColumns = 16;
 // group g's 128-block kb lies in the FP8 panel layout, of a weight with
 // num_kb 128-blocks per row.  A group's blocks go in pairs (2i, 2i + 1; an odd
 // last block alone) whose chunks alternate, so a GEMV reading a pair's two
-// blocks side by side (two chains per row) streams one line after the other.
+// blocks side by side (four chains per row) streams one line after the other.
 inline int64_t Fp8PanelChunkStride(int64_t num_kb, int64_t kb) {
   return (kb | 1) < num_kb ? 128 : 64;
 }

@@ -35,6 +35,18 @@ void StoreLowBytes(int8_t* p, __m512i v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
 }
 
+// The three planes of 16 values a = p0 + 2^8·p1 + 2^16·p2 (p0, p1 signed
+// bytes) at record positions at..at + 15: p0 is a's low byte, r1 = (a - p0)
+// >> 8 exactly, p1 r1's low byte and p2 = (r1 - p1) >> 8.
+void StorePlanes(int8_t* planes, int64_t at, __m512i a) {
+  const __m512i p0 = _mm512_srai_epi32(_mm512_slli_epi32(a, 24), 24);
+  const __m512i r1 = _mm512_srai_epi32(_mm512_sub_epi32(a, p0), 8);
+  const __m512i p1 = _mm512_srai_epi32(_mm512_slli_epi32(r1, 24), 24);
+  StoreLowBytes(planes + at, a);
+  StoreLowBytes(planes + 128 + at, r1);
+  StoreLowBytes(planes + 256 + at, _mm512_srai_epi32(_mm512_sub_epi32(r1, p1), 8));
+}
+
 // One record from a block's 128 codes: 32-blocks j = 0..3 as two vectors of
 // their even and their odd elements (the record's plane order: a block's 64
 // even elements, then its 64 odd ones).
@@ -64,21 +76,11 @@ void BuildRecord(const uint8_t* codes, uint8_t* rec) {
   auto* planes = reinterpret_cast<int8_t*>(rec);
   int32_t offset[4];
   for (int j = 0; j < 4; ++j) {
-    for (int half = 0; half < 2; ++half) {
-      const __m512i a = _mm512_srai_epi32(half == 0 ? even[j] : odd[j], shift);
-      if (half == 0) even[j] = a;
-      // a = p0 + 2^8·p1 + 2^16·p2 with p0, p1 signed bytes: p0 is a's low
-      // byte, r1 = (a - p0) >> 8 exactly, p1 its low byte, p2 = (r1 - p1) >> 8.
-      const __m512i p0 = _mm512_srai_epi32(_mm512_slli_epi32(a, 24), 24);
-      const __m512i r1 = _mm512_srai_epi32(_mm512_sub_epi32(a, p0), 8);
-      const __m512i p1 = _mm512_srai_epi32(_mm512_slli_epi32(r1, 24), 24);
-      const __m512i p2 = _mm512_srai_epi32(_mm512_sub_epi32(r1, p1), 8);
-      const int64_t at = 64 * half + 16 * j;
-      StoreLowBytes(planes + at, a);
-      StoreLowBytes(planes + 128 + at, r1);
-      StoreLowBytes(planes + 256 + at, p2);
-      if (half == 1) offset[j] = 12 * _mm512_reduce_add_epi32(_mm512_add_epi32(even[j], a));
-    }
+    const __m512i even_a = _mm512_srai_epi32(even[j], shift);
+    const __m512i odd_a = _mm512_srai_epi32(odd[j], shift);
+    StorePlanes(planes, 16 * j, even_a);
+    StorePlanes(planes, 64 + 16 * j, odd_a);
+    offset[j] = 12 * _mm512_reduce_add_epi32(_mm512_add_epi32(even_a, odd_a));
   }
   const int32_t nan_flag = nan != 0 ? 1 : 0;
   const int32_t plane_count = two_planes ? 2 : 3;
@@ -92,8 +94,9 @@ void BuildRecord(const uint8_t* codes, uint8_t* rec) {
 }  // namespace
 
 void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec) {
-  for (int64_t kb = 0; kb < in / 128; ++kb)
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
     BuildRecord(codes + kb * 128, rec + kb * kFp4RecordBytes);
+  }
 }
 
 }  // namespace dsv4::kernels::cpu

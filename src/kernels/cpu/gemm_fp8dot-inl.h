@@ -189,9 +189,9 @@ struct Fp8DotGemm {
 
   // Rows m0..m0 + M (1..4) against one panel: a pair of blocks at a time,
   // an odd last block alone.  (Before the pairs alternated their chunks, one
-  // row read 4 blocks side by side, 4 streams 2 KiB apart: a bench probe of
-  // that walk streamed 0.80-0.90 of a bare read's bytes per second, the
-  // pairs 0.92-1.0; docs/performance.md "FP8 block pairs".)
+  // row read 4 blocks side by side, 4 streams 2 KiB apart: a scratch probe
+  // of that walk streamed 0.77-0.90 of a bare read's bytes per second, the
+  // pairs 0.92-1.04; docs/performance.md "FP8 block pairs".)
   template <int M>
   void FewRows(int64_t m0, int64_t panel, __m512* acc) const {
     for (int r = 0; r < M; ++r) acc[r] = V512::Zero();

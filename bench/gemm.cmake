@@ -19,3 +19,10 @@ if(DSV4_DNNL_LIBRARY AND DSV4_DNNL_INCLUDE)
   target_link_libraries(dsv4_onednn_bench PRIVATE dsv4_kernels dsv4_base dsv4_tensor
                         benchmark::benchmark ${DSV4_DNNL_LIBRARY})
 endif()
+
+# Sparse attention at Flash decode shapes next to the FMA peak loop
+# (bench/attention_bench.cc).
+add_executable(dsv4_attention_bench ${CMAKE_CURRENT_LIST_DIR}/attention_bench.cc)
+dsv4_apply_flags(dsv4_attention_bench)
+target_link_libraries(dsv4_attention_bench PRIVATE dsv4_kernels dsv4_base dsv4_tensor
+                      benchmark::benchmark)

@@ -27,7 +27,8 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
   }
   const cpu::AttnArgs args{q, heads, dim, kv_rows, list_len, sink, scale, o};
   const int64_t dim_pad = (dim + cpu::kAttnDimAlign - 1) / cpu::kAttnDimAlign * cpu::kAttnDimAlign;
-  const int64_t scratch_floats = 2 * cpu::kAttnGroup * dim_pad + cpu::kAttnGroup * 64;
+  const int64_t scratch_floats = 2 * cpu::kAttnGroup * dim_pad + 2 * cpu::kAttnGroup * 64;
+  const cpu::AttendHeadsFn attend = cpu::ActiveAttendHeads(*simd);
   ParallelFor(pool, tokens * heads, 1, [&](int64_t begin, int64_t end) {
     struct Tag {};
     float* scratch = ScratchArray<Tag, float>::Get(static_cast<size_t>(scratch_floats));
@@ -35,7 +36,7 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
       const int64_t t = i / heads;
       const int64_t h_begin = i % heads;
       const int64_t h_end = std::min(heads, h_begin + (end - i));
-      simd->attend_heads(args, t, h_begin, h_end, scratch);
+      attend(args, t, h_begin, h_end, scratch);
       i += h_end - h_begin;
     }
   });

@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <ctime>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/indexer.h"
 #include "kernels/mhc.h"
 #include "kernels/norm.h"
@@ -36,6 +39,32 @@ std::vector<Isa> SimdIsas() {
   }
   return out;
 }
+
+// The attention kernels to test: each ISA's, plus AVX-512's FMA kernel where
+// the BF16 dot one is the default (cpu::ActiveAttendHeads).
+struct AttnKernel {
+  Isa isa;
+  bool fma;
+  std::string Name() const { return std::string(IsaName(isa)) + (fma ? " fma" : ""); }
+};
+
+std::vector<AttnKernel> AttnKernels(const std::vector<Isa>& isas) {
+  std::vector<AttnKernel> out;
+  for (Isa isa : isas) {
+    out.push_back({isa, false});
+    if (isa == Isa::kAvx512 && CpuFeatures::Detect().avx512bf16) out.push_back({isa, true});
+  }
+  return out;
+}
+
+// Selects one for a scope.
+struct ScopedAttnKernel {
+  explicit ScopedAttnKernel(const AttnKernel& k) : isa(k.isa) {
+    cpu::UseAttentionWithoutBf16DotForTesting(k.fma);
+  }
+  ~ScopedAttnKernel() { cpu::UseAttentionWithoutBf16DotForTesting(false); }
+  ScopedIsa isa;
+};
 
 // Buffers deliberately offset by one element from the allocation.
 template <typename T>
@@ -268,8 +297,8 @@ TEST(OpsSimdTest, SparseAttentionMatchesReference) {
   for (int64_t heads : {1, 4, 8, 13}) cases.push_back({2, heads, 128, 65});
   for (int64_t len : {1, 63, 64, 130}) cases.push_back({3, 9, 64, len});
   ThreadPool pool(3);
-  for (Isa isa : SimdIsas()) {
-    ScopedIsa scoped(isa);
+  for (const AttnKernel& k : AttnKernels(SimdIsas())) {
+    ScopedAttnKernel scoped(k);
     for (const AttnCase& c : cases) {
       AttnProblem p(c, rng);
       const int64_t n_out = c.tokens * c.heads * c.dim;
@@ -283,7 +312,7 @@ TEST(OpsSimdTest, SparseAttentionMatchesReference) {
         if (g == w) continue;
         const int64_t t = i / (c.heads * c.dim), h = (i / c.dim) % c.heads, d = i % c.dim;
         ASSERT_LE(std::fabs(g - w), AttnBound(c, p, t, h, d, w))
-            << IsaName(isa) << " dim " << c.dim << " heads " << c.heads << " len " << c.list_len
+            << k.Name() << " dim " << c.dim << " heads " << c.heads << " len " << c.list_len
             << " at t " << t << " h " << h << " d " << d;
       }
     }
@@ -343,8 +372,9 @@ TEST(OpsSimdTest, BatchInvariance) {
   std::mt19937 rng(5);
   ThreadPool pool(3), pool2(2);
   const int64_t tokens = 7, heads = 13, dim = 512, width = 4 * 512, n_mix = 24;
-  for (Isa isa : IsasToTest()) {
-    ScopedIsa scoped(isa);
+  for (const AttnKernel& k : AttnKernels(IsasToTest())) {
+    ScopedAttnKernel scoped(k);
+    const Isa isa = k.isa;
     const AttnCase c{tokens, heads, dim, 150};
     AttnProblem p(c, rng);
     MakeCancelling(p, c);
@@ -360,9 +390,9 @@ TEST(OpsSimdTest, BatchInvariance) {
                         c.list_len, p.sink.data(), p.scale, single.data() + t * heads * dim, tp);
       }
       EXPECT_EQ(testing::CountUlpDiffs(batch_mt, batch, 0), 0)
-          << "attention, " << tp->num_threads() << " threads, " << IsaName(isa);
+          << "attention, " << tp->num_threads() << " threads, " << k.Name();
       EXPECT_EQ(testing::CountUlpDiffs(single, batch, 0), 0)
-          << "attention, 1-token calls, " << tp->num_threads() << " threads, " << IsaName(isa);
+          << "attention, 1-token calls, " << tp->num_threads() << " threads, " << k.Name();
     }
 
     std::vector<bf16> x(tokens * width);

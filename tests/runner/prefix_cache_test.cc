@@ -162,11 +162,15 @@ void ExpectSame(const Out& want, const Out& got, const std::string& what) {
 
 // Every decode step of `got` with drafts matches a step of `cold` at the
 // same position whose drafts start with the same ones (with prefix caching a
-// step that would cross a page boundary carries fewer drafts, §7.2).
+// step that would cross a page boundary carries fewer drafts, §7.2; when
+// they are all accepted the next step starts on the boundary, where the cold
+// run, whose step went on past it, has none: only there may one be missing).
 void ExpectSameDrafts(const Out& cold, const Out& got, const std::string& what) {
+  constexpr int64_t kPage = 128;  // tiny-a's block
   std::map<int64_t, std::vector<int32_t>> at(cold.drafts.begin(), cold.drafts.end());
   for (const auto& [pos, d] : got.drafts) {
     auto it = at.find(pos);
+    if (it == at.end() && pos % kPage == 0) continue;
     ASSERT_NE(it, at.end()) << what << ": no cold step at " << pos;
     ASSERT_LE(d.size(), it->second.size()) << what << " at " << pos;
     EXPECT_TRUE(std::equal(d.begin(), d.end(), it->second.begin()))

@@ -72,10 +72,14 @@ struct VecAvx512 {
 }  // namespace
 }  // namespace dsv4::kernels::cpu
 
-#include "kernels/cpu/ops_simd-inl.h"
+#include "kernels/cpu/attention_bf16dot-inl.h"
 
 namespace dsv4::kernels::cpu {
 
-constinit const OpsKernels kOpsKernelsAvx512 = OpsKernelTable<VecAvx512>();
+constinit const OpsKernels kOpsKernelsAvx512 = [] {
+  OpsKernels k = OpsKernelTable<VecAvx512>();
+  k.attend_heads_bf16dot = &AttendHeadsBf16Dot<VecAvx512>;
+  return k;
+}();
 
 }  // namespace dsv4::kernels::cpu

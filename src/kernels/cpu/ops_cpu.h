@@ -23,8 +23,9 @@ namespace dsv4::kernels::cpu {
 
 // Heads processed together so that one pass over a kv row serves them all.
 inline constexpr int64_t kAttnGroup = 8;
-// dim is padded to a multiple of this in scratch (the widest vector).
-inline constexpr int64_t kAttnDimAlign = 16;
+// dim is padded to a multiple of this in scratch (a 64-byte chunk of BF16
+// values, what the BF16 dot kernel reads at once).
+inline constexpr int64_t kAttnDimAlign = 32;
 
 struct AttnArgs {
   const bf16* q = nullptr;  // [tokens, heads, dim]
@@ -72,10 +73,16 @@ struct OpsKernels {
   void (*hc_post)(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
                   const float* post, const float* comb, bf16* y) = nullptr;
   // Heads [h_begin, h_end) of token t.  scratch: 2 * kAttnGroup * dim_pad +
-  // kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], probabilities
-  // [kAttnGroup, 64]) with dim_pad = dim rounded up to kAttnDimAlign.
+  // 2 * kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], logits and
+  // probabilities [kAttnGroup, 64] each) with dim_pad = dim rounded up to
+  // kAttnDimAlign.
   void (*attend_heads)(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
                        float* scratch) = nullptr;
+  // The same with BF16 pair dot products (AVX512-BF16 CPUs only; null in
+  // tables without it): FP32 accumulation in another fixed order, so other
+  // bits than attend_heads within the same error bound.
+  void (*attend_heads_bf16dot)(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
+                               float* scratch) = nullptr;
   // Scores of one tile of indexer_tile entries (one per lane).  Every lane runs
   // exactly the scalar reference's operation sequence (sequential FP32 dot over
   // dim, separate multiply and add; sequential sum over heads), so the result
@@ -90,5 +97,13 @@ extern const OpsKernels kOpsKernelsAvx512;
 // The active ISA's table, or null for the scalar references: the one place
 // the non-GEMM kernels choose an instruction set.
 const OpsKernels* ActiveOpsKernels();
+
+// The attention kernel of the active table: attend_heads_bf16dot where the
+// CPU has AVX512-BF16, else attend_heads.
+using AttendHeadsFn = void (*)(const AttnArgs& a, int64_t t, int64_t h_begin, int64_t h_end,
+                               float* scratch);
+AttendHeadsFn ActiveAttendHeads(const OpsKernels& k);
+// Tests and benchmarks: the FMA kernel even where the BF16 dot one would run.
+void UseAttentionWithoutBf16DotForTesting(bool on);
 
 }  // namespace dsv4::kernels::cpu

@@ -1,0 +1,150 @@
+// Sparse attention at DeepSeek-V4-Flash decode shapes (64 heads, latent dim
+// 512, one shared kv row per entry), next to the FP32 FMA peak loop of the
+// same threads, so the ratio is read from one run:
+//
+//   dsv4_attention_bench --benchmark_enable_random_interleaving=true
+//
+// A CSA layer's list is the window's 128 rows plus the indexer's top 512 of
+// the compressed entries (640 rows at contexts of 2k and more; 141 at a
+// 128-token context).  "layers" cycles that many caches, each with its own
+// rows: 1 keeps the rows in the L2/L3 (the kernel's compute rate), 32 puts
+// 70 MB of rows between two visits of a layer, so each call reads its
+// scattered rows from DRAM as a decode step of the model does.
+//
+// Arguments: {isa (1 avx2, 2 avx512: BF16 dot products where the CPU has
+// them, 3 avx512 with the FMA kernel), list rows, threads, layers}.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "kernels/cpu/ops_cpu.h"
+#include "kernels/dispatch.h"
+#include "kernels/peak.h"
+#include "tensor/tensor.h"
+
+namespace dsv4::kernels {
+namespace {
+
+constexpr int64_t kHeads = 64;
+constexpr int64_t kDim = 512;
+constexpr int64_t kWindow = 128;
+// Compressed entries of a ratio-4 layer at an 8k context.
+constexpr int64_t kCompressed = 2048;
+
+// One layer's cache (window ring + compressed entries, in 2 MiB pages as
+// the model's cache) and one decode token's list into it: the window in
+// ring order, then distinct compressed entries in random order.
+struct LayerCache {
+  Buffer rows;
+  std::vector<const bf16*> list;
+};
+
+LayerCache MakeLayer(int64_t list_len, std::mt19937& rng) {
+  const int64_t n_rows = kWindow + kCompressed;
+  LayerCache l{Buffer(n_rows * kDim * static_cast<int64_t>(sizeof(bf16))), {}};
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  bf16* r = l.rows.as<bf16>();
+  for (int64_t i = 0; i < n_rows * kDim; ++i) r[i] = F32ToBf16(normal(rng));
+  std::vector<int64_t> compressed(kCompressed);
+  std::iota(compressed.begin(), compressed.end(), kWindow);
+  std::shuffle(compressed.begin(), compressed.end(), rng);
+  for (int64_t j = 0; j < list_len; ++j) {
+    const int64_t row = j < kWindow ? j : compressed[j - kWindow];
+    l.list.push_back(r + row * kDim);
+  }
+  return l;
+}
+
+constexpr int64_t kAvx512Fma = 3;
+
+void BM_AttentionDecode(benchmark::State& state) {
+  const bool fma = state.range(0) == kAvx512Fma;
+  const Isa isa = fma ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
+  if (isa > BestSupportedIsa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  SetIsaForTesting(isa);
+  cpu::UseAttentionWithoutBf16DotForTesting(fma);
+  state.SetLabel(std::string(IsaName(isa)) + (fma ? " fma" : ""));
+  const int64_t list_len = state.range(1), threads = state.range(2), layers = state.range(3);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<LayerCache> caches;
+  for (int64_t i = 0; i < layers; ++i) caches.push_back(MakeLayer(list_len, rng));
+  std::vector<bf16> q(kHeads * kDim), o(kHeads * kDim);
+  for (bf16& v : q) v = F32ToBf16(normal(rng));
+  std::vector<float> sink(kHeads);
+  for (float& v : sink) v = normal(rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+  std::unique_ptr<ThreadPool> pool =
+      threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  int64_t layer = 0;
+  for (auto _ : state) {
+    SparseAttention(q.data(), 1, kHeads, kDim, caches[layer].list.data(), list_len, sink.data(),
+                    scale, o.data(), pool.get());
+    benchmark::DoNotOptimize(o.data());
+    layer = (layer + 1) % layers;
+  }
+  // Logits and P.V: one multiply-add each per head, entry and dim.
+  const double flops = 4.0 * kHeads * list_len * kDim;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  SetIsaForTesting(BestSupportedIsa());
+  cpu::UseAttentionWithoutBf16DotForTesting(false);
+}
+
+// The FP32 FMA peak loop (kernels/peak.h) on the same number of threads, in
+// the same GFLOP/s (2 per multiply-add).
+void BM_PeakFma(benchmark::State& state) {
+  const int64_t threads = state.range(0);
+  constexpr int64_t kIterations = 1 << 20;
+  std::unique_ptr<ThreadPool> pool =
+      threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  for (auto _ : state) {
+    ParallelFor(pool.get(), threads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        benchmark::DoNotOptimize(RunPeakLoop(PeakMix::kFp32Fma, kIterations));
+      }
+    });
+  }
+  const double flops = 2.0 * threads * PeakLoopMultiplyAdds(PeakMix::kFp32Fma, kIterations);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void DecodeArgs(benchmark::internal::Benchmark* b) {
+  const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
+  for (int64_t isa : {int64_t{1}, int64_t{2}, kAvx512Fma}) {
+    for (int64_t threads = 1; threads <= all; ++threads) {
+      for (int64_t layers : {1, 32}) b->Args({isa, 640, threads, layers});
+    }
+  }
+  b->Args({2, 141, all, 32});
+  b->Args({kAvx512Fma, 141, all, 32});
+  b->ArgNames({"isa", "list", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_AttentionDecode)->Name("BM_Attention/Decode")->Apply(DecodeArgs);
+BENCHMARK(BM_PeakFma)
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      b->Arg(1);
+      if (ThreadPool::DefaultThreads() > 1)
+        b->Arg(std::min<int64_t>(ThreadPool::DefaultThreads(), 2));
+    })
+    ->ArgName("threads")
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace dsv4::kernels
+
+BENCHMARK_MAIN();

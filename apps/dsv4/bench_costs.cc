@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/attention.h"
 #include "kernels/gemm.h"
 
 namespace dsv4::cli {
@@ -132,8 +133,9 @@ PrefillFlops CountPrefillFlops(const model::Model& model, int64_t prompt_len) {
       add(mix, flops);
     }
   }
-  // Attention core (QK and PV over every attended entry) and the indexer's
-  // scores (one dot product per head and visible compressed key), FP32.
+  // Attention core (QK and PV over every attended entry: BF16 dot products
+  // where that kernel runs, else FP32 FMA) and the indexer's scores (one FP32
+  // dot product per head and visible compressed key).
   const double qk_pv = 4.0 * static_cast<double>(cfg.num_attention_heads * cfg.head_dim);
   const double index = 2.0 * static_cast<double>(cfg.index_n_heads * cfg.index_head_dim);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -146,7 +148,10 @@ PrefillFlops CountPrefillFlops(const model::Model& model, int64_t prompt_len) {
     f.attention += qk_pv * entries / tokens;
     f.indexer_scores += index * keys / tokens;
   }
-  add(kernels::PeakMix::kFp32Fma, f.attention + f.indexer_scores);
+  add(kernels::SparseAttentionUsesBf16Dots() ? kernels::PeakMix::kBf16Dot
+                                              : kernels::PeakMix::kFp32Fma,
+      f.attention);
+  add(kernels::PeakMix::kFp32Fma, f.indexer_scores);
   return f;
 }
 

@@ -42,4 +42,9 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
   });
 }
 
+bool SparseAttentionUsesBf16Dots() {
+  const cpu::OpsKernels* simd = cpu::ActiveOpsKernels();
+  return simd != nullptr && cpu::ActiveAttendHeads(*simd) == simd->attend_heads_bf16dot;
+}
+
 }  // namespace dsv4::kernels

@@ -27,6 +27,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
+#include "kernels/indexer.h"
 #include "kernels/peak.h"
 #include "tensor/tensor.h"
 
@@ -102,6 +103,48 @@ void BM_AttentionDecode(benchmark::State& state) {
   cpu::UseAttentionWithoutBf16DotForTesting(false);
 }
 
+// The lightning indexer's scores for one decode token at an 8k context on
+// a ratio-4 layer: 64 heads x 128 dims against 2048 compressed keys (BF16
+// rows, contiguous as in the cache's pages), `layers` key sets cycled as
+// above.  GFLOP/s counts a multiply and an add per head, key and dim.
+void BM_IndexerDecode(benchmark::State& state) {
+  const auto isa = static_cast<Isa>(state.range(0));
+  if (isa > BestSupportedIsa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  SetIsaForTesting(isa);
+  state.SetLabel(std::string(IsaName(isa)));
+  constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
+  const int64_t threads = state.range(1), layers = state.range(2);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<Buffer> keys;
+  std::vector<std::vector<const bf16*>> rows(layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    keys.emplace_back(kCompressed * kIndexDim * static_cast<int64_t>(sizeof(bf16)));
+    bf16* k = keys.back().as<bf16>();
+    for (int64_t i = 0; i < kCompressed * kIndexDim; ++i) k[i] = F32ToBf16(normal(rng));
+    for (int64_t e = 0; e < kCompressed; ++e) rows[l].push_back(k + e * kIndexDim);
+  }
+  std::vector<bf16> q(kIndexHeads * kIndexDim), w(kIndexHeads);
+  for (bf16& v : q) v = F32ToBf16(normal(rng));
+  for (bf16& v : w) v = F32ToBf16(0.1f * normal(rng));
+  std::vector<float> score(kCompressed);
+  std::unique_ptr<ThreadPool> pool =
+      threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  int64_t layer = 0;
+  for (auto _ : state) {
+    IndexerScores(q.data(), 1, kIndexHeads, kIndexDim, w.data(), rows[layer].data(), kCompressed,
+                  &kCompressed, score.data(), pool.get());
+    benchmark::DoNotOptimize(score.data());
+    layer = (layer + 1) % layers;
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kIndexHeads * kIndexDim * kCompressed * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  SetIsaForTesting(BestSupportedIsa());
+}
+
 // The FP32 FMA peak loop (kernels/peak.h) on the same number of threads, in
 // the same GFLOP/s (2 per multiply-add).
 void BM_PeakFma(benchmark::State& state) {
@@ -134,6 +177,15 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_AttentionDecode)->Name("BM_Attention/Decode")->Apply(DecodeArgs);
+BENCHMARK(BM_IndexerDecode)
+    ->Name("BM_Indexer/Decode")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
+      for (int64_t isa : {int64_t{1}, int64_t{2}}) {
+        for (int64_t layers : {1, 32}) b->Args({isa, all, layers});
+      }
+      b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    });
 BENCHMARK(BM_PeakFma)
     ->Apply([](benchmark::internal::Benchmark* b) {
       b->Arg(1);

@@ -16,6 +16,13 @@ namespace dsv4::kernels {
 // top-k selection cannot flip between machines) and batch invariant.
 namespace {
 struct QueryTag {};
+
+void PrefetchRow(const bf16* row, int64_t dim) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t b = 0; b < dim * static_cast<int64_t>(sizeof(bf16)); b += 64) {
+    __builtin_prefetch(p + b);
+  }
+}
 struct KeyTileTag {};
 struct TopKTag {};
 }  // namespace
@@ -52,6 +59,10 @@ void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, co
         for (int64_t k = 0; k < heads * dim; ++k) q_f32[k] = Bf16ToF32(q[t * heads * dim + k]);
         cur_t = t;
       }
+      // The next tile's keys, a tile ahead: the transposition's gathers are
+      // not followed by the hardware prefetchers.
+      const int64_t next = std::min(std::min(n_entries[t], max_entries), e0 + 2 * width);
+      for (int64_t e = e0 + width; e < next; ++e) PrefetchRow(key_rows[e], dim);
       const cpu::IndexerTileArgs args{q_f32,         w + t * heads, heads, dim,
                                       key_rows + e0, valid,         key_t, out};
       simd->indexer_scores_tile(args);

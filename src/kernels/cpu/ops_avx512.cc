@@ -57,6 +57,37 @@ struct VecAvx512 {
     s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
   }
+  // key_t[d * 16 + e] = fp32(keys[e][d]) for e < n, 0 for n <= e < 16
+  // (IndexerTile's transposed keys): per pair of dims one 4-byte gather from
+  // each row, its halves widened.  An odd last dim is read alone (4 bytes
+  // there could cross the row's end).
+  static void TransposeKeys(const bf16* const* keys, int64_t n, int64_t dim, float* key_t) {
+    const auto lanes = [n](int64_t first) -> __mmask8 {
+      const int64_t k = n - first;
+      return k <= 0 ? 0 : k >= 8 ? 0xff : static_cast<__mmask8>((1u << k) - 1);
+    };
+    const __mmask8 m0 = lanes(0), m1 = lanes(8);
+    __m512i p0 = _mm512_maskz_loadu_epi64(m0, keys);
+    __m512i p1 = _mm512_maskz_loadu_epi64(m1, keys + 8);
+    const __m512i step = _mm512_set1_epi64(4);
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    int64_t d = 0;
+    for (; d + 2 <= dim; d += 2) {
+      const __m256i g0 = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m0, p0, nullptr, 1);
+      const __m256i g1 = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m1, p1, nullptr, 1);
+      const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(g0), g1, 1);
+      _mm512_storeu_si512(key_t + d * 16, _mm512_slli_epi32(v, 16));
+      _mm512_storeu_si512(key_t + (d + 1) * 16, _mm512_and_si512(v, high));
+      p0 = _mm512_add_epi64(p0, step);
+      p1 = _mm512_add_epi64(p1, step);
+    }
+    if (d < dim) {
+      for (int64_t e = 0; e < 16; ++e) {
+        uint32_t bits = e < n ? static_cast<uint32_t>(keys[e][d].bits) << 16 : 0;
+        __builtin_memcpy(key_t + d * 16 + e, &bits, 4);
+      }
+    }
+  }
   // (lane i + lane i+8), then the AVX2 tree: one fixed order.
   static float ReduceAdd(F v) {
     const __m256 h =

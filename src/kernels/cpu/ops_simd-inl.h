@@ -438,10 +438,16 @@ typename V::F IndexerHeads(const IndexerTileArgs& a, int64_t h0, typename V::F s
 template <class V>
 void IndexerTile(const IndexerTileArgs& a) {
   constexpr int64_t L = V::kLanes;
-  // Transpose the keys to [dim, L] so that lanes are entries; unused lanes 0.
-  for (int64_t e = 0; e < L; ++e) {
-    const bf16* key = e < a.n ? a.keys[e] : nullptr;
-    for (int64_t d = 0; d < a.dim; ++d) a.key_t[d * L + e] = key ? ToF32(key[d]) : 0.0f;
+  // Transpose the keys to [dim, L] so that lanes are entries; unused lanes 0
+  // (with the ISA's gathers where it has a TransposeKeys: the scalar loop
+  // cost as much as the tile's dot products).
+  if constexpr (requires { V::TransposeKeys(a.keys, a.n, a.dim, a.key_t); }) {
+    V::TransposeKeys(a.keys, a.n, a.dim, a.key_t);
+  } else {
+    for (int64_t e = 0; e < L; ++e) {
+      const bf16* key = e < a.n ? a.keys[e] : nullptr;
+      for (int64_t d = 0; d < a.dim; ++d) a.key_t[d * L + e] = key ? ToF32(key[d]) : 0.0f;
+    }
   }
   typename V::F sum = V::Zero();
   int64_t h = 0;

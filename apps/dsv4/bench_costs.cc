@@ -149,7 +149,7 @@ PrefillFlops CountPrefillFlops(const model::Model& model, int64_t prompt_len) {
     f.indexer_scores += index * keys / tokens;
   }
   add(kernels::SparseAttentionUsesBf16Dots() ? kernels::PeakMix::kBf16Dot
-                                              : kernels::PeakMix::kFp32Fma,
+                                             : kernels::PeakMix::kFp32Fma,
       f.attention);
   add(kernels::PeakMix::kFp32Fma, f.indexer_scores);
   return f;

@@ -10,6 +10,7 @@
 
 #include "base/cpu_features.h"
 #include "bench_print.h"
+#include "kernels/attention.h"
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 #include "peak_compute.h"
@@ -74,7 +75,8 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
   EXPECT_DOUBLE_EQ(one.routed_experts, routed);
   EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kInt8Dot)], routed);
   // The FP8 linears, wo_a included, count as BF16 dot products where the
-  // FP8 GEMM runs on that kernel, else as FP32 FMAs.
+  // FP8 GEMM runs on that kernel, else as FP32 FMAs; so does the attention
+  // core where it runs on BF16 dot products.
   double fp8 = 0;
   for (const std::string& name : model_->checkpoint().Names()) {
     const TensorView* v = model_->checkpoint().Find(name);
@@ -84,7 +86,8 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
   }
   EXPECT_GT(fp8, 0);
   EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],
-                   kernels::Fp8GemmUsesBf16Dots() ? fp8 : 0);
+                   (kernels::Fp8GemmUsesBf16Dots() ? fp8 : 0) +
+                       (kernels::SparseAttentionUsesBf16Dots() ? one.attention : 0));
   const kernels::Isa isa = kernels::ActiveIsa();
   kernels::SetIsaForTesting(kernels::Isa::kAvx2);
   EXPECT_EQ(CountPrefillFlops(*model_, 1).by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],

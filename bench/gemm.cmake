@@ -20,9 +20,9 @@ if(DSV4_DNNL_LIBRARY AND DSV4_DNNL_INCLUDE)
                         benchmark::benchmark ${DSV4_DNNL_LIBRARY})
 endif()
 
-# Sparse attention at Flash decode shapes next to the FMA peak loop
-# (bench/attention_bench.cc).
-add_executable(dsv4_attention_bench ${CMAKE_CURRENT_LIST_DIR}/attention_bench.cc)
-dsv4_apply_flags(dsv4_attention_bench)
-target_link_libraries(dsv4_attention_bench PRIVATE dsv4_kernels dsv4_base dsv4_tensor
+# The non-GEMM decode kernels (attention, indexer scores, mHC mixes) at Flash
+# shapes next to the FMA peak loop (bench/ops_bench.cc).
+add_executable(dsv4_ops_bench ${CMAKE_CURRENT_LIST_DIR}/ops_bench.cc)
+dsv4_apply_flags(dsv4_ops_bench)
+target_link_libraries(dsv4_ops_bench PRIVATE dsv4_kernels dsv4_base dsv4_tensor
                       benchmark::benchmark)

@@ -1,8 +1,9 @@
-// Sparse attention at DeepSeek-V4-Flash decode shapes (64 heads, latent dim
-// 512, one shared kv row per entry), next to the FP32 FMA peak loop of the
-// same threads, so the ratio is read from one run:
+// The non-GEMM kernels of a decode step at DeepSeek-V4-Flash shapes: sparse
+// attention (64 heads, latent dim 512, one shared kv row per entry), the
+// lightning indexer's scores and the mHC mixes, next to the FP32 FMA peak
+// loop of the same threads, so the ratio is read from one run:
 //
-//   dsv4_attention_bench --benchmark_enable_random_interleaving=true
+//   dsv4_ops_bench --benchmark_enable_random_interleaving=true
 //
 // A CSA layer's list is the window's 128 rows plus the indexer's top 512 of
 // the compressed entries (640 rows at contexts of 2k and more; 141 at a
@@ -28,6 +29,7 @@
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
 #include "kernels/indexer.h"
+#include "kernels/mhc.h"
 #include "kernels/peak.h"
 #include "tensor/tensor.h"
 
@@ -145,6 +147,43 @@ void BM_IndexerDecode(benchmark::State& state) {
   SetIsaForTesting(BestSupportedIsa());
 }
 
+// The mHC pre-mix projection of one decode token (HcMixes: 24 mixes x 16384
+// = hc 4 x hidden 4096, FP32 weights, 1.5 MB), `layers` weight sets cycled
+// (24 = 36 MB: from DRAM, as the model's 86 calls per step on Flash).
+void BM_HcMixesDecode(benchmark::State& state) {
+  const auto isa = static_cast<Isa>(state.range(0));
+  if (isa > BestSupportedIsa()) {
+    state.SkipWithError("ISA not supported by this CPU");
+    return;
+  }
+  SetIsaForTesting(isa);
+  state.SetLabel(std::string(IsaName(isa)));
+  constexpr int64_t kMixes = 24, kWidth = 4 * 4096;
+  const int64_t threads = state.range(1), layers = state.range(2);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<Buffer> fn;
+  for (int64_t l = 0; l < layers; ++l) {
+    fn.emplace_back(kMixes * kWidth * static_cast<int64_t>(sizeof(float)));
+    float* f = fn.back().as<float>();
+    for (int64_t i = 0; i < kMixes * kWidth; ++i) f[i] = 0.01f * normal(rng);
+  }
+  std::vector<bf16> x(kWidth);
+  for (bf16& v : x) v = F32ToBf16(normal(rng));
+  std::vector<float> mixes(kMixes);
+  std::unique_ptr<ThreadPool> pool =
+      threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  int64_t layer = 0;
+  for (auto _ : state) {
+    HcMixes(x.data(), 1, kWidth, fn[layer].as<float>(), kMixes, 1e-6f, mixes.data(), pool.get());
+    benchmark::DoNotOptimize(mixes.data());
+    layer = (layer + 1) % layers;
+  }
+  state.SetBytesProcessed(state.iterations() * kMixes * kWidth *
+                          static_cast<int64_t>(sizeof(float)));
+  SetIsaForTesting(BestSupportedIsa());
+}
+
 // The FP32 FMA peak loop (kernels/peak.h) on the same number of threads, in
 // the same GFLOP/s (2 per multiply-add).
 void BM_PeakFma(benchmark::State& state) {
@@ -183,6 +222,15 @@ BENCHMARK(BM_IndexerDecode)
       const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
       for (int64_t isa : {int64_t{1}, int64_t{2}}) {
         for (int64_t layers : {1, 32}) b->Args({isa, all, layers});
+      }
+      b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    });
+BENCHMARK(BM_HcMixesDecode)
+    ->Name("BM_HcMixes/Decode")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
+      for (int64_t isa : {int64_t{1}, int64_t{2}}) {
+        for (int64_t layers : {1, 24}) b->Args({isa, all, layers});
       }
       b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
     });

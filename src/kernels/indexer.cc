@@ -16,6 +16,8 @@ namespace dsv4::kernels {
 // top-k selection cannot flip between machines) and batch invariant.
 namespace {
 struct QueryTag {};
+struct KeyTileTag {};
+struct TopKTag {};
 
 void PrefetchRow(const bf16* row, int64_t dim) {
   const char* p = reinterpret_cast<const char*>(row);
@@ -23,8 +25,6 @@ void PrefetchRow(const bf16* row, int64_t dim) {
     __builtin_prefetch(p + b);
   }
 }
-struct KeyTileTag {};
-struct TopKTag {};
 }  // namespace
 
 void IndexerScores(const bf16* q, int64_t tokens, int64_t heads, int64_t dim, const bf16* w,

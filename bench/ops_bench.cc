@@ -68,16 +68,33 @@ LayerCache MakeLayer(int64_t list_len, std::mt19937& rng) {
 
 constexpr int64_t kAvx512Fma = 3;
 
-void BM_AttentionDecode(benchmark::State& state) {
-  const bool fma = state.range(0) == kAvx512Fma;
+// Selects the ISA of state.range(0) (kAvx512Fma where `fma_arg`: AVX-512
+// with the FMA attention kernel); false, and the benchmark skipped, if the
+// CPU lacks it.
+bool SelectIsa(benchmark::State& state, bool fma_arg) {
+  const bool fma = fma_arg && state.range(0) == kAvx512Fma;
   const Isa isa = fma ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
   if (isa > BestSupportedIsa()) {
     state.SkipWithError("ISA not supported by this CPU");
-    return;
+    return false;
   }
   SetIsaForTesting(isa);
   cpu::UseAttentionWithoutBf16DotForTesting(fma);
   state.SetLabel(std::string(IsaName(isa)) + (fma ? " fma" : ""));
+  return true;
+}
+
+// {isa: AVX2, AVX-512} x {layers: 1, `cold`} on up to 2 threads.
+void IsaLayersArgs(benchmark::internal::Benchmark* b, int64_t cold) {
+  const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
+  for (int64_t isa : {int64_t{1}, int64_t{2}}) {
+    for (int64_t layers : {int64_t{1}, cold}) b->Args({isa, all, layers});
+  }
+  b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+void BM_AttentionDecode(benchmark::State& state) {
+  if (!SelectIsa(state, true)) return;
   const int64_t list_len = state.range(1), threads = state.range(2), layers = state.range(3);
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -110,13 +127,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 // rows, contiguous as in the cache's pages), `layers` key sets cycled as
 // above.  GFLOP/s counts a multiply and an add per head, key and dim.
 void BM_IndexerDecode(benchmark::State& state) {
-  const auto isa = static_cast<Isa>(state.range(0));
-  if (isa > BestSupportedIsa()) {
-    state.SkipWithError("ISA not supported by this CPU");
-    return;
-  }
-  SetIsaForTesting(isa);
-  state.SetLabel(std::string(IsaName(isa)));
+  if (!SelectIsa(state, false)) return;
   constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
   const int64_t threads = state.range(1), layers = state.range(2);
   std::mt19937 rng(12);
@@ -151,13 +162,7 @@ void BM_IndexerDecode(benchmark::State& state) {
 // = hc 4 x hidden 4096, FP32 weights, 1.5 MB), `layers` weight sets cycled
 // (24 = 36 MB: from DRAM, as the model's 86 calls per step on Flash).
 void BM_HcMixesDecode(benchmark::State& state) {
-  const auto isa = static_cast<Isa>(state.range(0));
-  if (isa > BestSupportedIsa()) {
-    state.SkipWithError("ISA not supported by this CPU");
-    return;
-  }
-  SetIsaForTesting(isa);
-  state.SetLabel(std::string(IsaName(isa)));
+  if (!SelectIsa(state, false)) return;
   constexpr int64_t kMixes = 24, kWidth = 4 * 4096;
   const int64_t threads = state.range(1), layers = state.range(2);
   std::mt19937 rng(13);
@@ -218,22 +223,10 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_AttentionDecode)->Name("BM_Attention/Decode")->Apply(DecodeArgs);
 BENCHMARK(BM_IndexerDecode)
     ->Name("BM_Indexer/Decode")
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
-      for (int64_t isa : {int64_t{1}, int64_t{2}}) {
-        for (int64_t layers : {1, 32}) b->Args({isa, all, layers});
-      }
-      b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
-    });
+    ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 32); });
 BENCHMARK(BM_HcMixesDecode)
     ->Name("BM_HcMixes/Decode")
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
-      for (int64_t isa : {int64_t{1}, int64_t{2}}) {
-        for (int64_t layers : {1, 24}) b->Args({isa, all, layers});
-      }
-      b->ArgNames({"isa", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
-    });
+    ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 24); });
 BENCHMARK(BM_PeakFma)
     ->Apply([](benchmark::internal::Benchmark* b) {
       b->Arg(1);

@@ -16,7 +16,8 @@
 //
 // Logits: lanes over dim, 32 values a chunk, two rows at a time (16
 // independent chains for 8 heads, enough to cover the instruction's
-// latency), one horizontal sum per (row, head) as the FMA kernel.
+// latency), one horizontal sum per (row, head) by the FMA kernel's tree
+// (the pair's 16 at once, ReduceAdd16).
 // P.V: rows in pairs j, j+1; their chunks interleaved 16 bits at a time
 // (vpunpck{l,h}wd) make dword lanes (kv_j[d], kv_j+1[d]), dotted with the
 // broadcast pair (p_j, p_j+1).  Within each 128-bit lane the unpacks take

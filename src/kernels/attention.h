@@ -21,7 +21,7 @@ void SparseAttention(const bf16* q, int64_t tokens, int64_t heads, int64_t dim,
                      bf16* o, ThreadPool* pool);
 
 // True where SparseAttention runs BF16 pair dot products (AVX512-BF16 CPUs,
-// docs/kernels.md "Attention with BF16 dot products"), false where FP32 FMA
+// docs/kernels.md "SparseAttention with BF16 dot products"), false where FP32 FMA
 // or the scalar reference: which peak its FLOPs are measured against.
 bool SparseAttentionUsesBf16Dots();
 

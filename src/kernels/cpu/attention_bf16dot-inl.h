@@ -1,6 +1,6 @@
 // Sparse attention with BF16 pair dot products (vdpbf16ps, AVX512-BF16), for
 // ops_avx512.cc after ops_simd-inl.h (it reuses BlockSoftmax and the
-// AVX-512 vector traits V).  docs/kernels.md "Attention with BF16 dot
+// AVX-512 vector traits V).  docs/kernels.md "SparseAttention with BF16 dot
 // products".
 //
 // Both products of the attention are of BF16 values: q·kv (query and kv row

@@ -312,9 +312,20 @@ struct HeadGroup {
 // Logits of one block: a pass over each kv row serves the G heads (MQA: one
 // latent row is key and value for every head).  FMA lanes over dim, one
 // reduction tree per (row, head), the scale applied to the FP32 dot.
+// Rows this many entries ahead of the logits pass are prefetched (a list's
+// rows are scattered; as in the BF16 dot kernel, docs/kernels.md).
+constexpr int64_t kFmaRowsAhead = 4;
+
 template <class V, int G>
-void BlockScores(HeadGroup<G>& hg, int64_t b0, int64_t n, float scale) {
+void BlockScores(HeadGroup<G>& hg, int64_t b0, int64_t n, float scale, int64_t list_len) {
   for (int64_t j = 0; j < n; ++j) {
+    if (b0 + j + kFmaRowsAhead < list_len) {
+      if (const bf16* ahead = hg.rows[b0 + j + kFmaRowsAhead]; ahead != nullptr) {
+        for (int64_t b = 0; b < hg.dim * 2; b += 64) {
+          __builtin_prefetch(reinterpret_cast<const char*>(ahead) + b);
+        }
+      }
+    }
     const bf16* row = hg.rows[b0 + j];
     if (row == nullptr) {
       for (int g = 0; g < G; ++g) hg.pb[g * kBlock + j] = -INFINITY;
@@ -377,7 +388,7 @@ void AttendGroup(const AttnArgs& a, int64_t t, int64_t h0, float* qf, float* acc
   }
   for (int64_t b0 = 0; b0 < a.list_len; b0 += kBlock) {
     const int64_t n = MinI(kBlock, a.list_len - b0);
-    BlockScores<V, G>(hg, b0, n, a.scale);
+    BlockScores<V, G>(hg, b0, n, a.scale, a.list_len);
     for (int g = 0; g < G; ++g) BlockSoftmax<V>(pb + g * kBlock, n, hg.m[g], hg.alpha[g], hg.z[g]);
     BlockPv<V, G>(hg, b0, n);
   }

@@ -309,22 +309,28 @@ struct HeadGroup {
   float m[G], z[G], alpha[G];
 };
 
+// Prefetches `bytes` of a kv row (null: padding, nothing): an attention
+// list's rows are scattered over the cache (the indexer's picks), which the
+// hardware prefetchers do not follow, so both attention kernels' logits
+// passes fetch the rows a few entries ahead of the one they score.
+inline void PrefetchRow(const bf16* row, int64_t bytes) {
+  if (row == nullptr) return;
+  for (int64_t b = 0; b < bytes; b += 64)
+    __builtin_prefetch(reinterpret_cast<const char*>(row) + b);
+}
+
+// The FMA kernel's distance (BM_Attention/Decode, 640 rows from DRAM on 2
+// threads: 7-11 % faster at 4 than without; docs/kernels.md).
+constexpr int64_t kFmaRowsAhead = 4;
+
 // Logits of one block: a pass over each kv row serves the G heads (MQA: one
 // latent row is key and value for every head).  FMA lanes over dim, one
 // reduction tree per (row, head), the scale applied to the FP32 dot.
-// Rows this many entries ahead of the logits pass are prefetched (a list's
-// rows are scattered; as in the BF16 dot kernel, docs/kernels.md).
-constexpr int64_t kFmaRowsAhead = 4;
-
 template <class V, int G>
 void BlockScores(HeadGroup<G>& hg, int64_t b0, int64_t n, float scale, int64_t list_len) {
   for (int64_t j = 0; j < n; ++j) {
     if (b0 + j + kFmaRowsAhead < list_len) {
-      if (const bf16* ahead = hg.rows[b0 + j + kFmaRowsAhead]; ahead != nullptr) {
-        for (int64_t b = 0; b < hg.dim * 2; b += 64) {
-          __builtin_prefetch(reinterpret_cast<const char*>(ahead) + b);
-        }
-      }
+      PrefetchRow(hg.rows[b0 + j + kFmaRowsAhead], hg.dim * static_cast<int64_t>(sizeof(bf16)));
     }
     const bf16* row = hg.rows[b0 + j];
     if (row == nullptr) {

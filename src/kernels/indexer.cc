@@ -19,7 +19,9 @@ struct QueryTag {};
 struct KeyTileTag {};
 struct TopKTag {};
 
-void PrefetchRow(const bf16* row, int64_t dim) {
+// Always inlined: GCC may treat a call that only prefetches as free of
+// effects and drop it.
+[[gnu::always_inline]] inline void PrefetchRow(const bf16* row, int64_t dim) {
   const char* p = reinterpret_cast<const char*>(row);
   for (int64_t b = 0; b < dim * static_cast<int64_t>(sizeof(bf16)); b += 64) {
     __builtin_prefetch(p + b);

@@ -147,7 +147,9 @@ TEST(GemmBatch, EqualsOneCallPerGemm) {
 TEST(GemmBatchInvariance, AllKernels) {
   std::mt19937 rng(17);
   const int64_t n = 1100;
-  for (int64_t m : {2, 3, 4, 13, 65, 67}) {
+  // 6 rows: one register tile per block, so the FP8 dot kernel decodes the
+  // next block's second panel after the tile instead of inside one.
+  for (int64_t m : {2, 3, 4, 6, 13, 65, 67}) {
     const int64_t k = 512;
     const QuantizedActivation a = RandomActivation(m, k, &rng);
     Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);

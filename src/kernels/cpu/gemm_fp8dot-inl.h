@@ -77,6 +77,12 @@ constexpr int64_t kAheadBytes = 8192;
 // Rows per register tile of the many-row path: two accumulators per row
 // and panel, two panels.
 constexpr int kTileRows = 6;
+// The tiles that decode block kb + 1 prefetch the chunks of block
+// kb + 1 + kFp8TileBlocksAhead, a chunk per step (docs/performance.md "FP8
+// tiles: the next block decoded during this block's tiles"): 2 measured
+// best against 1 and 4, and one block ahead (or all of the next block's
+// chunks at once) left the streamed weights' latency exposed.
+constexpr int64_t kFp8TileBlocksAhead = 2;
 
 // One chunk (64 codes) -> its two BF16 vectors: vector 0 holds codes 16L + j,
 // vector 1 codes 16L + 8 + j (L < 4, j < 8; byte unpacking works within
@@ -207,21 +213,16 @@ struct Fp8DotGemm {
     for (int64_t q = 0; q < kChunks; ++q) DecodeChunk(block + q * stride, t, out[q]);
   }
 
-  // A panel's block kb on its way to L1, requested before the tiles that
-  // decode it a chunk per step start: those loads then do not wait on memory
-  // one at a time in the middle of a tile.
-  [[gnu::always_inline]] void PrefetchBlock(int64_t panel, int64_t kb) const {
-    const uint8_t* block = Block(panel, kb);
-    const int64_t stride = ChunkStride(kb);
-    for (int64_t q = 0; q < kChunks; ++q) Prefetch(block + q * stride, 64);
-  }
-
   // A panel block to decode while a tile runs: one chunk per step of the
-  // tile, into a buffer the tile does not read.
+  // tile, into a buffer the tile does not read; and the same panel's block
+  // kFp8TileBlocksAhead further on, whose chunks are prefetched in the same
+  // steps (nullptr past the last block).
   struct Pending {
     const uint8_t* block = nullptr;
     int64_t stride = 0;
     Bh (*out)[2] = nullptr;
+    const uint8_t* ahead = nullptr;
+    int64_t ahead_stride = 0;
   };
 
   // Rows row..row + R of a tile against the blocks of NP panels (1 or 2)
@@ -244,7 +245,10 @@ struct Fp8DotGemm {
       Bh w0[NP], w1[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) w0[p] = wdec[p][q][0], w1[p] = wdec[p][q][1];
-      if constexpr (DECODE) DecodeChunk(next.block + q * next.stride, t, next.out[q]);
+      if constexpr (DECODE) {
+        if (next.ahead != nullptr) Prefetch(next.ahead + q * next.ahead_stride, 64);
+        DecodeChunk(next.block + q * next.stride, t, next.out[q]);
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const Bh xe = BroadcastPair(x0 + r * ldx + 4 * q);
@@ -287,7 +291,6 @@ struct Fp8DotGemm {
       }
       // Panels of block kb + 1 not yet given to a tile.
       int todo = kb + 1 < num_kb ? NP : 0;
-      for (int p = 0; p < todo; ++p) PrefetchBlock(panel + p, kb + 1);
       int64_t r = 0;
       // Inlined by force: GCC made the lambda a call per tile, and the
       // 128-row GEMM slower than with the decode between blocks.
@@ -297,7 +300,9 @@ struct Fp8DotGemm {
         if (todo > 0) {
           const int p = NP - todo;
           --todo;
-          const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), next[p]};
+          const int64_t ka = kb + 1 + kFp8TileBlocksAhead;
+          const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), next[p],
+                                ka < num_kb ? Block(panel + p, ka) : nullptr, ChunkStride(ka)};
           TileRows<R, NP, true>(w, m0 + r, kb, sw, at, pending);
         } else {
           TileRows<R, NP, false>(w, m0 + r, kb, sw, at, Pending{});

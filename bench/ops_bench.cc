@@ -14,6 +14,11 @@
 //
 // Arguments: {isa (1 avx2, 2 avx512: BF16 dot products where the CPU has
 // them, 3 avx512 with the FMA kernel), list rows, threads, layers}.
+//
+// BM_IndexerQueries/Prefill: the indexer's per-token query work between its
+// two projections (RoPE, then the Hadamard rotation of 64 heads x 128) for a
+// 256-token prefill chunk, on 1 and 2 threads: scalar kernels whose rows the
+// pool splits.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -28,9 +33,11 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/ops_cpu.h"
 #include "kernels/dispatch.h"
+#include "kernels/hadamard.h"
 #include "kernels/indexer.h"
 #include "kernels/mhc.h"
 #include "kernels/peak.h"
+#include "kernels/rope.h"
 #include "tensor/tensor.h"
 
 namespace dsv4::kernels {
@@ -189,6 +196,30 @@ void BM_HcMixesDecode(benchmark::State& state) {
   SetIsaForTesting(BestSupportedIsa());
 }
 
+// RoPE and the Hadamard rotation of a prefill chunk's indexer queries
+// [256 tokens, 64 heads, 128] (Indexer::Queries after wq_b).
+void BM_IndexerQueriesPrefill(benchmark::State& state) {
+  constexpr int64_t kTokens = 256, kQHeads = 64, kQDim = 128, kRope = 64;
+  const int64_t threads = state.range(0);
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<bf16> q(kTokens * kQHeads * kQDim);
+  for (bf16& v : q) v = F32ToBf16(normal(rng));
+  std::vector<int64_t> pos(kTokens);
+  std::iota(pos.begin(), pos.end(), int64_t{1000});
+  std::vector<float> freqs(kRope / 2);
+  RopeFrequencies(10000, kRope, YarnParams{}, freqs.data());
+  std::unique_ptr<ThreadPool> pool =
+      threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
+  for (auto _ : state) {
+    ApplyRope(q.data(), kTokens, kQHeads, kQDim, kRope, pos.data(), freqs.data(), false,
+              pool.get());
+    HadamardBf16(q.data(), kTokens * kQHeads, kQDim, pool.get());
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kTokens);
+}
+
 // The FP32 FMA peak loop (kernels/peak.h) on the same number of threads, in
 // the same GFLOP/s (2 per multiply-add).
 void BM_PeakFma(benchmark::State& state) {
@@ -227,6 +258,16 @@ BENCHMARK(BM_IndexerDecode)
 BENCHMARK(BM_HcMixesDecode)
     ->Name("BM_HcMixes/Decode")
     ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 24); });
+BENCHMARK(BM_IndexerQueriesPrefill)
+    ->Name("BM_IndexerQueries/Prefill")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      b->Arg(1);
+      if (ThreadPool::DefaultThreads() > 1)
+        b->Arg(std::min<int64_t>(ThreadPool::DefaultThreads(), 2));
+    })
+    ->ArgName("threads")
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PeakFma)
     ->Apply([](benchmark::internal::Benchmark* b) {
       b->Arg(1);

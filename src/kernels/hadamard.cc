@@ -4,8 +4,21 @@
 
 namespace dsv4::kernels {
 
-// O(dim log dim) butterflies per row: cheap next to the GEMMs around it, so
-// the scalar version is the only one.
-void HadamardBf16(bf16* x, int64_t rows, int64_t dim) { ref::HadamardBf16(x, rows, dim); }
+namespace {
+
+// Rows per task: 64 rows of 128 (one token's indexer queries) are ~25 us of
+// scalar butterflies, worth a dispatch; fewer stay inline.
+constexpr int64_t kMinRowsPerTask = 32;
+
+}  // namespace
+
+// O(dim log dim) scalar butterflies per row, rows over the pool: a prefill's
+// indexer queries (64 rows per token) would otherwise run on one thread
+// while the others wait.
+void HadamardBf16(bf16* x, int64_t rows, int64_t dim, ThreadPool* pool) {
+  ParallelFor(pool, rows, kMinRowsPerTask, [&](int64_t begin, int64_t end) {
+    ref::HadamardBf16(x + begin * dim, end - begin, dim);
+  });
+}
 
 }  // namespace dsv4::kernels

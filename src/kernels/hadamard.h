@@ -4,10 +4,12 @@
 
 #include <cstdint>
 
+#include "base/thread_pool.h"
 #include "tensor/numeric.h"
 
 namespace dsv4::kernels {
 
-void HadamardBf16(bf16* x, int64_t rows, int64_t dim);
+// Rows are independent: any split over `pool` (may be null) gives the same bits.
+void HadamardBf16(bf16* x, int64_t rows, int64_t dim, ThreadPool* pool);
 
 }  // namespace dsv4::kernels

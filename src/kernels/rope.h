@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "base/thread_pool.h"
 #include "tensor/numeric.h"
 
 namespace dsv4::kernels {
@@ -21,8 +22,9 @@ void RopeFrequencies(double base, int64_t rope_dim, const YarnParams& yarn, floa
 
 // Rotates x [rows, heads, head_dim] in place: pair i of the last rope_dim dims
 // of every head of row r by angle fp32(fp32(positions[r]) * freqs[i]) (or its
-// negative if inverse).  One BF16 rounding per rotated element.
+// negative if inverse).  One BF16 rounding per rotated element.  Rows are
+// independent, so any split over `pool` (may be null) gives the same bits.
 void ApplyRope(bf16* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rope_dim,
-               const int64_t* positions, const float* freqs, bool inverse);
+               const int64_t* positions, const float* freqs, bool inverse, ThreadPool* pool);
 
 }  // namespace dsv4::kernels

@@ -57,7 +57,7 @@ void QueryPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& bat
   w.wq_b.Forward(qr, t, q, ws, pool);
   kernels::QHeadRms(q, t * w.n_heads, w.head_dim, w.eps);
   kernels::ApplyRope(q, t, w.n_heads, w.head_dim, w.rope_dim, batch.positions.data(),
-                     w.freqs.data(), false);
+                     w.freqs.data(), false, pool);
 }
 
 // kv = FP8-QAT(RoPE(kv_norm(wkv(x)))) [T, d] (docs/model.md "Attention paths", raw KV).
@@ -67,7 +67,7 @@ void KvPath(const AttentionWeights& w, const bf16* x, const ForwardBatch& batch,
   w.wkv.Forward(x, t, kv, ws, pool);
   kernels::RmsNorm(kv, t, w.head_dim, w.kv_norm.as<bf16>(), w.eps, kv);
   kernels::ApplyRope(kv, t, 1, w.head_dim, w.rope_dim, batch.positions.data(), w.freqs.data(),
-                     false);
+                     false, pool);
   kernels::KvQatFp8(kv, t, w.head_dim, w.head_dim - w.rope_dim);
 }
 
@@ -95,7 +95,7 @@ void UpdateCompressed(const Compressor& comp, const bf16* x, const ForwardBatch&
     for (int64_t i = 0; i < n; ++i) blocks[total + i] = first + i;
     total += n;
   }
-  comp.Finish(entries, total, blocks, ws);  // row-wise, so all slices at once
+  comp.Finish(entries, total, blocks, ws, pool);  // row-wise, so all slices at once
   total = 0;
   for (const SequenceSlice& s : batch.seqs) {
     const int64_t n = Compressor::NumEmitted(ratio, s.start_pos, s.num_tokens);
@@ -172,7 +172,7 @@ void OutputPath(const AttentionWeights& w, bf16* o, const ForwardBatch& batch, b
                 Workspace& ws, ThreadPool* pool) {
   const int64_t t = batch.num_tokens();
   kernels::ApplyRope(o, t, w.n_heads, w.head_dim, w.rope_dim, batch.positions.data(),
-                     w.freqs.data(), true);
+                     w.freqs.data(), true, pool);
   const int64_t hd = w.n_heads * w.head_dim;
   // Group g reads heads 8g..8g+7 of a token (concatenated) and writes z's
   // columns [g·o_lora, (g+1)·o_lora).

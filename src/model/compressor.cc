@@ -111,15 +111,16 @@ int64_t Compressor::Absorb(const float* kv, const float* score, int64_t start_po
   return emitted;
 }
 
-void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const {
+void Compressor::Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws,
+                        ThreadPool* pool) const {
   if (n == 0) return;
   const int64_t d = spec_.head_dim;
   kernels::RmsNorm(entries, n, d, norm_.as<bf16>(), spec_.norm_eps, entries);
   int64_t* positions = ws.Get<int64_t>(WsSlot::kCmpPos, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[i] = blocks[i] * spec_.ratio;
-  kernels::ApplyRope(entries, n, 1, d, spec_.rope_dim, positions, freqs_.data(), false);
+  kernels::ApplyRope(entries, n, 1, d, spec_.rope_dim, positions, freqs_.data(), false, pool);
   if (spec_.rotate) {
-    kernels::HadamardBf16(entries, n, d);
+    kernels::HadamardBf16(entries, n, d, pool);
     kernels::Fp4Qat(entries, n, d);
   } else {
     kernels::KvQatFp8(entries, n, d, d - spec_.rope_dim);
@@ -135,7 +136,7 @@ int64_t Compressor::Forward(const bf16* x, int64_t start_pos, int64_t n, const S
   const int64_t emitted = Absorb(kv, score, start_pos, n, state, entries);
   int64_t* blocks = ws.Get<int64_t>(WsSlot::kCmpBlocks, static_cast<size_t>(emitted) + 1);
   for (int64_t i = 0; i < emitted; ++i) blocks[i] = FirstEmitted(spec_.ratio, start_pos) + i;
-  Finish(entries, emitted, blocks, ws);
+  Finish(entries, emitted, blocks, ws, pool);
   return emitted;
 }
 

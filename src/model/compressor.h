@@ -86,7 +86,8 @@ class Compressor {
                  const State& state, bf16* pooled) const;
   // In place on n pooled entries whose block indices are blocks[0..n):
   // RMSNorm -> RoPE at ratio*block -> QAT (or Hadamard + FP4 QAT).  Row-wise.
-  void Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws) const;
+  void Finish(bf16* entries, int64_t n, const int64_t* blocks, Workspace& ws,
+              ThreadPool* pool) const;
 
   // Project + Absorb + Finish for one sequence (the unit-test entry point).
   // entries [NumEmitted, d].  Returns NumEmitted.

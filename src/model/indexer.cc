@@ -84,8 +84,8 @@ void Indexer::Queries(const bf16* qr, const ForwardBatch& batch, bf16* q, Worksp
   const int64_t t = batch.num_tokens();
   wq_b_.Forward(qr, t, q, ws, pool);
   kernels::ApplyRope(q, t, n_heads_, head_dim_, rope_dim_, batch.positions.data(), freqs_.data(),
-                     false);
-  kernels::HadamardBf16(q, t * n_heads_, head_dim_);
+                     false, pool);
+  kernels::HadamardBf16(q, t * n_heads_, head_dim_, pool);
   kernels::Fp4Qat(q, t * n_heads_, head_dim_);
 }
 
@@ -107,7 +107,7 @@ void Indexer::UpdateKeys(const bf16* x, const ForwardBatch& batch, AttentionCach
     const int64_t first = Compressor::FirstEmitted(ratio_, s.start_pos);
     DSV4_CHECK(cache.index_keys().size(s.cache_slot) == first);
     for (int64_t i = 0; i < n; ++i) blocks[i] = first + i;
-    compressor_->Finish(keys, n, blocks, ws);
+    compressor_->Finish(keys, n, blocks, ws, pool);
     for (int64_t i = 0; i < n; ++i) {
       std::copy_n(keys + i * head_dim_, head_dim_, cache.index_keys().Append(s.cache_slot));
     }

@@ -75,8 +75,8 @@ TEST(KernelAllocations, RepeatCallsAllocateNoBuffers) {
                                 entries.data(), score.data(), p);
                   TopKDescending(score.data(), rows, 8, top.data());
                   HcMixes(hx.data(), 2, 1024, fn.data(), 4, 1e-6f, mixes.data(), p);
-                  ApplyRope(q.data(), 2, heads, dim, 64, positions.data(), freqs.data(), false);
-                  HadamardBf16(q.data(), 2 * heads, dim);
+                  ApplyRope(q.data(), 2, heads, dim, 64, positions.data(), freqs.data(), false, p);
+                  HadamardBf16(q.data(), 2 * heads, dim, p);
                   SoftmaxPool(ring_rows.data(), ring_rows.data(), 128, dim, pooled.data());
                 }))
           << "ops, " << where;

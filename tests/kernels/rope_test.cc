@@ -62,7 +62,7 @@ TEST_P(RopeGolden, TableAndRotation) {
   const std::vector<bf16> x = ReadBf16(*f, "rope.common.x");
   for (bool inverse : {false, true}) {
     std::vector<bf16> y = x;
-    ApplyRope(y.data(), 16, 2, 128, 64, pos.data(), freqs.data(), inverse);
+    ApplyRope(y.data(), 16, 2, 128, 64, pos.data(), freqs.data(), inverse, nullptr);
     ExpectBf16Close(y, ReadBf16(*f, p + (inverse ? ".inv" : ".fwd")), 1, 0.01,
                     p + (inverse ? " inv" : " fwd"));
   }
@@ -80,7 +80,7 @@ TEST(RopeTest, InverseUndoesForwardOnNopeAndKeepsNopeDims) {
   std::vector<float> freqs(32);
   RopeFrequencies(10000, 64, YarnParams{}, freqs.data());
   std::vector<bf16> y = x;
-  ApplyRope(y.data(), 3, 1, 128, 64, pos.data(), freqs.data(), false);
+  ApplyRope(y.data(), 3, 1, 128, 64, pos.data(), freqs.data(), false, nullptr);
   for (int r = 0; r < 3; ++r) {
     for (int d = 0; d < 64; ++d) EXPECT_EQ(y[r * 128 + d].bits, x[r * 128 + d].bits);
   }
@@ -92,7 +92,7 @@ TEST(HadamardTest, GoldenRows) {
   auto f = OpenGolden("golden/ops/ops.safetensors");
   ASSERT_NE(f, nullptr);
   std::vector<bf16> x = ReadBf16(*f, "hadamard.rows.x");
-  HadamardBf16(x.data(), 16, 128);
+  HadamardBf16(x.data(), 16, 128, nullptr);
   ExpectBf16Close(x, ReadBf16(*f, "hadamard.rows.y"), 1, 0.005, "hadamard");
 }
 
@@ -101,7 +101,7 @@ TEST(HadamardTest, SmallDimsMatchMatrixDefinition) {
     std::vector<bf16> x(dim);
     for (int64_t i = 0; i < dim; ++i) x[i] = F32ToBf16(static_cast<float>(i * i % 7) - 3.0f);
     std::vector<bf16> y = x;
-    HadamardBf16(y.data(), 1, dim);
+    HadamardBf16(y.data(), 1, dim, nullptr);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
     for (int64_t k = 0; k < dim; ++k) {
       // Small integers: every FP32 sum is exact, so the matrix form must agree bitwise.
@@ -111,6 +111,32 @@ TEST(HadamardTest, SmallDimsMatchMatrixDefinition) {
         sum += Bf16ToF32(x[j]) * h;
       }
       EXPECT_EQ(y[k].bits, F32ToBf16(sum * scale).bits) << "dim " << dim << " k " << k;
+    }
+  }
+}
+
+// A prefill's rows split over a pool (every thread count, rows that do and do
+// not divide evenly) give exactly the bits of one thread.
+TEST(RopeTest, RowsOverAPoolGiveTheSameBits) {
+  constexpr int64_t kRows = 37, kHeads = 64, kDim = 128;
+  std::vector<bf16> x(kRows * kHeads * kDim);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = F32ToBf16(static_cast<float>((i * 7919) % 4001) / 997.0f - 2.0f);
+  }
+  std::vector<int64_t> pos(kRows);
+  for (int64_t r = 0; r < kRows; ++r) pos[r] = 3 * r + 11;
+  std::vector<float> freqs(32);
+  RopeFrequencies(10000, 64, YarnParams{}, freqs.data());
+  std::vector<bf16> want = x;
+  ApplyRope(want.data(), kRows, kHeads, kDim, 64, pos.data(), freqs.data(), false, nullptr);
+  HadamardBf16(want.data(), kRows * kHeads, kDim, nullptr);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<bf16> y = x;
+    ApplyRope(y.data(), kRows, kHeads, kDim, 64, pos.data(), freqs.data(), false, &pool);
+    HadamardBf16(y.data(), kRows * kHeads, kDim, &pool);
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_EQ(y[i].bits, want[i].bits) << "element " << i << ", " << threads << " threads";
     }
   }
 }

@@ -27,9 +27,10 @@ void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const
                    bf16* y);
 
 // y[t, k] = bf16(post[t,k]*f[t] + sum_j comb[t,j,k]*res[t,j]) (j-sum first).
-// REQUIRES: y does not overlap res or f.
+// REQUIRES: y does not overlap res or f.  Elementwise, so any split over
+// `pool` (may be null) gives the same bits.
 void HcPost(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-            const float* post, const float* comb, bf16* y);
+            const float* post, const float* comb, bf16* y, ThreadPool* pool);
 
 // pre[t, j] = sigmoid(mixes[t, j]*scale0 + base[j]) + eps (hc_head).
 void HcHeadPre(const float* mixes, int64_t tokens, int64_t hc, float scale0, const float* base,

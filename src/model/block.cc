@@ -101,7 +101,7 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
   {
     profile::Span s(profile::kKernel, "kernel", "mhc.post");
     if (s) HcPostCost(hc_, n, layer_id_, &s);
-    HcPost(hc_, f, in, n, post, comb, mid);
+    HcPost(hc_, f, in, n, post, comb, mid, pool);
   }
 
   {
@@ -135,7 +135,7 @@ void Block::Forward(const bf16* in, const ForwardBatch& batch, AttentionCache& c
   {
     profile::Span s(profile::kKernel, "kernel", "mhc.post");
     if (s) HcPostCost(hc_, n, layer_id_, &s);
-    HcPost(hc_, f, mid, n, post, comb, out);
+    HcPost(hc_, f, mid, n, post, comb, out, pool);
   }
 }
 

@@ -38,9 +38,9 @@ void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, b
 }
 
 void HcPost(const HcShape& shape, const bf16* f, const bf16* res, int64_t n, const float* post,
-            const float* comb, bf16* y) {
+            const float* comb, bf16* y, ThreadPool* pool) {
   DSV4_CHECK(y != res);
-  kernels::HcPost(f, res, n, shape.hc, shape.dim, post, comb, y);
+  kernels::HcPost(f, res, n, shape.hc, shape.dim, post, comb, y, pool);
 }
 
 void HcHead(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, bf16* y,

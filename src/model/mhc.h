@@ -51,7 +51,7 @@ void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, b
 // hc_post: y[t, k] = bf16(post[t,k]*f[t] + sum_j comb[t,j,k]*res[t,j]).
 // f [n, dim], res and y [n, hc, dim]; y must not alias res.
 void HcPost(const HcShape& shape, const bf16* f, const bf16* res, int64_t n, const float* post,
-            const float* comb, bf16* y);
+            const float* comb, bf16* y, ThreadPool* pool);
 
 // hc_head: y [n, dim] = bf16(sum_j pre[t, j] * x[t, j]) with the head's own
 // single-scale sigmoid weights (no Sinkhorn, no post).

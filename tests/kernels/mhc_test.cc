@@ -78,7 +78,7 @@ TEST(MhcTest, HcPostGolden) {
   for (Isa isa : IsasToTest()) {
     ScopedIsa scoped(isa);
     std::vector<bf16> y(kTokens * kHc * kDim);
-    HcPost(fo.data(), res.data(), kTokens, kHc, kDim, post.data(), comb.data(), y.data());
+    HcPost(fo.data(), res.data(), kTokens, kHc, kDim, post.data(), comb.data(), y.data(), nullptr);
     ExpectBf16Close(y, ReadBf16(*f, "hc_post.s6.y"), 1, 0.005,
                     "hc_post " + std::string(IsaName(isa)));
   }

@@ -140,12 +140,15 @@ TEST(OpsSimdTest, QHeadRmsMatchesReference) {
 }
 
 // Elementwise in the reference's order: bitwise equal.
+// HcPost's columns split over a pool (chunks of 1,024: 2,500 ends in a
+// partial chunk with a lane tail) give the same bits.
 TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
   std::mt19937 rng(8);
   std::uniform_real_distribution<float> weight(0.0f, 2.0f);
+  ThreadPool pool(2);
   for (Isa isa : SimdIsas()) {
     ScopedIsa scoped(isa);
-    for (int64_t dim : SizesUpTo(33, {4096})) {
+    for (int64_t dim : SizesUpTo(33, {2500, 4096})) {
       for (int64_t hc : {1, 4}) {
         const int64_t tokens = 3;
         Misaligned<bf16> x(tokens * hc * dim), f(tokens * dim);
@@ -158,7 +161,8 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
         std::vector<bf16> want(tokens * dim), want_post(tokens * hc * dim);
         HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data());
         ref::HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), want.data());
-        HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), y_post.data());
+        HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), y_post.data(),
+               nullptr);
         ref::HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), want_post.data());
         EXPECT_EQ(
             testing::CountUlpDiffs(std::vector<bf16>(y.data(), y.data() + want.size()), want, 0), 0)
@@ -168,6 +172,17 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
                 std::vector<bf16>(y_post.data(), y_post.data() + want_post.size()), want_post, 0),
             0)
             << "post dim " << dim << " hc " << hc << " " << IsaName(isa);
+        for (int64_t rows : {int64_t{1}, tokens}) {  // a decode token, a batch
+          Misaligned<bf16> y_pool(rows * hc * dim);
+          HcPost(f.data(), x.data(), rows, hc, dim, pre.data(), comb.data(), y_pool.data(), &pool);
+          EXPECT_EQ(testing::CountUlpDiffs(
+                        std::vector<bf16>(y_pool.data(), y_pool.data() + rows * hc * dim),
+                        std::vector<bf16>(want_post.begin(), want_post.begin() + rows * hc * dim),
+                        0),
+                    0)
+              << "post over a pool, rows " << rows << " dim " << dim << " hc " << hc << " "
+              << IsaName(isa);
+        }
       }
     }
   }

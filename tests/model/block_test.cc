@@ -62,7 +62,7 @@ TEST(MhcTest, PrePostAndHeadMatchOpsGoldens) {
   const std::vector<float> gpost = ReadF32(*f, "hc_post.s6.post");
   const std::vector<float> gcomb = ReadF32(*f, "hc_post.s6.comb");
   std::vector<bf16> y(res.size());
-  HcPost(shape, fpost.data(), res.data(), n, gpost.data(), gcomb.data(), y.data());
+  HcPost(shape, fpost.data(), res.data(), n, gpost.data(), gcomb.data(), y.data(), nullptr);
   ExpectBitEqual(y, ReadBf16(*f, "hc_post.s6.y"));
 
   const std::vector<float> hfn = ReadF32(*f, "hc_head.s6.fn"),

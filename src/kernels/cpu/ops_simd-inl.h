@@ -216,14 +216,14 @@ void HcWeightedSumRows(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, c
 
 template <class V>
 void HcPostRows(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                const float* post, const float* comb, bf16* y) {
+                int64_t d_begin, int64_t d_end, const float* post, const float* comb, bf16* y) {
   constexpr int64_t L = V::kLanes;
   for (int64_t t = 0; t < tokens; ++t) {
     const bf16* ft = f + t * dim;
     const bf16* rt = res + t * hc * dim;
     const float* c = comb + t * hc * hc;
-    for (int64_t d = 0; d < dim; d += L) {
-      const int64_t n = MinI(L, dim - d);
+    for (int64_t d = d_begin; d < d_end; d += L) {
+      const int64_t n = MinI(L, d_end - d);
       auto load = [&](const bf16* p) { return n == L ? V::LoadBf16(p) : LoadBf16Tail<V>(p, n); };
       const typename V::F fv = load(ft + d);
       for (int64_t k = 0; k < hc; ++k) {

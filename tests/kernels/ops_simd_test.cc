@@ -175,11 +175,11 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
         for (int64_t rows : {int64_t{1}, tokens}) {  // a decode token, a batch
           Misaligned<bf16> y_pool(rows * hc * dim);
           HcPost(f.data(), x.data(), rows, hc, dim, pre.data(), comb.data(), y_pool.data(), &pool);
-          EXPECT_EQ(testing::CountUlpDiffs(
-                        std::vector<bf16>(y_pool.data(), y_pool.data() + rows * hc * dim),
-                        std::vector<bf16>(want_post.begin(), want_post.begin() + rows * hc * dim),
-                        0),
-                    0)
+          EXPECT_EQ(
+              testing::CountUlpDiffs(
+                  std::vector<bf16>(y_pool.data(), y_pool.data() + rows * hc * dim),
+                  std::vector<bf16>(want_post.begin(), want_post.begin() + rows * hc * dim), 0),
+              0)
               << "post over a pool, rows " << rows << " dim " << dim << " hc " << hc << " "
               << IsaName(isa);
         }

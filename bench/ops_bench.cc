@@ -251,6 +251,13 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"isa", "list", "threads", "layers"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// {threads}: 1, and 2 where the machine has them.
+void ThreadsArgs(benchmark::internal::Benchmark* b) {
+  b->Arg(1);
+  if (ThreadPool::DefaultThreads() > 1) b->Arg(std::min<int64_t>(ThreadPool::DefaultThreads(), 2));
+  b->ArgName("threads")->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK(BM_AttentionDecode)->Name("BM_Attention/Decode")->Apply(DecodeArgs);
 BENCHMARK(BM_IndexerDecode)
     ->Name("BM_Indexer/Decode")
@@ -258,25 +265,8 @@ BENCHMARK(BM_IndexerDecode)
 BENCHMARK(BM_HcMixesDecode)
     ->Name("BM_HcMixes/Decode")
     ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 24); });
-BENCHMARK(BM_IndexerQueriesPrefill)
-    ->Name("BM_IndexerQueries/Prefill")
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      b->Arg(1);
-      if (ThreadPool::DefaultThreads() > 1)
-        b->Arg(std::min<int64_t>(ThreadPool::DefaultThreads(), 2));
-    })
-    ->ArgName("threads")
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PeakFma)
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      b->Arg(1);
-      if (ThreadPool::DefaultThreads() > 1)
-        b->Arg(std::min<int64_t>(ThreadPool::DefaultThreads(), 2));
-    })
-    ->ArgName("threads")
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_IndexerQueriesPrefill)->Name("BM_IndexerQueries/Prefill")->Apply(ThreadsArgs);
+BENCHMARK(BM_PeakFma)->Apply(ThreadsArgs);
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -289,17 +289,17 @@ struct Fp8DotGemm {
         w[p] = wdec[kb & 1][p];
         sw[p] = PanelScale(panel + p, kb);
       }
-      // Panels of block kb + 1 not yet given to a tile.
-      int todo = kb + 1 < num_kb ? NP : 0;
+      // Panels of block kb + 1 to decode, and how many a tile has taken.
+      const int to_decode = kb + 1 < num_kb ? NP : 0;
+      int taken = 0;
       int64_t r = 0;
       // Inlined by force: GCC made the lambda a call per tile, and the
       // 128-row GEMM slower than with the decode between blocks.
       const auto tile = [&]<int R>() __attribute__((always_inline)) {
         __m512* at[NP];
         for (int p = 0; p < NP; ++p) at[p] = acc[p] + r;
-        if (todo > 0) {
-          const int p = NP - todo;
-          --todo;
+        if (taken < to_decode) {
+          const int p = taken++;
           const int64_t ka = kb + 1 + kFp8TileBlocksAhead;
           const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), next[p],
                                 ka < num_kb ? Block(panel + p, ka) : nullptr, ChunkStride(ka)};
@@ -315,7 +315,7 @@ struct Fp8DotGemm {
       if (left & 4) tile.template operator()<4>();
       if (left & 2) tile.template operator()<2>();
       if (left & 1) tile.template operator()<1>();
-      for (; todo > 0; --todo) DecodeBlock(panel + NP - todo, kb + 1, next[NP - todo]);
+      for (int p = taken; p < to_decode; ++p) DecodeBlock(panel + p, kb + 1, next[p]);
     }
   }
 

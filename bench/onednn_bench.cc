@@ -6,14 +6,16 @@
 // i.e. different rounding), next to dsv4's FP8 Fp8Gemm (engine 2: BF16 dot
 // products where the CPU has them).  oneDNN gets its best case: weights reordered
 // once, outside the timing, into the layout its kernel prefers
-// (format_tag::any); dsv4 reads the checkpoint's [out, in] layout.
+// (format_tag::any); so does dsv4 where the model does (W8A8 panels on
+// AVX-512 VNNI, FP8 panels for the BF16 dot kernel), and engine 2 of the INT8
+// benchmark reads the checkpoint's [out, in] rows as the model did before.
 //
 //   OMP_NUM_THREADS=T dsv4_onednn_bench   (T = the threads argument)
 //
 // M = 2-8: decode-sized batches; 16-1024: prefill rows, or a routed expert's
 // share of them.
 //
-// Arguments: {engine (0 dsv4, 1 oneDNN, 2 dsv4 FP8), M, threads}.  Figures: GFLOP/s.
+// Arguments: {engine (0 dsv4, 1 oneDNN, 2 dsv4 FP8 / INT8 rows), M, threads}.  Figures: GFLOP/s.
 #include <benchmark/benchmark.h>
 
 #include <memory>
@@ -25,6 +27,7 @@
 #include "kernels/gemm.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/quant.h"
+#include "tensor/tensor.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -100,7 +103,11 @@ void BM_Int8(benchmark::State& state) {
   } else {
     std::vector<float> xs(static_cast<size_t>(m), 0.01f), ws(kN, 0.02f);
     std::vector<bf16> y(static_cast<size_t>(m * kN));
-    const Int8Weight wt{w.data(), ws.data(), kN, kK};
+    const Int8Weight rows{w.data(), ws.data(), kN, kK};
+    // Engine 0 in the layout the model packs its W8A8 weights into.
+    Buffer panels(static_cast<size_t>(Int8PanelBytes(kN, kK)));
+    const bool packed = state.range(0) == 0 && Int8GemmUsesPanels();
+    const Int8Weight wt = packed ? PackInt8Panels(rows, panels.as<int8_t>()) : rows;
     auto pool = MakePool(state.range(2));
     for (auto _ : state) {
       Int8Gemm(x.data(), xs.data(), m, wt, y.data(), pool.get());
@@ -108,7 +115,9 @@ void BM_Int8(benchmark::State& state) {
     }
   }
   SetFlops(state, m);
-  state.SetLabel(onednn ? "oneDNN s8s8s32" : "dsv4 Int8Gemm");
+  state.SetLabel(onednn                ? "oneDNN s8s8s32"
+                 : state.range(0) == 2 ? "dsv4 Int8Gemm (rows)"
+                                       : "dsv4 Int8Gemm");
 }
 
 // dsv4's FP8 GEMM on the same shape (engine 2): e4m3 weights with E8M0
@@ -164,13 +173,13 @@ void BM_Bf16(benchmark::State& state) {
 // also dsv4's FP8 GEMM, engine 2).
 template <int kEngines>
 void Args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {2, 4, 8, 16, 32, 128, 1024}) {
+  for (int64_t m : {1, 2, 4, 8, 16, 32, 128, 1024}) {
     for (int64_t engine = 0; engine < kEngines; ++engine) b->Args({engine, m, 1});
   }
   b->ArgNames({"engine", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
-BENCHMARK(BM_Int8)->Apply(Args<2>);
+BENCHMARK(BM_Int8)->Apply(Args<3>);
 BENCHMARK(BM_Bf16)->Apply(Args<3>);
 
 }  // namespace

@@ -25,8 +25,10 @@ constexpr int64_t kRowBlock = 64;
 constexpr int64_t kVnniMinRows = 4;
 // Each task should stream at least this many weight bytes (wake-up cost).
 constexpr int64_t kMinBytesPerTask = 64 * 1024;
-// From this many rows on, VNNI machines take the packed outer-product kernel
-// (int8_gemm_avx512.cc): its per-task packing of 64 weight rows is O(N·K),
+// A weight in the panel layout (packed at load) takes the outer-product
+// kernel (int8_gemm_avx512.cc) at every batch size on VNNI machines.  For a
+// kRows weight the rest applies.  From this many rows on, VNNI machines take
+// the same kernel: its per-task packing of 64 weight rows is O(N·K),
 // repaid once many micro-tiles of 6 rows reuse each packed vector.  Below it
 // (down to kBcastMinRows), the broadcast kernel (int8_gemm_bcast_avx512.cc),
 // which packs nothing O(N·K): measured 1.0-6x faster than the older paths at
@@ -68,6 +70,7 @@ int64_t PackedRowBlock(int64_t m, int64_t num_col_blocks, int64_t threads) {
   return RoundUp(CeilDiv(m, row_blocks), cpu::kInt8PackedRows);
 }
 
+struct Int8UnpackedRowsTag {};
 struct Int8OffsetActivationsTag {};
 struct Int8BcastActivationsTag {};
 struct Int8BcastScratchTag {};
@@ -77,9 +80,10 @@ struct alignas(64) PanelLine {
   int8_t bytes[64];
 };
 
-// The packed path: activations offset to unsigned once (in the caller's
+// The panel path: activations offset to unsigned once (in the caller's
 // scratch, read by every task), then tasks of 64 columns x PackedRowBlock
-// rows, each packing its columns into its own thread's scratch.
+// rows, each reading its block of a kPanels weight in place or packing its
+// columns of a kRows weight into its own thread's scratch.
 void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
                     bf16* y, ThreadPool* pool) {
   const int64_t k = w.in;
@@ -104,9 +108,11 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
   const int64_t threads = pool == nullptr ? 1 : pool->num_threads();
   const int64_t row_block = PackedRowBlock(m, num_col_blocks, threads);
   const int64_t num_tasks = num_col_blocks * CeilDiv(m, row_block);
-  const int64_t panel_lines = CeilDiv(cpu::Int8PackedPanelBytes(k), 64);
+  const bool pack = w.layout == Int8Layout::kRows;
+  const int64_t panel_lines = CeilDiv(Int8PanelBlockBytes(k), 64);
   const auto run = [&](int64_t begin, int64_t end) {
-    PanelLine* panel = ScratchArray<Int8PackedPanelTag, PanelLine>::Get(panel_lines);
+    PanelLine* panel =
+        pack ? ScratchArray<Int8PackedPanelTag, PanelLine>::Get(panel_lines) : nullptr;
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r0 = (t / num_col_blocks) * row_block;
       const int64_t c0 = (t % num_col_blocks) * cpu::kInt8PackedCols;
@@ -171,15 +177,26 @@ void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, fl
   ref::ActQuantInt8PerToken(x, m, k, codes, scales);
 }
 
-void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w, bf16* y,
-              ThreadPool* pool) {
+bool Int8GemmUsesPanels() { return ActiveIsa() == Isa::kAvx512 && HasVnni(); }
+
+void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& given,
+              bf16* y, ThreadPool* pool) {
+  if (m <= 0 || given.out <= 0) return;
   const Isa isa = ActiveIsa();
+  const bool has_vnni = isa == Isa::kAvx512 && HasVnni();
+  // A kPanels weight is read in place by the panel kernel at every batch
+  // size (no packing per call); elsewhere it is unpacked into rows first.
+  Int8Weight w = given;
+  if (w.layout == Int8Layout::kPanels && !has_vnni) {
+    w = UnpackInt8Rows(
+        w, ScratchArray<Int8UnpackedRowsTag, int8_t>::Get(static_cast<size_t>(w.out * w.in)));
+  }
   if (isa == Isa::kScalar) return ref::Int8Gemm(x_codes, x_scales, m, w, y, pool);
-  if (m <= 0 || w.out <= 0) return;
   // The VNNI kernel's offset form keeps row totals exact in INT32 up to here.
   DSV4_CHECK(w.in <= 65536);
-  const bool has_vnni = isa == Isa::kAvx512 && HasVnni();
-  if (has_vnni && m >= kPackedMinRows) return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
+  if (has_vnni && (m >= kPackedMinRows || w.layout == Int8Layout::kPanels)) {
+    return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
+  }
   if (has_vnni && m >= kBcastMinRows && w.out >= cpu::kInt8BcastMinCols && w.in > 0) {
     return BcastInt8Gemm(x_codes, x_scales, m, w, y, pool);
   }

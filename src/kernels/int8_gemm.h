@@ -19,14 +19,48 @@
 
 namespace dsv4::kernels {
 
+// How an INT8 weight's codes are laid out.
+enum class Int8Layout : uint8_t {
+  kRows,    // the checkpoint's [out, in], a row per output channel
+  kPanels,  // blocks of kInt8PanelColumns columns ready for the VNNI outer
+            // product, each followed by its columns' offset sums
+            // (PackInt8Panels; docs/kernels.md "W8A8 panel layout")
+};
+
+// Output columns per block of the panel layout.
+inline constexpr int64_t kInt8PanelColumns = 64;
+
 // Per-channel INT8 weight: any int8 codes (dsv4 convert writes [-127, 127];
 // -128 from other producers is exact too), scales[n] = amax_n / 127.
 struct Int8Weight {
-  const int8_t* codes = nullptr;  // [out, in]
+  const int8_t* codes = nullptr;  // [out, in] (kRows) or Int8PanelBytes (kPanels)
   const float* scales = nullptr;  // [out]
   int64_t out = 0;
   int64_t in = 0;
+  Int8Layout layout = Int8Layout::kRows;
 };
+
+// Bytes of one block of the panel layout (kInt8PanelColumns columns over the
+// whole input, then their 64 INT32 offset sums), and of a whole weight.
+int64_t Int8PanelBlockBytes(int64_t in);
+int64_t Int8PanelBytes(int64_t out, int64_t in);
+
+// Copies a kRows weight into the panel layout at `codes` (Int8PanelBytes
+// bytes, 64-byte aligned); returns that view (the same scales).  Block b
+// holds columns [64b, 64b + 64) (absent ones zero): for each group of 4
+// inputs q, 4 vectors of 16 columns x 4 bytes (byte 4c + i of vector j =
+// input 4q + i of column 16j + c, zero beyond in), then int32
+// 128 * sum_k code[n, k] for its 64 columns.
+Int8Weight PackInt8Panels(const Int8Weight& w, int8_t* codes);
+
+// The inverse: a kPanels weight back into [out, in] rows at `codes`.
+Int8Weight UnpackInt8Rows(const Int8Weight& w, int8_t* codes);
+
+// Whether Int8Gemm reads the panel layout on this CPU (AVX-512 VNNI): the
+// model packs its W8A8 weights so at load when it does.  Int8Gemm takes
+// either layout anywhere: kRows runs the row kernels, and a kPanels weight
+// on a CPU without VNNI is unpacked per call.
+bool Int8GemmUsesPanels();
 
 // Dynamic per-token symmetric quantization of x [m, k] (BF16, row stride k):
 //   amax = max_k |x|, scale = max(amax, 1e-4) / 127,

@@ -117,7 +117,7 @@ void Bf16Linear::Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t
 }
 
 Result<Int8Linear> Int8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                    int64_t out, int64_t in) {
+                                    int64_t out, int64_t in, WeightStore& store) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w, ckpt.Require(name + ".weight", DType::kI8, {out, in}));
   const TensorView* s = ckpt.Find(name + ".scale");
   std::string scale_name = name + ".scale";
@@ -145,6 +145,8 @@ Result<Int8Linear> Int8Linear::Load(const checkpoint::Checkpoint& ckpt, const st
   l.w_.codes = w->as<int8_t>();
   l.w_.out = out;
   l.w_.in = in;
+  l.w_ = InInt8Panels(l.w_, store);
+  if (l.w_.layout == kernels::Int8Layout::kPanels) store.DropAfterPacking(name + ".weight");
   return l;
 }
 
@@ -161,7 +163,7 @@ Result<Linear> Linear::Load(const checkpoint::Checkpoint& ckpt, const std::strin
   const TensorView* w = ckpt.Find(name + ".weight");
   Linear l;
   if (w != nullptr && w->dtype == DType::kI8) {
-    DSV4_ASSIGN_OR_RETURN(Int8Linear q, Int8Linear::Load(ckpt, name, out, in));
+    DSV4_ASSIGN_OR_RETURN(Int8Linear q, Int8Linear::Load(ckpt, name, out, in, store));
     l.impl_ = std::move(q);
   } else if (w != nullptr && w->dtype == DType::kBF16) {
     DSV4_ASSIGN_OR_RETURN(Bf16Linear b, Bf16Linear::Load(ckpt, name, out, in));

@@ -98,8 +98,10 @@ class Bf16Linear {
 // scale per output channel, read from "<name>.scale" [out] (what dsv4 convert
 // and the reference converter write) or else "<name>.weight_scale" [out] or
 // [out, 1] (the compressed-tensors convention).  Forward = per-token INT8
-// activation quantization + Int8Gemm (kernels/int8_gemm.h).  Codes and scales
-// are views into the mapping (the scales are copied if misaligned).
+// activation quantization + Int8Gemm (kernels/int8_gemm.h).  The codes are
+// copied into the store in the panel layout where the CPU's kernel reads it
+// (InInt8Panels, model/weights.h), else a view into the mapping; the scales
+// are a view (copied if misaligned).
 class Int8Linear {
  public:
   Int8Linear() = default;
@@ -109,7 +111,7 @@ class Int8Linear {
   Int8Linear& operator=(const Int8Linear&) = delete;
 
   static Result<Int8Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                 int64_t out, int64_t in);
+                                 int64_t out, int64_t in, WeightStore& store);
 
   // y [m, out] = Int8Gemm(act_quant_int8(x)), x [m, in] BF16.  Row r of y
   // depends only on row r of x.  Uses Workspace slots kLinQ8 and kLinS8.
@@ -120,7 +122,7 @@ class Int8Linear {
   const kernels::Int8Weight& weight() const { return w_; }
 
  private:
-  kernels::Int8Weight w_;  // views into the mapping (scales into scales_ if copied)
+  kernels::Int8Weight w_;  // codes in the store or the mapping, scales in the mapping or scales_
   Buffer scales_;          // [out] FP32, only when the mapped scales are misaligned
 };
 

@@ -109,9 +109,12 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
   for (int64_t i = range.first; i < range.last; ++i) {
     RoutedExpertWeights& x = w.experts[Sz(i)];
     if (w.int8) {
-      x.q13 = {reinterpret_cast<const int8_t*>(c13) + i * 2 * in * d,
-               w13s->as<float>() + i * 2 * in, 2 * in, d};
-      x.q2 = {reinterpret_cast<const int8_t*>(c2) + i * d * in, w2s->as<float>() + i * d, d, in};
+      x.q13 = InInt8Panels({reinterpret_cast<const int8_t*>(c13) + i * 2 * in * d,
+                            w13s->as<float>() + i * 2 * in, 2 * in, d},
+                           store);
+      x.q2 = InInt8Panels(
+          {reinterpret_cast<const int8_t*>(c2) + i * d * in, w2s->as<float>() + i * d, d, in},
+          store);
     } else {
       x.w13 = InPanels(
           {c13 + i * 2 * in * (d / 2), w13s->as<uint8_t>() + i * 2 * in * (d / 32), 2 * in, d},
@@ -120,11 +123,14 @@ Status BindStackedExperts(const checkpoint::Checkpoint& ckpt, const std::string&
           InPanels({c2 + i * d * (in / 2), w2s->as<uint8_t>() + i * d * (in / 32), d, in}, store);
     }
   }
+  // The copies replace the mapped bytes (as BindFp4Weight's do); INT8
+  // experts keep their scales in place.
   if (!w.int8) {
-    // The copies replace the mapped bytes (as BindFp4Weight's do).
     for (const char* t : {"w13.weight", "w13.scale", "w2.weight", "w2.scale"}) {
       store.DropAfterPacking(p + t);
     }
+  } else if (kernels::Int8GemmUsesPanels()) {
+    for (const char* t : {"w13.weight", "w2.weight"}) store.DropAfterPacking(p + t);
   }
   return Status::Ok();
 }
@@ -137,7 +143,7 @@ Status BindExperts(const checkpoint::Checkpoint& ckpt, const std::string& prefix
       ckpt.Find(prefix + ".experts." + std::to_string(range.first) + ".w1.weight");
   w.int8 = probe != nullptr && probe->dtype == DType::kI8 && probe->dim(1) == shape.dim;
   auto int8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Int8Weight> {
-    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in));
+    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in, store));
     w.owned.push_back(std::move(l));  // Buffer storage does not move with the vector
     return w.owned.back().weight();
   };
@@ -166,7 +172,7 @@ Status BindSharedExpert(const checkpoint::Checkpoint& ckpt, const std::string& p
   const int64_t d = shape.dim;
   const bool fused = ckpt.Find(p + "w13.weight") != nullptr;
   auto int8 = [&](const std::string& name, int64_t out, int64_t in) -> Result<kernels::Int8Weight> {
-    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in));
+    DSV4_ASSIGN_OR_RETURN(Int8Linear l, Int8Linear::Load(ckpt, name, out, in, store));
     w.owned.push_back(std::move(l));
     return w.owned.back().weight();
   };

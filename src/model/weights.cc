@@ -34,6 +34,14 @@ kernels::Fp8Weight WeightStore::DeferPack(const kernels::Fp8Weight& rows, uint8_
   return view;
 }
 
+kernels::Int8Weight WeightStore::DeferPack(const kernels::Int8Weight& rows, int8_t* codes) {
+  pack_jobs_.push_back(Int8Job{rows, codes});
+  kernels::Int8Weight view = rows;
+  view.codes = codes;
+  view.layout = kernels::Int8Layout::kPanels;
+  return view;
+}
+
 void WeightStore::DropAfterPacking(std::string tensor) {
   drops_.push_back({std::move(tensor), pack_jobs_.size()});
 }
@@ -54,7 +62,7 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
     if (made.ok()) {
       pool = std::move(*made);
     } else {
-      DSV4_LOG_WARN("packing the FP4/FP8 weights on the loading thread alone: {}",
+      DSV4_LOG_WARN("packing the FP4/FP8/INT8 weights on the loading thread alone: {}",
                     made.status().message());
     }
   }
@@ -66,9 +74,11 @@ void WeightStore::PackDeferred(const checkpoint::Checkpoint& ckpt, int threads) 
         const PackJob& job = pack_jobs_[done + static_cast<size_t>(i)];
         if (const Fp4Job* j = std::get_if<Fp4Job>(&job)) {
           kernels::PackFp4Panels(j->rows, j->codes, j->scales);
+        } else if (const Fp8Job* f = std::get_if<Fp8Job>(&job)) {
+          kernels::PackFp8Panels(f->rows, f->codes);
         } else {
-          const Fp8Job& f = std::get<Fp8Job>(job);
-          kernels::PackFp8Panels(f.rows, f.codes);
+          const Int8Job& q = std::get<Int8Job>(job);
+          kernels::PackInt8Panels(q.rows, q.codes);
         }
       }
     });
@@ -148,6 +158,11 @@ kernels::Fp8Weight Fp8ForGemm(const kernels::Fp8Weight& w, const std::string& na
   const kernels::Fp8Weight view = store.DeferPack(w, codes);
   store.DropAfterPacking(name + ".weight");
   return view;
+}
+
+kernels::Int8Weight InInt8Panels(const kernels::Int8Weight& w, WeightStore& store) {
+  if (!kernels::Int8GemmUsesPanels() || w.layout != kernels::Int8Layout::kRows) return w;
+  return store.DeferPack(w, store.Allocate<int8_t>(kernels::Int8PanelBytes(w.out, w.in)));
 }
 
 kernels::Fp4Weight InPanels(const kernels::Fp4Weight& w, WeightStore& store) {

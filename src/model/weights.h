@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "checkpoint/checkpoint.h"
 #include "kernels/gemm.h"
+#include "kernels/int8_gemm.h"
 #include "tensor/numeric.h"
 #include "tensor/tensor.h"
 
@@ -37,10 +38,11 @@ class WeightStore {
   }
   size_t TotalBytes() const;
 
-  // The panel copies (FP4, and FP8 where the BF16 dot kernel runs) are made
+  // The panel copies (FP4, FP8 where the BF16 dot kernel runs, W8A8 where
+  // the VNNI kernel runs) are made
   // after binding, over a pool (they are most of a checkpoint's bytes):
   // DeferPack records one copy of `rows` (kRows) into `codes` (/ `scales`:
-  // FP4 only, FP8 keeps its scales) and returns the view it will fill;
+  // FP4 only, FP8 and INT8 keep theirs) and returns the view it will fill;
   // DropAfterPacking names a tensor whose mapped pages leave the resident
   // set once every copy recorded so far is made; PackDeferred makes the
   // copies in order on `threads` threads (0 = every CPU), a batch at a time,
@@ -50,6 +52,7 @@ class WeightStore {
   // PackDeferred.
   kernels::Fp4Weight DeferPack(const kernels::Fp4Weight& rows, uint8_t* codes, uint8_t* scales);
   kernels::Fp8Weight DeferPack(const kernels::Fp8Weight& rows, uint8_t* codes);
+  kernels::Int8Weight DeferPack(const kernels::Int8Weight& rows, int8_t* codes);
   void DropAfterPacking(std::string tensor);
   void PackDeferred(const checkpoint::Checkpoint& ckpt, int threads);
 
@@ -63,7 +66,11 @@ class WeightStore {
     kernels::Fp8Weight rows;
     uint8_t* codes;
   };
-  using PackJob = std::variant<Fp4Job, Fp8Job>;
+  struct Int8Job {
+    kernels::Int8Weight rows;
+    int8_t* codes;
+  };
+  using PackJob = std::variant<Fp4Job, Fp8Job, Int8Job>;
   std::vector<Buffer> buffers_;
   struct Drop {
     std::string tensor;
@@ -98,6 +105,13 @@ Result<const int32_t*> BindIdTable(const checkpoint::Checkpoint& ckpt, const std
 // bound by Fp8Linear::Load, model/linear.h.)
 kernels::Fp8Weight Fp8ForGemm(const kernels::Fp8Weight& w, const std::string& name,
                               WeightStore& store);
+
+// The W8A8 weight w (kRows) in the layout this CPU's INT8 GEMM reads
+// fastest: where it is the VNNI panel kernel (kernels::Int8GemmUsesPanels) a
+// copy in the panel layout, deferred into the store (DeferPack; the caller
+// drops the source's pages with DropAfterPacking), else w itself.  The same
+// bits either way.
+kernels::Int8Weight InInt8Panels(const kernels::Int8Weight& w, WeightStore& store);
 
 // MXFP4 linear `<prefix>.weight` I8 [out, in/2] with `<prefix>.scale`
 // F8_E8M0 [out, in/32], packed into the store in the GEMM kernels' panel

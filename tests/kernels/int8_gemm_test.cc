@@ -20,6 +20,7 @@
 #include "kernels/quant.h"
 #include "kernels/ref/int8_gemm_ref.h"
 #include "ops_test_util.h"
+#include "tensor/tensor.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -89,6 +90,16 @@ Problem MakeProblem(int64_t m, int64_t k, int64_t n, uint32_t seed, bool extreme
 std::vector<bf16> RunGemm(const Problem& p, ThreadPool* pool) {
   std::vector<bf16> y(static_cast<size_t>(p.m * p.n));
   const Int8Weight w{p.w.data(), p.ws.data(), p.n, p.k};
+  Int8Gemm(p.x.data(), p.xs.data(), p.m, w, y.data(), pool);
+  return y;
+}
+
+// The weight in the panel layout the model packs at load on AVX-512 VNNI.
+std::vector<bf16> RunGemmPanels(const Problem& p, ThreadPool* pool) {
+  std::vector<bf16> y(static_cast<size_t>(p.m * p.n));
+  const Int8Weight rows{p.w.data(), p.ws.data(), p.n, p.k};
+  Buffer panels(static_cast<size_t>(Int8PanelBytes(p.n, p.k)));
+  const Int8Weight w = PackInt8Panels(rows, panels.as<int8_t>());
   Int8Gemm(p.x.data(), p.xs.data(), p.m, w, y.data(), pool);
   return y;
 }
@@ -204,6 +215,74 @@ TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
                                         << " n=" << s.n << " extreme=" << s.extreme);
       ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
       ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
+    }
+  }
+}
+
+// The panel layout as int8_gemm.h states it: a column's 4 codes of input
+// group q in lane c of vector j (column 16j + c of its 64-column block),
+// zeros beyond K and N, then 128 x each column's sum; unpacking restores
+// the rows.
+TEST(Int8Panels, LayoutAsDocumentedAndUnpackRestoresRows) {
+  const Problem p = MakeProblem(1, 70, 70, 3, true);  // 2 blocks, the second 6 columns
+  const Int8Weight rows{p.w.data(), p.ws.data(), p.n, p.k};
+  Buffer panels(static_cast<size_t>(Int8PanelBytes(p.n, p.k)));
+  ASSERT_EQ(Int8PanelBlockBytes(70), 18 * 256 + 256);
+  ASSERT_EQ(Int8PanelBytes(70, 70), 2 * Int8PanelBlockBytes(70));
+  const Int8Weight w = PackInt8Panels(rows, panels.as<int8_t>());
+  EXPECT_EQ(w.layout, Int8Layout::kPanels);
+  EXPECT_EQ(w.scales, rows.scales);
+  for (int64_t b = 0; b < 2; ++b) {
+    const int8_t* block = w.codes + b * Int8PanelBlockBytes(p.k);
+    for (int64_t c = 0; c < 64; ++c) {
+      const int64_t n = 64 * b + c;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < 72; ++k) {
+        const int8_t want = n < p.n && k < p.k ? p.w[n * p.k + k] : 0;
+        ASSERT_EQ(block[(k / 4) * 256 + (c / 16) * 64 + (c % 16) * 4 + k % 4], want)
+            << "column " << n << " input " << k;
+        sum += want;
+      }
+      int32_t stored;
+      std::memcpy(&stored, block + 18 * 256 + 4 * c, 4);
+      EXPECT_EQ(stored, 128 * sum) << "column " << n;
+    }
+  }
+  std::vector<int8_t> back(p.w.size());
+  const Int8Weight r = UnpackInt8Rows(w, back.data());
+  EXPECT_EQ(r.layout, Int8Layout::kRows);
+  EXPECT_EQ(back, p.w);
+}
+
+// Weights packed at load (the panel layout) against the scalar reference:
+// every row count up to two tiles and beyond (each remainder tile of 1-5
+// rows), ragged K (4-byte groups) and N (16- and 64-column edges), INT32
+// extremes up to K = 65,536, 1 and 3 threads.  On CPUs without VNNI the
+// weight is unpacked per call and takes the row kernels.
+TEST(Int8Gemm, PanelWeightsAreBitIdenticalToScalar) {
+  ThreadPool pool(3);
+  struct Size {
+    int64_t m, k, n;
+    bool extreme;
+  };
+  std::vector<Size> sizes;
+  const int64_t ks[] = {1, 3, 4, 65, 130, 257};
+  const int64_t ns[] = {1, 16, 17, 63, 64, 65, 130};
+  for (int64_t m = 1; m <= 14; ++m) sizes.push_back({m, ks[m % 6], ns[m % 7], false});
+  for (const Size s : {Size{33, 100, 80, false}, Size{600, 36, 70, false}, Size{1, 4096, 37, true},
+                       Size{7, 65536, 3, true}, Size{2, 1000, 64, true}}) {
+    sizes.push_back(s);
+  }
+  uint32_t seed = 900;
+  for (const Size& s : sizes) {
+    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
+    const std::vector<bf16> want = RunRef(p);
+    for (Isa isa : AllIsas()) {
+      IsaScope scope(isa);
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
+                                        << " n=" << s.n << " extreme=" << s.extreme);
+      ExpectSameBits(RunGemmPanels(p, nullptr), want, "1 thread");
+      ExpectSameBits(RunGemmPanels(p, &pool), want, "3 threads");
     }
   }
 }

@@ -273,11 +273,12 @@ TEST_F(W8a8Test, EachLinearIsAsCloseToExactAsTheNativePath) {
       }
     }
     model::Workspace ws;
-    model::WeightStore store;  // the native FP8 weight's panel copy
+    model::WeightStore store;  // the panel copies (INT8 on VNNI, native FP8)
     std::vector<bf16> y8(static_cast<size_t>(m * out)), yn(static_cast<size_t>(m * out));
     Result<model::Linear> l8 = model::Linear::Load(q8, n, out, in, store);
     ASSERT_TRUE(l8.ok()) << l8.status().ToString();
     ASSERT_TRUE(l8->is_int8());
+    store.PackDeferred(q8, 1);
     l8->Forward(x.data(), m, y8.data(), ws, nullptr);
     if (fp4) {
       std::vector<uint8_t> codes(static_cast<size_t>(m * in));
@@ -366,6 +367,7 @@ TEST(Int8Linear, AcceptsBothScaleNamings) {
     Result<model::Linear> lin = model::Linear::Load(**ck, "l", out, in, store);
     ASSERT_TRUE(lin.ok()) << lin.status().ToString();
     EXPECT_TRUE(lin->is_int8());
+    store.PackDeferred(**ck, 1);  // the panel copy where the VNNI kernel runs
     std::vector<bf16> y(m * out);
     model::Workspace ws;
     lin->Forward(x.data(), m, y.data(), ws, nullptr);

@@ -81,14 +81,14 @@ template <int R>
   }
 }
 
-// Packs weight rows [col_begin, col_end) (<= 64) over the whole K: vector
-// (q·nbv + j) holds columns col_begin + 16j .. + 15 (absent ones zero), lane
-// c = bytes 4q .. 4q + 3 of that column (beyond K zero).  comp[j] = 128 · the
-// column sums, the offset's share of the accumulators.
-void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int nbv, int8_t* panel,
-               __m512i* comp) {
+// Packs weight rows [col_begin, col_end) (<= 64) over the whole K into one
+// block of the panel layout (int8_gemm.h PackInt8Panels: absent columns and
+// inputs beyond K zero, then 128 x each column's sum), here with 16 x 16
+// transposes of 4-byte groups.
+void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int8_t* panel) {
   const int64_t k = w.in;
   const int64_t k4n = (k + 3) / 4;
+  constexpr int nbv = kInt8PackedCols / 16;
   const __m512i ones = _mm512_set1_epi8(1);
   for (int j = 0; j < nbv; ++j) {
     const int64_t n0 = col_begin + 16 * j;
@@ -109,7 +109,7 @@ void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int nbv,
         sum = _mm512_dpbusd_epi32(sum, ones, r[s]);
       }
     }
-    comp[j] = _mm512_slli_epi32(sum, 7);
+    _mm512_store_si512(panel + k4n * 256 + j * 64, _mm512_slli_epi32(sum, 7));
   }
 }
 
@@ -118,7 +118,7 @@ void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int nbv,
 // variables: as a 1.5 KB array GCC 12 kept them in memory (stored back on
 // every k step, 2x slower).
 #define DSV4_INT8_ROW(r)                            \
-  {                                                 \
+  if constexpr (R > (r)) {                          \
     int32_t four;                                   \
     std::memcpy(&four, x + (r)*ldx + 4 * q, 4);     \
     const __m512i xv = _mm512_set1_epi32(four);     \
@@ -127,17 +127,25 @@ void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int nbv,
     c##r##2 = _mm512_dpbusd_epi32(c##r##2, xv, w2); \
     c##r##3 = _mm512_dpbusd_epi32(c##r##3, xv, w3); \
   }
-#define DSV4_INT8_SAVE(r)                   \
-  _mm512_store_si512(exact[r][0], c##r##0); \
-  _mm512_store_si512(exact[r][1], c##r##1); \
-  _mm512_store_si512(exact[r][2], c##r##2); \
-  _mm512_store_si512(exact[r][3], c##r##3);
+#define DSV4_INT8_SAVE(r)                     \
+  if constexpr (R > (r)) {                    \
+    _mm512_store_si512(exact[r][0], c##r##0); \
+    _mm512_store_si512(exact[r][1], c##r##1); \
+    _mm512_store_si512(exact[r][2], c##r##2); \
+    _mm512_store_si512(exact[r][3], c##r##3); \
+  }
 
 static_assert(kInt8PackedRows == 6 && kInt8PackedCols == 64);
 
-void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_t rows, int64_t n0,
-                int64_t cols, const __m512i* comp) {
+// R (1..6) rows computed: a batch's last rows (and a decode step's one)
+// take a tile of their own size instead of a padded 6-row one.  The
+// offset sums (comp) follow the block's k4n groups.
+template <int R>
+void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_t n0,
+                int64_t cols) {
+  static_assert(R >= 1 && R <= kInt8PackedRows);
   const int64_t k4n = (a.w.in + 3) / 4;  // the packed groups (ldx may be longer)
+  const int32_t* comp = reinterpret_cast<const int32_t*>(panel + k4n * 256);
   const int64_t ldx = a.ldx;
   const __m512i z = _mm512_setzero_si512();
   __m512i c00 = z, c01 = z, c02 = z, c03 = z, c10 = z, c11 = z, c12 = z, c13 = z;
@@ -157,7 +165,7 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
     DSV4_INT8_ROW(4)
     DSV4_INT8_ROW(5)
   }
-  alignas(64) int32_t exact[6][4][16];
+  alignas(64) int32_t exact[R][4][16];
   DSV4_INT8_SAVE(0)
   DSV4_INT8_SAVE(1)
   DSV4_INT8_SAVE(2)
@@ -168,9 +176,9 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
     const int64_t count = cols - 16 * j < 16 ? cols - 16 * j : 16;
     const __mmask16 mask = static_cast<__mmask16>(count >= 16 ? 0xffff : (1u << count) - 1);
     const __m512 ws = _mm512_maskz_loadu_ps(mask, a.w.scales + n0 + 16 * j);
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512 v =
-          _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_load_si512(exact[r][j]), comp[j]));
+    for (int64_t r = 0; r < R; ++r) {
+      const __m512 v = _mm512_cvtepi32_ps(
+          _mm512_sub_epi32(_mm512_load_si512(exact[r][j]), _mm512_load_si512(comp + 16 * j)));
       const __m512 scaled = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(a.xs[r0 + r])), ws);
       StoreBf16x16(a.y + (r0 + r) * a.w.out + n0 + 16 * j, scaled, count);
     }
@@ -181,18 +189,34 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
 
 }  // namespace
 
-int64_t Int8PackedPanelBytes(int64_t k) { return (k + 3) / 4 * 4 * kInt8PackedCols; }
-
 void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_t row_end,
-                              int64_t col_begin, int64_t col_end, void* panel_bytes) {
-  int8_t* panel = static_cast<int8_t*>(panel_bytes);
+                              int64_t col_begin, int64_t col_end, void* scratch) {
+  const int8_t* panel;
+  if (a.w.layout == Int8Layout::kPanels) {
+    panel = a.w.codes + (col_begin / kInt8PackedCols) * Int8PanelBlockBytes(a.w.in);
+  } else {
+    // Always 4 vectors of 16 columns (absent ones zero): one micro-kernel.
+    PackPanel(a.w, col_begin, col_end, static_cast<int8_t*>(scratch));
+    panel = static_cast<const int8_t*>(scratch);
+  }
   const int64_t cols = col_end - col_begin;
-  __m512i comp[4];
-  // Always 4 vectors of 16 columns (absent ones zero): one micro-kernel.
-  PackPanel(a.w, col_begin, col_end, 4, panel, comp);
-  for (int64_t r = row_begin; r < row_end; r += kInt8PackedRows) {
-    const int64_t rows = row_end - r < kInt8PackedRows ? row_end - r : kInt8PackedRows;
-    PackedTile(a, panel, r, rows, col_begin, cols, comp);
+  int64_t r = row_begin;
+  for (; r + kInt8PackedRows <= row_end; r += kInt8PackedRows) {
+    PackedTile<kInt8PackedRows>(a, panel, r, col_begin, cols);
+  }
+  switch (row_end - r) {
+    case 1:
+      return PackedTile<1>(a, panel, r, col_begin, cols);
+    case 2:
+      return PackedTile<2>(a, panel, r, col_begin, cols);
+    case 3:
+      return PackedTile<3>(a, panel, r, col_begin, cols);
+    case 4:
+      return PackedTile<4>(a, panel, r, col_begin, cols);
+    case 5:
+      return PackedTile<5>(a, panel, r, col_begin, cols);
+    default:
+      return;
   }
 }
 

@@ -34,12 +34,13 @@ void Int8GemmAvx2(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end, int
 void Int8GemmAvx512Vnni(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end,
                         int64_t col_begin, int64_t col_end);
 
-// The prefill (many-row) path: a register-blocked outer-product kernel over
-// weights packed on the fly (int8_gemm_avx512.cc).  Same bits as the others.
+// The panel path: a register-blocked outer-product kernel over weights in
+// the panel layout, packed at load (kPanels) or per task from rows
+// (int8_gemm_avx512.cc).  Same bits as the others.
 //
 // Rows of one micro-tile and output columns of one packed block.
 inline constexpr int64_t kInt8PackedRows = 6;
-inline constexpr int64_t kInt8PackedCols = 64;
+inline constexpr int64_t kInt8PackedCols = kInt8PanelColumns;
 
 struct Int8PackedArgs {
   // [m_pad, ldx] activation codes offset to unsigned (code XOR 0x80 = code +
@@ -54,16 +55,13 @@ struct Int8PackedArgs {
   bf16* y = nullptr;  // [m, w.out]
 };
 
-// Bytes of the per-thread panel scratch Int8GemmAvx512VnniPacked needs (one
-// packed block of kInt8PackedCols columns over the whole K).
-int64_t Int8PackedPanelBytes(int64_t k);
-
 // Rows [row_begin, row_end) (row_begin a multiple of kInt8PackedRows) of the
 // columns [col_begin, col_end) (col_begin a multiple of kInt8PackedCols,
-// at most kInt8PackedCols of them).  panel: Int8PackedPanelBytes(w.in)
-// bytes, 64-byte aligned, owned by the calling thread.
+// at most kInt8PackedCols of them).  scratch: for a kRows weight,
+// Int8PanelBlockBytes(w.in) bytes, 64-byte aligned, owned by the calling
+// thread (the block is packed there); unused for kPanels.
 void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_t row_end,
-                              int64_t col_begin, int64_t col_end, void* panel);
+                              int64_t col_begin, int64_t col_end, void* scratch);
 
 // The broadcast path (int8_gemm_bcast_avx512.cc; batches below the packed
 // path's, on AVX-512 VNNI): the activations are interleaved once per call,

@@ -226,32 +226,36 @@ TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
 TEST(Int8Panels, LayoutAsDocumentedAndUnpackRestoresRows) {
   const Problem p = MakeProblem(1, 70, 70, 3, true);  // 2 blocks, the second 6 columns
   const Int8Weight rows{p.w.data(), p.ws.data(), p.n, p.k};
-  Buffer panels(static_cast<size_t>(Int8PanelBytes(p.n, p.k)));
-  ASSERT_EQ(Int8PanelBlockBytes(70), 18 * 256 + 256);
-  ASSERT_EQ(Int8PanelBytes(70, 70), 2 * Int8PanelBlockBytes(70));
-  const Int8Weight w = PackInt8Panels(rows, panels.as<int8_t>());
-  EXPECT_EQ(w.layout, Int8Layout::kPanels);
-  EXPECT_EQ(w.scales, rows.scales);
-  for (int64_t b = 0; b < 2; ++b) {
-    const int8_t* block = w.codes + b * Int8PanelBlockBytes(p.k);
-    for (int64_t c = 0; c < 64; ++c) {
-      const int64_t n = 64 * b + c;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < 72; ++k) {
-        const int8_t want = n < p.n && k < p.k ? p.w[n * p.k + k] : 0;
-        ASSERT_EQ(block[(k / 4) * 256 + (c / 16) * 64 + (c % 16) * 4 + k % 4], want)
-            << "column " << n << " input " << k;
-        sum += want;
+  for (Isa isa : AllIsas()) {  // the portable packer and the VNNI one
+    IsaScope scope(isa);
+    SCOPED_TRACE(IsaName(isa));
+    Buffer panels(static_cast<size_t>(Int8PanelBytes(p.n, p.k)));
+    ASSERT_EQ(Int8PanelBlockBytes(70), 18 * 256 + 256);
+    ASSERT_EQ(Int8PanelBytes(70, 70), 2 * Int8PanelBlockBytes(70));
+    const Int8Weight w = PackInt8Panels(rows, panels.as<int8_t>());
+    EXPECT_EQ(w.layout, Int8Layout::kPanels);
+    EXPECT_EQ(w.scales, rows.scales);
+    for (int64_t b = 0; b < 2; ++b) {
+      const int8_t* block = w.codes + b * Int8PanelBlockBytes(p.k);
+      for (int64_t c = 0; c < 64; ++c) {
+        const int64_t n = 64 * b + c;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < 72; ++k) {
+          const int8_t want = n < p.n && k < p.k ? p.w[n * p.k + k] : 0;
+          ASSERT_EQ(block[(k / 4) * 256 + (c / 16) * 64 + (c % 16) * 4 + k % 4], want)
+              << "column " << n << " input " << k;
+          sum += want;
+        }
+        int32_t stored;
+        std::memcpy(&stored, block + 18 * 256 + 4 * c, 4);
+        EXPECT_EQ(stored, 128 * sum) << "column " << n;
       }
-      int32_t stored;
-      std::memcpy(&stored, block + 18 * 256 + 4 * c, 4);
-      EXPECT_EQ(stored, 128 * sum) << "column " << n;
     }
+    std::vector<int8_t> back(p.w.size());
+    const Int8Weight r = UnpackInt8Rows(w, back.data());
+    EXPECT_EQ(r.layout, Int8Layout::kRows);
+    EXPECT_EQ(back, p.w);
   }
-  std::vector<int8_t> back(p.w.size());
-  const Int8Weight r = UnpackInt8Rows(w, back.data());
-  EXPECT_EQ(r.layout, Int8Layout::kRows);
-  EXPECT_EQ(back, p.w);
 }
 
 // Weights packed at load (the panel layout) against the scalar reference:

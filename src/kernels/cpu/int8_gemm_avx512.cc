@@ -189,6 +189,11 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
 
 }  // namespace
 
+void Int8PackPanelBlockAvx512Vnni(const Int8Weight& w, int64_t col_begin, int8_t* block) {
+  const int64_t col_end = col_begin + kInt8PackedCols < w.out ? col_begin + kInt8PackedCols : w.out;
+  PackPanel(w, col_begin, col_end, block);
+}
+
 void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_t row_end,
                               int64_t col_begin, int64_t col_end, void* scratch) {
   const int8_t* panel;

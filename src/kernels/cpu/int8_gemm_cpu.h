@@ -55,6 +55,12 @@ struct Int8PackedArgs {
   bf16* y = nullptr;  // [m, w.out]
 };
 
+// The block of the panel layout holding columns [col_begin, col_begin + 64)
+// of a kRows weight, written to `block` (Int8PanelBlockBytes(w.in) bytes,
+// 64-byte aligned): the same bytes as PackInt8Panels' portable loop, with
+// 16 x 16 transposes (AVX-512 BW + VNNI).
+void Int8PackPanelBlockAvx512Vnni(const Int8Weight& w, int64_t col_begin, int8_t* block);
+
 // Rows [row_begin, row_end) (row_begin a multiple of kInt8PackedRows) of the
 // columns [col_begin, col_end) (col_begin a multiple of kInt8PackedCols,
 // at most kInt8PackedCols of them).  scratch: for a kRows weight,

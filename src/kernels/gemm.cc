@@ -571,8 +571,11 @@ float* DenseActivations(const bf16* x, int64_t ldx, int64_t m, int64_t k, int64_
 
 cpu::DenseGemmArgs DenseArgs(const float* xf, int64_t ldxf, int64_t m, int64_t k,
                              const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8,
-                             int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy) {
+                             int64_t n, bf16* y_bf16, float* y_f32, int64_t ldy,
+                             Bf16Layout layout = Bf16Layout::kRows) {
+  DSV4_CHECK(layout == Bf16Layout::kRows || (w_bf16 != nullptr && Bf16PairsFit(k)));
   cpu::DenseGemmArgs args;
+  args.w_pairs = layout == Bf16Layout::kPairs;
   args.x = xf;
   args.ldx = ldxf;
   args.m = m;
@@ -591,25 +594,40 @@ cpu::DenseGemmArgs DenseArgs(const float* xf, int64_t ldxf, int64_t m, int64_t k
 // panels.
 void DenseGemm(const cpu::GemmKernels& simd, const bf16* x, int64_t ldx, int64_t m, int64_t k,
                const bf16* w_bf16, const float* w_f32, const Fp8Weight* w_fp8, int64_t n,
-               bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool) {
+               bf16* y_bf16, float* y_f32, int64_t ldy, ThreadPool* pool,
+               Bf16Layout layout = Bf16Layout::kRows) {
   if (m <= 0 || n <= 0) return;
   int64_t ldxf = 0;
   const float* xf = DenseActivations(x, ldx, m, k, &ldxf, pool);
   const cpu::DenseGemmArgs args =
-      DenseArgs(xf, ldxf, m, k, w_bf16, w_f32, w_fp8, n, y_bf16, y_f32, ldy);
+      DenseArgs(xf, ldxf, m, k, w_bf16, w_f32, w_fp8, n, y_bf16, y_f32, ldy, layout);
   const int64_t bytes_per_weight = w_f32 != nullptr ? 4 : w_fp8 != nullptr ? 1 : 2;
   const int64_t bytes_per_panel = simd.panel * k * bytes_per_weight;
   ForEachTile(pool, m, n, simd.panel, bytes_per_panel,
               [&](const cpu::Tile& t) { simd.dense(args, t); });
 }
 
+// The scalar reference reads rows: a pair-layout weight is unpacked into
+// this thread's scratch per call.
+struct Bf16UnpackTag {};
+const bf16* Bf16Rows(const bf16* w, int64_t n, int64_t k, Bf16Layout layout) {
+  if (layout == Bf16Layout::kRows) return w;
+  bf16* rows = ScratchArray<Bf16UnpackTag, bf16>::Get(static_cast<size_t>(n * k));
+  UnpackBf16Rows(w, n, k, rows);
+  return rows;
+}
+
 }  // namespace
 
+bool GemmBf16ReadsPairs() { return SimdKernels() != nullptr; }
+
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
-              int64_t ldy, ThreadPool* pool) {
+              int64_t ldy, ThreadPool* pool, Bf16Layout layout) {
   const cpu::GemmKernels* simd = SimdKernels();
-  if (simd == nullptr) return ref::GemmBf16(x, ldx, m, k, w, n, y, ldy, pool);
-  DenseGemm(*simd, x, ldx, m, k, w, nullptr, nullptr, n, y, nullptr, ldy, pool);
+  if (simd == nullptr) {
+    return ref::GemmBf16(x, ldx, m, k, Bf16Rows(w, n, k, layout), n, y, ldy, pool);
+  }
+  DenseGemm(*simd, x, ldx, m, k, w, nullptr, nullptr, n, y, nullptr, ldy, pool, layout);
 }
 
 bool Fp8IsExactBf16(const Fp8Weight& w) {
@@ -750,26 +768,26 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
 }
 
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-                 ThreadPool* pool) {
+                 ThreadPool* pool, Bf16Layout layout) {
   const cpu::GemmKernels* simd = SimdKernels();
-  if (simd == nullptr) return ref::GemmBf16F32(x, m, k, w, n, y, pool);
-  DenseGemm(*simd, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool);
+  if (simd == nullptr) return ref::GemmBf16F32(x, m, k, Bf16Rows(w, n, k, layout), n, y, pool);
+  DenseGemm(*simd, x, k, m, k, w, nullptr, nullptr, n, nullptr, y, n, pool, layout);
 }
 
 void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_t n0, float* y0,
-                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool) {
+                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool, Bf16Layout layout) {
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr || m <= 0 || n0 <= 0 || n1 <= 0) {
-    GemmBf16F32(x, m, k, w0, n0, y0, pool);
-    GemmBf16F32(x, m, k, w1, n1, y1, pool);
+    GemmBf16F32(x, m, k, w0, n0, y0, pool, layout);
+    GemmBf16F32(x, m, k, w1, n1, y1, pool, layout);
     return;
   }
   int64_t ldxf = 0;
   const float* xf = DenseActivations(x, k, m, k, &ldxf, pool);
   const cpu::DenseGemmArgs a0 =
-      DenseArgs(xf, ldxf, m, k, w0, nullptr, nullptr, n0, nullptr, y0, n0);
+      DenseArgs(xf, ldxf, m, k, w0, nullptr, nullptr, n0, nullptr, y0, n0, layout);
   const cpu::DenseGemmArgs a1 =
-      DenseArgs(xf, ldxf, m, k, w1, nullptr, nullptr, n1, nullptr, y1, n1);
+      DenseArgs(xf, ldxf, m, k, w1, nullptr, nullptr, n1, nullptr, y1, n1, layout);
   // One task space over both weights' panels (w0's first); a tile that
   // straddles the two runs as one tile of each, exactly the tiles the two
   // GemmBf16F32 calls would run.
@@ -788,16 +806,18 @@ void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_
 }
 
 void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-                       ThreadPool* pool) {
+                       ThreadPool* pool, Bf16Layout layout) {
   // The only table with BF16 dot products is AVX-512's, which needs the
   // AVX512-BF16 CPU feature besides the ISA level.
   static const bool has_bf16_dot = CpuFeatures::Detect().avx512bf16;
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr || simd->bf16_dot == nullptr || !has_bf16_dot) {
-    return GemmBf16F32(x, m, k, w, n, y, pool);
+    return GemmBf16F32(x, m, k, w, n, y, pool, layout);
   }
   if (m <= 0 || n <= 0) return;
-  const cpu::Bf16DotArgs args{x, m, k, w, n, y};
+  const bool pairs = layout == Bf16Layout::kPairs;
+  DSV4_CHECK(!pairs || Bf16PairsFit(k));
+  const cpu::Bf16DotArgs args{x, m, k, w, n, y, pairs};
   ForEachTile(pool, m, n, simd->panel, simd->panel * k * 2,
               [&](const cpu::Tile& t) { simd->bf16_dot(args, t); });
 }

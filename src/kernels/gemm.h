@@ -1,7 +1,8 @@
 // Linear layers, one per weight kind (docs/model.md "Linear layer kinds").  Weights use the
 // checkpoint's [out, in] row-major layout, except MXFP4 ones, which the SIMD kernels read in
-// their panel layout (Fp4Layout), and FP8 ones on the BF16 dot kernel, which reads its own
-// (Fp8Layout); a weight in the other layout is converted per call.  Results are batch invariant: on
+// their panel layout (Fp4Layout), FP8 ones on the BF16 dot kernel, which reads its own
+// (Fp8Layout), and BF16 ones the model pairs up for the GEMV (Bf16Layout); a weight in the other
+// layout is converted per call.  Results are batch invariant: on
 // a given ISA path, row m of the output depends only on row m of the input and the weight (fixed
 // reduction order per output element, whatever M and the thread count).  Scalar, AVX2 and AVX-512
 // may differ in the last FP32 bit of a sum (summation order).  `pool` may be null
@@ -15,6 +16,31 @@
 #include "tensor/numeric.h"
 
 namespace dsv4::kernels {
+
+// How a BF16 weight [out, in] is laid out (docs/kernels.md "BF16 pair layout").
+enum class Bf16Layout : uint8_t {
+  kRows,   // the checkpoint's [out, in]
+  kPairs,  // columns 2j and 2j + 1 together, their 128-element chunks
+           // alternating (PackBf16Pairs): a two-column GEMV walk reads one
+           // stream instead of two rows `in` apart
+};
+
+// Whether a BF16 [out, in] weight can take the pair layout (in % 128 == 0),
+// and its element count there (out rounded up to even: an odd last column
+// is paired with zeros).
+bool Bf16PairsFit(int64_t in);
+int64_t Bf16PairsElements(int64_t out, int64_t in);
+
+// rows [out, in] copied into the pair layout at `pairs`
+// [Bf16PairsElements]: column c's elements [128i, 128i + 128) at
+// ((c / 2) · 2·in / 128 + 2i + c % 2) · 128.  REQUIRES: Bf16PairsFit(in).
+void PackBf16Pairs(const bf16* rows, int64_t out, int64_t in, bf16* pairs);
+// The inverse, into [out, in] rows.
+void UnpackBf16Rows(const bf16* pairs, int64_t out, int64_t in, bf16* rows);
+
+// Whether the BF16 GEMMs run kernels that read the pair layout in place on
+// this CPU (any SIMD ISA); the scalar reference unpacks per call.
+bool GemmBf16ReadsPairs();
 
 // Where an Fp8Weight's codes are (docs/kernels.md "FP8 panel layout").
 enum class Fp8Layout : uint8_t {
@@ -141,8 +167,9 @@ struct BlockScaledGemm {
 void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPool* pool);
 
 // y[M, N] (row stride ldy) = bf16(x[M, K] (row stride ldx) . w[N, K]^T), FP32 accumulation.
+// w in `layout` (every BF16 GEMM below takes either; the same bits).
 void GemmBf16(const bf16* x, int64_t ldx, int64_t m, int64_t k, const bf16* w, int64_t n, bf16* y,
-              int64_t ldy, ThreadPool* pool);
+              int64_t ldy, ThreadPool* pool, Bf16Layout layout = Bf16Layout::kRows);
 
 // True when every dequantized value e4m3(code)·scale of w is a finite BF16
 // number exactly, with margin for the kernels' FP16 decode route: no NaN
@@ -173,14 +200,15 @@ void GemmBf16Fp8Grouped(const bf16* x, int64_t ldx, int64_t m, int64_t groups, c
 
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 (BF16 operands upcast exactly).
 void GemmBf16F32(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-                 ThreadPool* pool);
+                 ThreadPool* pool, Bf16Layout layout = Bf16Layout::kRows);
 
 // GemmBf16F32 of one x against two weights (a compressor's wkv and wgate):
 // y0[M, n0] = x . w0^T and y1[M, n1] = x . w1^T, bitwise equal to the two
 // calls (the same kernel on the same tiles), with x converted once and one
-// pool dispatch instead of two.
+// pool dispatch instead of two.  Both weights in `layout`.
 void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_t n0, float* y0,
-                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool);
+                     const bf16* w1, int64_t n1, float* y1, ThreadPool* pool,
+                     Bf16Layout layout = Bf16Layout::kRows);
 
 // y[M, N] ~ x[M, K] . w[N, K]^T in FP32, computed with BF16 dot-product
 // instructions where the CPU has them (AVX512-BF16 `vdpbf16ps`: two BF16
@@ -191,7 +219,7 @@ void GemmBf16F32Pair(const bf16* x, int64_t m, int64_t k, const bf16* w0, int64_
 // output: MTP draft logits (docs/engine.md "8.3 MTP proposer").  Still deterministic: on a
 // given CPU a row's result does not depend on M or the thread count.
 void GemmBf16F32Approx(const bf16* x, int64_t m, int64_t k, const bf16* w, int64_t n, float* y,
-                       ThreadPool* pool);
+                       ThreadPool* pool, Bf16Layout layout = Bf16Layout::kRows);
 
 // y[M, N] = x[M, K] . w[N, K]^T in FP32 with FP32 weights (mHC mixes).
 void GemmBf16xF32(const bf16* x, int64_t m, int64_t k, const float* w, int64_t n, float* y,

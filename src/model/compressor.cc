@@ -59,8 +59,10 @@ void Compressor::ResetState(const State& state) const {
 void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
                          ThreadPool* pool) const {
   // One dispatch for both projections of the same rows.
+  // Both loaded alike (same width and input): the same layout.
+  DSV4_CHECK(wkv_.layout() == wgate_.layout());
   kernels::GemmBf16F32Pair(x, n, wkv_.in(), wkv_.data(), wkv_.out(), kv, wgate_.data(),
-                           wgate_.out(), score, pool);
+                           wgate_.out(), score, pool, wkv_.layout());
 }
 
 // Entry `block` from the ring: the block's source rows (ratio 4: the first

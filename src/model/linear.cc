@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "base/logging.h"
 #include "kernels/int8_gemm.h"
 #include "kernels/quant.h"
 
@@ -48,20 +49,33 @@ Result<Bf16Linear> Bf16Linear::Load(const checkpoint::Checkpoint& ckpt, const st
                                     int64_t out, int64_t in) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kBF16, {out, in}));
+  Bf16Linear l;
+  l.out_ = out;
+  l.in_ = in;
   if (IsAligned(w->data, alignof(bf16))) {
-    Bf16Linear l;
     l.w_ = w->as<bf16>();
-    l.out_ = out;
-    l.in_ = in;
+    // The copy replaces the mapped bytes (as the FP4/FP8 panel copies do).
+    if (l.ToPairs()) ckpt.DropResidentPages(name + ".weight");
     return l;
   }
-  Bf16Linear l;
   l.owned_ = Buffer(w->nbytes());
   std::memcpy(l.owned_.data(), w->data, w->nbytes());
   l.w_ = l.owned_.as<bf16>();
-  l.out_ = out;
-  l.in_ = in;
+  l.ToPairs();
   return l;
+}
+
+bool Bf16Linear::ToPairs() {
+  if (layout_ != kernels::Bf16Layout::kRows || !kernels::GemmBf16ReadsPairs() ||
+      !kernels::Bf16PairsFit(in_)) {
+    return false;
+  }
+  Buffer pairs(static_cast<size_t>(kernels::Bf16PairsElements(out_, in_)) * sizeof(bf16));
+  kernels::PackBf16Pairs(w_, out_, in_, pairs.as<bf16>());
+  owned_ = std::move(pairs);
+  w_ = owned_.as<bf16>();
+  layout_ = kernels::Bf16Layout::kPairs;
+  return true;
 }
 
 Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const checkpoint::Checkpoint& ckpt,
@@ -97,6 +111,7 @@ Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const checkpoint::Checkpoint& 
   l.w_ = dst;
   l.out_ = out;
   l.in_ = in;
+  l.ToPairs();
   return l;
 }
 
@@ -107,13 +122,14 @@ Bf16Linear Bf16Linear::FromData(const bf16* w, int64_t out, int64_t in) {
   l.w_ = l.owned_.as<bf16>();
   l.out_ = out;
   l.in_ = in;
+  l.ToPairs();
   return l;
 }
 
 void Bf16Linear::Forward(const bf16* x, int64_t ldx, int64_t m, bf16* y, int64_t ldy,
                          ThreadPool* pool) const {
   if (m == 0) return;
-  kernels::GemmBf16(x, ldx, m, in_, w_, out_, y, ldy, pool);
+  kernels::GemmBf16(x, ldx, m, in_, w_, out_, y, ldy, pool, layout_);
 }
 
 Result<Int8Linear> Int8Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
@@ -219,9 +235,12 @@ void Bf16OrFp8Linear::ForwardGrouped(const bf16* x, int64_t ldx, int64_t m, int6
   if (is_fp8()) return kernels::GemmBf16Fp8Grouped(x, ldx, m, groups, fp8_, y, ldy, pool);
   const int64_t in = bf16_.in();
   const int64_t rows = bf16_.out() / groups;
+  // In pairs, group g's first column starts at g·rows·in too when rows is
+  // even (no pair straddles two groups).
+  DSV4_CHECK(bf16_.layout() == kernels::Bf16Layout::kRows || rows % 2 == 0);
   for (int64_t g = 0; g < groups; ++g) {
     kernels::GemmBf16(x + g * in, ldx, m, in, bf16_.data() + g * rows * in, rows, y + g * rows, ldy,
-                      pool);
+                      pool, bf16_.layout());
   }
 }
 

@@ -60,7 +60,10 @@ class Fp8Linear {
 
 // BF16 weight "<name>.weight" [out, in] used as a BF16 GEMM operand
 // (FP32 accumulation) or, where the reference holds an FP32 parameter, as an
-// exactly upcast FP32 operand.
+// exactly upcast FP32 operand.  Where the GEMMs read the BF16 pair layout
+// (kernels::GemmBf16ReadsPairs, in % 128 == 0) the weight is copied into it
+// at load, and the mapped source's pages leave the resident set; the bits
+// are the same either way.
 class Bf16Linear {
  public:
   Bf16Linear() = default;
@@ -69,7 +72,8 @@ class Bf16Linear {
   Bf16Linear(const Bf16Linear&) = delete;
   Bf16Linear& operator=(const Bf16Linear&) = delete;
 
-  // Zero-copy unless the mapped data is not 2-byte aligned (then copied).
+  // Zero-copy unless the mapped data is not 2-byte aligned (then copied) or
+  // the pair layout applies.
   static Result<Bf16Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
                                  int64_t out, int64_t in);
   // The FP8 weight "<name>.weight"/"<name>.scale" dequantized to BF16
@@ -85,12 +89,19 @@ class Bf16Linear {
 
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }
+  // The weight in layout(): [out, in] rows or the BF16 pair layout.
   const bf16* data() const { return w_; }
+  kernels::Bf16Layout layout() const { return layout_; }
 
  private:
-  const bf16* w_ = nullptr;  // [out, in]; points into the mapping or into owned_
+  // Copies w_ into owned_ in the pair layout where the GEMMs read it;
+  // returns whether it did.
+  bool ToPairs();
+
+  const bf16* w_ = nullptr;  // in layout_; points into the mapping or into owned_
   int64_t out_ = 0;
   int64_t in_ = 0;
+  kernels::Bf16Layout layout_ = kernels::Bf16Layout::kRows;
   Buffer owned_;
 };
 

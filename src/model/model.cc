@@ -193,7 +193,9 @@ Status Model::Bind(const ModelOptions& options) {
                            shard.comm->size(), c.n_routed_experts);
   }
   DSV4_ASSIGN_OR_RETURN(embed_, BindBf16(*ckpt_, "embed.weight", {v, d}, store_));
-  DSV4_ASSIGN_OR_RETURN(head_, BindBf16(*ckpt_, "head.weight", {v, d}, store_));
+  // In the BF16 pair layout where the GEMMs read it (the head is the
+  // largest dense GEMV of a decode step).
+  DSV4_ASSIGN_OR_RETURN(head_, Bf16Linear::Load(*ckpt_, "head", v, d));
   DSV4_ASSIGN_OR_RETURN(main_head_.hc_head, LoadHcWeights(*ckpt_, "hc_head", hc_, true, store_));
   DSV4_ASSIGN_OR_RETURN(main_head_.norm, BindBf16(*ckpt_, "norm.weight", {d}, store_));
   // Only this rank's routed experts are bound (the others' views stay empty:
@@ -428,9 +430,11 @@ void Model::Head(const HeadWeights& hw, const bf16* streams, const ForwardBatch&
   if (out.hidden != nullptr) std::memcpy(out.hidden, y, Sz(r * d) * sizeof(bf16));
   if (out.logits != nullptr) {
     if (out.approx_logits) {
-      kernels::GemmBf16F32Approx(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+      kernels::GemmBf16F32Approx(y, r, d, head_.data(), cfg_.vocab_size, out.logits, pool,
+                                 head_.layout());
     } else {
-      kernels::GemmBf16F32(y, r, d, head_, cfg_.vocab_size, out.logits, pool);
+      kernels::GemmBf16F32(y, r, d, head_.data(), cfg_.vocab_size, out.logits, pool,
+                           head_.layout());
     }
   }
 }

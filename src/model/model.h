@@ -251,7 +251,7 @@ class Model {
   WeightStore store_;
   HcShape hc_;
   const bf16* embed_ = nullptr;  // [vocab, D]
-  const bf16* head_ = nullptr;   // [vocab, D], used as FP32
+  Bf16Linear head_;              // [vocab, D], used as FP32
   HeadWeights main_head_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::unique_ptr<Block> mtp_block_;

@@ -580,5 +580,78 @@ TEST(GemmBf16F32Approx, CloseToExactBatchInvariantExactWithoutBf16Dots) {
   }
 }
 
+// The BF16 pair layout as gemm.h states it (column c's chunk i at
+// ((c / 2) · 2·in/128 + 2i + c % 2) · 128, an odd last column paired with
+// zeros), and unpacking restores the rows.
+TEST(Bf16Pairs, LayoutAsDocumentedAndUnpackRestoresRows) {
+  std::mt19937 rng(51);
+  const int64_t out = 5, in = 256;
+  const std::vector<bf16> rows = RandomBf16(out * in, &rng);
+  ASSERT_TRUE(Bf16PairsFit(in));
+  EXPECT_FALSE(Bf16PairsFit(300));
+  ASSERT_EQ(Bf16PairsElements(out, in), 6 * in);
+  std::vector<bf16> pairs(static_cast<size_t>(Bf16PairsElements(out, in)), bf16{0x7fff});
+  PackBf16Pairs(rows.data(), out, in, pairs.data());
+  for (int64_t c = 0; c < 6; ++c) {
+    for (int64_t k = 0; k < in; ++k) {
+      const int64_t at = ((c / 2) * 2 * (in / 128) + 2 * (k / 128) + c % 2) * 128 + k % 128;
+      ASSERT_EQ(pairs[at].bits, c < out ? rows[c * in + k].bits : 0) << c << " " << k;
+    }
+  }
+  std::vector<bf16> back(rows.size());
+  UnpackBf16Rows(pairs.data(), out, in, back.data());
+  EXPECT_EQ(std::memcmp(back.data(), rows.data(), rows.size() * sizeof(bf16)), 0);
+}
+
+// Every BF16 GEMM reads a weight in pairs bit for bit as in rows: GemmBf16,
+// GemmBf16F32, GemmBf16F32Pair and GemmBf16F32Approx, every ISA (the scalar
+// reference unpacks per call), the one-row and few-row walks and the tiles,
+// odd and even column counts, 1 and 3 threads.
+TEST(Bf16Pairs, EveryBf16GemmReadsPairsBitForBit) {
+  std::mt19937 rng(52);
+  for (int64_t k : {128, 512}) {
+    for (int64_t n : {1, 17, 64, 131}) {
+      const std::vector<bf16> w = RandomBf16(n * k, &rng);
+      std::vector<bf16> wp(static_cast<size_t>(Bf16PairsElements(n, k)));
+      PackBf16Pairs(w.data(), n, k, wp.data());
+      for (int64_t m : {1, 2, 3, 4, 5, 9, 70}) {
+        const std::vector<bf16> x = RandomBf16(m * k, &rng);
+        for (Isa isa : AllIsas()) {
+          if (isa == Isa::kScalar && m > 4) continue;
+          IsaScope scope(isa);
+          ThreadPool pool(3);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const std::string what = std::string(IsaName(isa)) + " k" + std::to_string(k) + " n" +
+                                     std::to_string(n) + " m" + std::to_string(m) +
+                                     (p ? " 3 threads" : " 1 thread");
+            std::vector<bf16> yr(m * n), yp(m * n);
+            GemmBf16(x.data(), k, m, k, w.data(), n, yr.data(), n, p);
+            GemmBf16(x.data(), k, m, k, wp.data(), n, yp.data(), n, p, Bf16Layout::kPairs);
+            ASSERT_EQ(std::memcmp(yr.data(), yp.data(), yr.size() * sizeof(bf16)), 0)
+                << "GemmBf16 " << what;
+            std::vector<float> fr(m * n), fp(m * n, -1.0f), gr(m * n), gp(m * n, -1.0f);
+            GemmBf16F32(x.data(), m, k, w.data(), n, fr.data(), p);
+            GemmBf16F32(x.data(), m, k, wp.data(), n, fp.data(), p, Bf16Layout::kPairs);
+            ASSERT_EQ(std::memcmp(fr.data(), fp.data(), fr.size() * sizeof(float)), 0)
+                << "GemmBf16F32 " << what;
+            std::fill(fp.begin(), fp.end(), -1.0f);
+            GemmBf16F32Pair(x.data(), m, k, wp.data(), n, fp.data(), wp.data(), n, gp.data(), p,
+                            Bf16Layout::kPairs);
+            ASSERT_EQ(std::memcmp(fr.data(), fp.data(), fr.size() * sizeof(float)), 0)
+                << "GemmBf16F32Pair " << what;
+            ASSERT_EQ(std::memcmp(fr.data(), gp.data(), fr.size() * sizeof(float)), 0)
+                << "GemmBf16F32Pair (second) " << what;
+            GemmBf16F32Approx(x.data(), m, k, w.data(), n, gr.data(), p);
+            std::fill(gp.begin(), gp.end(), -1.0f);
+            GemmBf16F32Approx(x.data(), m, k, wp.data(), n, gp.data(), p, Bf16Layout::kPairs);
+            ASSERT_EQ(std::memcmp(gr.data(), gp.data(), gr.size() * sizeof(float)), 0)
+                << "GemmBf16F32Approx " << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::kernels

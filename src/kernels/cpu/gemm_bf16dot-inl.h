@@ -15,16 +15,21 @@ namespace {
 // Rows [0, kRows) of x against one column of w: each step adds 2·kLanes
 // products to one of two accumulators (alternating steps, summed at the end),
 // so a row's chain is fixed whatever M.  The K tail is zero padded.
+// wc: the column's first element; `pairs`: w in the BF16 pair layout, where
+// the column's 128-element chunks are 256 elements apart (k % 128 == 0, so
+// a step of 2·kStep never crosses a chunk).
 template <class V, int kRows>
 [[gnu::always_inline]] inline void DotColumn(const Bf16DotArgs& a, const bf16* x, const bf16* wc,
-                                             typename V::F* out) {
+                                             bool pairs, typename V::F* out) {
   constexpr int64_t kStep = 2 * V::kLanes;  // BF16 values per instruction
+  static_assert(kChunk % (2 * kStep) == 0);
   typename V::F even[kRows], odd[kRows];
   for (int r = 0; r < kRows; ++r) even[r] = odd[r] = V::Zero();
   int64_t k0 = 0;
   for (; k0 + 2 * kStep <= a.k; k0 += 2 * kStep) {
-    const typename V::BH w0 = V::LoadBh(wc + k0);
-    const typename V::BH w1 = V::LoadBh(wc + k0 + kStep);
+    const bf16* wk = wc + (pairs ? k0 + (k0 / kChunk) * kChunk : k0);
+    const typename V::BH w0 = V::LoadBh(wk);
+    const typename V::BH w1 = V::LoadBh(wk + kStep);
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const bf16* xr = x + r * a.k + k0;
@@ -57,10 +62,12 @@ void DotPanelRows(const Bf16DotArgs& a, int64_t r0, int64_t n0, int64_t nc) {
   }
   for (int64_t c = 0; c < nc; ++c) {
     // Column by column a panel is one contiguous stream, which the hardware
-    // prefetchers follow without help.
-    const bf16* wc = a.w + (n0 + c) * a.k;
+    // prefetchers follow without help (in pairs: a pair's region twice, the
+    // second pass from cache).
+    const int64_t n = n0 + c;
+    const bf16* wc = a.w_pairs ? a.w + (n >> 1) * 2 * a.k + (n & 1) * kChunk : a.w + n * a.k;
     typename V::F col[kRows];
-    DotColumn<V, kRows>(a, a.x + r0 * a.k, wc, col);
+    DotColumn<V, kRows>(a, a.x + r0 * a.k, wc, a.w_pairs, col);
     for (int r = 0; r < kRows; ++r) lanes[r][c] = col[r];
   }
   for (int r = 0; r < kRows; ++r) {

@@ -108,6 +108,7 @@ struct DenseGemmArgs {
   int64_t m = 0;
   int64_t k = 0;
   const bf16* w_bf16 = nullptr;  // [n, k]; exactly one of w_bf16 / w_f32 / w_fp8 is set
+  bool w_pairs = false;          // w_bf16 in Bf16Layout::kPairs (k % 128 == 0)
   const float* w_f32 = nullptr;  // [n, k], possibly misaligned
   // Or FP8 codes with block scales whose code·scale values are all exact in
   // BF16 (k % 128 == 0): decoded to those values, same chain as w_bf16.
@@ -125,7 +126,8 @@ struct Bf16DotArgs {
   int64_t k = 0;
   const bf16* w = nullptr;  // [n, k]
   int64_t n = 0;
-  float* y = nullptr;  // [m, n]
+  float* y = nullptr;    // [m, n]
+  bool w_pairs = false;  // w in Bf16Layout::kPairs (k % 128 == 0)
 };
 
 // One ISA's kernels; each computes the part t of the output.

@@ -200,13 +200,24 @@ void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) 
   DensePanels<V>(a, decode, t);
 }
 
+// Where column col's elements from k0 (a multiple of kChunk) on lie: in
+// rows, or in the BF16 pair layout (kernels/gemm.h: the column's chunks
+// alternate with its partner's), where a chunk's kChunk elements are
+// contiguous too.
+[[gnu::always_inline]] inline int64_t DenseChunkAt(bool pairs, int64_t k, int64_t col, int64_t k0) {
+  return pairs ? (col >> 1) * 2 * k + 2 * k0 + (col & 1) * kChunk : col * k + k0;
+}
+
 // Decoder of a BF16 or FP32 weight.
 template <class V, typename W>
 auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
-  return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
-    const W* row = w + col * a.k + k0;
-    if (col + ahead < a.n) Prefetch(row + ahead * a.k, count * static_cast<int64_t>(sizeof(W)));
-    LoadDenseChunk<V>(row, count, out);
+  const bool pairs = sizeof(W) == 2 && a.w_pairs;
+  return [&a, w, pairs](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
+    if (col + ahead < a.n) {
+      Prefetch(w + DenseChunkAt(pairs, a.k, col + ahead, k0),
+               count * static_cast<int64_t>(sizeof(W)));
+    }
+    LoadDenseChunk<V>(w + DenseChunkAt(pairs, a.k, col, k0), count, out);
   };
 }
 

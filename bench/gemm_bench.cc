@@ -376,9 +376,11 @@ void MoeDecodeArgs(benchmark::internal::Benchmark* b) {
 struct HeadShape {
   int64_t vocab, hidden;
   bool approx;
+  Bf16Layout layout = Bf16Layout::kRows;  // kPairs: as the model loads the head
 };
 constexpr HeadShape kTinyHead{4096, 256, false}, kTinyDraftHead{4096, 256, true};
 constexpr HeadShape kBenchHead{16384, 4096, false}, kBenchDraftHead{16384, 4096, true};
+constexpr HeadShape kBenchHeadPairs{16384, 4096, false, Bf16Layout::kPairs};
 
 void BM_HeadF32(benchmark::State& state, HeadShape shape) {
   if (!SelectIsa(state)) return;
@@ -392,12 +394,16 @@ void BM_HeadF32(benchmark::State& state, HeadShape shape) {
   std::vector<float> y(m * n);
   for (int64_t i = 0; i < n * k; ++i) w[i] = F32ToBf16(normal(rng));
   for (auto& v : x) v = F32ToBf16(normal(rng));
+  if (shape.layout == Bf16Layout::kPairs) {
+    const std::vector<bf16> rows(w, w + n * k);
+    PackBf16Pairs(rows.data(), n, k, w);  // n even: the same element count
+  }
   auto pool = MakePool(state.range(2));
   for (auto _ : state) {
     if (approx) {
-      GemmBf16F32Approx(x.data(), m, k, w, n, y.data(), pool.get());
+      GemmBf16F32Approx(x.data(), m, k, w, n, y.data(), pool.get(), shape.layout);
     } else {
-      GemmBf16F32(x.data(), m, k, w, n, y.data(), pool.get());
+      GemmBf16F32(x.data(), m, k, w, n, y.data(), pool.get(), shape.layout);
     }
     benchmark::DoNotOptimize(y.data());
   }
@@ -426,11 +432,21 @@ void BM_CompressorProject(benchmark::State& state) {
   std::vector<bf16> x(dim);
   for (auto& v : x) v = F32ToBf16(normal(rng));
   std::vector<float> kv(width), score(width);
+  // Arg 3: the weights in the BF16 pair layout the model loads them into.
+  const Bf16Layout layout = state.range(3) != 0 ? Bf16Layout::kPairs : Bf16Layout::kRows;
+  if (layout == Bf16Layout::kPairs) {
+    for (auto* ws : {&wkv, &wgate}) {
+      for (auto& w : *ws) {
+        std::vector<bf16> rows = w;
+        PackBf16Pairs(rows.data(), width, dim, w.data());
+      }
+    }
+  }
   auto pool = MakePool(state.range(2));
   int64_t layer = 0;
   for (auto _ : state) {
     GemmBf16F32Pair(x.data(), 1, dim, wkv[layer].data(), width, kv.data(), wgate[layer].data(),
-                    width, score.data(), pool.get());
+                    width, score.data(), pool.get(), layout);
     benchmark::DoNotOptimize(kv.data());
     benchmark::DoNotOptimize(score.data());
     layer = (layer + 1) % layers;
@@ -438,14 +454,17 @@ void BM_CompressorProject(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * width * dim * 2);
 }
 
-// {isa, width, threads}: AVX-512, one thread and all CPUs, real time.
+// {isa, width, threads, pairs}: AVX-512, one thread and all CPUs, rows and
+// pairs, real time.
 void CompressorArgs(benchmark::internal::Benchmark* b) {
   for (int64_t width : {512, 1024}) {
     for (int64_t threads : {int64_t{1}, int64_t{ThreadPool::DefaultThreads()}}) {
-      b->Args({2, width, threads});
+      for (int64_t pairs : {0, 1}) b->Args({2, width, threads, pairs});
     }
   }
-  b->ArgNames({"isa", "width", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->ArgNames({"isa", "width", "threads", "pairs"})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden
@@ -615,6 +634,7 @@ BENCHMARK_CAPTURE(BM_HeadF32, Verify_tiny_head, kTinyHead)->Apply(HeadArgs);
 // The MTP draft head (GemmBf16F32Approx: AVX512-BF16 dot products).
 BENCHMARK_CAPTURE(BM_HeadF32, Draft_tiny_head, kTinyDraftHead)->Apply(HeadArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head, kBenchHead)->Apply(HeadGemvArgs);
+BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head_pairs, kBenchHeadPairs)->Apply(HeadGemvArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_draft_head, kBenchDraftHead)->Apply(HeadGemvArgs);
 BENCHMARK(BM_ReadPattern)->Arg(16)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadBandwidth)

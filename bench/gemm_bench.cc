@@ -462,9 +462,7 @@ void CompressorArgs(benchmark::internal::Benchmark* b) {
       for (int64_t pairs : {0, 1}) b->Args({2, width, threads, pairs});
     }
   }
-  b->ArgNames({"isa", "width", "threads", "pairs"})
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
+  b->ArgNames({"isa", "width", "threads", "pairs"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 // Quantization of activations per token: ActQuantFp8 of a 4096-wide hidden

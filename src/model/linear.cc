@@ -46,7 +46,7 @@ void Fp8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, Thread
 }
 
 Result<Bf16Linear> Bf16Linear::Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                    int64_t out, int64_t in) {
+                                    int64_t out, int64_t in, bool pairs) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kBF16, {out, in}));
   Bf16Linear l;
@@ -55,13 +55,13 @@ Result<Bf16Linear> Bf16Linear::Load(const checkpoint::Checkpoint& ckpt, const st
   if (IsAligned(w->data, alignof(bf16))) {
     l.w_ = w->as<bf16>();
     // The copy replaces the mapped bytes (as the FP4/FP8 panel copies do).
-    if (l.ToPairs()) ckpt.DropResidentPages(name + ".weight");
+    if (pairs && l.ToPairs()) ckpt.DropResidentPages(name + ".weight");
     return l;
   }
   l.owned_ = Buffer(w->nbytes());
   std::memcpy(l.owned_.data(), w->data, w->nbytes());
   l.w_ = l.owned_.as<bf16>();
-  l.ToPairs();
+  if (pairs) l.ToPairs();
   return l;
 }
 
@@ -79,8 +79,8 @@ bool Bf16Linear::ToPairs() {
 }
 
 Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const checkpoint::Checkpoint& ckpt,
-                                                  const std::string& name, int64_t out,
-                                                  int64_t in) {
+                                                  const std::string& name, int64_t out, int64_t in,
+                                                  bool pairs) {
   DSV4_ASSIGN_OR_RETURN(const TensorView* w,
                         ckpt.Require(name + ".weight", DType::kF8E4M3, {out, in}));
   const int64_t scale_cols = CeilDiv(in, 128);
@@ -111,7 +111,7 @@ Result<Bf16Linear> Bf16Linear::LoadDequantizedFp8(const checkpoint::Checkpoint& 
   l.w_ = dst;
   l.out_ = out;
   l.in_ = in;
-  l.ToPairs();
+  if (pairs) l.ToPairs();
   return l;
 }
 
@@ -210,8 +210,10 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
                                               int64_t group_rows, WeightStore& store) {
   Bf16OrFp8Linear l;
   const TensorView* w = ckpt.Find(name + ".weight");
+  // Pairs only where no pair straddles two groups (ForwardGrouped).
+  const bool pairs = group_rows % 2 == 0;
   if (w != nullptr && w->dtype == DType::kBF16) {
-    DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::Load(ckpt, name, out, in));
+    DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::Load(ckpt, name, out, in, pairs));
     return l;
   }
   if (in % 128 == 0 && group_rows % 128 == 0) {
@@ -225,7 +227,7 @@ Result<Bf16OrFp8Linear> Bf16OrFp8Linear::Load(const checkpoint::Checkpoint& ckpt
       return l;
     }
   }
-  DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::LoadDequantizedFp8(ckpt, name, out, in));
+  DSV4_ASSIGN_OR_RETURN(l.bf16_, Bf16Linear::LoadDequantizedFp8(ckpt, name, out, in, pairs));
   return l;
 }
 

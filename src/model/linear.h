@@ -73,14 +73,17 @@ class Bf16Linear {
   Bf16Linear& operator=(const Bf16Linear&) = delete;
 
   // Zero-copy unless the mapped data is not 2-byte aligned (then copied) or
-  // the pair layout applies.
+  // the pair layout applies.  pairs = false keeps the rows (a grouped
+  // projection whose groups hold an odd number of rows: a pair would
+  // straddle two groups).
   static Result<Bf16Linear> Load(const checkpoint::Checkpoint& ckpt, const std::string& name,
-                                 int64_t out, int64_t in);
+                                 int64_t out, int64_t in, bool pairs = true);
   // The FP8 weight "<name>.weight"/"<name>.scale" dequantized to BF16
   // (code value x block scale, exact in BF16 for the checkpoint's scales; an
   // inexact product is an error), as the reference's converter does for wo_a.
   static Result<Bf16Linear> LoadDequantizedFp8(const checkpoint::Checkpoint& ckpt,
-                                               const std::string& name, int64_t out, int64_t in);
+                                               const std::string& name, int64_t out, int64_t in,
+                                               bool pairs = true);
   // Copies w [out, in] (tests and synthetic weights).
   static Bf16Linear FromData(const bf16* w, int64_t out, int64_t in);
 
@@ -186,6 +189,7 @@ class Bf16OrFp8Linear {
                       ThreadPool* pool) const;
 
   bool is_fp8() const { return fp8_.codes != nullptr; }
+  const Bf16Linear& bf16_linear() const { return bf16_; }  // meaningful unless is_fp8()
 
  private:
   Bf16Linear bf16_;           // used unless is_fp8()

@@ -2,16 +2,21 @@
 // after binding equal PackFp4Panels, over several batches and threads, and
 // the source tensors dropped along the way stay readable.  (That a drop
 // leaves the resident set: Checkpoint.DropResidentPagesKeepsBytesReadable.)
-// And Fp8Linear's load-time FP8 panel copy (model/linear.h).
+// And Fp8Linear's load-time FP8 panel copy and Bf16Linear's pair copy
+// (model/linear.h).
 #include "model/weights.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors_writer.h"
+#include "kernels/gemm.h"
 #include "kernels/quant.h"
 #include "model/linear.h"
 #include "model/workspace.h"
@@ -122,6 +127,73 @@ TEST(Fp8Linear, LoadPacksForTheDotKernelAndDropsTheSource) {
   model::Workspace ws;
   l->Forward(x.data(), m, got.data(), ws, nullptr);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16)), 0);
+}
+
+// Where the BF16 GEMMs read the pair layout, Bf16Linear::Load copies the
+// weight into it and drops the mapped source; the forward is the rows' bit
+// for bit.
+TEST(Bf16Linear, LoadCopiesIntoPairsAndDropsTheSource) {
+  auto ckpt = checkpoint::Checkpoint::Open(testing::TestDataPath("golden/tiny-a"));
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  const checkpoint::Checkpoint& c = **ckpt;
+  const TensorView* t = c.Find("head.weight");
+  ASSERT_NE(t, nullptr);
+  const int64_t out = t->dim(0), in = t->dim(1);
+  auto l = model::Bf16Linear::Load(c, "head", out, in);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  const auto at = reinterpret_cast<uintptr_t>(t->data);
+  bool dropped = false;
+  for (const auto& [begin, end] : c.DroppedRanges()) dropped |= begin <= at && at < end;
+  const bool pairs = kernels::GemmBf16ReadsPairs() && kernels::Bf16PairsFit(in);
+  EXPECT_EQ(l->layout(), pairs ? kernels::Bf16Layout::kPairs : kernels::Bf16Layout::kRows);
+  EXPECT_EQ(dropped, pairs);
+  EXPECT_EQ(l->data() == t->as<bf16>(), !pairs);
+  constexpr int64_t m = 3;
+  std::vector<bf16> x(m * in), want(m * out), got(m * out);
+  for (int64_t i = 0; i < m * in; ++i) x[i] = F32ToBf16(static_cast<float>((i * 7) % 23) - 11.0f);
+  kernels::GemmBf16(x.data(), in, m, in, t->as<bf16>(), out, want.data(), out, nullptr);
+  l->Forward(x.data(), in, m, got.data(), out, nullptr);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16)), 0);
+}
+
+// A grouped BF16 projection takes pairs only when its groups hold an even
+// number of rows (no pair may straddle two groups); either way
+// ForwardGrouped equals one GemmBf16 per group on the rows.
+TEST(Bf16OrFp8Linear, GroupedBf16KeepsRowsForOddGroupsAndMatchesPerGroupCalls) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(DSV4_BINARY_DIR) / "tmp" / ("grouped-bf16-" + std::to_string(::getpid()));
+  constexpr int64_t in = 128, groups = 2, m = 2;
+  for (int64_t rows : {3, 4}) {
+    SCOPED_TRACE(rows);
+    const int64_t out = groups * rows;
+    std::vector<bf16> w(out * in), x(m * groups * in);
+    for (int64_t i = 0; i < out * in; ++i) w[i] = F32ToBf16(0.01f * static_cast<float>(i % 97));
+    for (int64_t i = 0; i < m * groups * in; ++i) {
+      x[i] = F32ToBf16(static_cast<float>((i * 5) % 17) - 8.0f);
+    }
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    ASSERT_TRUE(checkpoint::WriteSafetensorsFile((dir / "model.safetensors").string(),
+                                                 {{"p.weight", DType::kBF16, {out, in}, w.data()}})
+                    .ok());
+    auto ckpt = checkpoint::Checkpoint::Open(dir.string());
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+    model::WeightStore store;
+    auto l = model::Bf16OrFp8Linear::Load(**ckpt, "p", out, in, rows, store);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    const bool pairs = rows % 2 == 0 && kernels::GemmBf16ReadsPairs();
+    EXPECT_EQ(l->bf16_linear().layout(),
+              pairs ? kernels::Bf16Layout::kPairs : kernels::Bf16Layout::kRows);
+    std::vector<bf16> want(m * out), got(m * out);
+    for (int64_t g = 0; g < groups; ++g) {
+      kernels::GemmBf16(x.data() + g * in, groups * in, m, in, w.data() + g * rows * in, rows,
+                        want.data() + g * rows, out, nullptr);
+    }
+    l->ForwardGrouped(x.data(), groups * in, m, groups, got.data(), out, nullptr);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(bf16)), 0);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -116,6 +116,30 @@ void ExpectSameBits(const std::vector<bf16>& a, const std::vector<bf16>& b, cons
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i].bits, b[i].bits) << what << " at " << i;
 }
 
+// One GEMM case: M, K, N and whether the codes reach the INT32 extremes.
+struct Size {
+  int64_t m, k, n;
+  bool extreme;
+};
+
+// Each size (seeds from `seed` on) through `run` under every ISA, on 1 and 3
+// threads, bit for bit against the scalar reference.
+void ExpectEveryIsaMatchesReference(const std::vector<Size>& sizes, uint32_t seed,
+                                    std::vector<bf16> (*run)(const Problem&, ThreadPool*)) {
+  ThreadPool pool(3);
+  for (const Size& s : sizes) {
+    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
+    const std::vector<bf16> want = RunRef(p);
+    for (Isa isa : AllIsas()) {
+      IsaScope scope(isa);
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
+                                        << " n=" << s.n << " extreme=" << s.extreme);
+      ExpectSameBits(run(p, nullptr), want, "1 thread");
+      ExpectSameBits(run(p, &pool), want, "3 threads");
+    }
+  }
+}
+
 TEST(Int8Gemm, ReferenceIsTheDefiningFormula) {
   const Problem p = MakeProblem(3, 70, 5, 7, false);
   const std::vector<bf16> y = RunRef(p);
@@ -130,26 +154,13 @@ TEST(Int8Gemm, ReferenceIsTheDefiningFormula) {
 }
 
 TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
-  ThreadPool pool(3);
-  struct Size {
-    int64_t m, k, n;
-  };
-  const Size sizes[] = {{1, 64, 16},   {1, 4096, 37}, {5, 1, 3},   {2, 33, 9},
-                        {7, 127, 18},  {1, 129, 4},   {3, 256, 5}, {65, 192, 21},
-                        {1, 2048, 64}, {4, 95, 1},    {6, 200, 13}};
-  uint32_t seed = 1;
+  const int64_t mkn[][3] = {{1, 64, 16},   {1, 4096, 37}, {5, 1, 3},   {2, 33, 9},
+                            {7, 127, 18},  {1, 129, 4},   {3, 256, 5}, {65, 192, 21},
+                            {1, 2048, 64}, {4, 95, 1},    {6, 200, 13}};
   for (bool extreme : {false, true}) {
-    for (const Size& s : sizes) {
-      const Problem p = MakeProblem(s.m, s.k, s.n, seed++, extreme);
-      const std::vector<bf16> want = RunRef(p);
-      for (Isa isa : AllIsas()) {
-        IsaScope scope(isa);
-        SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
-                                          << " n=" << s.n << " extreme=" << extreme);
-        ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
-        ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
-      }
-    }
+    std::vector<Size> sizes;
+    for (const auto& s : mkn) sizes.push_back({s[0], s[1], s[2], extreme});
+    ExpectEveryIsaMatchesReference(sizes, extreme ? 12 : 1, RunGemm);
   }
 }
 
@@ -159,26 +170,16 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
 // (4-byte groups and 64-byte packing steps), INT32 extremes up to K = 65,536,
 // 1 and 3 threads.  On other CPUs the same sizes check the older paths.
 TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
-  ThreadPool pool(3);
-  struct Size {
-    int64_t m, k, n;
-    bool extreme;
-  };
-  const Size sizes[] = {{512, 64, 64, false}, {513, 1, 1, false},    {517, 3, 17, false},
-                        {530, 65, 65, false}, {600, 257, 80, false}, {721, 36, 130, false},
-                        {512, 129, 48, true}, {515, 1000, 19, true}, {512, 65536, 3, true}};
-  uint32_t seed = 500;
-  for (const Size& s : sizes) {
-    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
-    const std::vector<bf16> want = RunRef(p);
-    for (Isa isa : AllIsas()) {
-      IsaScope scope(isa);
-      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
-                                        << " n=" << s.n << " extreme=" << s.extreme);
-      ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
-      ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
-    }
-  }
+  ExpectEveryIsaMatchesReference({{512, 64, 64, false},
+                                  {513, 1, 1, false},
+                                  {517, 3, 17, false},
+                                  {530, 65, 65, false},
+                                  {600, 257, 80, false},
+                                  {721, 36, 130, false},
+                                  {512, 129, 48, true},
+                                  {515, 1000, 19, true},
+                                  {512, 65536, 3, true}},
+                                 500, RunGemm);
 }
 
 // The broadcast path (2 <= M < 512 and N >= 16 on AVX-512 VNNI: activations
@@ -189,11 +190,6 @@ TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
 // below, at and across 16 and the 1,024 block (K % 16 tails), INT32 extremes
 // up to K = 65,536, 1 and 3 threads.  On other CPUs the older paths.
 TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
-  ThreadPool pool(3);
-  struct Size {
-    int64_t m, k, n;
-    bool extreme;
-  };
   std::vector<Size> sizes;
   const int64_t ks[] = {1, 5, 15, 16, 17, 100, 1024, 1040, 1100, 2051};
   const int64_t ns[] = {16, 17, 23, 29, 97, 200};
@@ -205,18 +201,7 @@ TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
                        Size{5, 65536, 17, true}, Size{40, 4096, 100, false}}) {
     sizes.push_back(s);
   }
-  uint32_t seed = 700;
-  for (const Size& s : sizes) {
-    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
-    const std::vector<bf16> want = RunRef(p);
-    for (Isa isa : AllIsas()) {
-      IsaScope scope(isa);
-      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
-                                        << " n=" << s.n << " extreme=" << s.extreme);
-      ExpectSameBits(RunGemm(p, nullptr), want, "1 thread");
-      ExpectSameBits(RunGemm(p, &pool), want, "3 threads");
-    }
-  }
+  ExpectEveryIsaMatchesReference(sizes, 700, RunGemm);
 }
 
 // The panel layout as int8_gemm.h states it: a column's 4 codes of input
@@ -264,11 +249,6 @@ TEST(Int8Panels, LayoutAsDocumentedAndUnpackRestoresRows) {
 // extremes up to K = 65,536, 1 and 3 threads.  On CPUs without VNNI the
 // weight is unpacked per call and takes the row kernels.
 TEST(Int8Gemm, PanelWeightsAreBitIdenticalToScalar) {
-  ThreadPool pool(3);
-  struct Size {
-    int64_t m, k, n;
-    bool extreme;
-  };
   std::vector<Size> sizes;
   const int64_t ks[] = {1, 3, 4, 65, 130, 257};
   const int64_t ns[] = {1, 16, 17, 63, 64, 65, 130};
@@ -277,18 +257,7 @@ TEST(Int8Gemm, PanelWeightsAreBitIdenticalToScalar) {
                        Size{7, 65536, 3, true}, Size{2, 1000, 64, true}}) {
     sizes.push_back(s);
   }
-  uint32_t seed = 900;
-  for (const Size& s : sizes) {
-    const Problem p = MakeProblem(s.m, s.k, s.n, seed++, s.extreme);
-    const std::vector<bf16> want = RunRef(p);
-    for (Isa isa : AllIsas()) {
-      IsaScope scope(isa);
-      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " m=" << s.m << " k=" << s.k
-                                        << " n=" << s.n << " extreme=" << s.extreme);
-      ExpectSameBits(RunGemmPanels(p, nullptr), want, "1 thread");
-      ExpectSameBits(RunGemmPanels(p, &pool), want, "3 threads");
-    }
-  }
+  ExpectEveryIsaMatchesReference(sizes, 900, RunGemmPanels);
 }
 
 // A row computed by the packed path (600 rows) equals the same row computed

@@ -211,8 +211,8 @@ void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) 
 // Decoder of a BF16 or FP32 weight.
 template <class V, typename W>
 auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
-  const bool pairs = sizeof(W) == 2 && a.w_pairs;
-  return [&a, w, pairs](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
+  return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
+    const bool pairs = sizeof(W) == 2 && a.w_pairs;  // FP32 weights stay in rows
     if (col + ahead < a.n) {
       Prefetch(w + DenseChunkAt(pairs, a.k, col + ahead, k0),
                count * static_cast<int64_t>(sizeof(W)));

@@ -171,12 +171,6 @@ void BcastInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, cons
 
 }  // namespace
 
-// Scalar on every ISA: O(m*k) next to the GEMM's O(m*k*n), and a single
-// implementation keeps the activation codes identical across ISAs.
-void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales) {
-  ref::ActQuantInt8PerToken(x, m, k, codes, scales);
-}
-
 bool Int8GemmUsesPanels() { return ActiveIsa() == Isa::kAvx512 && HasVnni(); }
 
 void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& given,

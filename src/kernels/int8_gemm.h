@@ -65,8 +65,11 @@ bool Int8GemmUsesPanels();
 // Dynamic per-token symmetric quantization of x [m, k] (BF16, row stride k):
 //   amax = max_k |x|, scale = max(amax, 1e-4) / 127,
 //   q = clamp(rint(x / scale), -127, 127)  (round half to even, FP32 division)
-// codes [m, k], scales [m].  Row r depends only on row r of x.
-void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales);
+// codes [m, k], scales [m].  Row r depends only on row r of x.  SIMD where
+// the ISA has it (IEEE division and round-to-even per element: the same bits
+// as the scalar reference), rows split over `pool` (may be null).
+void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales,
+                          ThreadPool* pool = nullptr);
 
 // y [m, w.out] = bf16((float(sum_k x_codes[m,k]*w.codes[n,k]) * x_scales[m]) * w.scales[n]).
 // REQUIRES: x_codes in [-127, 127] (as ActQuantInt8PerToken produces).

@@ -1,8 +1,13 @@
 #include "kernels/quant.h"
 
+#include <algorithm>
+
 #include "base/logging.h"
+#include "base/thread_pool.h"
 #include "kernels/cpu/quant_cpu.h"
 #include "kernels/dispatch.h"
+#include "kernels/int8_gemm.h"
+#include "kernels/ref/int8_gemm_ref.h"
 #include "kernels/ref/quant_ref.h"
 
 namespace dsv4::kernels {
@@ -29,6 +34,24 @@ const cpu::QuantKernels* SimdQuant() {
 }
 
 }  // namespace
+
+// Declared in int8_gemm.h with the other W8A8 entry points; defined here,
+// beside the quantizers' ISA dispatch.
+void ActQuantInt8PerToken(const bf16* x, int64_t m, int64_t k, int8_t* codes, float* scales,
+                          ThreadPool* pool) {
+  const cpu::QuantKernels* simd = SimdQuant();
+  // Tasks of at least ~16K elements (a row is 4-8K on the model's shapes).
+  ParallelFor(pool, m, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)),
+              [&](int64_t begin, int64_t end) {
+                const bf16* xb = x + begin * k;
+                int8_t* cb = codes + begin * k;
+                if (simd != nullptr) {
+                  simd->act_quant_int8(xb, end - begin, k, cb, scales + begin);
+                } else {
+                  ref::ActQuantInt8PerToken(xb, end - begin, k, cb, scales + begin);
+                }
+              });
+}
 
 void ActQuantFp8(const bf16* x, int64_t rows, int64_t cols, int64_t block, uint8_t* codes,
                  float* scales) {

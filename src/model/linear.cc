@@ -170,7 +170,7 @@ void Int8Linear::Forward(const bf16* x, int64_t m, bf16* y, Workspace& ws, Threa
   if (m == 0) return;
   int8_t* codes = ws.Get<int8_t>(WsSlot::kLinQ8, static_cast<size_t>(m * w_.in));  // [m, in]
   float* scales = ws.Get<float>(WsSlot::kLinS8, static_cast<size_t>(m));           // [m]
-  kernels::ActQuantInt8PerToken(x, m, w_.in, codes, scales);
+  kernels::ActQuantInt8PerToken(x, m, w_.in, codes, scales, pool);
   kernels::Int8Gemm(codes, scales, m, w_, y, pool);
 }
 

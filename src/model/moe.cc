@@ -49,7 +49,7 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t int
     kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
   }
   if constexpr (kInt8) {
-    kernels::ActQuantInt8PerToken(h, m, inter, hq, hs);
+    kernels::ActQuantInt8PerToken(h, m, inter, hq, hs, pool);
   } else {
     kernels::ActQuantFp8(h, m, inter, kActBlock, hq, hs);
   }
@@ -449,7 +449,7 @@ void MoeForward(const MoeShape& shape, const MoeWeights& w, const bf16* x, const
   uint8_t* xq = ws.Get<uint8_t>(WsSlot::kMoeXq, Sz(n * d));  // [n, d] FP8 or INT8 codes
   float* xs = ws.Get<float>(WsSlot::kMoeXs, Sz(n * nb));     // [n, nb]
   if (w.int8) {
-    kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs);
+    kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs, pool);
   } else {
     kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
   }

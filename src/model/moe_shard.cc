@@ -280,7 +280,7 @@ void DataParallelMoe(const MoeShape& shape, const MoeWeights& w, const bf16* x,
   if (n > 0) {
     Route(shape, w.router, x, token_ids, n, ids, rw, nullptr, ws, pool);
     if (w.int8) {
-      kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs);
+      kernels::ActQuantInt8PerToken(x, n, d, reinterpret_cast<int8_t*>(xq), xs, pool);
     } else {
       kernels::ActQuantFp8(x, n, d, kActBlock, xq, xs);
     }

@@ -17,6 +17,18 @@ struct QuantAvx2 {
   [[gnu::always_inline]] static F Zero() { return _mm256_setzero_ps(); }
   [[gnu::always_inline]] static F Set1(float v) { return _mm256_set1_ps(v); }
   [[gnu::always_inline]] static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  [[gnu::always_inline]] static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  [[gnu::always_inline]] static F RoundEven(F v) {
+    return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // 8 integral values in [-127, 127]: to INT32, then narrowed twice (the
+  // saturating packs change nothing in that range) and stored as 8 bytes.
+  [[gnu::always_inline]] static void StoreInt8(int8_t* p, F v) {
+    const __m256i i32 = _mm256_cvtps_epi32(v);
+    const __m128i i16 =
+        _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(i16, i16));
+  }
   [[gnu::always_inline]] static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   [[gnu::always_inline]] static F Max(F a, F b) { return _mm256_max_ps(a, b); }
   [[gnu::always_inline]] static F Abs(F v) {

@@ -15,6 +15,13 @@ struct QuantAvx512 {
   [[gnu::always_inline]] static F Zero() { return _mm512_setzero_ps(); }
   [[gnu::always_inline]] static F Set1(float v) { return _mm512_set1_ps(v); }
   [[gnu::always_inline]] static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  [[gnu::always_inline]] static F Div(F a, F b) { return _mm512_div_ps(a, b); }
+  [[gnu::always_inline]] static F RoundEven(F v) {
+    return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  [[gnu::always_inline]] static void StoreInt8(int8_t* p, F v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  }
   [[gnu::always_inline]] static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   [[gnu::always_inline]] static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   [[gnu::always_inline]] static F Abs(F v) { return _mm512_abs_ps(v); }

@@ -19,6 +19,9 @@ struct QuantKernels {
                         float* scales) = nullptr;
   void (*kv_qat_fp8)(bf16* x, int64_t rows, int64_t cols, int64_t nope) = nullptr;
   void (*fp4_qat)(bf16* x, int64_t rows, int64_t cols) = nullptr;
+  // W8A8 per-token quantization (int8_gemm.h ActQuantInt8PerToken), any cols.
+  void (*act_quant_int8)(const bf16* x, int64_t rows, int64_t cols, int8_t* codes,
+                         float* scales) = nullptr;
 };
 
 extern const QuantKernels kQuantKernelsAvx2;

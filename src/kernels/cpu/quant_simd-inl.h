@@ -8,10 +8,15 @@
 // rounding, which reproduces ref::E4M3FromF32 / E2M1FromF32 bit for bit.
 //
 // V supplies: F (FP32 vector), I (its integer twin), kLanes, LoadBf16, Set1,
-// Zero, Mul, Min, Max, Abs, ReduceMax, EncodeE4M3 (F -> codes in I lanes),
+// Zero, Mul, Div, Min, Max, Abs, ReduceMax, EncodeE4M3 (F -> codes in I lanes),
 // kCodeVecs and StoreCodes (kCodeVecs code vectors -> kCodeVecs·kLanes bytes),
-// RoundE4M3 / RoundE2M1 (the rounded value as FP32), StoreBf16.
+// RoundE4M3 / RoundE2M1 (the rounded value as FP32), RoundEven (to an
+// integer, ties to even), StoreInt8 (integral values in [-127, 127] ->
+// kLanes bytes), StoreBf16.
 #pragma once
+
+#include <algorithm>
+#include <cmath>
 
 #include "kernels/cpu/quant_cpu.h"
 #include "kernels/ref/quant_ref.h"
@@ -91,12 +96,43 @@ void Fp4QatRows(bf16* x, int64_t rows, int64_t cols) {
   }
 }
 
+// W8A8 per-token quantization, bit for bit ref::ActQuantInt8PerToken: the
+// row's amax (NaN ignored, as std::max does), scale = max(amax, 1e-4) / 127,
+// then clamp(rint(x / scale), ±127) with an IEEE division per element (so
+// the same quotient as the scalar code), the rest of the row scalar.
+template <class V>
+void ActQuantInt8Rows(const bf16* x, int64_t rows, int64_t cols, int8_t* codes, float* scales) {
+  const int64_t whole = cols / V::kLanes * V::kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bf16* row = x + r * cols;
+    typename V::F vmax = V::Zero();
+    for (int64_t i = 0; i < whole; i += V::kLanes)
+      vmax = V::Max(V::Abs(V::LoadBf16(row + i)), vmax);
+    float amax = V::ReduceMax(vmax);
+    for (int64_t i = whole; i < cols; ++i) amax = std::max(amax, std::fabs(Bf16ToF32(row[i])));
+    const float scale = std::max(amax, 1e-4f) / 127.0f;
+    scales[r] = scale;
+    const typename V::F vs = V::Set1(scale);
+    const typename V::F hi = V::Set1(127.0f), lo = V::Set1(-127.0f);
+    int8_t* out = codes + r * cols;
+    for (int64_t i = 0; i < whole; i += V::kLanes) {
+      const typename V::F q = V::RoundEven(V::Div(V::LoadBf16(row + i), vs));
+      V::StoreInt8(out + i, V::Min(V::Max(q, lo), hi));
+    }
+    for (int64_t i = whole; i < cols; ++i) {
+      const float q = std::rint(Bf16ToF32(row[i]) / scale);
+      out[i] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
 template <class V>
 constexpr QuantKernels QuantKernelTable() {
   QuantKernels k;
   k.act_quant_fp8 = &ActQuantFp8Rows<V>;
   k.kv_qat_fp8 = &KvQatFp8Rows<V>;
   k.fp4_qat = &Fp4QatRows<V>;
+  k.act_quant_int8 = &ActQuantInt8Rows<V>;
   return k;
 }
 

@@ -15,9 +15,6 @@
 // kLanes bytes), StoreBf16.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
-
 #include "kernels/cpu/quant_cpu.h"
 #include "kernels/ref/quant_ref.h"
 
@@ -96,6 +93,23 @@ void Fp4QatRows(bf16* x, int64_t rows, int64_t cols) {
   }
 }
 
+// Scalar steps of the W8A8 quantizer for a row's tail, as the reference
+// writes them (std::max, std::fabs, std::rint, std::clamp) but with builtins
+// and local code: this header is compiled with each ISA's flags, so it must
+// not instantiate std templates or the shared inline Bf16ToF32 (the linker
+// could hand their AVX-512 copies to AVX2 callers).
+[[gnu::always_inline]] inline float Int8TailValue(bf16 b) {
+  const uint32_t u = static_cast<uint32_t>(b.bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+[[gnu::always_inline]] inline float Int8TailMax(float a, float b) { return a < b ? b : a; }
+[[gnu::always_inline]] inline int8_t Int8TailCode(float v, float scale) {
+  const float q = __builtin_rintf(v / scale);
+  return static_cast<int8_t>(q < -127.0f ? -127.0f : 127.0f < q ? 127.0f : q);
+}
+
 // W8A8 per-token quantization, bit for bit ref::ActQuantInt8PerToken: the
 // row's amax (NaN ignored, as std::max does), scale = max(amax, 1e-4) / 127,
 // then clamp(rint(x / scale), ±127) with an IEEE division per element (so
@@ -106,11 +120,14 @@ void ActQuantInt8Rows(const bf16* x, int64_t rows, int64_t cols, int8_t* codes, 
   for (int64_t r = 0; r < rows; ++r) {
     const bf16* row = x + r * cols;
     typename V::F vmax = V::Zero();
-    for (int64_t i = 0; i < whole; i += V::kLanes)
+    for (int64_t i = 0; i < whole; i += V::kLanes) {
       vmax = V::Max(V::Abs(V::LoadBf16(row + i)), vmax);
+    }
     float amax = V::ReduceMax(vmax);
-    for (int64_t i = whole; i < cols; ++i) amax = std::max(amax, std::fabs(Bf16ToF32(row[i])));
-    const float scale = std::max(amax, 1e-4f) / 127.0f;
+    for (int64_t i = whole; i < cols; ++i) {
+      amax = Int8TailMax(amax, __builtin_fabsf(Int8TailValue(row[i])));
+    }
+    const float scale = Int8TailMax(amax, 1e-4f) / 127.0f;
     scales[r] = scale;
     const typename V::F vs = V::Set1(scale);
     const typename V::F hi = V::Set1(127.0f), lo = V::Set1(-127.0f);
@@ -119,10 +136,7 @@ void ActQuantInt8Rows(const bf16* x, int64_t rows, int64_t cols, int8_t* codes, 
       const typename V::F q = V::RoundEven(V::Div(V::LoadBf16(row + i), vs));
       V::StoreInt8(out + i, V::Min(V::Max(q, lo), hi));
     }
-    for (int64_t i = whole; i < cols; ++i) {
-      const float q = std::rint(Bf16ToF32(row[i]) / scale);
-      out[i] = static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
-    }
+    for (int64_t i = whole; i < cols; ++i) out[i] = Int8TailCode(Int8TailValue(row[i]), scale);
   }
 }
 

@@ -8,7 +8,7 @@
 // once, outside the timing, into the layout its kernel prefers
 // (format_tag::any); so does dsv4 where the model does (W8A8 panels on
 // AVX-512 VNNI, FP8 panels for the BF16 dot kernel), and engine 2 of the INT8
-// benchmark reads the checkpoint's [out, in] rows as the model did before.
+// benchmark passes the checkpoint's [out, in] rows (packed per task).
 //
 //   OMP_NUM_THREADS=T dsv4_onednn_bench   (T = the threads argument)
 //

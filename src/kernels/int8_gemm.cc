@@ -17,32 +17,15 @@ namespace dsv4::kernels {
 namespace {
 
 constexpr int64_t kRowBlock = 64;
-// Below this many rows the AVX2 kernel serves AVX-512 machines too: for the
-// DRAM-bound GEMV it measured 1.5-2x faster than the VNNI kernel (whose
-// offset form needs a second dot product per weight vector, amortized only
-// over a 4-row tile); docs/performance.md.  Every kernel gives the same bits,
-// so the choice cannot affect results.
-constexpr int64_t kVnniMinRows = 4;
 // Each task should stream at least this many weight bytes (wake-up cost).
 constexpr int64_t kMinBytesPerTask = 64 * 1024;
-// A weight in the panel layout (packed at load) takes the outer-product
-// kernel (int8_gemm_avx512.cc) at every batch size on VNNI machines.  For a
-// kRows weight the rest applies.  From this many rows on, VNNI machines take
-// the same kernel: its per-task packing of 64 weight rows is O(N·K),
-// repaid once many micro-tiles of 6 rows reuse each packed vector.  Below it
-// (down to kBcastMinRows), the broadcast kernel (int8_gemm_bcast_avx512.cc),
-// which packs nothing O(N·K): measured 1.0-6x faster than the older paths at
-// 2-32 rows, level at 128, ~5 % slower from 512 (docs/performance.md "W8A8
-// broadcast kernel side by side with oneDNN").
-constexpr int64_t kPackedMinRows = 512;
-// One row takes the AVX2 kernel (faster than the broadcast kernel's 4-row
-// tile with 3 rows of padding).
-constexpr int64_t kBcastMinRows = 2;
-// Broadcast tasks: rows x columns (the column blocks shrink until every
-// thread has two tasks, down to kInt8BcastMinCols).
-constexpr int64_t kBcastRowBlock = 256;
-constexpr int64_t kBcastColBlock = 96;
-static_assert(kBcastRowBlock % cpu::kInt8BcastRows == 0);
+// On VNNI machines every call takes the outer-product kernel
+// (int8_gemm_avx512.cc): a kPanels weight (packed at load, the model's) is
+// read in place, a kRows weight (tests, tools) is packed per task.  The
+// broadcast kernel and the 4 x 4 VNNI tile that served kRows weights below
+// 512 rows went when the model started packing at load: no caller of the
+// model's kept them busy (docs/kernels.md "W8A8 panel layout").  The AVX2
+// kernel serves CPUs without VNNI.
 // Packed tasks per thread the column blocks alone must give before a task
 // takes every row: each task packs its 64 columns over the whole K, so a
 // column block cut into row blocks packs the same weights once per block.
@@ -72,8 +55,6 @@ int64_t PackedRowBlock(int64_t m, int64_t num_col_blocks, int64_t threads) {
 
 struct Int8UnpackedRowsTag {};
 struct Int8OffsetActivationsTag {};
-struct Int8BcastActivationsTag {};
-struct Int8BcastScratchTag {};
 struct Int8PackedPanelTag {};
 // One cache line of the packed weight panel (so the scratch is 64-byte aligned).
 struct alignas(64) PanelLine {
@@ -129,46 +110,6 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
   }
 }
 
-// The broadcast path: activations interleaved once (in the caller's scratch,
-// read by every task), then tasks of row blocks x column blocks, claimed
-// dynamically, each with its own thread's accumulator scratch.
-void BcastInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
-                   bf16* y, ThreadPool* pool) {
-  const int64_t k = w.in;
-  const int64_t chunks = CeilDiv(m, cpu::kInt8BcastRows);
-  PanelLine* xt = ScratchArray<Int8BcastActivationsTag, PanelLine>::Get(
-      static_cast<size_t>(CeilDiv(cpu::Int8BcastActBytes(m, k), 64)));
-  uint8_t* xt_bytes = reinterpret_cast<uint8_t*>(xt->bytes);
-  ParallelFor(pool, chunks, CeilDiv(4096, std::max<int64_t>(k, 1)),
-              [&](int64_t begin, int64_t end) {
-                cpu::Int8BcastPackActivations(x_codes, m, k, begin, end, xt_bytes);
-              });
-  const cpu::Int8BcastArgs args{xt_bytes, x_scales, m, w, y};
-  const int64_t threads = pool == nullptr ? 1 : pool->num_threads();
-  const int64_t row_blocks = CeilDiv(m, kBcastRowBlock);
-  // Even column blocks of at least kInt8BcastMinCols (w.out >= that).
-  int64_t col_blocks = CeilDiv(w.out, kBcastColBlock);
-  if (row_blocks * col_blocks < 2 * threads) col_blocks = CeilDiv(2 * threads, row_blocks);
-  col_blocks = std::clamp<int64_t>(col_blocks, 1, w.out / cpu::kInt8BcastMinCols);
-  const int64_t num_tasks = row_blocks * col_blocks;
-  const auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t r0 = (t / col_blocks) * kBcastRowBlock;
-      const int64_t r1 = std::min(m, r0 + kBcastRowBlock);
-      const int64_t b = t % col_blocks;
-      const int64_t c0 = w.out * b / col_blocks, c1 = w.out * (b + 1) / col_blocks;
-      PanelLine* scratch = ScratchArray<Int8BcastScratchTag, PanelLine>::Get(
-          static_cast<size_t>(CeilDiv(cpu::Int8BcastScratchBytes(r1 - r0, c1 - c0), 64)));
-      cpu::Int8GemmAvx512VnniBcast(args, r0, r1, c0, c1, scratch);
-    }
-  };
-  if (pool == nullptr || threads == 1 || num_tasks < 2) {
-    run(0, num_tasks);
-  } else {
-    pool->ParallelForDynamic(num_tasks, 1, run);
-  }
-}
-
 }  // namespace
 
 bool Int8GemmUsesPanels() { return ActiveIsa() == Isa::kAvx512 && HasVnni(); }
@@ -178,8 +119,8 @@ void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int
   if (m <= 0 || given.out <= 0) return;
   const Isa isa = ActiveIsa();
   const bool has_vnni = isa == Isa::kAvx512 && HasVnni();
-  // A kPanels weight is read in place by the panel kernel at every batch
-  // size (no packing per call); elsewhere it is unpacked into rows first.
+  // A kPanels weight is read in place by the panel kernel; without VNNI it
+  // is unpacked into rows first.
   Int8Weight w = given;
   if (w.layout == Int8Layout::kPanels && !has_vnni) {
     w = UnpackInt8Rows(
@@ -188,13 +129,7 @@ void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int
   if (isa == Isa::kScalar) return ref::Int8Gemm(x_codes, x_scales, m, w, y, pool);
   // The VNNI kernel's offset form keeps row totals exact in INT32 up to here.
   DSV4_CHECK(w.in <= 65536);
-  if (has_vnni && (m >= kPackedMinRows || w.layout == Int8Layout::kPanels)) {
-    return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
-  }
-  if (has_vnni && m >= kBcastMinRows && w.out >= cpu::kInt8BcastMinCols && w.in > 0) {
-    return BcastInt8Gemm(x_codes, x_scales, m, w, y, pool);
-  }
-  const bool vnni = has_vnni && m >= kVnniMinRows;
+  if (has_vnni) return PackedInt8Gemm(x_codes, x_scales, m, w, y, pool);
   const cpu::Int8GemmArgs args{x_codes, x_scales, m, w, y};
   const int64_t num_panels = CeilDiv(w.out, cpu::kInt8Panel);
   const int64_t num_tasks = num_panels * CeilDiv(m, kRowBlock);
@@ -208,11 +143,7 @@ void Int8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int
       const int64_t r1 = std::min(m, r0 + kRowBlock);
       const int64_t c0 = panel * cpu::kInt8Panel;
       const int64_t c1 = std::min(w.out, c0 + cpu::kInt8Panel);
-      if (vnni) {
-        cpu::Int8GemmAvx512Vnni(args, r0, r1, c0, c1);
-      } else {
-        cpu::Int8GemmAvx2(args, r0, r1, c0, c1);
-      }
+      cpu::Int8GemmAvx2(args, r0, r1, c0, c1);
     }
   });
 }

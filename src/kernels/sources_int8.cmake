@@ -3,4 +3,4 @@
 # src/kernels/CMakeLists.txt include.
 set(KERNEL_INT8_SOURCES int8_gemm.cc int8_panels.cc ref/int8_gemm_ref.cc)
 set(KERNEL_INT8_AVX2_SOURCES cpu/int8_gemm_avx2.cc)
-set(KERNEL_INT8_AVX512_SOURCES cpu/int8_gemm_avx512.cc cpu/int8_gemm_bcast_avx512.cc)
+set(KERNEL_INT8_AVX512_SOURCES cpu/int8_gemm_avx512.cc)

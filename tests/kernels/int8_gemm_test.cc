@@ -201,11 +201,11 @@ TEST(Int8Gemm, SimdPathsAreBitIdenticalToScalar) {
   }
 }
 
-// The packed prefill path (M >= 512 on AVX-512 VNNI: weights packed per
-// task, 6-row x 64-column micro-tiles) against the scalar reference: ragged M
+// Row-layout weights on AVX-512 VNNI (packed per task, 6-row x 64-column
+// micro-tiles) at prefill sizes against the scalar reference: ragged M
 // (row-tile and row-block edges), N (16- and 64-column edges) and K
 // (4-byte groups and 64-byte packing steps), INT32 extremes up to K = 65,536,
-// 1 and 3 threads.  On other CPUs the same sizes check the older paths.
+// 1 and 3 threads.  On other CPUs the same sizes check the AVX2 kernel.
 TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
   ExpectEveryIsaMatchesReference({{512, 64, 64, false},
                                   {513, 1, 1, false},
@@ -219,14 +219,13 @@ TEST(Int8Gemm, PackedPrefillPathIsBitIdenticalToScalar) {
                                  500, RunGemm);
 }
 
-// The broadcast path (2 <= M < 512 and N >= 16 on AVX-512 VNNI: activations
-// interleaved in 16-row chunks of 4-row vectors, weights broadcast 16 bytes at
-// a time, K blocked by 1,024) against the scalar reference: every M remainder
-// modulo 16 (each tile height, 1-4 vectors), the 256-row task edge, column
-// counts that leave a partial tile (N % 6, 8, 12) and uneven column blocks, K
-// below, at and across 16 and the 1,024 block (K % 16 tails), INT32 extremes
-// up to K = 65,536, 1 and 3 threads.  On other CPUs the older paths.
-TEST(Int8Gemm, BroadcastPathIsBitIdenticalToScalar) {
+// Row-layout weights at decode and verify sizes (2 <= M < 512; on AVX-512
+// VNNI packed per task, each remainder tile of 1-5 rows) against the scalar
+// reference: every M from 2 to 33, the row-block edges up to 511, column
+// counts with partial 16- and 64-column blocks, K tails of every residue
+// modulo 4 and 64, INT32 extremes up to K = 65,536, 1 and 3 threads.  (The
+// sizes once chosen for the broadcast kernel these paths replaced.)
+TEST(Int8Gemm, SmallBatchRowWeightsAreBitIdenticalToScalar) {
   std::vector<Size> sizes;
   const int64_t ks[] = {1, 5, 15, 16, 17, 100, 1024, 1040, 1100, 2051};
   const int64_t ns[] = {16, 17, 23, 29, 97, 200};
@@ -297,9 +296,8 @@ TEST(Int8Gemm, PanelWeightsAreBitIdenticalToScalar) {
   ExpectEveryIsaMatchesReference(sizes, 900, RunGemmPanels);
 }
 
-// A row computed by the packed path (600 rows) equals the same row computed
-// alone (the one-row AVX2 GEMV) and inside 4- and 21-row batches (the
-// broadcast path's 1-vector tile and a chunk with a partial tile).
+// A row computed in a 600-row batch equals the same row computed alone and
+// inside 4- and 21-row batches (other row tiles and task splits).
 TEST(Int8Gemm, PackedRowsEqualFewRowPaths) {
   const Problem p = MakeProblem(600, 520, 70, 77, false);
   for (Isa isa : AllIsas()) {

@@ -1,5 +1,5 @@
-// A 16 x 16 dword transpose in registers, shared by the INT8 kernels built
-// with AVX-512 flags (int8_gemm_avx512.cc, int8_gemm_bcast_avx512.cc).  Include
+// A 16 x 16 dword transpose in registers, for kernels built with AVX-512
+// flags (int8_gemm_avx512.cc's weight packing).  Include
 // only from such translation units; the anonymous namespace gives each its own
 // copy (see avx512_bf16_store-inl.h).
 #pragma once

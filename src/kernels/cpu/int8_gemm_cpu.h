@@ -30,9 +30,6 @@ struct Int8GemmArgs {
 
 void Int8GemmAvx2(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t col_begin,
                   int64_t col_end);
-// AVX-512 BW + VNNI (vpdpbusd).
-void Int8GemmAvx512Vnni(const Int8GemmArgs& a, int64_t row_begin, int64_t row_end,
-                        int64_t col_begin, int64_t col_end);
 
 // The panel path: a register-blocked outer-product kernel over weights in
 // the panel layout, packed at load (kPanels) or per task from rows
@@ -68,41 +65,5 @@ void Int8PackPanelBlockAvx512Vnni(const Int8Weight& w, int64_t col_begin, int8_t
 // thread (the block is packed there); unused for kPanels.
 void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_t row_end,
                               int64_t col_begin, int64_t col_end, void* scratch);
-
-// The broadcast path (int8_gemm_bcast_avx512.cc; batches below the packed
-// path's, on AVX-512 VNNI): the activations are interleaved once per call,
-// the weights are read in place ([out, in], 16-byte broadcasts), so nothing
-// O(N·K) is packed.  Same bits as the others.
-//
-// Rows per activation chunk (one register tile's rows).
-inline constexpr int64_t kInt8BcastRows = 16;
-// Fewest columns one Int8GemmAvx512VnniBcast call may take (its widest tile).
-inline constexpr int64_t kInt8BcastMinCols = 16;
-
-// Bytes of the interleaved activations of m rows x k (64-byte multiple).
-int64_t Int8BcastActBytes(int64_t m, int64_t k);
-// Interleaves row chunks [chunk_begin, chunk_end) (kInt8BcastRows rows each)
-// of x [m, k] into xt (Int8BcastActBytes(m, k) bytes, 64-byte aligned):
-// offset to unsigned (code XOR 0x80), zero beyond m and k.
-void Int8BcastPackActivations(const int8_t* x, int64_t m, int64_t k, int64_t chunk_begin,
-                              int64_t chunk_end, uint8_t* xt);
-
-struct Int8BcastArgs {
-  const uint8_t* xt = nullptr;  // Int8BcastPackActivations of all m rows
-  const float* xs = nullptr;    // [m]
-  int64_t m = 0;
-  Int8Weight w;
-  bf16* y = nullptr;  // [m, w.out]
-};
-
-// Bytes of the per-task scratch for `rows` rows x `cols` columns.
-int64_t Int8BcastScratchBytes(int64_t rows, int64_t cols);
-
-// Rows [row_begin, row_end) (row_begin a multiple of kInt8BcastRows) of the
-// columns [col_begin, col_end) (at least kInt8BcastMinCols of them; w.in >=
-// 1).  scratch: Int8BcastScratchBytes(row_end - row_begin, col_end -
-// col_begin) bytes, 64-byte aligned, owned by the calling thread.
-void Int8GemmAvx512VnniBcast(const Int8BcastArgs& a, int64_t row_begin, int64_t row_end,
-                             int64_t col_begin, int64_t col_end, void* scratch);
 
 }  // namespace dsv4::kernels::cpu

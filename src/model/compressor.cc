@@ -26,6 +26,8 @@ Result<std::unique_ptr<Compressor>> Compressor::Load(const checkpoint::Checkpoin
   const int64_t width = c->state_width();
   DSV4_ASSIGN_OR_RETURN(c->wkv_, Bf16Linear::Load(ckpt, prefix + "wkv", width, spec.dim));
   DSV4_ASSIGN_OR_RETURN(c->wgate_, Bf16Linear::Load(ckpt, prefix + "wgate", width, spec.dim));
+  // Same shape, so the same layout decision: Project passes one layout.
+  DSV4_CHECK(c->wkv_.layout() == c->wgate_.layout());
   DSV4_ASSIGN_OR_RETURN(c->ape_, LoadF32Copy(ckpt, prefix + "ape", {spec.ratio, width}));
   DSV4_ASSIGN_OR_RETURN(c->norm_, LoadBf16Copy(ckpt, prefix + "norm.weight", {spec.head_dim}));
   c->freqs_.assign(rope_freqs, rope_freqs + spec.rope_dim / 2);
@@ -41,6 +43,7 @@ std::unique_ptr<Compressor> Compressor::FromData(const CompressorSpec& spec, con
   const int64_t width = c->state_width();
   c->wkv_ = Bf16Linear::FromData(wkv, width, spec.dim);
   c->wgate_ = Bf16Linear::FromData(wgate, width, spec.dim);
+  DSV4_CHECK(c->wkv_.layout() == c->wgate_.layout());
   c->ape_ = Buffer(static_cast<size_t>(spec.ratio * width) * sizeof(float));
   std::memcpy(c->ape_.data(), ape, c->ape_.size());
   c->norm_ = Buffer(static_cast<size_t>(spec.head_dim) * sizeof(bf16));
@@ -58,9 +61,8 @@ void Compressor::ResetState(const State& state) const {
 
 void Compressor::Project(const bf16* x, int64_t n, float* kv, float* score,
                          ThreadPool* pool) const {
-  // One dispatch for both projections of the same rows.
-  // Both loaded alike (same width and input): the same layout.
-  DSV4_CHECK(wkv_.layout() == wgate_.layout());
+  // One dispatch for both projections of the same rows, in the layout they
+  // share (checked at load).
   kernels::GemmBf16F32Pair(x, n, wkv_.in(), wkv_.data(), wkv_.out(), kv, wgate_.data(),
                            wgate_.out(), score, pool, wkv_.layout());
 }

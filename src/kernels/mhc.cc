@@ -81,7 +81,7 @@ void HcPost(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t 
   ParallelFor(pool, tokens * chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t t = u / chunks, d0 = (u % chunks) * kHcPostColumns;
-      simd->hc_post(f + t * dim, res + t * hc * dim, 1, hc, dim, d0,
+      simd->hc_post(f + t * dim, res + t * hc * dim, hc, dim, d0,
                     std::min(dim, d0 + kHcPostColumns), post + t * hc, comb + t * hc * hc,
                     y + t * hc * dim);
     }

@@ -70,11 +70,11 @@ struct OpsKernels {
   // order, bitwise equal to ref::.
   void (*hc_weighted_sum)(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
                           bf16* y) = nullptr;
-  // hc_post on columns [d_begin, d_end) of every token (d_begin a multiple of
-  // the lane count): a decode token's columns split over the pool.
-  void (*hc_post)(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                  int64_t d_begin, int64_t d_end, const float* post, const float* comb,
-                  bf16* y) = nullptr;
+  // hc_post of one token on columns [d_begin, d_end) (d_begin a multiple of
+  // the lane count): f [dim], res and y [hc, dim], post [hc], comb [hc, hc];
+  // kernels/mhc.cc splits tokens and column chunks over the pool.
+  void (*hc_post)(const bf16* f, const bf16* res, int64_t hc, int64_t dim, int64_t d_begin,
+                  int64_t d_end, const float* post, const float* comb, bf16* y) = nullptr;
   // Heads [h_begin, h_end) of token t.  scratch: 2 * kAttnGroup * dim_pad +
   // 2 * kAttnGroup * 64 floats (q and acc [kAttnGroup, dim_pad], logits and
   // probabilities [kAttnGroup, 64] each) with dim_pad = dim rounded up to

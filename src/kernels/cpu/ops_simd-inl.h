@@ -215,29 +215,24 @@ void HcWeightedSumRows(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, c
 }
 
 template <class V>
-void HcPostRows(const bf16* f, const bf16* res, int64_t tokens, int64_t hc, int64_t dim,
-                int64_t d_begin, int64_t d_end, const float* post, const float* comb, bf16* y) {
+void HcPostColumns(const bf16* f, const bf16* res, int64_t hc, int64_t dim, int64_t d_begin,
+                   int64_t d_end, const float* post, const float* comb, bf16* y) {
   constexpr int64_t L = V::kLanes;
-  for (int64_t t = 0; t < tokens; ++t) {
-    const bf16* ft = f + t * dim;
-    const bf16* rt = res + t * hc * dim;
-    const float* c = comb + t * hc * hc;
-    for (int64_t d = d_begin; d < d_end; d += L) {
-      const int64_t n = MinI(L, d_end - d);
-      auto load = [&](const bf16* p) { return n == L ? V::LoadBf16(p) : LoadBf16Tail<V>(p, n); };
-      const typename V::F fv = load(ft + d);
-      for (int64_t k = 0; k < hc; ++k) {
-        typename V::F mix = V::Mul(V::Set1(c[k]), load(rt + d));
-        for (int64_t j = 1; j < hc; ++j) {
-          mix = V::Add(mix, V::Mul(V::Set1(c[j * hc + k]), load(rt + j * dim + d)));
-        }
-        const typename V::F out = V::Add(V::Mul(V::Set1(post[t * hc + k]), fv), mix);
-        bf16* yk = y + (t * hc + k) * dim + d;
-        if (n == L) {
-          V::StoreBf16(yk, out);
-        } else {
-          StoreBf16Tail<V>(yk, out, n);
-        }
+  for (int64_t d = d_begin; d < d_end; d += L) {
+    const int64_t n = MinI(L, d_end - d);
+    auto load = [&](const bf16* p) { return n == L ? V::LoadBf16(p) : LoadBf16Tail<V>(p, n); };
+    const typename V::F fv = load(f + d);
+    for (int64_t k = 0; k < hc; ++k) {
+      typename V::F mix = V::Mul(V::Set1(comb[k]), load(res + d));
+      for (int64_t j = 1; j < hc; ++j) {
+        mix = V::Add(mix, V::Mul(V::Set1(comb[j * hc + k]), load(res + j * dim + d)));
+      }
+      const typename V::F out = V::Add(V::Mul(V::Set1(post[k]), fv), mix);
+      bf16* yk = y + k * dim + d;
+      if (n == L) {
+        V::StoreBf16(yk, out);
+      } else {
+        StoreBf16Tail<V>(yk, out, n);
       }
     }
   }
@@ -488,7 +483,7 @@ constexpr OpsKernels OpsKernelTable() {
   k.dot2_bf16_f32 = &Dot2Bf16F32<V>;
   k.q_head_rms = &QHeadRmsRows<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;
-  k.hc_post = &HcPostRows<V>;
+  k.hc_post = &HcPostColumns<V>;
   k.attend_heads = &AttendHeads<V>;
   k.indexer_tile = V::kLanes;
   k.indexer_scores_tile = &IndexerTile<V>;

@@ -170,11 +170,17 @@ void BM_Bf16(benchmark::State& state) {
 }
 
 // {engine, M, threads}: the engines next to each other for each M (BF16:
-// also dsv4's FP8 GEMM, engine 2).
+// also dsv4's FP8 GEMM, engine 2), on one thread, and the prefill sizes on
+// two.  oneDNN's threads come from OMP_NUM_THREADS, not the argument: run
+// each thread count on its own (--benchmark_filter=threads:T with
+// OMP_NUM_THREADS=T).
 template <int kEngines>
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 2, 4, 8, 16, 32, 128, 1024}) {
     for (int64_t engine = 0; engine < kEngines; ++engine) b->Args({engine, m, 1});
+  }
+  for (int64_t m : {128, 1024}) {
+    for (int64_t engine = 0; engine < kEngines; ++engine) b->Args({engine, m, 2});
   }
   b->ArgNames({"engine", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }

@@ -74,15 +74,7 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
       ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m_pad * ldx));
   ParallelFor(pool, m_pad, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
               [&](int64_t begin, int64_t end) {
-                for (int64_t r = begin; r < end; ++r) {
-                  uint8_t* row = xu + r * ldx;
-                  int64_t i = 0;
-                  if (r < m) {
-                    const int8_t* src = x_codes + r * k;
-                    for (; i < k; ++i) row[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
-                  }
-                  for (; i < ldx; ++i) row[i] = 0;
-                }
+                cpu::Int8OffsetRowsAvx512(x_codes, m, k, ldx, begin, end, xu);
               });
   const cpu::Int8PackedArgs args{xu, ldx, x_scales, m, w, y};
   const int64_t num_col_blocks = CeilDiv(w.out, cpu::kInt8PackedCols);

@@ -134,6 +134,26 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
 
 }  // namespace
 
+void Int8OffsetRowsAvx512(const int8_t* x, int64_t m, int64_t k, int64_t ldx, int64_t row_begin,
+                          int64_t row_end, uint8_t* xu) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    uint8_t* row = xu + r * ldx;
+    if (r >= m) {
+      for (int64_t i = 0; i < ldx; i += 64)
+        _mm512_mask_storeu_epi8(row + i, TailMask(ldx - i), _mm512_setzero_si512());
+      continue;
+    }
+    const int8_t* src = x + r * k;
+    for (int64_t i = 0; i < ldx; i += 64) {
+      const __mmask64 in = i < k ? TailMask(k - i) : 0;  // past k: zeros
+      const __m512i v = _mm512_maskz_loadu_epi8(in, src + (i < k ? i : 0));
+      _mm512_mask_storeu_epi8(row + i, TailMask(ldx - i),
+                              _mm512_maskz_mov_epi8(in, _mm512_xor_si512(v, flip)));
+    }
+  }
+}
+
 void Int8PackPanelBlockAvx512Vnni(const Int8Weight& w, int64_t col_begin, int8_t* block) {
   const int64_t col_end = col_begin + kInt8PackedCols < w.out ? col_begin + kInt8PackedCols : w.out;
   PackPanel(w, col_begin, col_end, block);

@@ -173,11 +173,11 @@ template <class V, int kR, int kV, int kPlanes>
 
 // f[r][v] += (part·sa)·sw[v] for 32-block j, part = fp32(sum - offset)·unit:
 // the scalar reference's expression, lane by lane (one multiply fewer when
-// no row needs two, see Fp4Row).
-template <class V, int kR, int kV>
+// no row needs two, see Fp4Row).  kFS: f's row length (kV or more).
+template <class V, int kR, int kV, int kFS = kV>
 [[gnu::always_inline]] inline void Fp4AddSums(const Fp4Row* rows, bool two_multiplies, int j,
                                               typename V::I (*acc)[kV], const typename V::F* sw,
-                                              typename V::F (*f)[kV]) {
+                                              typename V::F (*f)[kFS]) {
   using F = typename V::F;
 #pragma GCC unroll 8
   for (int r = 0; r < kR; ++r) {

@@ -4,11 +4,11 @@
 // products are formed changes.
 //
 // The row kernels of gemm_fp4-inl.h stream a panel once per group of up
-// to 4 rows.  Here each task decodes a stretch of 8 blocks of up to 4
-// panels once onto the stack (64 KiB, L2) and every micro-tile of 3 rows x
-// 4 panels runs over it: each decoded weight vector feeds 3 rows' dot
-// products and each broadcast activation dword 4 panels' (Fp4BlockDots,
-// lanes = columns, as the row kernels).
+// to 4 rows.  Here each task decodes a stretch of 2 blocks of up to 4
+// panels once onto the stack (16 KiB, L1) and every micro-tile of 2 rows x
+// 4 panels runs over it: each decoded weight vector feeds 2 rows' dot
+// products of both planes and each broadcast activation dword 4 panels'
+// (Fp4OuterBlockSums, lanes = columns, as the row kernels).
 #pragma once
 
 #include "kernels/cpu/gemm_fp4-inl.h"
@@ -16,18 +16,21 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
-// Blocks of 128 decoded per pass, so the decoded weights (64 KiB for 4
-// panels) and their scales live on the stack and in L2.
-inline constexpr int64_t kFp4OuterBlocks = 8;
-// The row kernels' prefetch distance is one pass of a panel: Fp4OuterPack
-// fetches each block for the next pass.
-static_assert(kFp4PrefetchAhead == kFp4OuterBlocks * 16 * 64);
-// Panels and rows of one micro-tile: 12 int32 sums and 12 FP32
-// accumulators besides 4 weight vectors and a broadcast fit the 32
-// registers (4 x 4 spilled its accumulators; 4x3, 6x2 and 2x6 measured the
-// same as 3x4 within the noise).
+// Blocks of 128 decoded per pass, so the decoded weights (16 KiB for 4
+// panels) and their scales stay in L1 while every micro-tile of the rows
+// reads them (8 blocks, 64 KiB, streamed from L2: 5-8 % slower; 4 blocks
+// measured level with 2).
+inline constexpr int64_t kFp4OuterBlocks = 2;
+// Fp4OuterPack prefetches each chunk for the next pass, one pass ahead.
+inline constexpr int64_t kFp4OuterAhead = kFp4OuterBlocks * 16 * 64;
+// Panels and rows of one micro-tile: 2 x 4 x 2 int32 sums (plane 1 and
+// plane 0 apart, Fp4OuterBlockSums) besides 4 weight vectors and 2
+// broadcasts fit the 32 registers; the FP32 accumulators live in L1 (facc),
+// one load and store per 32-block.  (Before: 3 x 4 with Horner's rule and
+// the FP32 accumulators in registers, which GCC spilled around the weights
+// of the two planes' passes; 3 x 4 with split planes spilled too.)
 inline constexpr int kFp4OuterPanels = 4;
-inline constexpr int kFp4OuterRows = 3;
+inline constexpr int kFp4OuterRows = 2;
 
 // One task's decoded weights for blocks [kb0, kb0 + nb) of nv panels:
 // w[(b·32 + 8j + q)·nv + v] = Fp4BlockWeights of 32-block j of block b,
@@ -50,8 +53,8 @@ void Fp4OuterPack(const Fp4Weight& w, int64_t panel, int nv, int64_t kb0, int64_
       I* dst = out->w + b * 32 * nv + v;
 #pragma GCC unroll 16
       for (int d = 0; d < 16; ++d, chunk += 64) {
-        // The same chunk of the panel's next pass (8 blocks on).
-        _mm_prefetch(reinterpret_cast<const char*>(chunk + kFp4PrefetchAhead), _MM_HINT_T0);
+        // The same chunk of the panel's next pass.
+        _mm_prefetch(reinterpret_cast<const char*>(chunk + kFp4OuterAhead), _MM_HINT_T0);
         I u[2];
         V::Fp4Weights(chunk, u);
         const int at = 8 * (d / 4) + d % 4;
@@ -91,6 +94,39 @@ template <class V, int kR, int kV>
   }
 }
 
+// The kR x kV exact sums of 32-block j over planes 1 and 0 (a 2-plane
+// record's whole sum; Fp4AddTopPlanes adds plane 2): the same integers as
+// Fp4BlockDots<V, kR, kV, 2>, but plane 1's products and plane 0's go to
+// separate sums, combined once as hi·2^8 + lo, so each decoded weight
+// vector is loaded once for both planes.
+template <class V, int kR, int kV>
+[[gnu::always_inline]] inline void Fp4OuterBlockSums(const typename V::I* w, const Fp4Row* rows,
+                                                     int j, typename V::I (*acc)[kV]) {
+  using I = typename V::I;
+  I hi[kR][kV], lo[kR][kV];
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q) {
+    I wq[kV];
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) wq[v] = w[q * kV + v];
+#pragma GCC unroll 8
+    for (int r = 0; r < kR; ++r) {
+      const I b1 = V::BroadcastI(rows[r].rec + Fp4PlaneDword(1, j, q));
+      const I b0 = V::BroadcastI(rows[r].rec + Fp4PlaneDword(0, j, q));
+#pragma GCC unroll 8
+      for (int v = 0; v < kV; ++v) {
+        hi[r][v] = V::DotU8S8(q == 0 ? V::ZeroI() : hi[r][v], wq[v], b1);
+        lo[r][v] = V::DotU8S8(q == 0 ? V::ZeroI() : lo[r][v], wq[v], b0);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < kV; ++v) acc[r][v] = V::AddI(V::Shl8(hi[r][v]), lo[r][v]);
+  }
+}
+
 // Rows [m0, m0 + kR) against the packed blocks [kb0, kb0 + nb) of kV panels
 // from n0: facc[r][v] += Σ_j (part_j·sa)·sw_j, blocks and 32-blocks in K
 // order (Fp4AddSums).
@@ -98,27 +134,16 @@ template <class V, int kR, int kV>
 void Fp4OuterRows(const Fp4GemmArgs& a, int64_t m0, int64_t kb0, int64_t nb,
                   const Fp4OuterPanel<V>& pk, typename V::F (*facc)[kFp4OuterPanels]) {
   using I = typename V::I;
-  using F = typename V::F;
-  F f[kR][kV];
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) f[r][v] = facc[r][v];
-  }
   for (int64_t b = 0; b < nb; ++b) {
     const Fp4BlockRows<kR> br(a, m0, kb0 + b);
     for (int j = 0; j < 4; ++j) {
       const I* w = pk.w + (b * 32 + 8 * j) * kV;
       I acc[kR][kV];
-      Fp4BlockDots<V, kR, kV, 2>(w, br.rows, j, acc);
+      Fp4OuterBlockSums<V, kR, kV>(w, br.rows, j, acc);
       if (br.three) Fp4AddTopPlanes<V, kR, kV>(w, br.rows, j, acc);
-      Fp4AddSums<V, kR, kV>(br.rows, br.two_multiplies, j, acc, pk.s + (b * 4 + j) * kV, f);
+      Fp4AddSums<V, kR, kV, kFp4OuterPanels>(br.rows, br.two_multiplies, j, acc,
+                                             pk.s + (b * 4 + j) * kV, facc);
     }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r) {
-#pragma GCC unroll 8
-    for (int v = 0; v < kV; ++v) facc[r][v] = f[r][v];
   }
 }
 

@@ -111,23 +111,6 @@ void DecodeFp8Row(const uint8_t* codes, int64_t in, float* x) {
   for (int64_t i = 0; i < in; ++i) x[i] = kTable[codes[i]];
 }
 
-// FP8 GEMM activations for the BF16 dot kernel, row r of m: each code's
-// value in BF16 (exact), block-major (block kb of row r at (kb·m + r)·128):
-// the kernel's register tiles read one block of several rows at a time,
-// which in rows `in` elements apart (8 KB on Flash) would all fall in the
-// same L1 sets.
-void DecodeFp8DotRow(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
-  static const std::array<bf16, 256> kTable = [] {
-    std::array<bf16, 256> t;
-    for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
-    return t;
-  }();
-  for (int64_t kb = 0; kb < in / 128; ++kb) {
-    bf16* block = xh + (kb * m + r) * 128;
-    for (int64_t i = 0; i < 128; ++i) block[i] = kTable[codes[kb * 128 + i]];
-  }
-}
-
 // e4m3 values as integers: code -> value·2^9 (448·2^9 < 2^18); NaN codes
 // (0x7f, 0xff) -> 0, flagged separately.
 std::array<int32_t, 256> E4M3IntTable() {
@@ -186,7 +169,8 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
 
 // The form a block-scaled kernel reads its activations in: FP32 values
 // ×2^8 (the FP8 FMA kernel), BF16 values block-major (the FP8 BF16 dot
-// kernel: DecodeFp8DotRow) or FP4 records.  Each takes at most the bytes of [m, in] floats.
+// kernel: cpu::Fp8DotActivationsScalar) or FP4 records.  Each takes at most the bytes of [m, in]
+// floats.
 enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
 
 // Row r of [m, in] activation codes in `form` into out, the [m, in] array
@@ -196,8 +180,13 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t m
   switch (form) {
     case ActivationForm::kFp8Fma:
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
-    case ActivationForm::kFp8Dot:
-      return DecodeFp8DotRow(x_codes + r * in, in, m, r, reinterpret_cast<bf16*>(out));
+    case ActivationForm::kFp8Dot: {
+      const cpu::GemmKernels* simd = SimdKernels();
+      const auto decode = simd != nullptr && simd->fp8_dot_activations != nullptr
+                              ? simd->fp8_dot_activations
+                              : &cpu::Fp8DotActivationsScalar;
+      return decode(x_codes + r * in, in, m, r, reinterpret_cast<bf16*>(out));
+    }
     case ActivationForm::kFp4: {
       const cpu::GemmKernels* simd = SimdKernels();
       const auto build = simd != nullptr && simd->fp4_records != nullptr
@@ -278,7 +267,7 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
 // chosen kernel reads.
 ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args) {
   if (dot) {
-    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (DecodeFp8DotRow)
+    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (cpu::Fp8DotActivationsScalar)
     args->ldx = 128;
     args->ldkb = args->m * 128;
     return ActivationForm::kFp8Dot;
@@ -344,6 +333,24 @@ void cpu::BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec) 
   static const std::array<int32_t, 256> kInt = E4M3IntTable();
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     BuildFp4Record(codes + kb * 128, kInt.data(), rec + kb * cpu::kFp4RecordBytes);
+  }
+}
+
+// FP8 GEMM activations for the BF16 dot kernel, row r of m: each code's
+// value in BF16 (exact), block-major (block kb of row r at (kb·m + r)·128):
+// the kernel's register tiles read one block of several rows at a time,
+// which in rows `in` elements apart (8 KB on Flash) would all fall in the
+// same L1 sets.
+void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, int64_t r,
+                                  bf16* xh) {
+  static const std::array<bf16, 256> kTable = [] {
+    std::array<bf16, 256> t;
+    for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
+    return t;
+  }();
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    bf16* block = xh + (kb * m + r) * 128;
+    for (int64_t i = 0; i < 128; ++i) block[i] = kTable[codes[kb * 128 + i]];
   }
 }
 
@@ -671,7 +678,7 @@ Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
 }
 
 // Up to this many rows the dot kernel reads BF16 activations in place; more
-// rows (its register tiles) are copied block-major first (DecodeFp8DotRow).
+// rows (its register tiles) are copied block-major first (cpu::Fp8DotActivationsScalar's layout).
 constexpr int64_t kFp8DotInPlaceRows = 4;
 
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16

@@ -301,6 +301,26 @@ TEST(Fp4Panels, LayoutAndPadding) {
   }
 }
 
+// The BF16 dot kernel's activations: the AVX-512 VBMI decoder writes the
+// scalar one's bits (every code twice, NaNs and both zeros included) into
+// the same block-major places, and nothing else (row 1 of 3: rows 0 and 2
+// keep their fill).
+TEST(Fp8DotActivations, Avx512VbmiEqualsScalarBitwise) {
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  if (BestSupportedIsa() != Isa::kAvx512 || !cpu.avx512vbmi) GTEST_SKIP() << "no AVX512-VBMI";
+  constexpr int64_t kIn = 512, kRows = 3;
+  std::vector<uint8_t> codes(kIn);
+  for (int64_t i = 0; i < kIn; ++i) codes[i] = static_cast<uint8_t>((i * 37 + i / 256) & 0xff);
+  std::vector<bf16> want(kRows * kIn, bf16{0x1234}), got = want;
+  cpu::Fp8DotActivationsScalar(codes.data(), kIn, kRows, 1, want.data());
+  cpu::Fp8DotActivationsAvx512Vbmi(codes.data(), kIn, kRows, 1, got.data());
+  for (int64_t i = 0; i < kRows * kIn; ++i) {
+    ASSERT_EQ(got[i].bits, want[i].bits) << i;
+    // Row 1's block kb sits at (kb·3 + 1)·128; the rest keeps its fill.
+    ASSERT_EQ(want[i].bits == 0x1234, i / 128 % 3 != 1) << i;
+  }
+}
+
 // The FP8 panel layout (docs/kernels.md): a group's blocks are 2 KiB each
 // from (c/16·in/128)·2048 on, in pairs (2i, 2i + 1) whose 32 chunks of 64
 // bytes alternate, an odd last block's chunks side by side; element e of

@@ -27,6 +27,7 @@ constexpr GemmKernels Avx512Table() {
   k.fp4_without_vnni = &Fp4GemmTile<GemmAvx512NoVnni>;
   k.fp4_vbmi = &Fp4GemmPanelsAvx512Vbmi;
   k.fp8_bf16dot = &Fp8DotGemmPanelsAvx512;
+  k.fp8_dot_activations = &Fp8DotActivationsAvx512Vbmi;
   k.fp4_records = &BuildFp4RecordsAvx512;
   return k;
 }

@@ -33,4 +33,8 @@ void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t) {
 
 void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) { Fp8DotGemm(a).Run(t); }
 
+void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
+  Fp8DotActivations(codes, in, m, r, xh);
+}
+
 }  // namespace dsv4::kernels::cpu

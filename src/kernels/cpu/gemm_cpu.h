@@ -152,6 +152,9 @@ struct GemmKernels {
   // FP4 activation records of one row (below); null where the scalar
   // builder serves.
   void (*fp4_records)(const uint8_t* codes, int64_t in, uint8_t* rec) = nullptr;
+  // fp8_bf16dot's activations of one row (below); set where fp8_bf16dot is.
+  void (*fp8_dot_activations)(const uint8_t* codes, int64_t in, int64_t m, int64_t r,
+                              bf16* xh) = nullptr;
 };
 
 // The FP4 GEMM activation records (Fp4GemmArgs above) of one row of `in`
@@ -160,6 +163,15 @@ struct GemmKernels {
 // REQUIRES: in % 128 == 0; the Avx512 one the CPU's AVX-512 (F, BW, VL, DQ).
 void BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec);
 void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec);
+
+// Row r of [m, in] FP8 activation codes as the BF16 dot kernel reads them
+// (Fp8GemmArgs::xh): each code's BF16 value (exact), block-major (block kb
+// of row r at xh + (kb·m + r)·128).  The scalar one (gemm.cc, a table
+// lookup per code) and the AVX-512 VBMI one (gemm_avx512_vbmi.cc, 64 codes
+// through the weight decode's byte tables), bit for bit the same.
+// REQUIRES: in % 128 == 0; the Avx512Vbmi one AVX512-VBMI.
+void Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
+void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
 
 // Defined (constant-initialised) in gemm_avx2.cc / gemm_avx512.cc; use only
 // when ActiveIsa() is that ISA.

@@ -100,6 +100,42 @@ constexpr int64_t kFp8TileBlocksAhead = 2;
   w[1] = reinterpret_cast<Bh>(_mm512_unpackhi_epi8(lo, hi));
 }
 
+// The codes' order before DecodeChunk's table lookups when the result must
+// come out in natural order: vpunpck{l,h}bw pair bytes within 128-bit
+// lanes, so lane L of the low unpack must hold codes 8L..8L+7 and of the
+// high one codes 32 + 8L..32 + 8L + 7.
+struct NaturalOrder {
+  alignas(64) uint8_t index[64];
+  constexpr NaturalOrder() : index() {
+    for (int l = 0; l < 4; ++l) {
+      for (int i = 0; i < 8; ++i) {
+        index[16 * l + i] = static_cast<uint8_t>(8 * l + i);
+        index[16 * l + 8 + i] = static_cast<uint8_t>(32 + 8 * l + i);
+      }
+    }
+  }
+};
+constexpr NaturalOrder kNaturalOrder;
+
+// Row r of the activation codes into the BF16 dot kernel's block-major
+// form (gemm_cpu.h Fp8DotActivationsScalar): 64 codes per step, permuted
+// into kNaturalOrder and decoded like a weight chunk.
+inline void Fp8DotActivations(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
+  const Fp8DotTables t;
+  const __m512i order = _mm512_load_si512(kNaturalOrder.index);
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    bf16* block = xh + (kb * m + r) * 128;
+    for (int64_t h = 0; h < 2; ++h) {
+      const __m512i v =
+          _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + kb * 128 + 64 * h));
+      alignas(64) Bh w[2];
+      DecodeChunk(reinterpret_cast<const uint8_t*>(&v), t, w);
+      _mm512_storeu_si512(block + 64 * h, reinterpret_cast<__m512i>(w[0]));
+      _mm512_storeu_si512(block + 64 * h + 32, reinterpret_cast<__m512i>(w[1]));
+    }
+  }
+}
+
 // acc + (w · the BF16 pair at x in every lane), as one instruction: the pair
 // as an embedded broadcast operand (GCC does not fold the broadcast itself).
 [[gnu::always_inline]] inline __m512 DotPair(__m512 acc, Bh w, const bf16* x) {

@@ -130,8 +130,9 @@ int64_t DifferOrNan(const std::vector<bf16>& got, const std::vector<bf16>& want)
 
 // Tiles of kFp4OuterMinRows rows or more run the AVX-512 outer-product
 // kernel (gemm_fp4_outer-inl.h): the same bits as the row kernels, over
-// micro-tiles of 1-3 rows and 1-4 panels (partial last panel), passes of 8
-// blocks (K of 1, 8, 9 and 17 blocks), both plane counts in one micro-tile,
+// micro-tiles of 1-2 rows and 1-4 panels (partial last panel), passes of 2
+// blocks (K of 1, 8, 9 and 17 blocks: whole and partial passes), both plane
+// counts in one micro-tile,
 // tiny scales (two multiplies), NaN activation codes, 1 and 3 threads.
 // The AVX-512 record builder writes the scalar builder's bytes: every code
 // (NaNs, ±0, subnormals, ±448) in shuffled blocks, two-plane blocks (each
@@ -178,7 +179,7 @@ TEST(Fp4OuterProducts, EqualRowKernelsBitwise) {
       for (auto& b : scales) b = static_cast<uint8_t>(116 + rng() % 13);
       scales[5] = 0;  // E8M0 2^-127
       const Fp4Weight w{packed.data(), scales.data(), n, k};
-      for (int64_t m : {16, 17, 18, 75}) {  // micro-tiles ending in 1, 2 and 3 rows
+      for (int64_t m : {16, 17, 18, 75}) {  // micro-tiles ending in 1 and 2 rows
         std::vector<uint8_t> x = MixedCodes(m, k, &rng);
         x[3 * k + 17] = 0x7f;  // a NaN code: row 3's block 0
         std::vector<float> x_scales(m * k / 128);

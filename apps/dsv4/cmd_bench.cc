@@ -337,8 +337,15 @@ int RunBench(BenchArgs& args) {
   out.expert_usage = &usage;
   double measured_bytes = 0;  // summed over the steps
   int64_t experts_touched = 0;
+  // Per window of kStepsPerTriad steps (between two triad passes): measured
+  // bytes and seconds, for the paired ratio.
+  std::vector<double> window_bytes, window_sec;
   for (int64_t step = 0; step < args.decode_steps; ++step) {
-    if (step % kStepsPerTriad == 0) interleaved.push_back(triad_arrays.Pass());
+    if (step % kStepsPerTriad == 0) {
+      interleaved.push_back(triad_arrays.Pass());
+      window_bytes.push_back(0);
+      window_sec.push_back(0);
+    }
     usage.Clear();
     t0 = std::chrono::steady_clock::now();
     model::ForwardBatch batch;
@@ -352,11 +359,15 @@ int RunBench(BenchArgs& args) {
       return 1;
     }
     argmax_rows();
-    decode_sec += Seconds(t0);
+    const double step_sec = Seconds(t0);
+    decode_sec += step_sec;
     std::vector<int32_t> ids = batch.token_ids;
     std::sort(ids.begin(), ids.end());
     const auto distinct_ids = std::unique(ids.begin(), ids.end()) - ids.begin();
-    measured_bytes += weights.Step(usage, distinct_ids);
+    const double step_bytes = weights.Step(usage, distinct_ids);
+    measured_bytes += step_bytes;
+    window_bytes.back() += step_bytes;
+    window_sec.back() += step_sec;
     experts_touched += usage.TotalDistinct();
   }
   out.expert_usage = nullptr;
@@ -404,6 +415,16 @@ int RunBench(BenchArgs& args) {
     std::printf(
         "decode measured weight stream %.2f GB/s = %.1f%% of the interleaved triad median\n",
         achieved, 100.0 * achieved / alongside.median_gbps);
+    std::vector<double> window_gbps;
+    for (size_t w = 0; w < window_bytes.size(); ++w) {
+      window_gbps.push_back(window_bytes[w] / window_sec[w] / 1e9);
+    }
+    const PairedRatios paired = PairWindowsWithPasses(window_gbps, interleaved);
+    std::printf(
+        "decode measured weight stream per window of %lld steps / the mean of the triad passes "
+        "before and after it: median %.1f%% (quartiles %.1f-%.1f%%, %zu windows)\n",
+        static_cast<long long>(kStepsPerTriad), 100.0 * paired.median, 100.0 * paired.q1,
+        100.0 * paired.q3, paired.windows);
   }
   if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
   for (size_t i = 1; i < args.prompt_lens.size(); ++i) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/logging.h"
+
 namespace dsv4 {
 
 Triad::Triad(size_t array_bytes, ThreadPool* pool)
@@ -61,6 +63,24 @@ TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int thr
   const size_t n = gbps.size();
   res.best_gbps = gbps.back();
   res.median_gbps = n % 2 == 1 ? gbps[n / 2] : 0.5 * (gbps[n / 2 - 1] + gbps[n / 2]);
+  return res;
+}
+
+PairedRatios PairWindowsWithPasses(const std::vector<double>& window_gbps,
+                                   const std::vector<double>& passes) {
+  DSV4_CHECK(passes.size() == window_gbps.size() + 1);
+  std::vector<double> ratios;
+  for (size_t w = 0; w < window_gbps.size(); ++w) {
+    ratios.push_back(window_gbps[w] / (0.5 * (passes[w] + passes[w + 1])));
+  }
+  PairedRatios res;
+  res.windows = ratios.size();
+  if (ratios.empty()) return res;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  res.median = n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  res.q1 = ratios[(n + 3) / 4 - 1];  // nearest rank: the ceil(p·n)-th smallest
+  res.q3 = ratios[(3 * n + 3) / 4 - 1];
   return res;
 }
 

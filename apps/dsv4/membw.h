@@ -45,6 +45,19 @@ class Triad {
 // Best and median of passes' GB/s (unsorted input); zeros when empty.
 TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int threads);
 
+// Decode windows paired with the triad passes around them: window w (the
+// steps between pass w and pass w + 1) streamed window_gbps[w], and its
+// ratio is window_gbps[w] / mean(passes[w], passes[w + 1]).  A drift of the
+// host's bandwidth within a run moves a window and the passes beside it
+// together, while run-wide medians compare steps with passes far apart.
+struct PairedRatios {
+  double median = 0, q1 = 0, q3 = 0;  // of the windows' ratios (q: nearest rank)
+  size_t windows = 0;
+};
+// REQUIRES: passes.size() == window_gbps.size() + 1; zeros when no window.
+PairedRatios PairWindowsWithPasses(const std::vector<double>& window_gbps,
+                                   const std::vector<double>& passes);
+
 // Runs the triad `reps` times after one warm-up pass.
 TriadResult MeasureTriad(size_t array_bytes, int reps, ThreadPool* pool);
 

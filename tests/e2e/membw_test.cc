@@ -19,6 +19,25 @@ TEST(TriadTest, SummaryIsBestAndMedianOfTheSamples) {
   EXPECT_EQ(SummarizeTriad({}, 1, 1).best_gbps, 0);
 }
 
+// Each window is divided by the mean of the passes on its two sides, not by
+// the run's median pass: when the host's bandwidth halves during a run
+// (passes 100, 100, 50, 50) and the decode with it, the windows on either
+// side of the drop read 0.5.
+TEST(TriadTest, WindowsPairWithTheirFlankingPasses) {
+  const PairedRatios drop = PairWindowsWithPasses({50, 50, 25}, {100, 100, 50, 50});
+  EXPECT_EQ(drop.windows, 3u);
+  EXPECT_DOUBLE_EQ(drop.median, 0.5);
+  EXPECT_DOUBLE_EQ(drop.q1, 0.5);
+  EXPECT_DOUBLE_EQ(drop.q3, 50.0 / 75.0);  // the window across the drop
+  // Nearest-rank quartiles of 8 ratios 0.1 .. 0.8: the 2nd and 6th.
+  const PairedRatios eight =
+      PairWindowsWithPasses({8, 1, 7, 2, 6, 3, 5, 4}, std::vector<double>(9, 10.0));
+  EXPECT_DOUBLE_EQ(eight.q1, 0.2);
+  EXPECT_DOUBLE_EQ(eight.median, 0.45);
+  EXPECT_DOUBLE_EQ(eight.q3, 0.6);
+  EXPECT_EQ(PairWindowsWithPasses({}, {70}).windows, 0u);
+}
+
 TEST(TriadTest, PassesRunOverTheSameArrays) {
   ThreadPool pool(2);
   Triad triad(size_t{4} << 20, &pool);

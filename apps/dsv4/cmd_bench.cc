@@ -153,6 +153,21 @@ Status RunExtraPrefill(const model::Model& model, int64_t batch, int64_t prompt_
   return Status::Ok();
 }
 
+// The decode windows' measured weight stream (window w: bytes[w] in sec[w],
+// the steps between triad passes w and w + 1) against the passes around
+// each (PairWindowsWithPasses): one line.
+void PrintPairedDecodeRatio(const std::vector<double>& bytes, const std::vector<double>& sec,
+                            const std::vector<double>& passes, int64_t steps_per_window) {
+  std::vector<double> gbps;
+  for (size_t w = 0; w < bytes.size(); ++w) gbps.push_back(bytes[w] / sec[w] / 1e9);
+  const PairedRatios paired = PairWindowsWithPasses(gbps, passes);
+  std::printf(
+      "decode measured weight stream per window of %lld steps / the mean of the triad passes "
+      "before and after it: median %.1f%% (quartiles %.1f-%.1f%%, %zu windows)\n",
+      static_cast<long long>(steps_per_window), 100.0 * paired.median, 100.0 * paired.q1,
+      100.0 * paired.q3, paired.windows);
+}
+
 int RunBench(BenchArgs& args) {
   const Result<profile::ProfileFlags> profile_flags = ResolveProfileFlags(args.profile);
   if (!profile_flags.ok()) {
@@ -415,16 +430,7 @@ int RunBench(BenchArgs& args) {
     std::printf(
         "decode measured weight stream %.2f GB/s = %.1f%% of the interleaved triad median\n",
         achieved, 100.0 * achieved / alongside.median_gbps);
-    std::vector<double> window_gbps;
-    for (size_t w = 0; w < window_bytes.size(); ++w) {
-      window_gbps.push_back(window_bytes[w] / window_sec[w] / 1e9);
-    }
-    const PairedRatios paired = PairWindowsWithPasses(window_gbps, interleaved);
-    std::printf(
-        "decode measured weight stream per window of %lld steps / the mean of the triad passes "
-        "before and after it: median %.1f%% (quartiles %.1f-%.1f%%, %zu windows)\n",
-        static_cast<long long>(kStepsPerTriad), 100.0 * paired.median, 100.0 * paired.q1,
-        100.0 * paired.q3, paired.windows);
+    PrintPairedDecodeRatio(window_bytes, window_sec, interleaved, kStepsPerTriad);
   }
   if (profile_flags->enabled) PrintOpTables(*trace, args.batch);
   for (size_t i = 1; i < args.prompt_lens.size(); ++i) {

@@ -62,7 +62,8 @@ TEST(ProfileForwardCost, DISABLED_Timing) {
     const int64_t t0 = profile::NowNs();
     for (int i = 0; i < n; ++i) {
       model::ForwardBatch b;
-      b.Add(0, pos++, {static_cast<int32_t>(5 + pos % 100)});
+      b.Add(0, pos, {static_cast<int32_t>(5 + pos % 100)});
+      ++pos;
       b.logit_rows.push_back(0);
       EXPECT_TRUE((*model)->Forward(b, *cache, out, ws, &pool).ok());
     }

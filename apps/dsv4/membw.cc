@@ -54,15 +54,25 @@ double Triad::ReadPass() {
   return 2.0 * static_cast<double>(bytes_) / sec / 1e9;
 }
 
+namespace {
+
+// The median of sorted, non-empty values (the mean of the middle two when
+// their count is even).
+double SortedMedian(const std::vector<double>& v) {
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
 TriadResult SummarizeTriad(std::vector<double> gbps, size_t array_bytes, int threads) {
   TriadResult res;
   res.array_bytes = array_bytes;
   res.threads = threads;
   if (gbps.empty()) return res;
   std::sort(gbps.begin(), gbps.end());
-  const size_t n = gbps.size();
   res.best_gbps = gbps.back();
-  res.median_gbps = n % 2 == 1 ? gbps[n / 2] : 0.5 * (gbps[n / 2 - 1] + gbps[n / 2]);
+  res.median_gbps = SortedMedian(gbps);
   return res;
 }
 
@@ -78,7 +88,7 @@ PairedRatios PairWindowsWithPasses(const std::vector<double>& window_gbps,
   if (ratios.empty()) return res;
   std::sort(ratios.begin(), ratios.end());
   const size_t n = ratios.size();
-  res.median = n % 2 == 1 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  res.median = SortedMedian(ratios);
   res.q1 = ratios[(n + 3) / 4 - 1];  // nearest rank: the ceil(p·n)-th smallest
   res.q3 = ratios[(3 * n + 3) / 4 - 1];
   return res;

@@ -278,7 +278,7 @@ inline constexpr int kFp4PanelRowsMax = V::kFewRowPaths ? 4 : 2;
 
 // MXFP4 GEMM over the tile t, panel by panel, its rows in groups of up to
 // kFp4PanelRowsMax (more rows re-read the panel from cache; on AVX-512,
-// tiles of 8 rows or more take the outer-product kernel of
+// tiles of kFp4OuterMinRows rows or more take the outer-product kernel of
 // gemm_fp4_outer-inl.h instead).
 template <class V>
 void Fp4GemmPanels(const Fp4GemmArgs& a, const Tile& t) {

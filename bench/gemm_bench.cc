@@ -80,13 +80,17 @@ constexpr int64_t kAvx512Fp8Fma = 3;
 // And AVX-512 with the FP4 GEMMs on the row kernels only (no outer-product
 // kernel for tiles of many rows).
 constexpr int64_t kAvx512Fp4Rows = 4;
+// And AVX-512 with the FP4 GEMMs on the exact integer kernels (row and
+// outer-product) even where the BF16 dot one would run.
+constexpr int64_t kAvx512Fp4Exact = 5;
 
 // Selects the ISA of state.range(0); false (and the benchmark skipped) if
 // the CPU lacks it.
 bool SelectIsa(benchmark::State& state) {
   const bool fp8_fma = state.range(0) == kAvx512Fp8Fma;
   const bool fp4_rows = state.range(0) == kAvx512Fp4Rows;
-  const Isa isa = fp8_fma || fp4_rows ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
+  const bool fp4_exact = fp4_rows || state.range(0) == kAvx512Fp4Exact;
+  const Isa isa = fp8_fma || fp4_exact ? Isa::kAvx512 : static_cast<Isa>(state.range(0));
   if (isa > BestSupportedIsa()) {
     state.SkipWithError("ISA not supported by this CPU");
     return false;
@@ -94,8 +98,11 @@ bool SelectIsa(benchmark::State& state) {
   SetIsaForTesting(isa);
   cpu::UseFp8WithoutBf16DotForTesting(fp8_fma);
   cpu::UseFp4RowKernelsForTesting(fp4_rows);
+  cpu::UseFp4WithoutBf16DotForTesting(fp4_exact);
   state.SetLabel(std::string(IsaName(isa)) + (fp8_fma ? " fp8-fma" : "") +
-                 (fp4_rows ? " fp4-rows" : ""));
+                 (fp4_rows    ? " fp4-rows"
+                  : fp4_exact ? " fp4-exact"
+                              : ""));
   return true;
 }
 
@@ -592,21 +599,37 @@ void Fp8VerifyArgs(benchmark::internal::Benchmark* b) {
   VerifyArgs(b);
   for (int64_t m : {1, 2, 3, 4}) b->Args({kAvx512Fp8Fma, m, 1});
 }
-// FP4 verify rows: the kernel the driver picks next to the row kernels.
+// FP4 GEMVs: the kernel the driver picks next to the exact ones.
+void Fp4GemvArgs(benchmark::internal::Benchmark* b) {
+  GemvArgs(b);
+  b->Args({kAvx512Fp4Exact, 1, 1});
+  const int64_t all = ThreadPool::DefaultThreads();
+  if (all > 1) b->Args({kAvx512Fp4Exact, 1, all});
+}
+
+// FP4 verify rows: the kernel the driver picks next to the exact and the
+// row kernels.
 void Fp4VerifyArgs(benchmark::internal::Benchmark* b) {
   VerifyArgs(b);
-  for (int64_t m : {2, 3, 4}) b->Args({kAvx512Fp4Rows, m, 1});
+  for (int64_t m : {2, 3, 4}) {
+    b->Args({kAvx512Fp4Exact, m, 1});
+    b->Args({kAvx512Fp4Rows, m, 1});
+  }
   for (int64_t m : {8, 16}) {
     b->Args({2, m, 1});
+    b->Args({kAvx512Fp4Exact, m, 1});
     b->Args({kAvx512Fp4Rows, m, 1});
   }
 }
 
-// FP4 prefill: the outer-product kernel (isa 2) next to the row kernels
-// (kAvx512Fp4Rows) from the threshold up, plus AVX2.
+// FP4 prefill: the driver's kernel (isa 2: BF16 dot products where the CPU
+// has them) next to the exact kernels (outer products from the threshold
+// up) and the row kernels alone, plus AVX2.
 void Fp4PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int64_t m : {4, 8, 16, 32, 128}) {
-    for (int64_t isa : {int64_t{1}, int64_t{2}, kAvx512Fp4Rows}) b->Args({isa, m, 1});
+    for (int64_t isa : {int64_t{1}, int64_t{2}, kAvx512Fp4Exact, kAvx512Fp4Rows}) {
+      b->Args({isa, m, 1});
+    }
   }
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
@@ -618,8 +641,8 @@ void Fp8PrefillArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_wq_b, kWqB)->Apply(Fp8GemvArgs);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Gemv_shared_w1, kSharedW1)->Apply(Fp8GemvArgs);
-BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(GemvArgs);
-BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_expert_w1, kExpertW1)->Apply(Fp4GemvArgs);
+BENCHMARK_CAPTURE(BM_Fp4Gemm, Gemv_8_experts_w1, kEightExpertsW1)->Apply(Fp4GemvArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Gemv_wo_a")->Apply(GemvArgs);
 BENCHMARK(BM_AttnODecode)->Name("BM_AttnO/Decode")->Apply(AttnOArgs);
 BENCHMARK(BM_CompressorProject)->Name("BM_Compressor/Decode")->Apply(CompressorArgs);

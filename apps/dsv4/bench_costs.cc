@@ -39,10 +39,18 @@ double LinearMacs(const checkpoint::Checkpoint& ckpt, const std::string& name, c
     *mix = kernels::PeakMix::kBf16Dot;
   }
   if (v.dtype == DType::kI8) {
-    // FP4 (E8M0 scales per 32) or W8A8 INT8 (FP32 scales): both integer dots.
+    // FP4 (E8M0 scales per 32) or W8A8 INT8 (FP32 scales): integer dots, or
+    // BF16 dot products for FP4 weights that kernel runs (docs/kernels.md
+    // "FP4 with BF16 dot products").
     *mix = kernels::PeakMix::kInt8Dot;
     const TensorView* scale = ckpt.Find(name.substr(0, name.size() - 7) + ".scale");
-    if (scale != nullptr && scale->dtype == DType::kF8E8M0) macs *= 2;
+    if (scale != nullptr && scale->dtype == DType::kF8E8M0) {
+      macs *= 2;
+      const int64_t out = v.dim(v.rank() - 2), in = 2 * v.dim(v.rank() - 1);
+      const int64_t stacked = v.numel() / (out * in / 2);  // experts stacked in one tensor
+      const kernels::Fp4Weight w{v.as<uint8_t>(), scale->as<uint8_t>(), out * stacked, in};
+      if (kernels::Fp4GemmUsesBf16Dots(w)) *mix = kernels::PeakMix::kBf16Dot;
+    }
   }
   return macs;
 }

@@ -53,6 +53,14 @@ int64_t Fp4PanelScaleBytes(int64_t out, int64_t in) {
   return Groups(out) * kGroup * (in / 32);
 }
 
+bool Fp4ScalesFitBf16(const uint8_t* scales, int64_t count) {
+  bool fit = true;  // no early exit: a branch-free pass the compiler vectorizes
+  for (int64_t i = 0; i < count; ++i) {
+    fit &= scales[i] >= kFp4Bf16MinScale && scales[i] <= kFp4Bf16MaxScale;
+  }
+  return fit;
+}
+
 Fp4Weight PackFp4Panels(const Fp4Weight& w, uint8_t* packed, uint8_t* scales) {
   DSV4_CHECK(w.layout == Fp4Layout::kRows && w.in % 128 == 0);
   const int64_t num_kb = w.in / 128;
@@ -60,6 +68,7 @@ Fp4Weight PackFp4Panels(const Fp4Weight& w, uint8_t* packed, uint8_t* scales) {
   p.packed = packed;
   p.scales = scales;
   p.layout = Fp4Layout::kPanels;
+  p.bf16_scales = Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
   // In the order of the packed bytes: the destination is written front to
   // back (first-touched in order), the source read 4 bytes per column.
   for (int64_t g = 0; g < Groups(w.out); ++g) {

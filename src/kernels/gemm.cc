@@ -169,14 +169,15 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
 
 // The form a block-scaled kernel reads its activations in: FP32 values
 // ×2^8 (the FP8 FMA kernel), BF16 values block-major (the FP8 BF16 dot
-// kernel: cpu::Fp8DotActivationsScalar) or FP4 records.  Each takes at most the bytes of [m, in]
-// floats.
-enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4 };
+// kernel: cpu::Fp8DotActivationsScalar), FP4 records, or scaled BF16 values
+// block-major (the FP4 BF16 dot kernel: cpu::Fp4DotActivationsScalar).  Each
+// takes at most the bytes of [m, in] floats.
+enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4, kFp4Dot };
 
-// Row r of [m, in] activation codes in `form` into out, the [m, in] array
-// of that form.
-void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
-                          float* out, int64_t r) {
+// Row r of [m, in] activation codes (x_scales [m, in/128]) in `form` into
+// out, the [m, in] array of that form.
+void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const float* x_scales,
+                          int64_t m, int64_t in, float* out, int64_t r) {
   switch (form) {
     case ActivationForm::kFp8Fma:
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
@@ -195,13 +196,22 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, int64_t m
       return build(x_codes + r * in, in,
                    reinterpret_cast<uint8_t*>(out) + r * (in / 128) * cpu::kFp4RecordBytes);
     }
+    case ActivationForm::kFp4Dot: {
+      const cpu::GemmKernels* simd = SimdKernels();
+      const auto decode = simd != nullptr && simd->fp4_dot_activations != nullptr
+                              ? simd->fp4_dot_activations
+                              : &cpu::Fp4DotActivationsScalar;
+      return decode(x_codes + r * in, x_scales + r * (in / 128), in, m, r,
+                    reinterpret_cast<bf16*>(out));
+    }
   }
 }
 
 // Every row of [m, in] activation codes in `form` into out.
-void PrepareActivations(ActivationForm form, const uint8_t* x_codes, int64_t m, int64_t in,
-                        float* out, ThreadPool* pool) {
-  ForEachRow(pool, m, in, [&](int64_t r) { PrepareActivationRow(form, x_codes, m, in, out, r); });
+void PrepareActivations(ActivationForm form, const uint8_t* x_codes, const float* x_scales,
+                        int64_t m, int64_t in, float* out, ThreadPool* pool) {
+  ForEachRow(pool, m, in,
+             [&](int64_t r) { PrepareActivationRow(form, x_codes, x_scales, m, in, out, r); });
 }
 
 // True when the environment variable `name` is set to `value`.
@@ -235,6 +245,15 @@ std::atomic<bool>& Fp4RowKernelsSlot() {
   return on;
 }
 
+// DSV4_FP4_KERNEL=exact (or rows) keeps the FP4 GEMMs on the exact integer
+// kernels where the BF16 dot one would run: other bits within rounding, for
+// side-by-side timing and bisecting.
+std::atomic<bool>& Fp4WithoutBf16DotSlot() {
+  static std::atomic<bool> on{EnvIs("DSV4_FP4_KERNEL", "exact") ||
+                              EnvIs("DSV4_FP4_KERNEL", "rows")};
+  return on;
+}
+
 // The row count from which FP4 tiles take the outer-product kernel.
 int64_t Fp4OuterMinRows() {
   return Fp4RowKernelsSlot().load(std::memory_order_relaxed) ? INT64_MAX : cpu::kFp4OuterMinRows;
@@ -248,6 +267,27 @@ auto Fp4Kernel(const cpu::GemmKernels& simd) {
   if (simd.fp4_without_vnni != nullptr && without) return simd.fp4_without_vnni;
   const bool vbmi = cpu.avx512vbmi && !Fp4WithoutVbmiSlot().load(std::memory_order_relaxed);
   return simd.fp4_vbmi != nullptr && vbmi ? simd.fp4_vbmi : simd.fp4;
+}
+
+// Whether the FP4 BF16 dot kernel runs w (in the layout the kernels read).
+bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
+  static const CpuFeatures cpu = CpuFeatures::Detect();
+  return simd.fp4_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi &&
+         w.layout == Fp4Layout::kPanels && w.bf16_scales &&
+         !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed);
+}
+
+// Points FP4 kernel args at their activations in `buffer`, in the form the
+// chosen kernel reads.
+ActivationForm SetFp4Activations(bool dot, float* buffer, cpu::Fp4GemmArgs* args) {
+  if (dot) {
+    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (cpu::Fp4DotActivationsScalar)
+    args->ldx = 128;
+    args->ldkb = args->m * 128;
+    return ActivationForm::kFp4Dot;
+  }
+  args->x = reinterpret_cast<const uint8_t*>(buffer);  // records
+  return ActivationForm::kFp4;
 }
 
 // The FP8 panel kernel for this CPU: with AVX512-BF16 and VBMI the BF16
@@ -304,10 +344,6 @@ Fp8Weight Fp8ForKernel(const Fp8Weight& w, bool panels) {
                       ScratchArray<Fp8RepackTag, uint8_t>::Get(static_cast<size_t>(bytes)));
 }
 
-// Bytes of FP4 records for [m, in] activations (they fit the float array
-// the other GEMMs use for [m, in]).
-uint8_t* Fp4Records(float* x) { return reinterpret_cast<uint8_t*>(x); }
-
 // The SIMD kernels read FP4 weights in the panel layout only.  The model
 // packs its weights so at load; a weight still in the checkpoint's rows
 // (tests, tools) is packed per call into this thread's scratch.
@@ -354,11 +390,24 @@ void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, i
   }
 }
 
+// FP4 BF16 dot activations, row r of m: the FP8 dot kernel's values (the
+// codes' BF16, so a NaN code keeps the sign and payload the SIMD decode
+// gives it) times the block's scale, rounded to BF16.
+void cpu::Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                  int64_t r, bf16* xh) {
+  Fp8DotActivationsScalar(codes, in, m, r, xh);
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    bf16* block = xh + (kb * m + r) * 128;
+    for (int64_t i = 0; i < 128; ++i) block[i] = F32ToBf16(Bf16ToF32(block[i]) * scales[kb]);
+  }
+}
+
 namespace cpu {
 void UseFp4WithoutVnniForTesting(bool on) { Fp4WithoutVnniSlot().store(on); }
 void UseFp4WithoutVbmiForTesting(bool on) { Fp4WithoutVbmiSlot().store(on); }
 void UseFp4RowKernelsForTesting(bool on) { Fp4RowKernelsSlot().store(on); }
 void UseFp8WithoutBf16DotForTesting(bool on) { Fp8WithoutBf16DotSlot().store(on); }
+void UseFp4WithoutBf16DotForTesting(bool on) { Fp4WithoutBf16DotSlot().store(on); }
 }  // namespace cpu
 
 void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8Weight& w, bf16* y,
@@ -370,7 +419,7 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   cpu::Fp8GemmArgs args{nullptr, x_scales, m, Fp8ForKernel(w, fp8.dot), y};
   float* x = Activations(m * w.in);
-  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, m, w.in, x, pool);
+  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, x_scales, m, w.in, x, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
@@ -388,13 +437,24 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   if (m <= 0) return;
   const int64_t width = simd->panel;
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
-  float* x = Activations(m * w.in);  // m·in/128 records
-  PrepareActivations(ActivationForm::kFp4, x_codes, m, w.in, x, pool);
+  float* x = Activations(m * w.in);  // m·in/128 records, or [m, in] BF16
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(RepackBytes(w)));
-  cpu::Fp4GemmArgs args{Fp4Records(x), x_scales, m, w, y, Fp4OuterMinRows()};
-  args.w = ForKernels(w, repacked);
-  const auto fp4 = Fp4Kernel(*simd);
+  cpu::Fp4GemmArgs args{nullptr, x_scales, m, ForKernels(w, repacked), y, Fp4OuterMinRows()};
+  const bool dot = Fp4Dot(*simd, args.w);
+  PrepareActivations(SetFp4Activations(dot, x, &args), x_codes, x_scales, m, w.in, x, pool);
+  const auto fp4 = dot ? simd->fp4_bf16dot : Fp4Kernel(*simd);
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
+}
+
+bool Fp4GemmUsesBf16Dots(const Fp4Weight& w) {
+  const cpu::GemmKernels* simd = SimdKernels();
+  if (simd == nullptr) return false;
+  Fp4Weight packed = w;
+  if (w.layout == Fp4Layout::kRows) {  // as Fp4Gemm packs it
+    packed.layout = Fp4Layout::kPanels;
+    packed.bf16_scales = w.in % 128 == 0 && Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
+  }
+  return Fp4Dot(*simd, packed);
 }
 
 namespace {
@@ -419,12 +479,12 @@ struct BatchEntriesTag {};
 int64_t InOf(const BlockScaledGemm& g) { return g.fp4 != nullptr ? g.fp4->in : g.fp8->in; }
 
 // The entry before i that reads the same activation in the same decoded
-// form, or -1.
-int64_t SharedActivation(const BlockScaledGemm* gemms, int64_t i) {
+// form (entries[].form, set for all of them), or -1.
+int64_t SharedActivation(const BlockScaledGemm* gemms, const BatchEntry* entries, int64_t i) {
   const BlockScaledGemm& g = gemms[i];
   for (int64_t j = 0; j < i; ++j) {
     const BlockScaledGemm& h = gemms[j];
-    if (h.x_codes == g.x_codes && h.m == g.m && (h.fp4 != nullptr) == (g.fp4 != nullptr) &&
+    if (h.x_codes == g.x_codes && h.m == g.m && entries[j].form == entries[i].form &&
         InOf(h) == InOf(g)) {
       return j;
     }
@@ -447,8 +507,8 @@ void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* ent
                   // The entry owning this row: the last own one starting at or before it.
                   while (entries[i].x == nullptr || entries[i].first_row + gemms[i].m <= row) ++i;
                   const BlockScaledGemm& g = gemms[i];
-                  PrepareActivationRow(entries[i].form, g.x_codes, g.m, InOf(g), entries[i].x,
-                                       row - entries[i].first_row);
+                  PrepareActivationRow(entries[i].form, g.x_codes, g.x_scales, g.m, InOf(g),
+                                       entries[i].x, row - entries[i].first_row);
                 }
               });
 }
@@ -472,14 +532,23 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   const auto fp4 = Fp4Kernel(*simd);
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   BatchEntry* entries = ScratchArray<BatchEntriesTag, BatchEntry>::Get(static_cast<size_t>(count));
-  int64_t floats = 0;  // activation floats of the distinct inputs
   int64_t repack_bytes = 0, fp8_repack_bytes = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     DSV4_CHECK((g.fp4 != nullptr) != (g.fp8 != nullptr) && InOf(g) % 128 == 0 && g.m >= 0);
-    if (SharedActivation(gemms, i) < 0) floats += g.m * InOf(g);
-    if (g.fp4 != nullptr) repack_bytes += RepackBytes(*g.fp4);
-    if (g.fp8 != nullptr) fp8_repack_bytes += Fp8RepackBytes(*g.fp8, fp8.dot);
+    entries[i] = BatchEntry{};
+    if (g.fp4 != nullptr) {
+      repack_bytes += RepackBytes(*g.fp4);
+      entries[i].form =
+          Fp4GemmUsesBf16Dots(*g.fp4) ? ActivationForm::kFp4Dot : ActivationForm::kFp4;
+    } else {
+      fp8_repack_bytes += Fp8RepackBytes(*g.fp8, fp8.dot);
+      entries[i].form = fp8.dot ? ActivationForm::kFp8Dot : ActivationForm::kFp8Fma;
+    }
+  }
+  int64_t floats = 0;  // activation floats of the distinct inputs
+  for (int64_t i = 0; i < count; ++i) {
+    if (SharedActivation(gemms, entries, i) < 0) floats += gemms[i].m * InOf(gemms[i]);
   }
   float* x = Activations(floats);
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(repack_bytes));
@@ -489,9 +558,8 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     BatchEntry& e = entries[i];
-    e = BatchEntry{};
     const int64_t in = InOf(g);
-    const int64_t shared = SharedActivation(gemms, i);
+    const int64_t shared = SharedActivation(gemms, entries, i);
     if (shared < 0 && g.m > 0) {  // built below, with every other own activation
       e.x = x + next_x;
       e.first_row = own_rows;
@@ -502,11 +570,17 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     e.is_fp4 = g.fp4 != nullptr;
     int64_t out = 0, panel_bytes = 0;
     if (e.is_fp4) {
-      const uint8_t* records = shared >= 0 ? entries[shared].fp4.x : Fp4Records(e.x);
-      e.fp4 = cpu::Fp4GemmArgs{records, g.x_scales, g.m, *g.fp4, g.y, Fp4OuterMinRows()};
-      e.fp4.w = ForKernels(*g.fp4, repacked);
+      e.fp4 = cpu::Fp4GemmArgs{nullptr, g.x_scales,       g.m, ForKernels(*g.fp4, repacked),
+                               g.y,     Fp4OuterMinRows()};
       repacked += RepackBytes(*g.fp4);
-      e.form = ActivationForm::kFp4;
+      if (shared >= 0) {
+        e.fp4.x = entries[shared].fp4.x;
+        e.fp4.xh = entries[shared].fp4.xh;
+        e.fp4.ldx = entries[shared].fp4.ldx;
+        e.fp4.ldkb = entries[shared].fp4.ldkb;
+      } else {
+        SetFp4Activations(e.form == ActivationForm::kFp4Dot, e.x, &e.fp4);
+      }
       out = g.fp4->out;
       panel_bytes = width * in / 2;
     } else {
@@ -519,7 +593,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
         e.fp8.ldx = entries[shared].fp8.ldx;
         e.fp8.ldkb = entries[shared].fp8.ldkb;
       } else {
-        e.form = SetFp8Activations(fp8.dot, e.x, &e.fp8);
+        SetFp8Activations(fp8.dot, e.x, &e.fp8);
       }
       out = g.fp8->out;
       panel_bytes = width * in;
@@ -545,7 +619,9 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       const int64_t n = std::min(e.num_panels - panel, end - begin);
       const cpu::Tile t{row_block * cpu::kRowBlock, std::min(m, (row_block + 1) * cpu::kRowBlock),
                         panel, panel + n};
-      if (e.is_fp4) {
+      if (e.form == ActivationForm::kFp4Dot) {
+        simd->fp4_bf16dot(e.fp4, t);
+      } else if (e.is_fp4) {
         fp4(e.fp4, t);
       } else {
         fp8.kernel(e.fp8, t);

@@ -108,7 +108,27 @@ struct Fp4Weight {
   int64_t out = 0;
   int64_t in = 0;
   Fp4Layout layout = Fp4Layout::kRows;
+  // Every scale byte in [kFp4Bf16MinScale, kFp4Bf16MaxScale]
+  // (Fp4ScalesFitBf16): where the CPU has BF16 dot products, such a weight in
+  // the panel layout runs on them (docs/kernels.md "FP4 with BF16 dot
+  // products"), any other on the exact integer kernels.  Set by
+  // PackFp4Panels and by the model's loader; false in a bare kRows view
+  // (Fp4Gemm packs those per call, which sets it).
+  bool bf16_scales = false;
 };
+
+// The E8M0 scale bytes for which every weight value e2m1 · 2^(e − 127) is a
+// normal BF16 number and its product with any act_quant activation (scale
+// >= 2^-22) a multiple of 2^-126: 2^-94 .. 2^125.
+inline constexpr uint8_t kFp4Bf16MinScale = 33;
+inline constexpr uint8_t kFp4Bf16MaxScale = 252;
+
+// True when all `count` scale bytes lie in [kFp4Bf16MinScale, kFp4Bf16MaxScale].
+bool Fp4ScalesFitBf16(const uint8_t* scales, int64_t count);
+
+// Whether Fp4Gemm runs w on BF16 dot products on this CPU (w.bf16_scales and
+// the CPU's AVX512-BF16 and VBMI; not while a test pins the exact kernels).
+bool Fp4GemmUsesBf16Dots(const Fp4Weight& w);
 
 // Columns per group of the panel layout.
 inline constexpr int64_t kFp4PanelColumns = 16;

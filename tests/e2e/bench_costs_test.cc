@@ -69,11 +69,20 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
   const double layers = static_cast<double>(cfg.num_hidden_layers);
   const double d = static_cast<double>(cfg.hidden_size);
   // Routed experts: top_k of them, w1, w3, w2 of inter x hidden each
-  // (FP4 bytes hold two weights), the only INT8-dot FLOPs of this checkpoint.
+  // (FP4 bytes hold two weights), the only INT8-dot FLOPs of this checkpoint
+  // unless its FP4 GEMMs run on BF16 dot products (every expert's scales fit
+  // that kernel here, so the first one tells).
   const double routed = layers * 2 * 3 * d * static_cast<double>(cfg.moe_intermediate_size) *
                         static_cast<double>(cfg.num_experts_per_tok);
+  const TensorView* w1 = model_->checkpoint().Find("layers.0.ffn.experts.0.w1.weight");
+  const TensorView* s1 = model_->checkpoint().Find("layers.0.ffn.experts.0.w1.scale");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_NE(s1, nullptr);
+  const bool fp4_dots = kernels::Fp4GemmUsesBf16Dots(
+      {w1->as<uint8_t>(), s1->as<uint8_t>(), w1->dim(0), 2 * w1->dim(1)});
   EXPECT_DOUBLE_EQ(one.routed_experts, routed);
-  EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kInt8Dot)], routed);
+  EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kInt8Dot)],
+                   fp4_dots ? 0 : routed);
   // The FP8 linears, wo_a included, count as BF16 dot products where the
   // FP8 GEMM runs on that kernel, else as FP32 FMAs; so does the attention
   // core where it runs on BF16 dot products.
@@ -87,7 +96,8 @@ TEST_F(BenchCostsTest, PrefillFlopsCountEveryMatmulOnce) {
   EXPECT_GT(fp8, 0);
   EXPECT_DOUBLE_EQ(one.by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],
                    (kernels::Fp8GemmUsesBf16Dots() ? fp8 : 0) +
-                       (kernels::SparseAttentionUsesBf16Dots() ? one.attention : 0));
+                       (kernels::SparseAttentionUsesBf16Dots() ? one.attention : 0) +
+                       (fp4_dots ? routed : 0));
   const kernels::Isa isa = kernels::ActiveIsa();
   kernels::SetIsaForTesting(kernels::Isa::kAvx2);
   EXPECT_EQ(CountPrefillFlops(*model_, 1).by_mix[static_cast<size_t>(kernels::PeakMix::kBf16Dot)],

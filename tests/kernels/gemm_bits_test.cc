@@ -162,8 +162,12 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
     cpu::UseFp8WithoutBf16DotForTesting(false);
     return Fnv1a(yb.data(), m * kN * sizeof(bf16));
   }
-  if (kernel == "Fp4Gemm") {
+  if (kernel == "Fp4Gemm" || kernel == "Fp4GemmExact") {
+    // Fp4GemmExact: the exact integer kernels even where the BF16 dot one
+    // would run.
+    cpu::UseFp4WithoutBf16DotForTesting(kernel == "Fp4GemmExact");
     Fp4Gemm(in.x_codes.data(), in.x_scales.data(), m, w4, yb.data(), nullptr);
+    cpu::UseFp4WithoutBf16DotForTesting(false);
     return Fnv1a(yb.data(), m * kN * sizeof(bf16));
   }
   if (kernel == "GemmBf16") {
@@ -194,9 +198,9 @@ uint64_t RunKernel(const std::string& kernel, const Inputs& in, int64_t m) {
   return Fnv1a(yf.data(), yf.size() * sizeof(float));
 }
 
-constexpr const char* kKernels[] = {"Fp8Gemm",     "Fp8GemmFma",        "Fp4Gemm",
-                                    "GemmBf16",    "GemmBf16Fp8",       "GemmBf16Fp8Fma",
-                                    "GemmBf16F32", "GemmBf16F32Approx", "GemmBf16xF32"};
+constexpr const char* kKernels[] = {
+    "Fp8Gemm",     "Fp8GemmFma",     "Fp4Gemm",     "Fp4GemmExact",      "GemmBf16",
+    "GemmBf16Fp8", "GemmBf16Fp8Fma", "GemmBf16F32", "GemmBf16F32Approx", "GemmBf16xF32"};
 
 const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& data, int64_t m) {
   for (const testing::GemmBitsRow& row : testing::kGemmBits) {
@@ -208,7 +212,8 @@ const testing::GemmBitsRow* Find(const std::string& kernel, const std::string& d
 TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
   const bool print = std::getenv("DSV4_GEMM_BITS_PRINT") != nullptr;
   // Below AVX512-BF16 the approximate head is GemmBf16F32 itself, and
-  // without BF16 dots and VBMI the FP8 GEMM is the FMA kernel.
+  // without BF16 dots and VBMI the FP8 GEMM is the FMA kernel and the FP4
+  // GEMM the exact one.
   const CpuFeatures cpu = CpuFeatures::Detect();
   const bool bf16_dots = cpu.avx512bf16;
   const bool fp8_dots = cpu.avx512bf16 && cpu.avx512vbmi;
@@ -242,6 +247,9 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
               !fp8_dots) {
             want = Find(approx + "Fma", data, m)->hash[2];
           }
+          if (approx == "Fp4Gemm" && isa == Isa::kAvx512 && !fp8_dots) {
+            want = Find("Fp4GemmExact", data, m)->hash[2];
+          }
           EXPECT_EQ(got[static_cast<int>(isa)], want)
               << kernel << " " << data << " m" << m << " " << IsaName(isa);
           ++checked;
@@ -250,7 +258,7 @@ TEST(GemmBits, EveryEntryPointKeepsItsRecordedBits) {
     }
   }
   if (!print) {
-    EXPECT_GE(checked, 2 * 9 * 8 * 2);
+    EXPECT_GE(checked, 2 * 10 * 8 * 2);
   }
 }
 

@@ -2,9 +2,9 @@
 // a 128-block whose integer values a = e4m3·2^9 are all multiples of 8 is
 // summed from the planes of a/8 with 4 dot products per column instead of 6.
 // Both kinds of block, next to each other in one row and in rows of one
-// call, must give the scalar reference's bits on every ISA and every FP4
-// kernel variant (VBMI, plain VNNI, no VNNI), at M = 1 (whole and partial
-// panels) and M > 1.
+// call, must give the scalar reference's bits on every ISA and every exact
+// FP4 kernel variant (VBMI, plain VNNI, no VNNI), at M = 1 (whole and
+// partial panels) and M > 1.  (The BF16 dot kernel: gemm_fp4dot_test.cc.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -77,6 +77,7 @@ int64_t Differ(const std::vector<bf16>& got, const std::vector<bf16>& want) {
 }
 
 TEST(Fp4TwoPlanes, MixedBlocksEqualReferenceBitwise) {
+  const ::dsv4::testing::ExactFp4Kernels exact_kernels;
   std::mt19937 rng(23);
   constexpr int64_t k = 1024;
   for (int64_t n : {16, 48, 37}) {  // whole panels, and a partial one
@@ -171,6 +172,7 @@ TEST(Fp4Records, Avx512EqualsScalarBytewise) {
 }
 
 TEST(Fp4OuterProducts, EqualRowKernelsBitwise) {
+  const ::dsv4::testing::ExactFp4Kernels exact_kernels;
   std::mt19937 rng(29);
   for (int64_t k : {128, 1024, 1152, 2176}) {
     for (int64_t n : {16, 64, 100, 200}) {

@@ -223,6 +223,7 @@ TEST(GemmDifferential, Fp8GemmMatchesReference) {
 // checkpoint's row layout and on the panel layout the model packs at load
 // (whose last group is padded when n is not a multiple of 16).
 TEST(GemmDifferential, Fp4GemmEqualsReferenceBitwise) {
+  const ::dsv4::testing::ExactFp4Kernels exact_kernels;  // these bits: the exact kernels
   std::mt19937 rng(11);
   for (int64_t k : {128, 384}) {
     for (int64_t n : kDiffN) {
@@ -366,6 +367,7 @@ TEST(Fp8Panels, LayoutAndPadding) {
 // every e4m3 code (NaN codes aside) against random e2m1 codes.  Bitwise the
 // reference on every ISA, and the reference is the exact sum.
 TEST(GemmDifferential, Fp4SumsAreExact) {
+  const ::dsv4::testing::ExactFp4Kernels exact_kernels;  // these bits: the exact kernels
   constexpr int64_t k = 256, n = 48;
   std::mt19937 rng(3);
   std::vector<uint8_t> packed(n * k / 2), scales(n * k / 32, 127);
@@ -476,6 +478,7 @@ TEST(GemmDifferential, DenseGemmsMatchReference) {
 // weight scale: the reference's expression), including subnormal results,
 // overflow to infinity and the NaN scale 255 (any NaN).  A zero sum gives +0.
 TEST(GemmDifferential, Fp4EveryScaleAndCodeExact) {
+  const ::dsv4::testing::ExactFp4Kernels exact_kernels;  // these bits: the exact kernels
   constexpr int64_t k = 128, n = 256 * 16;
   std::vector<uint8_t> packed(n * k / 2, 0), scales(n * k / 32, 127);
   for (int64_t s = 0; s < 256; ++s) {

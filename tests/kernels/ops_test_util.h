@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/gemm_cpu.h"
 #include "kernels/dispatch.h"
 #include "tensor/numeric.h"
 #include "testing/golden.h"
@@ -26,6 +27,17 @@ inline std::vector<kernels::Isa> IsasToTest() {
 }
 
 // Forces an ISA for one scope, restoring the previous one after.
+// Pins the FP4 GEMMs to the exact integer kernels while alive: the tests of
+// their bits (where the CPU has BF16 dot products, Fp4Gemm would run the
+// BF16 dot kernel on weights whose scales fit).
+class ExactFp4Kernels {
+ public:
+  ExactFp4Kernels() { kernels::cpu::UseFp4WithoutBf16DotForTesting(true); }
+  ~ExactFp4Kernels() { kernels::cpu::UseFp4WithoutBf16DotForTesting(false); }
+  ExactFp4Kernels(const ExactFp4Kernels&) = delete;
+  ExactFp4Kernels& operator=(const ExactFp4Kernels&) = delete;
+};
+
 class ScopedIsa {
  public:
   explicit ScopedIsa(kernels::Isa isa) : saved_(kernels::ActiveIsa()) {

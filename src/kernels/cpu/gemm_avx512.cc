@@ -28,6 +28,8 @@ constexpr GemmKernels Avx512Table() {
   k.fp4_vbmi = &Fp4GemmPanelsAvx512Vbmi;
   k.fp8_bf16dot = &Fp8DotGemmPanelsAvx512;
   k.fp8_dot_activations = &Fp8DotActivationsAvx512Vbmi;
+  k.fp4_bf16dot = &Fp4DotGemmPanelsAvx512;
+  k.fp4_dot_activations = &Fp4DotActivationsAvx512Vbmi;
   k.fp4_records = &BuildFp4RecordsAvx512;
   return k;
 }

@@ -6,6 +6,7 @@
 // must keep running on AVX-512 CPUs without VBMI.
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
 #include "kernels/cpu/gemm_fp4_outer-inl.h"
+#include "kernels/cpu/gemm_fp4dot-inl.h"
 #include "kernels/cpu/gemm_fp8dot-inl.h"
 
 namespace dsv4::kernels::cpu {
@@ -32,6 +33,13 @@ void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t) {
 }
 
 void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t) { Fp8DotGemm(a).Run(t); }
+
+void Fp4DotGemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t) { Fp4DotGemm(a).Run(t); }
+
+void Fp4DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                 int64_t r, bf16* xh) {
+  Fp4DotActivations(codes, scales, in, m, r, xh);
+}
 
 void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
   Fp8DotActivations(codes, in, m, r, xh);

@@ -99,6 +99,14 @@ struct Fp4GemmArgs {
   // The outer-product kernel's row threshold (kFp4OuterMinRows; larger than
   // any M in tests and benchmarks that pin the row kernels).
   int64_t outer_min_rows = kFp4OuterMinRows;
+  // Instead of x and x_scales, for GemmKernels::fp4_bf16dot: [m, w.in] each
+  // code's value times its block's scale in BF16 (Fp4DotActivationsScalar),
+  // row r's 128-block kb at xh + r·ldx + kb·ldkb (gemm.cc: block-major,
+  // ldx = 128, ldkb = m·128), against a weight in the panel layout whose
+  // scales fit (Fp4Weight::bf16_scales).
+  const bf16* xh = nullptr;
+  int64_t ldx = 0;   // 0 means w.in
+  int64_t ldkb = 0;  // 0 means 128
 };
 
 // Dense GEMM with BF16 or FP32 weights and BF16 or FP32 output.
@@ -145,6 +153,10 @@ struct GemmKernels {
   // The same FP4 kernel decoding the weights with VBMI byte permutes (same
   // bits), for CPUs with AVX512-VNNI and AVX512-VBMI; null where none.
   void (*fp4_vbmi)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
+  // FP4 with BF16 pair dot products (reads Fp4GemmArgs::xh; its own bits,
+  // docs/kernels.md).  REQUIRES: AVX512-BF16 and AVX512-VBMI, a weight with
+  // bf16_scales.  Null where none.
+  void (*fp4_bf16dot)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   void (*dense)(const DenseGemmArgs& a, const Tile& t) = nullptr;
   // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.
   // REQUIRES: the CPU feature behind it (AVX-512: AVX512-BF16).
@@ -155,6 +167,9 @@ struct GemmKernels {
   // fp8_bf16dot's activations of one row (below); set where fp8_bf16dot is.
   void (*fp8_dot_activations)(const uint8_t* codes, int64_t in, int64_t m, int64_t r,
                               bf16* xh) = nullptr;
+  // fp4_bf16dot's activations of one row (below); set where fp4_bf16dot is.
+  void (*fp4_dot_activations)(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                              int64_t r, bf16* xh) = nullptr;
 };
 
 // The FP4 GEMM activation records (Fp4GemmArgs above) of one row of `in`
@@ -173,6 +188,17 @@ void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec);
 void Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
 void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
 
+// Row r of [m, in] FP8 activation codes with their [m, in/128] block scales
+// as the FP4 BF16 dot kernel reads them (Fp4GemmArgs::xh): bf16(value ·
+// scale), rounded to nearest even (exact for power-of-two scales), block-major
+// as above.  The scalar one (gemm.cc) and the AVX-512 VBMI one
+// (gemm_avx512_vbmi.cc), bit for bit the same.
+// REQUIRES: in % 128 == 0; the Avx512Vbmi one AVX512-VBMI.
+void Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                             int64_t r, bf16* xh);
+void Fp4DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                 int64_t r, bf16* xh);
+
 // Defined (constant-initialised) in gemm_avx2.cc / gemm_avx512.cc; use only
 // when ActiveIsa() is that ISA.
 extern const GemmKernels kGemmKernelsAvx2;
@@ -185,6 +211,14 @@ void Fp4GemmPanelsAvx512Vbmi(const Fp4GemmArgs& a, const Tile& t);
 // The AVX-512 FP8 kernel with BF16 dot products (gemm_avx512_vbmi.cc).
 // REQUIRES: AVX512-BF16 and AVX512-VBMI.
 void Fp8DotGemmPanelsAvx512(const Fp8GemmArgs& a, const Tile& t);
+
+// The AVX-512 FP4 kernel with BF16 dot products (gemm_avx512_vbmi.cc).
+// REQUIRES: AVX512-BF16 and AVX512-VBMI.
+void Fp4DotGemmPanelsAvx512(const Fp4GemmArgs& a, const Tile& t);
+
+// Tests and benchmarks: run the FP4 GEMMs on the exact kernels (fp4,
+// fp4_vbmi) even where the BF16 dot one would run.
+void UseFp4WithoutBf16DotForTesting(bool on);
 
 // Tests: run the FP8 GEMMs through fp8 (the FMA kernel) even on a CPU with
 // BF16 dot products and VBMI.

@@ -1,0 +1,321 @@
+// The FP4 (MXFP4) GEMM with BF16 pair dot products (AVX512-BF16 and
+// AVX512-VBMI; gemm.cc picks it through GemmKernels::fp4_bf16dot for a weight
+// whose scales all lie in [kFp4DotMinScale, kFp4DotMaxScale]).  Included only
+// by gemm_avx512_vbmi.cc.
+//
+// Why: the exact kernels (gemm_fp4-inl.h, gemm_fp4_outer-inl.h) take an
+// activation of up to 18 bits as two or three byte planes, so their vpdpbusd
+// byte products do at most half of the useful multiply-adds the instruction
+// could, and each 32-block's integer sum needs an FP32 epilogue.  Here every
+// operand is a BF16 value that already carries its scale, and the whole K
+// reduction is one FP32 chain of vdpbf16ps: the same multiply-adds per
+// instruction as two byte planes, and no epilogue.
+//
+// Values.  A weight is e2m1 · 2^(e − 127) (E8M0 byte e of its 32-block): with
+// e in [kFp4DotMinScale, kFp4DotMaxScale] a normal BF16 number.  The decode
+// looks the code up in a table of e2m1 · 2^125 (vpermw on the code as a word
+// index) and lowers the exponent field by 252 − e with an unsigned saturating
+// subtract, which leaves a zero code zero.  An activation is bf16(e4m3 · s)
+// with s its 128-block's scale (gemm.cc, Fp4DotActivations): exact when s is
+// a power of two, as act_quant makes it.  Each product of two such values is
+// exact in FP32, and with e >= kFp4DotMinScale and s >= 2^-22 (act_quant's
+// floor) every product is a multiple of 2^-126, so none is flushed.
+//
+// Order.  The weights are in the FP4 panel layout (kernels/fp4_panels.cc): a
+// 64-byte chunk holds 8 K of the 16 columns, column c's 4 bytes in dword c,
+// byte P holding K pair 8d + 2P (d the chunk in its 128-block).  Pair P of
+// every chunk goes to chain P (P = 0..3) of each row and column: per chunk
+// in K order, vdpbf16ps against the row's pair broadcast to every lane (its
+// odd product, then its even one, added to the chain as the instruction
+// defines).  The result is (chain 0 + chain 1) + (chain 2 + chain 3), rounded
+// to BF16 once.  Every path (1..4 rows streamed, register tiles of more)
+// runs these chains, so results are batch invariant; they differ from the
+// exact kernels' in the order of the FP32 additions (docs/kernels.md "FP4
+// with BF16 dot products").
+#pragma once
+
+
+#include "kernels/cpu/gemm_avx512_traits-inl.h"
+#include "kernels/cpu/gemm_fp8dot-inl.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// BF16 bits of e2m1 code c's value times 2^125 (0 for either zero).  Exponent
+// fields 251..254: finite, and 252 − e below them for every e >= 1.
+constexpr uint16_t E2M1Bf16Biased(int c) {
+  const int m = c & 7;  // 0, 0.5, 1, 1.5, 2, 3, 4, 6
+  if (m == 0) return 0;
+  const int field = m == 1 ? 126 : 126 + m / 2;
+  const int mantissa = m >= 3 && (m & 1) != 0 ? 0x40 : 0;
+  return static_cast<uint16_t>(((c & 8) << 12) | ((field + 125) << 7) | mantissa);
+}
+
+struct Fp4DotBytes {
+  // vpermw's table: word i for code i & 15 (vpermw reads 5 index bits).
+  alignas(64) uint16_t table[32];
+  // vpmultishiftqb controls: pair P's low code into word 0 of each dword and
+  // its high code into word 1 (the 8 bits from bit 8P and 8P + 4 of the
+  // dword; the bits above a code repeat the table, so need no masking).
+  alignas(64) uint8_t pick[4][64];
+  // vpshufb controls: byte j of each dword (32-block j's scale of the
+  // column) into both of its words, zero extended.
+  alignas(64) uint8_t scale_pick[4][64];
+  constexpr Fp4DotBytes() : table(), pick(), scale_pick() {
+    for (int i = 0; i < 32; ++i) table[i] = E2M1Bf16Biased(i & 15);
+    for (int p = 0; p < 4; ++p) {
+      for (int b = 0; b < 64; ++b) {
+        const int half = (b % 8) / 4;  // the qword's dword
+        const int high = (b % 4) / 2;  // word 1: the pair's high code
+        pick[p][b] = static_cast<uint8_t>(32 * half + 8 * p + 4 * high);
+        const int dword = (b % 16) / 4;
+        scale_pick[p][b] = b % 2 == 0 ? static_cast<uint8_t>(4 * dword + p) : uint8_t{0x80};
+      }
+    }
+  }
+};
+constexpr Fp4DotBytes kFp4DotBytes;
+
+// The constants in registers (loaded once per kernel call).
+struct Fp4DotConsts {
+  __m512i table;
+  __m512i pick[4];
+  __m512i scale_pick[4];
+  [[gnu::always_inline]] Fp4DotConsts() : table(_mm512_load_si512(kFp4DotBytes.table)) {
+    for (int p = 0; p < 4; ++p) {
+      pick[p] = _mm512_load_si512(kFp4DotBytes.pick[p]);
+      scale_pick[p] = _mm512_load_si512(kFp4DotBytes.scale_pick[p]);
+    }
+  }
+};
+
+constexpr int64_t kFp4DotChunks = 16;              // per 128-block of a panel
+constexpr int64_t kFp4DotBlockBytes = 64 * 16;     // a panel's 128-block of codes
+constexpr int64_t kFp4DotScaleBytes = 4 * 16;      // and of scales
+constexpr int64_t kFp4DotAheadBytes = 8192;        // GEMV prefetch distance (codes)
+constexpr int kFp4DotTileRows = 3;                 // 3 rows x 2 panels x 4 chains
+// Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
+// less than a pass through L1).
+constexpr int64_t kFp4DotTileMinRows = 24;
+
+// What the decode subtracts from the biased table value for 32-block j of a
+// group block whose scale bytes are sv: (252 − e) << 7 in both words of each
+// column's lane.
+[[gnu::always_inline]] inline __m512i Fp4DotScaleSub(__m512i sv, const Fp4DotConsts& c, int j) {
+  const __m512i e = _mm512_shuffle_epi8(sv, c.scale_pick[j]);
+  return _mm512_slli_epi16(_mm512_sub_epi16(_mm512_set1_epi16(252), e), 7);
+}
+
+// One chunk (64 bytes: 8 K of 16 columns) -> 4 vectors of BF16 pairs, w[P]
+// lane c = column c's weights at K 8d + 2P and 8d + 2P + 1, scaled.
+[[gnu::always_inline]] inline void Fp4DotDecodeChunk(const uint8_t* p, __m512i sub,
+                                                     const Fp4DotConsts& c, Bh* w) {
+  const __m512i v = _mm512_loadu_si512(p);
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m512i idx = _mm512_multishift_epi64_epi8(c.pick[q], v);
+    w[q] = reinterpret_cast<Bh>(_mm512_subs_epu16(_mm512_permutexvar_epi16(idx, c.table), sub));
+  }
+}
+
+// Row r of [m, in] activation codes as this kernel reads them: each code's
+// value times its block's scale, rounded to BF16 (exact for a power-of-two
+// scale), block-major like the FP8 dot kernel's (block kb of row r at
+// xh + (kb·m + r)·128).  Bit for bit Fp4DotActivationsScalar (gemm.cc).
+inline void Fp4DotActivations(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                              int64_t r, bf16* xh) {
+  Fp8DotActivations(codes, in, m, r, xh);
+  for (int64_t kb = 0; kb < in / 128; ++kb) {
+    bf16* block = xh + (kb * m + r) * 128;
+    const __m512 s = _mm512_set1_ps(scales[kb]);
+#pragma GCC unroll 8
+    for (int64_t i = 0; i < 8; ++i) {
+      StoreBf16x16(block + 16 * i, _mm512_mul_ps(GemmAvx512::LoadBf16(block + 16 * i), s), 16);
+    }
+  }
+}
+
+struct Fp4DotGemm {
+  const Fp4GemmArgs& a;
+  const Fp4DotConsts c;
+  const int64_t num_kb;
+  const int64_t ldx;   // row stride of the activations
+  const int64_t ldkb;  // their block stride
+
+  explicit Fp4DotGemm(const Fp4GemmArgs& args)
+      : a(args),
+        num_kb(args.w.in / 128),
+        ldx(args.ldx > 0 ? args.ldx : args.w.in),
+        ldkb(args.ldkb > 0 ? args.ldkb : 128) {}
+
+  const uint8_t* Block(int64_t panel, int64_t kb) const {
+    return a.w.packed + (panel * num_kb + kb) * kFp4DotBlockBytes;
+  }
+  const uint8_t* Scales(int64_t panel, int64_t kb) const {
+    return a.w.scales + (panel * num_kb + kb) * kFp4DotScaleBytes;
+  }
+  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
+
+  // Rows m0..m0 + M (1..4) against one panel, decoded as the codes stream
+  // in (a decode GEMV, a verify step's few rows): one stream front to back,
+  // 4·M chains.  acc[r][P]: chain P of row r.
+  template <int M>
+  void FewRows(int64_t m0, int64_t panel, __m512 (*acc)[4]) const {
+    __m512 sum[M][4];
+#pragma GCC unroll 16
+    for (int i = 0; i < 4 * M; ++i) sum[i / 4][i % 4] = V512::Zero();
+    for (int64_t kb = 0; kb < num_kb; ++kb) {
+      const uint8_t* block = Block(panel, kb);
+      Prefetch(Scales(panel, kb) + kFp4DotAheadBytes / 16, 64);
+      const __m512i sv = _mm512_loadu_si512(Scales(panel, kb));
+      const bf16* x[M];
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) x[r] = X(m0 + r, kb);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i sub = Fp4DotScaleSub(sv, c, j);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const int64_t d = 4 * j + i;
+          const uint8_t* chunk = block + 64 * d;
+          Prefetch(chunk + kFp4DotAheadBytes, 64);
+          Bh w[4];
+          Fp4DotDecodeChunk(chunk, sub, c, w);
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; ++q) sum[r][q] = DotPair(sum[r][q], w[q], x[r] + 8 * d + 2 * q);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 4 * M; ++i) acc[i / 4][i % 4] = sum[i / 4][i % 4];
+  }
+
+  // A panel's block kb decoded into out (L1): 16 chunks x 4 vectors, 4 KiB.
+  // Not inlined: the decode's 9 constant registers would otherwise stay live
+  // through the register tiles, which need 24 accumulators.
+  [[gnu::noinline]] void DecodeBlock(int64_t panel, int64_t kb, Bh (*out)[4]) const {
+    const uint8_t* block = Block(panel, kb);
+    const __m512i sv = _mm512_loadu_si512(Scales(panel, kb));
+    for (int j = 0; j < 4; ++j) {
+      const __m512i sub = Fp4DotScaleSub(sv, c, j);
+      for (int64_t d = 4 * j; d < 4 * j + 4; ++d) Fp4DotDecodeChunk(block + 64 * d, sub, c, out[d]);
+    }
+  }
+
+  // Rows row..row + R (acc's rows r..r + R) against one block of NP panels
+  // decoded into wdec[p]: each activation pair broadcast once and fed to
+  // every panel's chain.  acc[p][r][q]: the chains, carried in memory from
+  // block to block.
+  template <int R, int NP>
+  [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[4], int64_t row, int64_t r,
+                                       int64_t kb, __m512 (*const* acc)[4]) const {
+    __m512 sum[NP][R][4];
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) sum[p][i][q] = acc[p][r + i][q];
+      }
+    }
+    const bf16* x0 = X(row, kb);
+    for (int64_t d = 0; d < kFp4DotChunks; ++d) {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        Bh w[NP];
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; ++p) {
+          w[p] = wdec[p][d][q];
+          // Opaque: held in a register for all R rows (GCC otherwise
+          // reloads it from L1 for every row, a load per dot product).
+          asm("" : "+v"(w[p]));
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+          const Bh xb = BroadcastPair(x0 + i * ldx + 8 * d + 2 * q);
+#pragma GCC unroll 2
+          for (int p = 0; p < NP; ++p) sum[p][i][q] = _mm512_dpbf16_ps(sum[p][i][q], w[p], xb);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) acc[p][r + i][q] = sum[p][i][q];
+      }
+    }
+  }
+
+  // Rows [m0, m0 + mt) (mt > 4) against NP panels from `panel` on: each
+  // block decoded into L1 once, then register tiles of kFp4DotTileRows rows.
+  template <int NP>
+  void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512 (*const* acc)[4]) const {
+    alignas(64) Bh wdec[NP][kFp4DotChunks][4];
+    const Bh(*w[NP])[4];
+    for (int p = 0; p < NP; ++p) {
+      w[p] = wdec[p];
+      for (int64_t r = 0; r < mt; ++r) {
+        for (int q = 0; q < 4; ++q) acc[p][r][q] = V512::Zero();
+      }
+    }
+    for (int64_t kb = 0; kb < num_kb; ++kb) {
+      for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
+      int64_t r = 0;
+      for (; r + kFp4DotTileRows <= mt; r += kFp4DotTileRows) {
+        TileRows<kFp4DotTileRows, NP>(w, m0 + r, r, kb, acc);
+      }
+      if (mt - r == 2) TileRows<2, NP>(w, m0 + r, r, kb, acc);
+      if (mt - r == 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
+    }
+  }
+
+  // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
+  void Store(int64_t m0, int64_t mt, int64_t p, const __m512 (*acc)[4]) const {
+    const int64_t n0 = p * kDotP, nc = Min(kDotP, a.w.out - n0);
+    for (int64_t r = 0; r < mt; ++r) {
+      const __m512 y = V512::Add(V512::Add(acc[r][0], acc[r][1]), V512::Add(acc[r][2], acc[r][3]));
+      V512::StoreBf16(a.y + (m0 + r) * a.w.out + n0, y, nc);
+    }
+  }
+
+  // Rows [m0, m0 + mt) against panel p, streamed 4 rows at a time.
+  void StreamRows(int64_t m0, int64_t mt, int64_t p, __m512 (*acc)[4]) const {
+    for (int64_t r = 0; r < mt; r += 4) {
+      const int64_t n = Min(4, mt - r);
+      if (n == 1) FewRows<1>(m0 + r, p, acc);
+      if (n == 2) FewRows<2>(m0 + r, p, acc);
+      if (n == 3) FewRows<3>(m0 + r, p, acc);
+      if (n == 4) FewRows<4>(m0 + r, p, acc);
+      Store(m0 + r, n, p, acc);
+    }
+  }
+
+  void Run(const Tile& tile) const {
+    alignas(64) __m512 acc[2][kMTile][4];
+    __m512(*const both[2])[4] = {acc[0], acc[1]};
+    for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
+      const int64_t mt = Min(kMTile, tile.row_end - m0);
+      for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
+        if (mt < kFp4DotTileMinRows) {
+          StreamRows(m0, mt, p++, acc[0]);
+        } else if (p + 1 < tile.panel_end) {  // two panels per register tile
+          ManyRows<2>(m0, mt, p, both);
+          Store(m0, mt, p, acc[0]);
+          Store(m0, mt, p + 1, acc[1]);
+          p += 2;
+        } else {
+          ManyRows<1>(m0, mt, p, both);
+          Store(m0, mt, p++, acc[0]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace dsv4::kernels::cpu

@@ -93,7 +93,9 @@ constexpr int64_t kFp4DotChunks = 16;              // per 128-block of a panel
 constexpr int64_t kFp4DotBlockBytes = 64 * 16;     // a panel's 128-block of codes
 constexpr int64_t kFp4DotScaleBytes = 4 * 16;      // and of scales
 constexpr int64_t kFp4DotAheadBytes = 8192;        // GEMV prefetch distance (codes)
-constexpr int kFp4DotTileRows = 3;                 // 3 rows x 2 panels x 4 chains
+// Register tiles: 6 rows x 4 panels, one chain at a time (24 sums).
+constexpr int kFp4DotTileRows = 6;
+constexpr int64_t kFp4DotTilePanels = 4;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;
@@ -206,53 +208,49 @@ struct Fp4DotGemm {
   }
 
   // Rows row..row + R (acc's rows r..r + R) against one block of NP panels
-  // decoded into wdec[p]: each activation pair broadcast once and fed to
-  // every panel's chain.  acc[p][r][q]: the chains, carried in memory from
+  // decoded into wdec[p]: chain by chain (q outer), so a tile holds R x NP
+  // sums and each step loads NP weight vectors and R activation pairs for
+  // R·NP dot products.  acc[p][r][q]: the chains, carried in memory from
   // block to block.
   template <int R, int NP>
   [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[4], int64_t row, int64_t r,
                                        int64_t kb, __m512 (*const* acc)[4]) const {
-    __m512 sum[NP][R][4];
-#pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) {
-#pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) sum[p][i][q] = acc[p][r + i][q];
-      }
-    }
     const bf16* x0 = X(row, kb);
-    for (int64_t d = 0; d < kFp4DotChunks; ++d) {
+#pragma GCC unroll 1
+    for (int q = 0; q < 4; ++q) {
+      __m512 sum[NP][R];
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
+      for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) sum[p][i] = acc[p][r + i][q];
+      }
+      for (int64_t d = 0; d < kFp4DotChunks; ++d) {
         Bh w[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int p = 0; p < NP; ++p) {
           w[p] = wdec[p][d][q];
           // Opaque: held in a register for all R rows (GCC otherwise
           // reloads it from L1 for every row, a load per dot product).
           asm("" : "+v"(w[p]));
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < R; ++i) {
           const Bh xb = BroadcastPair(x0 + i * ldx + 8 * d + 2 * q);
-#pragma GCC unroll 2
-          for (int p = 0; p < NP; ++p) sum[p][i][q] = _mm512_dpbf16_ps(sum[p][i][q], w[p], xb);
+#pragma GCC unroll 4
+          for (int p = 0; p < NP; ++p) sum[p][i] = _mm512_dpbf16_ps(sum[p][i], w[p], xb);
         }
       }
-    }
-#pragma GCC unroll 2
-    for (int p = 0; p < NP; ++p) {
 #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; ++q) acc[p][r + i][q] = sum[p][i][q];
+      for (int p = 0; p < NP; ++p) {
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) acc[p][r + i][q] = sum[p][i];
       }
     }
   }
 
-  // Rows [m0, m0 + mt) (mt > 4) against NP panels from `panel` on: each
-  // block decoded into L1 once, then register tiles of kFp4DotTileRows rows.
+  // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
+  // into L1 once (4 KiB per panel), then register tiles of kFp4DotTileRows
+  // rows.
   template <int NP>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512 (*const* acc)[4]) const {
     alignas(64) Bh wdec[NP][kFp4DotChunks][4];
@@ -269,8 +267,11 @@ struct Fp4DotGemm {
       for (; r + kFp4DotTileRows <= mt; r += kFp4DotTileRows) {
         TileRows<kFp4DotTileRows, NP>(w, m0 + r, r, kb, acc);
       }
-      if (mt - r == 2) TileRows<2, NP>(w, m0 + r, r, kb, acc);
-      if (mt - r == 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
+      const int64_t left = mt - r;  // < kFp4DotTileRows: 4, 2 and 1 cover it
+      static_assert(kFp4DotTileRows <= 8);
+      if (left & 4) TileRows<4, NP>(w, m0 + r, r, kb, acc), r += 4;
+      if (left & 2) TileRows<2, NP>(w, m0 + r, r, kb, acc), r += 2;
+      if (left & 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
     }
   }
 
@@ -296,22 +297,22 @@ struct Fp4DotGemm {
   }
 
   void Run(const Tile& tile) const {
-    alignas(64) __m512 acc[2][kMTile][4];
-    __m512(*const both[2])[4] = {acc[0], acc[1]};
+    alignas(64) __m512 acc[kFp4DotTilePanels][kMTile][4];
+    __m512(*const all[kFp4DotTilePanels])[4] = {acc[0], acc[1], acc[2], acc[3]};
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
         if (mt < kFp4DotTileMinRows) {
           StreamRows(m0, mt, p++, acc[0]);
-        } else if (p + 1 < tile.panel_end) {  // two panels per register tile
-          ManyRows<2>(m0, mt, p, both);
-          Store(m0, mt, p, acc[0]);
-          Store(m0, mt, p + 1, acc[1]);
-          p += 2;
-        } else {
-          ManyRows<1>(m0, mt, p, both);
-          Store(m0, mt, p++, acc[0]);
+          continue;
         }
+        const int64_t np = Min(kFp4DotTilePanels, tile.panel_end - p);
+        if (np == 4) ManyRows<4>(m0, mt, p, all);
+        if (np == 3) ManyRows<3>(m0, mt, p, all);
+        if (np == 2) ManyRows<2>(m0, mt, p, all);
+        if (np == 1) ManyRows<1>(m0, mt, p, all);
+        for (int64_t i = 0; i < np; ++i) Store(m0, mt, p + i, acc[i]);
+        p += np;
       }
     }
   }

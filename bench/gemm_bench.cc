@@ -631,6 +631,11 @@ void Fp4PrefillArgs(benchmark::internal::Benchmark* b) {
       b->Args({isa, m, 1});
     }
   }
+  // On every thread, where the driver's tasks hold a few panels each.
+  const int64_t all = ThreadPool::DefaultThreads();
+  if (all > 1) {
+    for (int64_t isa : {int64_t{2}, kAvx512Fp4Exact}) b->Args({isa, 128, all});
+  }
   b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 

@@ -93,9 +93,11 @@ constexpr int64_t kFp4DotChunks = 16;              // per 128-block of a panel
 constexpr int64_t kFp4DotBlockBytes = 64 * 16;     // a panel's 128-block of codes
 constexpr int64_t kFp4DotScaleBytes = 4 * 16;      // and of scales
 constexpr int64_t kFp4DotAheadBytes = 8192;        // GEMV prefetch distance (codes)
-// Register tiles: 6 rows x 4 panels, one chain at a time (24 sums).
-constexpr int kFp4DotTileRows = 6;
+// Register tiles: one chain at a time, 24 sums: 6 rows x 4 panels, 8 x 3,
+// 12 x 2 (a task of the driver may hold any number of panels), 12 x 1.
 constexpr int64_t kFp4DotTilePanels = 4;
+template <int NP>
+inline constexpr int kFp4DotTileRows = NP == 4 ? 6 : NP == 3 ? 8 : 12;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;
@@ -221,7 +223,7 @@ struct Fp4DotGemm {
       __m512 sum[NP][R];
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int i = 0; i < R; ++i) sum[p][i] = acc[p][r + i][q];
       }
       for (int64_t d = 0; d < kFp4DotChunks; ++d) {
@@ -233,7 +235,7 @@ struct Fp4DotGemm {
           // reloads it from L1 for every row, a load per dot product).
           asm("" : "+v"(w[p]));
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int i = 0; i < R; ++i) {
           const Bh xb = BroadcastPair(x0 + i * ldx + 8 * d + 2 * q);
 #pragma GCC unroll 4
@@ -242,15 +244,15 @@ struct Fp4DotGemm {
       }
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int i = 0; i < R; ++i) acc[p][r + i][q] = sum[p][i];
       }
     }
   }
 
   // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
-  // into L1 once (4 KiB per panel), then register tiles of kFp4DotTileRows
-  // rows.
+  // into L1 once (4 KiB per panel), then register tiles of
+  // kFp4DotTileRows<NP> rows.
   template <int NP>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512 (*const* acc)[4]) const {
     alignas(64) Bh wdec[NP][kFp4DotChunks][4];
@@ -261,14 +263,14 @@ struct Fp4DotGemm {
         for (int q = 0; q < 4; ++q) acc[p][r][q] = V512::Zero();
       }
     }
+    constexpr int kR = kFp4DotTileRows<NP>;
     for (int64_t kb = 0; kb < num_kb; ++kb) {
       for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
       int64_t r = 0;
-      for (; r + kFp4DotTileRows <= mt; r += kFp4DotTileRows) {
-        TileRows<kFp4DotTileRows, NP>(w, m0 + r, r, kb, acc);
-      }
-      const int64_t left = mt - r;  // < kFp4DotTileRows: 4, 2 and 1 cover it
-      static_assert(kFp4DotTileRows <= 8);
+      for (; r + kR <= mt; r += kR) TileRows<kR, NP>(w, m0 + r, r, kb, acc);
+      const int64_t left = mt - r;  // < kR <= 15: 8, 4, 2 and 1 cover it
+      static_assert(kR < 16);
+      if (left & 8) TileRows<8, NP>(w, m0 + r, r, kb, acc), r += 8;
       if (left & 4) TileRows<4, NP>(w, m0 + r, r, kb, acc), r += 4;
       if (left & 2) TileRows<2, NP>(w, m0 + r, r, kb, acc), r += 2;
       if (left & 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);

@@ -41,6 +41,9 @@ int64_t ScalesAt(const Fp4Weight& w, int64_t col, int64_t kb) {
   return (GroupBlock(w, col, kb) * kGroup + col % kGroup) * kBlockScales;
 }
 
+// The scales proper; the flag byte follows them.
+int64_t ScaleBodyBytes(int64_t out, int64_t in) { return Groups(out) * kGroup * (in / 32); }
+
 }  // namespace
 
 int64_t Fp4PanelPackedBytes(int64_t out, int64_t in) {
@@ -50,7 +53,12 @@ int64_t Fp4PanelPackedBytes(int64_t out, int64_t in) {
 
 int64_t Fp4PanelScaleBytes(int64_t out, int64_t in) {
   DSV4_CHECK(in % 128 == 0);
-  return Groups(out) * kGroup * (in / 32);
+  return ScaleBodyBytes(out, in) + 1;
+}
+
+bool Fp4PanelsFitBf16(const Fp4Weight& w) {
+  DSV4_CHECK(w.layout == Fp4Layout::kPanels);
+  return w.scales[ScaleBodyBytes(w.out, w.in)] == 1;
 }
 
 bool Fp4ScalesFitBf16(const uint8_t* scales, int64_t count) {
@@ -68,7 +76,8 @@ Fp4Weight PackFp4Panels(const Fp4Weight& w, uint8_t* packed, uint8_t* scales) {
   p.packed = packed;
   p.scales = scales;
   p.layout = Fp4Layout::kPanels;
-  p.bf16_scales = Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
+  // The padding columns' scales (2^0) always fit.
+  scales[ScaleBodyBytes(w.out, w.in)] = Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32)) ? 1 : 0;
   // In the order of the packed bytes: the destination is written front to
   // back (first-touched in order), the source read 4 bytes per column.
   for (int64_t g = 0; g < Groups(w.out); ++g) {

@@ -273,7 +273,7 @@ auto Fp4Kernel(const cpu::GemmKernels& simd) {
 bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
   static const CpuFeatures cpu = CpuFeatures::Detect();
   return simd.fp4_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi &&
-         w.layout == Fp4Layout::kPanels && w.bf16_scales &&
+         w.layout == Fp4Layout::kPanels && Fp4PanelsFitBf16(w) &&
          !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed);
 }
 
@@ -449,12 +449,12 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
 bool Fp4GemmUsesBf16Dots(const Fp4Weight& w) {
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr) return false;
-  Fp4Weight packed = w;
-  if (w.layout == Fp4Layout::kRows) {  // as Fp4Gemm packs it
-    packed.layout = Fp4Layout::kPanels;
-    packed.bf16_scales = w.in % 128 == 0 && Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
-  }
-  return Fp4Dot(*simd, packed);
+  if (w.layout == Fp4Layout::kPanels) return Fp4Dot(*simd, w);
+  // As Fp4Gemm would pack it: Fp4Dot's checks on the rows' scales.
+  static const CpuFeatures cpu = CpuFeatures::Detect();
+  return simd->fp4_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi && w.in % 128 == 0 &&
+         !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed) &&
+         Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
 }
 
 namespace {

@@ -108,13 +108,6 @@ struct Fp4Weight {
   int64_t out = 0;
   int64_t in = 0;
   Fp4Layout layout = Fp4Layout::kRows;
-  // Every scale byte in [kFp4Bf16MinScale, kFp4Bf16MaxScale]
-  // (Fp4ScalesFitBf16): where the CPU has BF16 dot products, such a weight in
-  // the panel layout runs on them (docs/kernels.md "FP4 with BF16 dot
-  // products"), any other on the exact integer kernels.  Set by
-  // PackFp4Panels and by the model's loader; false in a bare kRows view
-  // (Fp4Gemm packs those per call, which sets it).
-  bool bf16_scales = false;
 };
 
 // The E8M0 scale bytes for which every weight value e2m1 · 2^(e − 127) is a
@@ -126,17 +119,28 @@ inline constexpr uint8_t kFp4Bf16MaxScale = 252;
 // True when all `count` scale bytes lie in [kFp4Bf16MinScale, kFp4Bf16MaxScale].
 bool Fp4ScalesFitBf16(const uint8_t* scales, int64_t count);
 
-// Whether Fp4Gemm runs w on BF16 dot products on this CPU (w.bf16_scales and
-// the CPU's AVX512-BF16 and VBMI; not while a test pins the exact kernels).
+// Whether Fp4Gemm runs w on BF16 dot products on this CPU: every scale of w
+// fits (Fp4ScalesFitBf16; for a weight in the panel layout the flag
+// PackFp4Panels left after its scales, Fp4PanelsFitBf16), and the CPU has
+// AVX512-BF16 and VBMI (not while a test pins the exact kernels).  Any
+// other weight runs on the exact integer kernels (docs/kernels.md "FP4 with
+// BF16 dot products").
 bool Fp4GemmUsesBf16Dots(const Fp4Weight& w);
 
 // Columns per group of the panel layout.
 inline constexpr int64_t kFp4PanelColumns = 16;
 
 // Bytes of the panel layout's codes and scales for an [out, in] weight
-// (out rounded up to whole groups).  REQUIRES: in % 128 == 0.
+// (out rounded up to whole groups; the scales followed by one flag byte:
+// 1 when every scale fits Fp4ScalesFitBf16, set when packed, so a view made
+// before its weight is packed learns it with the bytes).
+// REQUIRES: in % 128 == 0.
 int64_t Fp4PanelPackedBytes(int64_t out, int64_t in);
 int64_t Fp4PanelScaleBytes(int64_t out, int64_t in);
+
+// The flag byte of w's packed scales (REQUIRES: w.layout == kPanels and w
+// packed).
+bool Fp4PanelsFitBf16(const Fp4Weight& w);
 
 // w (kRows, in % 128 == 0) copied into the panel layout at `packed`
 // [Fp4PanelPackedBytes] and `scales` [Fp4PanelScaleBytes]; returns that view.

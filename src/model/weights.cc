@@ -23,8 +23,6 @@ kernels::Fp4Weight WeightStore::DeferPack(const kernels::Fp4Weight& rows, uint8_
   view.packed = codes;
   view.scales = scales;
   view.layout = kernels::Fp4Layout::kPanels;
-  // As PackFp4Panels sets it: the padding columns' scales (2^0) always fit.
-  view.bf16_scales = kernels::Fp4ScalesFitBf16(rows.scales, rows.out * (rows.in / 32));
   return view;
 }
 

@@ -81,8 +81,8 @@ TEST(Fp4Dot, CloseToExactAndEveryPathGivesARowTheSameBits) {
       // tails of 1 and 2 rows, and two row blocks of the driver (67).
       for (int64_t m : {1, 2, 3, 4, 5, 9, 23, 24, 26, 31, 67}) {
         const QuantizedActivation a = RandomActivation(m, k, &rng);
-        const std::string what = "k" + std::to_string(k) + " n" + std::to_string(n) + " m" +
-                                 std::to_string(m);
+        const std::string what =
+            "k" + std::to_string(k) + " n" + std::to_string(n) + " m" + std::to_string(m);
         std::vector<bf16> one(m * n), all(m * n);
         for (int64_t r = 0; r < m; ++r) {
           Fp4Gemm(a.codes.data() + r * k, a.scales.data() + r * (k / 128), 1, f.w,

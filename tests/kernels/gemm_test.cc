@@ -274,10 +274,20 @@ TEST(Fp4Panels, LayoutAndPadding) {
   Misaligned scales = RandomBytes(n * k / 32, &rng, 0, 255, false);
   const Fp4Weight w{packed.data(), scales.data(), n, k};
   ASSERT_EQ(Fp4PanelPackedBytes(n, k), 32 * k / 2);
-  ASSERT_EQ(Fp4PanelScaleBytes(n, k), 32 * k / 32);
-  std::vector<uint8_t> codes(Fp4PanelPackedBytes(n, k)), sc(Fp4PanelScaleBytes(n, k));
+  ASSERT_EQ(Fp4PanelScaleBytes(n, k), 32 * k / 32 + 1);  // the scales, then the flag byte
+  std::vector<uint8_t> codes(Fp4PanelPackedBytes(n, k)), sc(Fp4PanelScaleBytes(n, k), 0xee);
   const Fp4Weight p = PackFp4Panels(w, codes.data(), sc.data());
   EXPECT_EQ(p.layout, Fp4Layout::kPanels);
+  // Random scale bytes include ones outside [33, 252]: the flag says so.
+  EXPECT_EQ(sc.back(), 0);
+  EXPECT_FALSE(Fp4PanelsFitBf16(p));
+  const std::vector<uint8_t> random_scales(scales.data(), scales.data() + n * k / 32);
+  for (int64_t i = 0; i < n * k / 32; ++i) scales.data()[i] = static_cast<uint8_t>(33 + i % 220);
+  PackFp4Panels(w, codes.data(), sc.data());
+  EXPECT_EQ(sc.back(), 1);
+  EXPECT_TRUE(Fp4PanelsFitBf16(p));
+  std::copy(random_scales.begin(), random_scales.end(), scales.data());
+  PackFp4Panels(w, codes.data(), sc.data());
   for (int64_t c = 0; c < 32; ++c) {
     for (int64_t kb = 0; kb < k / 128; ++kb) {
       // Group block g·(k/128) + kb is 1 KiB: byte b of the column's 64 at

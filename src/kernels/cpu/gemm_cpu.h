@@ -103,7 +103,7 @@ struct Fp4GemmArgs {
   // code's value times its block's scale in BF16 (Fp4DotActivationsScalar),
   // row r's 128-block kb at xh + r·ldx + kb·ldkb (gemm.cc: block-major,
   // ldx = 128, ldkb = m·128), against a weight in the panel layout whose
-  // scales fit (Fp4Weight::bf16_scales).
+  // scales fit (Fp4PanelsFitBf16).
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128
@@ -155,7 +155,7 @@ struct GemmKernels {
   void (*fp4_vbmi)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   // FP4 with BF16 pair dot products (reads Fp4GemmArgs::xh; its own bits,
   // docs/kernels.md).  REQUIRES: AVX512-BF16 and AVX512-VBMI, a weight with
-  // bf16_scales.  Null where none.
+  // every scale in range (Fp4PanelsFitBf16).  Null where none.
   void (*fp4_bf16dot)(const Fp4GemmArgs& a, const Tile& t) = nullptr;
   void (*dense)(const DenseGemmArgs& a, const Tile& t) = nullptr;
   // BF16 pair dot products (GemmBf16F32Approx); null where the ISA has none.

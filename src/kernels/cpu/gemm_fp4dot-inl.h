@@ -34,7 +34,6 @@
 // with BF16 dot products").
 #pragma once
 
-
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
 #include "kernels/cpu/gemm_fp8dot-inl.h"
 
@@ -89,15 +88,17 @@ struct Fp4DotConsts {
   }
 };
 
-constexpr int64_t kFp4DotChunks = 16;              // per 128-block of a panel
-constexpr int64_t kFp4DotBlockBytes = 64 * 16;     // a panel's 128-block of codes
-constexpr int64_t kFp4DotScaleBytes = 4 * 16;      // and of scales
-constexpr int64_t kFp4DotAheadBytes = 8192;        // GEMV prefetch distance (codes)
+constexpr int64_t kFp4DotChunks = 16;           // per 128-block of a panel
+constexpr int64_t kFp4DotBlockBytes = 64 * 16;  // a panel's 128-block of codes
+constexpr int64_t kFp4DotScaleBytes = 4 * 16;   // and of scales
+constexpr int64_t kFp4DotAheadBytes = 8192;     // GEMV prefetch distance (codes)
 // Register tiles: one chain at a time, 24 sums: 6 rows x 4 panels, 8 x 3,
 // 12 x 2 (a task of the driver may hold any number of panels), 12 x 1.
 constexpr int64_t kFp4DotTilePanels = 4;
 template <int NP>
-inline constexpr int kFp4DotTileRows = NP == 4 ? 6 : NP == 3 ? 8 : 12;
+inline constexpr int kFp4DotTileRows = NP == 4   ? 6
+                                       : NP == 3 ? 8
+                                                 : 12;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;

@@ -40,8 +40,9 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
-// BF16 bits of e2m1 code c's value times 2^125 (0 for either zero).  Exponent
-// fields 251..254: finite, and 252 − e below them for every e >= 1.
+// BF16 bits of e2m1 code c's value times 2^125 (0 for either zero): exponent
+// fields 251..254, finite.  Lowering them by 252 − e (e <= 252) leaves
+// e2m1 · 2^(e − 127), a normal number for e >= 2.
 constexpr uint16_t E2M1Bf16Biased(int c) {
   const int m = c & 7;  // 0, 0.5, 1, 1.5, 2, 3, 4, 6
   if (m == 0) return 0;

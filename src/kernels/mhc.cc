@@ -30,22 +30,30 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
       inv[t] = simd->inv_rms(v, width, eps);
     }
   });
-  // Tokens in pairs, each fn row read once per pair (fn is [24, 16384] FP32
-  // on Flash, 1.5 MB: L3, read by every token of every mHC pre otherwise).
-  const int64_t groups = (tokens + 1) / 2;
+  // Tokens in groups of 4 (or pairs), each fn row read once per group (fn is
+  // [24, 16384] FP32 on Flash, 1.5 MB: L3, read by every token of every mHC
+  // pre otherwise).  Every grouping gives each token DotBf16F32's bits.
+  const int64_t per = simd->dot4_bf16_f32 != nullptr ? 4 : 2;
+  const int64_t groups = (tokens + per - 1) / per;
   ParallelFor(pool, groups * n_mix, 2, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const int64_t t = 2 * (i / n_mix), m = i % n_mix;
-      const bf16* v = x + t * width;
+      const int64_t t0 = per * (i / n_mix), m = i % n_mix;
       const float* f = fn + m * width;
-      if (t + 1 == tokens) {
-        mixes[t * n_mix + m] = simd->dot_bf16_f32(v, f, width) * inv[t];
+      float dots[4];
+      int64_t t = t0;
+      if (per == 4 && t + 4 <= tokens) {
+        simd->dot4_bf16_f32(x + t * width, width, f, width, dots);
+        for (int64_t r = 0; r < 4; ++r) mixes[(t + r) * n_mix + m] = dots[r] * inv[t + r];
         continue;
       }
-      float dots[2];
-      simd->dot2_bf16_f32(v, v + width, f, width, dots);
-      mixes[t * n_mix + m] = dots[0] * inv[t];
-      mixes[(t + 1) * n_mix + m] = dots[1] * inv[t + 1];
+      for (; t + 2 <= std::min(tokens, t0 + per); t += 2) {
+        simd->dot2_bf16_f32(x + t * width, x + (t + 1) * width, f, width, dots);
+        mixes[t * n_mix + m] = dots[0] * inv[t];
+        mixes[(t + 1) * n_mix + m] = dots[1] * inv[t + 1];
+      }
+      if (t < std::min(tokens, t0 + per)) {
+        mixes[t * n_mix + m] = simd->dot_bf16_f32(x + t * width, f, width) * inv[t];
+      }
     }
   });
 }

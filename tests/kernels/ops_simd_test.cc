@@ -196,7 +196,7 @@ TEST(OpsSimdTest, HcMixesMatchesReference) {
   for (Isa isa : SimdIsas()) {
     ScopedIsa scoped(isa);
     for (int64_t width : SizesUpTo(33, {1024, 16387})) {
-      const int64_t tokens = 3, n_mix = 3;
+      const int64_t tokens = 7, n_mix = 3;
       Misaligned<bf16> x(tokens * width);
       Misaligned<float> fn(n_mix * width);
       FillBf16(x.data(), tokens * width, rng, 2.0f);
@@ -221,8 +221,9 @@ TEST(OpsSimdTest, HcMixesMatchesReference) {
               << "width " << width << " t " << t << " n " << n << " " << IsaName(isa);
         }
       }
-      // Tokens 0 and 1 run as a pair (one fn load for both), token 2 alone:
-      // each bitwise what it gives alone, at every width's tail.
+      // Tokens 0-3 run as a group of 4 on AVX-512 (one fn load for all), 4
+      // and 5 as a pair, token 6 alone (AVX2: pairs, then one alone): each
+      // bitwise what it gives alone, at every width's tail.
       for (int64_t t = 0; t < tokens; ++t) {
         std::vector<float> one(n_mix);
         HcMixes(x.data() + t * width, 1, width, fn.data(), n_mix, 1e-6f, one.data(), nullptr);

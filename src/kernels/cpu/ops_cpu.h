@@ -63,6 +63,10 @@ struct OpsKernels {
   // same two results.
   void (*dot2_bf16_f32)(const bf16* v0, const bf16* v1, const float* f, int64_t n,
                         float* out) = nullptr;
+  // dot_bf16_f32 of the 4 rows v + r·ldv (out[0..3]), f read once: bitwise
+  // the same four results.  Null where the ISA has too few registers.
+  void (*dot4_bf16_f32)(const bf16* v, int64_t ldv, const float* f, int64_t n,
+                        float* out) = nullptr;
   // Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
   // sum of the rounded squares in four lane-vector accumulators.
   void (*q_head_rms)(bf16* q, int64_t rows, int64_t dim, float eps) = nullptr;

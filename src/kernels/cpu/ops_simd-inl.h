@@ -98,37 +98,51 @@ float DotBf16F32(const bf16* v, const float* f, int64_t n) {
       [f](int64_t i, int64_t m) { return LoadF32Tail<V>(f + i, m); });
 }
 
-// DotBf16F32 of v0 and of v1 against one f, sharing f's loads: each result
-// is bitwise DotBf16F32's (the same four accumulators, the same order).
-template <class V>
-void Dot2Bf16F32(const bf16* v0, const bf16* v1, const float* f, int64_t n, float* out) {
+// DotBf16F32 of R rows v[r] (stride ldv) against one f, sharing f's loads:
+// each result is bitwise DotBf16F32's (the same four accumulators, the same
+// order).
+template <class V, int R>
+void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, float* out) {
   constexpr int64_t L = V::kLanes;
   using F = typename V::F;
-  const bf16* v[2] = {v0, v1};
-  F acc[2][4];
+  F acc[R][4];
   for (auto& a : acc) a[0] = a[1] = a[2] = a[3] = V::Zero();
   int64_t i = 0;
   for (; i + 4 * L <= n; i += 4 * L) {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const F fk = V::Load(f + i + k * L);
-#pragma GCC unroll 2
-      for (int r = 0; r < 2; ++r) acc[r][k] = V::Fma(V::LoadBf16(v[r] + i + k * L), fk, acc[r][k]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        acc[r][k] = V::Fma(V::LoadBf16(v0 + r * ldv + i + k * L), fk, acc[r][k]);
+      }
     }
   }
   for (; i + L <= n; i += L) {
     const F fi = V::Load(f + i);
-    for (int r = 0; r < 2; ++r) acc[r][0] = V::Fma(V::LoadBf16(v[r] + i), fi, acc[r][0]);
+    for (int r = 0; r < R; ++r) acc[r][0] = V::Fma(V::LoadBf16(v0 + r * ldv + i), fi, acc[r][0]);
   }
   if (i < n) {
     const F ft = LoadF32Tail<V>(f + i, n - i);
-    for (int r = 0; r < 2; ++r) {
-      acc[r][0] = V::Fma(LoadBf16Tail<V>(v[r] + i, n - i), ft, acc[r][0]);
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = V::Fma(LoadBf16Tail<V>(v0 + r * ldv + i, n - i), ft, acc[r][0]);
     }
   }
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < R; ++r) {
     out[r] = V::ReduceAdd(V::Add(V::Add(acc[r][0], acc[r][1]), V::Add(acc[r][2], acc[r][3])));
   }
+}
+
+template <class V>
+void Dot2Bf16F32(const bf16* v0, const bf16* v1, const float* f, int64_t n, float* out) {
+  if (v1 == v0 + n) return DotRowsBf16F32<V, 2>(v0, n, f, n, out);
+  DotRowsBf16F32<V, 1>(v0, n, f, n, out);
+  DotRowsBf16F32<V, 1>(v1, n, f, n, out + 1);
+}
+
+template <class V>
+void Dot4Bf16F32(const bf16* v, int64_t ldv, const float* f, int64_t n, float* out) {
+  DotRowsBf16F32<V, 4>(v, ldv, f, n, out);
 }
 
 template <class V>
@@ -481,6 +495,8 @@ constexpr OpsKernels OpsKernelTable() {
   k.inv_rms = &InvRms<V>;
   k.dot_bf16_f32 = &DotBf16F32<V>;
   k.dot2_bf16_f32 = &Dot2Bf16F32<V>;
+  // 4 rows hold 16 accumulators: only where there are 32 registers.
+  if constexpr (V::kLanes == 16) k.dot4_bf16_f32 = &Dot4Bf16F32<V>;
   k.q_head_rms = &QHeadRmsRows<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;
   k.hc_post = &HcPostColumns<V>;

@@ -36,6 +36,7 @@
 #include "kernels/hadamard.h"
 #include "kernels/indexer.h"
 #include "kernels/mhc.h"
+#include "kernels/moe.h"
 #include "kernels/peak.h"
 #include "kernels/rope.h"
 #include "tensor/tensor.h"
@@ -196,6 +197,28 @@ void BM_HcMixesDecode(benchmark::State& state) {
   SetIsaForTesting(BestSupportedIsa());
 }
 
+// SwiGLU of an expert body's gate/up rows (inter 2048, the routing weight
+// applied): 7 rows (a decode step's 6 routed experts and the shared one,
+// row by row) or 384 (one expert's rows in a 512-token prefill of an
+// 8-expert layer).  isa 0 is the scalar table loop.
+void BM_SwiGlu(benchmark::State& state) {
+  if (!SelectIsa(state, false)) return;
+  constexpr int64_t kInter = 2048;
+  const int64_t rows = state.range(1);
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<bf16> gate(rows * kInter), up(rows * kInter), h(rows * kInter);
+  for (bf16& v : gate) v = F32ToBf16(normal(rng));
+  for (bf16& v : up) v = F32ToBf16(normal(rng));
+  std::vector<float> weight(rows, 0.125f);
+  for (auto _ : state) {
+    SwiGlu(gate.data(), up.data(), rows, kInter, 10.0f, weight.data(), h.data());
+    benchmark::DoNotOptimize(h.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows * kInter);
+  SetIsaForTesting(BestSupportedIsa());
+}
+
 // RoPE and the Hadamard rotation of a prefill chunk's indexer queries
 // [256 tokens, 64 heads, 128] (Indexer::Queries after wq_b).
 void BM_IndexerQueriesPrefill(benchmark::State& state) {
@@ -266,6 +289,10 @@ BENCHMARK(BM_HcMixesDecode)
     ->Name("BM_HcMixes/Decode")
     ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 24); });
 BENCHMARK(BM_IndexerQueriesPrefill)->Name("BM_IndexerQueries/Prefill")->Apply(ThreadsArgs);
+BENCHMARK(BM_SwiGlu)
+    ->ArgsProduct({{0, 1, 2}, {7, 384}})
+    ->ArgNames({"isa", "rows"})
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PeakFma)->Apply(ThreadsArgs);
 
 }  // namespace

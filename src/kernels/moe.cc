@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/ops_cpu.h"
 #include "kernels/ref/moe_ref.h"
 
 namespace dsv4::kernels {
@@ -41,6 +42,14 @@ void SwiGlu(const bf16* gate, const bf16* up, int64_t rows, int64_t dim, float l
             const float* row_weight, bf16* h) {
   const float* silu = Silu().v;
   const float silu_limit = limit / (1.0f + std::exp(-limit));
+  const cpu::OpsKernels* simd = cpu::ActiveOpsKernels();
+  if (simd != nullptr && simd->swiglu_row != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      simd->swiglu_row(gate + r * dim, up + r * dim, dim, limit, silu_limit,
+                       row_weight != nullptr ? row_weight + r : nullptr, silu, h + r * dim);
+    }
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < dim; ++i) {
       const bf16 gb = gate[r * dim + i];

@@ -101,25 +101,34 @@ TEST(SwiGluTest, RoutedAndSharedGolden) {
 // SwiGlu takes silu from a table of every BF16 gate value: bit for bit the
 // reference's expression for all 65,536 gate patterns (NaNs, infinities,
 // -0, subnormals, values past the limit), with and without the routing
-// weight, for a BF16 limit, one that is not BF16, and no limit.
+// weight, for a BF16 limit, one that is not BF16, and no limit, on every
+// ISA (the SIMD rows gather from the table), in rows of whole vectors and
+// with a tail (7 rows of 9,362 values and 2 left over).
 TEST(SwiGluTest, EveryGateValueMatchesReference) {
-  constexpr int64_t kRows = 4, kDim = 1 << 14;  // 65,536 gate values
-  std::vector<bf16> gate(kRows * kDim), up(kRows * kDim);
-  for (int64_t i = 0; i < kRows * kDim; ++i) {
+  constexpr int64_t kValues = 1 << 16;  // 65,536 gate values
+  std::vector<bf16> gate(kValues), up(kValues);
+  for (int64_t i = 0; i < kValues; ++i) {
     gate[i].bits = static_cast<uint16_t>(i);
-    // Up values of both signs, inside and past every limit below.
-    up[i] = F32ToBf16(static_cast<float>(i % 29 - 14) * 0.75f);
+    // Up values of both signs, inside and past every limit below, and NaN.
+    up[i] = i % 31 == 30 ? bf16{0x7fc1} : F32ToBf16(static_cast<float>(i % 29 - 14) * 0.75f);
   }
-  const std::vector<float> weight = {0.25f, 1.5f, -0.125f, 3.0f};
-  for (const float limit : {10.0f, 7.3f, INFINITY}) {
-    for (const bool weighted : {false, true}) {
-      const float* w = weighted ? weight.data() : nullptr;
-      std::vector<bf16> got(gate.size()), want(gate.size());
-      SwiGlu(gate.data(), up.data(), kRows, kDim, limit, w, got.data());
-      ref::SwiGlu(gate.data(), up.data(), kRows, kDim, limit, w, want.data());
-      for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].bits, want[i].bits)
-            << "gate bits " << gate[i].bits << " limit " << limit << " weighted " << weighted;
+  const std::vector<float> weight = {0.25f, 1.5f, -0.125f, 3.0f, 1.0f, -2.0f, 0.5f};
+  for (Isa isa : ::dsv4::testing::IsasToTest()) {
+    ::dsv4::testing::ScopedIsa scope(isa);
+    for (const int64_t rows : {4, 7}) {
+      const int64_t dim = kValues / rows;
+      for (const float limit : {10.0f, 7.3f, INFINITY}) {
+        for (const bool weighted : {false, true}) {
+          const float* w = weighted ? weight.data() : nullptr;
+          std::vector<bf16> got(gate.size()), want(gate.size());
+          SwiGlu(gate.data(), up.data(), rows, dim, limit, w, got.data());
+          ref::SwiGlu(gate.data(), up.data(), rows, dim, limit, w, want.data());
+          for (int64_t i = 0; i < rows * dim; ++i) {
+            ASSERT_EQ(got[i].bits, want[i].bits)
+                << IsaName(isa) << " rows " << rows << " gate bits " << gate[i].bits << " limit "
+                << limit << " weighted " << weighted;
+          }
+        }
       }
     }
   }

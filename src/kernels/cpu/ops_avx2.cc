@@ -40,6 +40,16 @@ struct VecAvx2 {
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  // x > limit ? above : other, per lane (false for NaN).
+  static F SelectAbove(F x, float limit, F above, F other) {
+    return _mm256_blendv_ps(other, above, _mm256_cmp_ps(x, _mm256_set1_ps(limit), _CMP_GT_OQ));
+  }
+  // table[bits] for the 8 BF16 values at p.
+  static F LookupBf16(const float* table, const bf16* p) {
+    const __m256i idx = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_i32gather_ps(table, idx, 4);
+  }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Floor(F a) { return _mm256_floor_ps(a); }
   // y * 2^n for integral n in [-126, 127].

@@ -37,6 +37,18 @@ struct VecAvx512 {
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F Min(F a, F b) { return _mm512_min_ps(a, b); }
+  // x > limit ? above : other, per lane (false for NaN).
+  static F SelectAbove(F x, float limit, F above, F other) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(limit), _CMP_GT_OQ), other,
+                                above);
+  }
+  // table[bits] for the 16 BF16 values at p.
+  static F LookupBf16(const float* table, const bf16* p) {
+    const __m512i idx =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_i32gather_ps(idx, table, 4);
+  }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Floor(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
   // y * 2^n for integral n in [-126, 127].

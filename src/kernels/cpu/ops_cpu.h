@@ -70,6 +70,12 @@ struct OpsKernels {
   // Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
   // sum of the rounded squares in four lane-vector accumulators.
   void (*q_head_rms)(bf16* q, int64_t rows, int64_t dim, float eps) = nullptr;
+  // One row of kernels/moe.h SwiGlu: silu(g) from `silu` (a table over the
+  // BF16 bit patterns) unless g > limit (then silu_limit), the up value
+  // clamped to ±limit, times *weight when weight is set; the scalar
+  // kernel's operations lane by lane, bitwise equal to it.
+  void (*swiglu_row)(const bf16* gate, const bf16* up, int64_t n, float limit, float silu_limit,
+                     const float* weight, const float* silu, bf16* h) = nullptr;
   // kernels/mhc.h HcWeightedSum / HcPost; elementwise in the reference's
   // order, bitwise equal to ref::.
   void (*hc_weighted_sum)(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,

@@ -145,6 +145,31 @@ void Dot4Bf16F32(const bf16* v, int64_t ldv, const float* f, int64_t n, float* o
   DotRowsBf16F32<V, 4>(v, ldv, f, n, out);
 }
 
+// kernels/moe.h SwiGlu on one row (ops_cpu.h swiglu_row).  The last
+// n % kLanes values go through zero-padded copies (a zero gate's table
+// entry is silu(0) = 0), so every lane runs the same operations.
+template <class V>
+void SwiGluRow(const bf16* gate, const bf16* up, int64_t n, float limit, float silu_limit,
+               const float* weight, const float* silu, bf16* h) {
+  using F = typename V::F;
+  constexpr int64_t L = V::kLanes;
+  const F hi = V::Set1(limit), lo = V::Set1(-limit), s_limit = V::Set1(silu_limit);
+  const auto lanes = [&](const bf16* g, const bf16* u) {
+    const F s = V::SelectAbove(V::LoadBf16(g), limit, s_limit, V::LookupBf16(silu, g));
+    // std::clamp(u, -limit, limit) with its NaN: max/min return the second
+    // operand when either is NaN.
+    const F t = V::Mul(s, V::Min(hi, V::Max(lo, V::LoadBf16(u))));
+    return weight != nullptr ? V::Mul(V::Set1(*weight), t) : t;
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) V::StoreBf16(h + i, lanes(gate + i, up + i));
+  if (i < n) {
+    bf16 g[L] = {}, u[L] = {};
+    for (int64_t j = 0; j < n - i; ++j) g[j] = gate[i + j], u[j] = up[i + j];
+    StoreBf16Tail<V>(h + i, lanes(g, u), n - i);
+  }
+}
+
 template <class V>
 float InvRms(const bf16* v, int64_t n, float eps) {
   return 1.0f / sqrtf(SumSquaresBf16<V>(v, n) / static_cast<float>(n) + eps);
@@ -498,6 +523,7 @@ constexpr OpsKernels OpsKernelTable() {
   // 4 rows hold 16 accumulators: only where there are 32 registers.
   if constexpr (V::kLanes == 16) k.dot4_bf16_f32 = &Dot4Bf16F32<V>;
   k.q_head_rms = &QHeadRmsRows<V>;
+  k.swiglu_row = &SwiGluRow<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;
   k.hc_post = &HcPostColumns<V>;
   k.attend_heads = &AttendHeads<V>;

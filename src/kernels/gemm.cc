@@ -277,13 +277,21 @@ bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
          !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed);
 }
 
+// Points a BF16 dot kernel's args (cpu::Fp8GemmArgs, cpu::Fp4GemmArgs) at
+// block-major BF16 activations in `buffer` (cpu::Fp8DotActivationsScalar,
+// cpu::Fp4DotActivationsScalar).
+template <typename Args>
+void SetDotActivations(float* buffer, Args* args) {
+  args->xh = reinterpret_cast<bf16*>(buffer);
+  args->ldx = 128;
+  args->ldkb = args->m * 128;
+}
+
 // Points FP4 kernel args at their activations in `buffer`, in the form the
 // chosen kernel reads.
 ActivationForm SetFp4Activations(bool dot, float* buffer, cpu::Fp4GemmArgs* args) {
   if (dot) {
-    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (cpu::Fp4DotActivationsScalar)
-    args->ldx = 128;
-    args->ldkb = args->m * 128;
+    SetDotActivations(buffer, args);
     return ActivationForm::kFp4Dot;
   }
   args->x = reinterpret_cast<const uint8_t*>(buffer);  // records
@@ -307,9 +315,7 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
 // chosen kernel reads.
 ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args) {
   if (dot) {
-    args->xh = reinterpret_cast<bf16*>(buffer);  // block-major (cpu::Fp8DotActivationsScalar)
-    args->ldx = 128;
-    args->ldkb = args->m * 128;
+    SetDotActivations(buffer, args);
     return ActivationForm::kFp8Dot;
   }
   args->x = buffer;
@@ -478,6 +484,16 @@ struct BatchEntriesTag {};
 
 int64_t InOf(const BlockScaledGemm& g) { return g.fp4 != nullptr ? g.fp4->in : g.fp8->in; }
 
+// Args (cpu::Fp8GemmArgs, cpu::Fp4GemmArgs) of an entry that reads an
+// earlier entry's activations, in the same form, pointed at them.
+template <typename Args>
+void ShareActivations(const Args& from, Args* to) {
+  to->x = from.x;
+  to->xh = from.xh;
+  to->ldx = from.ldx;
+  to->ldkb = from.ldkb;
+}
+
 // The entry before i that reads the same activation in the same decoded
 // form (entries[].form, set for all of them), or -1.
 int64_t SharedActivation(const BlockScaledGemm* gemms, const BatchEntry* entries, int64_t i) {
@@ -574,10 +590,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
                                g.y,     Fp4OuterMinRows()};
       repacked += RepackBytes(*g.fp4);
       if (shared >= 0) {
-        e.fp4.x = entries[shared].fp4.x;
-        e.fp4.xh = entries[shared].fp4.xh;
-        e.fp4.ldx = entries[shared].fp4.ldx;
-        e.fp4.ldkb = entries[shared].fp4.ldkb;
+        ShareActivations(entries[shared].fp4, &e.fp4);
       } else {
         SetFp4Activations(e.form == ActivationForm::kFp4Dot, e.x, &e.fp4);
       }
@@ -588,10 +601,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
                                Fp8ForKernel(*g.fp8, fp8.dot, fp8_repacked), g.y};
       fp8_repacked += Fp8RepackBytes(*g.fp8, fp8.dot);
       if (shared >= 0) {
-        e.fp8.x = entries[shared].fp8.x;
-        e.fp8.xh = entries[shared].fp8.xh;
-        e.fp8.ldx = entries[shared].fp8.ldx;
-        e.fp8.ldkb = entries[shared].fp8.ldkb;
+        ShareActivations(entries[shared].fp8, &e.fp8);
       } else {
         SetFp8Activations(fp8.dot, e.x, &e.fp8);
       }

@@ -124,6 +124,13 @@ TEST(SwiGluTest, EveryGateValueMatchesReference) {
           SwiGlu(gate.data(), up.data(), rows, dim, limit, w, got.data());
           ref::SwiGlu(gate.data(), up.data(), rows, dim, limit, w, want.data());
           for (int64_t i = 0; i < rows * dim; ++i) {
+            // A NaN gate times a NaN up value: which NaN a product keeps is
+            // the operand order the compiler chose (x86 keeps the first);
+            // any NaN is right.
+            if (std::isnan(Bf16ToF32(gate[i])) && std::isnan(Bf16ToF32(up[i]))) {
+              ASSERT_TRUE(std::isnan(Bf16ToF32(got[i])) && std::isnan(Bf16ToF32(want[i])));
+              continue;
+            }
             ASSERT_EQ(got[i].bits, want[i].bits)
                 << IsaName(isa) << " rows " << rows << " gate bits " << gate[i].bits << " limit "
                 << limit << " weighted " << weighted;

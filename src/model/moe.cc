@@ -19,6 +19,10 @@ constexpr int64_t kActBlock = 128;  // activation block along K (docs/model.md "
 
 size_t Sz(int64_t v) { return static_cast<size_t>(v); }
 
+// Rows per pool task of an expert body's SwiGLU and re-quantization (8 rows
+// of Flash's 2,048: ~10 µs), so a decode body's few rows stay on the caller.
+constexpr int64_t kGlueRowsPerTask = 8;
+
 // The SwiGLU expert body shared by routed and shared experts: gate/up GEMMs
 // (one fused GEMM when w13.out != 0, else w1 and w3), clamped SwiGLU (times
 // the routing weight if given), re-quantization, down GEMM.  Gemm is Fp8Gemm
@@ -33,26 +37,39 @@ void ExpertBody(const W& w1, const W& w2, const W& w3, const W& w13, int64_t int
   bf16* h = ws.Get<bf16>(WsSlot::kMoeH, Sz(m * inter));           // [m, inter]
   Code* hq = ws.Get<Code>(WsSlot::kMoeHq, Sz(m * inter));         // [m, inter]
   float* hs = ws.Get<float>(WsSlot::kMoeHs, Sz(m * num_scales));  // [m, num_scales]
+  // Gate and up rows: one [m, 2*inter] gate | up array when fused, else two.
+  const bf16* gate = nullptr;
+  const bf16* up = nullptr;
+  int64_t ld = inter;
   if (w13.out != 0) {
     // One activation pass and one pool dispatch for both projections.
-    bf16* gu = ws.Get<bf16>(WsSlot::kMoeGu, Sz(m * 2 * inter));  // [m, 2*inter]: gate | up
+    bf16* gu = ws.Get<bf16>(WsSlot::kMoeGu, Sz(m * 2 * inter));
     gemm(x_codes, x_scales, m, w13, gu, pool);
-    for (int64_t r = 0; r < m; ++r) {
-      kernels::SwiGlu(gu + r * 2 * inter, gu + r * 2 * inter + inter, 1, inter, limit,
-                      row_weight != nullptr ? row_weight + r : nullptr, h + r * inter);
-    }
+    gate = gu;
+    up = gu + inter;
+    ld = 2 * inter;
   } else {
     bf16* g = ws.Get<bf16>(WsSlot::kMoeG, Sz(m * inter));  // [m, inter]
     bf16* u = ws.Get<bf16>(WsSlot::kMoeU, Sz(m * inter));  // [m, inter]
     gemm(x_codes, x_scales, m, w1, g, pool);
     gemm(x_codes, x_scales, m, w3, u, pool);
-    kernels::SwiGlu(g, u, m, inter, limit, row_weight, h);
+    gate = g;
+    up = u;
   }
-  if constexpr (kInt8) {
-    kernels::ActQuantInt8PerToken(h, m, inter, hq, hs, pool);
-  } else {
-    kernels::ActQuantFp8(h, m, inter, kActBlock, hq, hs);
-  }
+  // SwiGLU and the FP8 re-quantization are per row, so any split over the
+  // pool gives the same bits: a prefill's expert has hundreds of rows, which
+  // ran on the calling thread while the others waited.
+  ParallelFor(pool, m, kGlueRowsPerTask, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      kernels::SwiGlu(gate + r * ld, up + r * ld, 1, inter, limit,
+                      row_weight != nullptr ? row_weight + r : nullptr, h + r * inter);
+    }
+    if constexpr (!kInt8) {
+      kernels::ActQuantFp8(h + r0 * inter, r1 - r0, inter, kActBlock, hq + r0 * inter,
+                           hs + r0 * num_scales);
+    }
+  });
+  if constexpr (kInt8) kernels::ActQuantInt8PerToken(h, m, inter, hq, hs, pool);
   gemm(hq, hs, m, w2, y, pool);
 }
 

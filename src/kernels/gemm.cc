@@ -269,12 +269,16 @@ auto Fp4Kernel(const cpu::GemmKernels& simd) {
   return simd.fp4_vbmi != nullptr && vbmi ? simd.fp4_vbmi : simd.fp4;
 }
 
-// Whether the FP4 BF16 dot kernel runs w (in the layout the kernels read).
-bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
+// Whether this CPU runs FP4 weights whose scales fit on the BF16 dot kernel.
+bool Fp4DotAvailable(const cpu::GemmKernels& simd) {
   static const CpuFeatures cpu = CpuFeatures::Detect();
   return simd.fp4_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi &&
-         w.layout == Fp4Layout::kPanels && Fp4PanelsFitBf16(w) &&
          !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed);
+}
+
+// Whether the FP4 BF16 dot kernel runs w (in the layout the kernels read).
+bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
+  return w.layout == Fp4Layout::kPanels && Fp4DotAvailable(simd) && Fp4PanelsFitBf16(w);
 }
 
 // Points a BF16 dot kernel's args (cpu::Fp8GemmArgs, cpu::Fp4GemmArgs) at
@@ -456,10 +460,8 @@ bool Fp4GemmUsesBf16Dots(const Fp4Weight& w) {
   const cpu::GemmKernels* simd = SimdKernels();
   if (simd == nullptr) return false;
   if (w.layout == Fp4Layout::kPanels) return Fp4Dot(*simd, w);
-  // As Fp4Gemm would pack it: Fp4Dot's checks on the rows' scales.
-  static const CpuFeatures cpu = CpuFeatures::Detect();
-  return simd->fp4_bf16dot != nullptr && cpu.avx512bf16 && cpu.avx512vbmi && w.in % 128 == 0 &&
-         !Fp4WithoutBf16DotSlot().load(std::memory_order_relaxed) &&
+  // As Fp4Gemm would pack it: the flag PackFp4Panels would set.
+  return w.in % 128 == 0 && Fp4DotAvailable(*simd) &&
          Fp4ScalesFitBf16(w.scales, w.out * (w.in / 32));
 }
 

@@ -47,7 +47,7 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
         continue;
       }
       for (; t + 2 <= std::min(tokens, t0 + per); t += 2) {
-        simd->dot2_bf16_f32(x + t * width, x + (t + 1) * width, f, width, dots);
+        simd->dot2_bf16_f32(x + t * width, width, f, width, dots);
         mixes[t * n_mix + m] = dots[0] * inv[t];
         mixes[(t + 1) * n_mix + m] = dots[1] * inv[t + 1];
       }

@@ -1,6 +1,6 @@
 // The FP4 (MXFP4) GEMM with BF16 pair dot products (AVX512-BF16 and
 // AVX512-VBMI; gemm.cc picks it through GemmKernels::fp4_bf16dot for a weight
-// whose scales all lie in [kFp4DotMinScale, kFp4DotMaxScale]).  Included only
+// whose scales all lie in [kFp4Bf16MinScale, kFp4Bf16MaxScale]).  Included only
 // by gemm_avx512_vbmi.cc.
 //
 // Why: the exact kernels (gemm_fp4-inl.h, gemm_fp4_outer-inl.h) take an
@@ -12,13 +12,13 @@
 // instruction as two byte planes, and no epilogue.
 //
 // Values.  A weight is e2m1 · 2^(e − 127) (E8M0 byte e of its 32-block): with
-// e in [kFp4DotMinScale, kFp4DotMaxScale] a normal BF16 number.  The decode
+// e in [kFp4Bf16MinScale, kFp4Bf16MaxScale] a normal BF16 number.  The decode
 // looks the code up in a table of e2m1 · 2^125 (vpermw on the code as a word
 // index) and lowers the exponent field by 252 − e with an unsigned saturating
 // subtract, which leaves a zero code zero.  An activation is bf16(e4m3 · s)
 // with s its 128-block's scale (gemm.cc, Fp4DotActivations): exact when s is
 // a power of two, as act_quant makes it.  Each product of two such values is
-// exact in FP32, and with e >= kFp4DotMinScale and s >= 2^-22 (act_quant's
+// exact in FP32, and with e >= kFp4Bf16MinScale and s >= 2^-22 (act_quant's
 // floor) every product is a multiple of 2^-126, so none is flushed.
 //
 // Order.  The weights are in the FP4 panel layout (kernels/fp4_panels.cc): a
@@ -28,8 +28,8 @@
 // in K order, vdpbf16ps against the row's pair broadcast to every lane (its
 // odd product, then its even one, added to the chain as the instruction
 // defines).  The result is (chain 0 + chain 1) + (chain 2 + chain 3), rounded
-// to BF16 once.  Every path (1..4 rows streamed, register tiles of more)
-// runs these chains, so results are batch invariant; they differ from the
+// to BF16 once.  Every path (up to 23 rows streamed 1-4 at a time, register
+// tiles from 24 rows) runs these chains, so results are batch invariant; they differ from the
 // exact kernels' in the order of the FP32 additions (docs/kernels.md "FP4
 // with BF16 dot products").
 #pragma once

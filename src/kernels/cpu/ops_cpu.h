@@ -59,9 +59,9 @@ struct OpsKernels {
   float (*inv_rms)(const bf16* v, int64_t n, float eps) = nullptr;
   // sum_i v[i] * f[i] over n values, FP32 (the hc mixes projection).
   float (*dot_bf16_f32)(const bf16* v, const float* f, int64_t n) = nullptr;
-  // dot_bf16_f32 of v0 and of v1 (out[0], out[1]), f read once: bitwise the
-  // same two results.
-  void (*dot2_bf16_f32)(const bf16* v0, const bf16* v1, const float* f, int64_t n,
+  // dot_bf16_f32 of the 2 rows v and v + ldv (out[0], out[1]), f read once:
+  // bitwise the same two results.
+  void (*dot2_bf16_f32)(const bf16* v, int64_t ldv, const float* f, int64_t n,
                         float* out) = nullptr;
   // dot_bf16_f32 of the 4 rows v + r·ldv (out[0..3]), f read once: bitwise
   // the same four results.  Null where the ISA has too few registers.

@@ -133,18 +133,6 @@ void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, floa
   }
 }
 
-template <class V>
-void Dot2Bf16F32(const bf16* v0, const bf16* v1, const float* f, int64_t n, float* out) {
-  if (v1 == v0 + n) return DotRowsBf16F32<V, 2>(v0, n, f, n, out);
-  DotRowsBf16F32<V, 1>(v0, n, f, n, out);
-  DotRowsBf16F32<V, 1>(v1, n, f, n, out + 1);
-}
-
-template <class V>
-void Dot4Bf16F32(const bf16* v, int64_t ldv, const float* f, int64_t n, float* out) {
-  DotRowsBf16F32<V, 4>(v, ldv, f, n, out);
-}
-
 // kernels/moe.h SwiGlu on one row (ops_cpu.h swiglu_row).  The last
 // n % kLanes values go through zero-padded copies (a zero gate's table
 // entry is silu(0) = 0), so every lane runs the same operations.
@@ -519,9 +507,9 @@ constexpr OpsKernels OpsKernelTable() {
   k.rms_norm = &RmsNormRows<V>;
   k.inv_rms = &InvRms<V>;
   k.dot_bf16_f32 = &DotBf16F32<V>;
-  k.dot2_bf16_f32 = &Dot2Bf16F32<V>;
+  k.dot2_bf16_f32 = &DotRowsBf16F32<V, 2>;
   // 4 rows hold 16 accumulators: only where there are 32 registers.
-  if constexpr (V::kLanes == 16) k.dot4_bf16_f32 = &Dot4Bf16F32<V>;
+  if constexpr (V::kLanes == 16) k.dot4_bf16_f32 = &DotRowsBf16F32<V, 4>;
   k.q_head_rms = &QHeadRmsRows<V>;
   k.swiglu_row = &SwiGluRow<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;

@@ -527,6 +527,71 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kWords * 8);
 }
 
+// One-row GEMVs streamed from DRAM at the expert and projection shapes of a
+// decode step: enough copies of the weight (512 MiB in all, in 2 MiB pages as
+// the model's) cycled that no call finds its weight in the L3, which the
+// single-weight GEMV benchmarks above partly do.  Args {isa, kind (0: MXFP4
+// panels, 1: FP8 in the kernel's layout), out, in, threads}; bytes: codes
+// and scales.  Run it beside BM_ReadBandwidth with random interleaving.
+void BM_GemvDram(benchmark::State& state) {
+  if (!SelectIsa(state)) return;
+  const bool fp8 = state.range(1) != 0;
+  const int64_t out = state.range(2), in = state.range(3);
+  const int64_t code_bytes = fp8 ? out * in : Fp4PanelPackedBytes(out, in);
+  const int64_t scale_bytes = fp8 ? ((out + 127) / 128) * (in / 128) : Fp4PanelScaleBytes(out, in);
+  const int64_t copies = std::max<int64_t>(2, (int64_t{512} << 20) / (code_bytes + scale_bytes));
+  std::vector<Buffer> codes, scales;
+  const std::vector<uint8_t> row_codes = RandomBytes(fp8 ? 1 : out * in / 2, 0, 255, 11);
+  const std::vector<uint8_t> row_scales = RandomBytes(fp8 ? 1 : out * in / 32, 118, 126, 12);
+  for (int64_t c = 0; c < copies; ++c) {
+    codes.emplace_back(code_bytes);
+    scales.emplace_back(scale_bytes);
+    if (fp8) {
+      FillBytes(codes.back(), 20 + c, 0, 255, true);
+      FillBytes(scales.back(), 40 + c, 116, 9, false);
+    } else if (c == 0) {
+      PackFp4Panels({row_codes.data(), row_scales.data(), out, in}, codes[0].as<uint8_t>(),
+                    scales[0].as<uint8_t>());
+    } else {  // the packed panels of copy 0, flag byte included
+      std::copy_n(codes[0].as<uint8_t>(), code_bytes, codes.back().as<uint8_t>());
+      std::copy_n(scales[0].as<uint8_t>(), scale_bytes, scales.back().as<uint8_t>());
+    }
+  }
+  const Activation a = RandomActivation(1, in);
+  std::vector<bf16> y(out);
+  auto pool = MakePool(state.range(4));
+  int64_t c = 0;
+  for (auto _ : state) {
+    if (fp8) {
+      const Fp8Weight w =
+          InKernelLayout({codes[c].as<uint8_t>(), scales[c].as<uint8_t>(), out, in});
+      Fp8Gemm(a.codes.data(), a.scales.data(), 1, w, y.data(), pool.get());
+    } else {
+      const Fp4Weight w{codes[c].as<uint8_t>(), scales[c].as<uint8_t>(), out, in,
+                        Fp4Layout::kPanels};
+      Fp4Gemm(a.codes.data(), a.scales.data(), 1, w, y.data(), pool.get());
+    }
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.SetBytesProcessed(state.iterations() * (code_bytes + scale_bytes));
+}
+
+// {isa, kind, out, in, threads}: the driver's AVX-512 kernels (and the exact
+// FP4 kernels, isa 5) on all CPUs: an expert's w1 / w3 and w2, the shared
+// expert's, wo_b.
+void GemvDramArgs(benchmark::internal::Benchmark* b) {
+  const int64_t all = ThreadPool::DefaultThreads();
+  for (int64_t isa : {2, 5}) {
+    b->Args({isa, 0, 2048, 4096, all});
+    b->Args({isa, 0, 4096, 2048, all});
+  }
+  b->Args({2, 1, 2048, 4096, all});
+  b->Args({2, 1, 4096, 2048, all});
+  b->Args({2, 1, 4096, 8192, all});
+  b->ArgNames({"isa", "fp8", "out", "in", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 void BM_Quant(benchmark::State& state) {
   if (!SelectIsa(state)) return;
   const int64_t rows = state.range(1);
@@ -663,6 +728,7 @@ BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head, kBenchHead)->Apply(HeadGemvArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_head_pairs, kBenchHeadPairs)->Apply(HeadGemvArgs);
 BENCHMARK_CAPTURE(BM_HeadF32, Gemv_bench_draft_head, kBenchDraftHead)->Apply(HeadGemvArgs);
 BENCHMARK(BM_ReadPattern)->Arg(16)->Arg(1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemvDram)->Name("BM_Gemv/Dram")->Apply(GemvDramArgs);
 BENCHMARK(BM_ReadBandwidth)
     ->Apply([](benchmark::internal::Benchmark* b) {
       b->Arg(1);

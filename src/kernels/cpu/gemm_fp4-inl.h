@@ -52,8 +52,7 @@ namespace {
 // blocks of a 16-column group.  The hardware prefetchers alone streamed the
 // panel layout at about 23 GB/s on one core, 8 KiB ahead at 34-38 GB/s (1 KiB
 // ahead was slower than none, 32 KiB ahead 30 GB/s): docs/performance.md
-// "FP4 panel layout".  Into the L2 (PrefetchL2) since "Decode GEMVs
-// prefetch into the L2": 1-2 % more bytes per second in a decode step.
+// "FP4 panel layout".
 inline constexpr int64_t kFp4PrefetchAhead = 8192;
 
 // The record's plane count (gemm_cpu.h: 3, or 2 when plane 2 is zero).
@@ -241,7 +240,7 @@ void Fp4PanelRows(const Fp4GemmArgs& a, int64_t m0, int64_t n0) {
     const Fp4BlockRows<kR> br(a, m0, kb);
     const uint8_t* scales = Fp4ScalesAt(w, n0, kb);
     // The scales are a second, 16 times slower stream: 8 blocks ahead too.
-    PrefetchL2(scales + kFp4PrefetchAhead / 16, 64);
+    _mm_prefetch(reinterpret_cast<const char*>(scales + kFp4PrefetchAhead / 16), _MM_HINT_T0);
     const I dwords = V::LoadI(scales);
     F sw[4];
     Fp4ScalesOf<V>(dwords, V::E8M0Special(dwords), sw);
@@ -251,7 +250,7 @@ void Fp4PanelRows(const Fp4GemmArgs& a, int64_t m0, int64_t n0) {
       alignas(sizeof(I)) Fp4BlockWeights<V, 1> wv;
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q, chunk += 64) {
-        PrefetchL2(chunk + kFp4PrefetchAhead, 64);
+        _mm_prefetch(reinterpret_cast<const char*>(chunk + kFp4PrefetchAhead), _MM_HINT_T0);
         I u[2];
         V::Fp4Weights(chunk, u);
         wv[q] = u[0];

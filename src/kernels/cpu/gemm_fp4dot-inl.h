@@ -92,7 +92,7 @@ struct Fp4DotConsts {
 constexpr int64_t kFp4DotChunks = 16;           // per 128-block of a panel
 constexpr int64_t kFp4DotBlockBytes = 64 * 16;  // a panel's 128-block of codes
 constexpr int64_t kFp4DotScaleBytes = 4 * 16;   // and of scales
-constexpr int64_t kFp4DotAheadBytes = 8192;     // GEMV prefetch distance (codes, into the L2)
+constexpr int64_t kFp4DotAheadBytes = 8192;     // GEMV prefetch distance (codes)
 // Register tiles: one chain at a time, 24 sums: 6 rows x 4 panels, 8 x 3,
 // 12 x 2 (a task of the driver may hold any number of panels), 12 x 1.
 constexpr int64_t kFp4DotTilePanels = 4;
@@ -172,7 +172,7 @@ struct Fp4DotGemm {
     for (int i = 0; i < 4 * M; ++i) sum[i / 4][i % 4] = V512::Zero();
     for (int64_t kb = 0; kb < num_kb; ++kb) {
       const uint8_t* block = Block(panel, kb);
-      PrefetchL2(Scales(panel, kb) + kFp4DotAheadBytes / 16, 64);
+      Prefetch(Scales(panel, kb) + kFp4DotAheadBytes / 16, 64);
       const __m512i sv = _mm512_loadu_si512(Scales(panel, kb));
       const bf16* x[M];
 #pragma GCC unroll 4
@@ -184,7 +184,7 @@ struct Fp4DotGemm {
         for (int i = 0; i < 4; ++i) {
           const int64_t d = 4 * j + i;
           const uint8_t* chunk = block + 64 * d;
-          PrefetchL2(chunk + kFp4DotAheadBytes, 64);
+          Prefetch(chunk + kFp4DotAheadBytes, 64);
           Bh w[4];
           Fp4DotDecodeChunk(chunk, sub, c, w);
 #pragma GCC unroll 4

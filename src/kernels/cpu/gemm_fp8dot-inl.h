@@ -71,8 +71,8 @@ constexpr int64_t kDotP = V512::kLanes;       // columns per panel (kFp8PanelCol
 constexpr int64_t kBlockBytes = kDotP * 128;  // a panel's 128-block
 constexpr int64_t kChunks = kBlockBytes / 64;
 static_assert(kDotP == kFp8PanelColumns);
-// The few-row walk prefetches this far ahead of the chunk it decodes, into
-// the L2 (PrefetchL2; docs/performance.md "Decode GEMVs prefetch into the L2").
+// The few-row walk prefetches this far ahead of the chunk it decodes: the
+// FP4 panel GEMV's tuned distance (docs/performance.md "FP4 panel layout").
 constexpr int64_t kAheadBytes = 8192;
 // Rows per register tile of the many-row path: two accumulators per row
 // and panel, two panels.
@@ -208,7 +208,7 @@ struct Fp8DotGemm {
 #pragma GCC unroll 2
       for (int j = 0; j < NB; ++j) {
         const uint8_t* chunk = blocks + q * stride + j * 64;
-        PrefetchL2(chunk + kAheadBytes, 64);
+        Prefetch(chunk + kAheadBytes, 64);
         Bh w[2];
         DecodeChunk(chunk, t, w);
 #pragma GCC unroll 4

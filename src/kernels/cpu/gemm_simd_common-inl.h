@@ -48,21 +48,6 @@ inline constexpr int kVecs = static_cast<int>(kChunk / V::kLanes);
   }
 }
 
-// The same into the L2 only (prefetcht1), for the FP8 and FP4 few-row GEMVs
-// that stream weights from DRAM once: a decode step on `bench` streamed ~5 %
-// more bytes per second with them than with prefetcht0 at the same 8 KiB
-// (steps of both kinds alternating in one process; 16 KiB and 4 KiB ahead
-// were 1-2 % slower: docs/performance.md "Decode GEMVs prefetch into the
-// L2").  Our reading: a prefetcht0 holds one of the L1's few miss buffers
-// until its line arrives, beside the demand loads.  The dense GEMV (BF16 and
-// in-place FP8 columns) measured 1-2 % slower with it and keeps Prefetch, as
-// do the tiles, which reuse what they fetch for many rows.
-[[gnu::always_inline]] inline void PrefetchL2(const void* p, int64_t bytes) {
-  for (int64_t i = 0; i < bytes; i += 64) {
-    _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T1);
-  }
-}
-
 // FP32 bits of an E8M0 scale: 2^(byte-127); byte 0 is 2^-127 (subnormal),
 // 255 NaN.  A table, so a block scale is one L1 load instead of a
 // compare/select chain; same bits as the formula.

@@ -29,17 +29,58 @@ template <class V, typename W>
   }
 }
 
+// Lane vectors (rows r..r + R, columns c..c + C) += the chunk's products:
+// R x C chains side by side in registers, each the per-element chain of the
+// one-row loop below (same order, same bits), so the FMA latency hides
+// behind independent chains.  Each step loads C weight and R activation
+// vectors for R·C FMAs.
+template <class V, int kNumVecs, int R, int C>
+[[gnu::always_inline]] inline void DenseRegisterTile(const typename V::F (*wdec)[kVecs<V>],
+                                                     int64_t c, const float* x, int64_t ldx,
+                                                     int64_t nv,
+                                                     typename V::F (*lanes)[V::kLanes]) {
+  typename V::F acc[R][C];
+#pragma GCC unroll 16
+  for (int i = 0; i < R * C; ++i) acc[i / C][i % C] = lanes[i / C][c + i % C];
+#pragma GCC unroll 8
+  for (int64_t v = 0; v < (kNumVecs > 0 ? kNumVecs : nv); ++v) {
+    typename V::F w[C];
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) w[j] = wdec[c + j][v];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const typename V::F xv = V::Load(x + i * ldx + V::kLanes * v);
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) acc[i][j] = V::Fma(w[j], xv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R * C; ++i) lanes[i / C][c + i % C] = acc[i / C][i % C];
+}
+
 // Lane vector (row, column) += the chunk's products, for rows [0, mt) of a
 // tile (x: row 0's chunk, row stride ldx; num_vecs vectors, zero padded).
-// With V::kPairRows each weight load feeds two rows' FMAs; the per-element
-// chain is the same for paired and tail rows.  kNumVecs > 0 fixes the vector
-// count at compile time (full chunks).
+// With V::kPairRows (AVX-512: 32 registers) groups of 4 rows run 4 x 4
+// register tiles (16 chains; before, 2 rows per weight load and 2 chains in
+// flight held the FP32 GEMM at ~40 % of the FMA peak), then rows in pairs
+// each weight load feeding two rows' FMAs; the per-element chain is the same
+// for every path.  kNumVecs > 0 fixes the vector count at compile time
+// (full chunks).
 template <class V, int kNumVecs>
 void DenseTileChunk(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const float* x, int64_t ldx,
                     int64_t num_vecs, int64_t mt, typename V::F (*lanes)[V::kLanes]) {
   const int64_t nv = kNumVecs > 0 ? kNumVecs : num_vecs;
   int64_t r = 0;
   if constexpr (V::kPairRows) {
+    for (; r + 4 <= mt; r += 4) {
+      int64_t c = 0;
+      for (; c + 4 <= nc; c += 4) {
+        DenseRegisterTile<V, kNumVecs, 4, 4>(wdec, c, x + r * ldx, ldx, nv, lanes + r);
+      }
+      for (; c < nc; ++c) {
+        DenseRegisterTile<V, kNumVecs, 4, 1>(wdec, c, x + r * ldx, ldx, nv, lanes + r);
+      }
+    }
     for (; r + 2 <= mt; r += 2) {
       const XBlock<V> xa(x + r * ldx), xb(x + (r + 1) * ldx);
       for (int64_t c = 0; c < nc; ++c) {
@@ -66,9 +107,15 @@ void DenseTileChunk(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const flo
 }
 
 // decode(col, k0, count, out, ahead) yields up to 128 weights of column col
-// from k0 on, zero padded to whole vectors, and prefetches the same chunk of
-// column col + ahead.  The tiles prefetch the next panel (ahead = kP: they
-// sweep a panel chunk by chunk, reusing it for every row).
+// from k0 on, zero padded to whole vectors, and prefetches: with ahead > 0
+// the same chunk of column col + ahead (the few-row walk's next pair), with
+// ahead == kNextChunk column col's next chunk, into the L2 (the tiles, which
+// sweep a panel chunk by chunk and reuse it for every row).  The tiles
+// prefetched the next panel's chunk until 2026-12-05: 16 rows of a multiple
+// of 4 KiB apart, twice over, in the same L1 sets, so most of it was evicted
+// before use (docs/performance.md "Dense tiles: 4 x 4 registers, the next
+// chunk prefetched").
+constexpr int64_t kNextChunk = 0;
 template <class V, typename Decode>
 void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
@@ -86,7 +133,7 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       }
       for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
         const int64_t count = Min(kChunk, a.k - k0);
-        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c], kP);
+        for (int64_t c = 0; c < nc; ++c) decode(n0 + c, k0, count, wdec[c], kNextChunk);
         const float* xc = a.x + m0 * a.ldx + k0;
         if (count == kChunk) {
           DenseTileChunk<V, kNv>(wdec, nc, xc, a.ldx, kNv, mt, lanes);
@@ -213,7 +260,12 @@ template <class V, typename W>
 auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
   return [&a, w](int64_t col, int64_t k0, int64_t count, typename V::F* out, int64_t ahead) {
     const bool pairs = sizeof(W) == 2 && a.w_pairs;  // FP32 weights stay in rows
-    if (col + ahead < a.n) {
+    if (ahead == kNextChunk) {
+      if (k0 + kChunk < a.k) {
+        PrefetchL2(w + DenseChunkAt(pairs, a.k, col, k0 + kChunk),
+                   kChunk * static_cast<int64_t>(sizeof(W)));
+      }
+    } else if (col + ahead < a.n) {
       Prefetch(w + DenseChunkAt(pairs, a.k, col + ahead, k0),
                count * static_cast<int64_t>(sizeof(W)));
     }
@@ -232,7 +284,11 @@ void DenseGemmPanels(const DenseGemmArgs& a, const Tile& t) {
         a,
         [&](int64_t col, int64_t k0, int64_t, typename V::F* out, int64_t ahead) {
           const uint8_t* p = w.codes + col * w.in + k0;
-          if (col + ahead < w.out) Prefetch(p + ahead * w.in, 128);
+          if (ahead == kNextChunk) {
+            if (k0 + kChunk < w.in) PrefetchL2(p + kChunk, 128);
+          } else if (col + ahead < w.out) {
+            Prefetch(p + ahead * w.in, 128);
+          }
           V::DecodeFp8Block(p, out);
           const typename V::F s =
               V::Set1(E8M0Value(w.scales[(col / 128) * ld_scale + k0 / 128]) * 256.0f);

@@ -81,8 +81,8 @@ void StretchPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n
     for (; c + 2 <= nc; c += 2) {
       for (int64_t b = 0; b < nb; ++b) {
         typename V::F wa[kVecs<V>], wb[kVecs<V>];
-        decode(n0 + c, kb0 + b, wa);
-        decode(n0 + c + 1, kb0 + b, wb);
+        decode(n0 + c, kb0 + b, wa, false);
+        decode(n0 + c + 1, kb0 + b, wb, false);
 #pragma GCC unroll 4
         for (int r = 0; r < M; ++r) {
           const XBlock<V> xa(x + r * k + (kb0 + b) * 128);
@@ -94,7 +94,7 @@ void StretchPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n
     if (c < nc) {
       for (int64_t b = 0; b < nb; ++b) {
         typename V::F wa[kVecs<V>];
-        decode(n0 + c, kb0 + b, wa);
+        decode(n0 + c, kb0 + b, wa, false);
 #pragma GCC unroll 4
         for (int r = 0; r < M; ++r) {
           lanes[r][b][c] = Chain<V>(wa, XBlock<V>(x + r * k + (kb0 + b) * 128));
@@ -112,9 +112,11 @@ void StretchPanel(const Decode& decode, const PanelScale& panel_scale, int64_t n
   }
 }
 
-// Block-scaled GEMM over the tile t.  decode(col, kb, w[kVecs]) yields a
-// block's weights; panel_scale(n0, kb) the per-panel weight scale (1 when the
-// scale is folded into the decoded weights).  acc += parts · (sa · panel_scale).
+// Block-scaled GEMM over the tile t.  decode(col, kb, w[kVecs], tile) yields
+// a block's weights (tile: for the register tiles, which reuse the panel's
+// block for many rows, rather than a few-row stretch: it decides what the
+// decode prefetches); panel_scale(n0, kb) the per-panel weight scale (1 when
+// the scale is folded into the decoded weights).  acc += parts · (sa · panel_scale).
 // One row (and up to 4 where V::kFewRowPaths) take StretchPanel, more rows
 // TileBlock on the panel's block decoded once.
 template <class V, typename Decode, typename PanelScale>
@@ -141,7 +143,7 @@ void BlockScaledPanels(const float* x, const float* x_scales, int64_t k, int64_t
       if (mt > kStretchRows) {
         for (int64_t r = 0; r < mt; ++r) acc[r] = V::Zero();
         for (int64_t kb = 0; kb < num_kb; ++kb) {
-          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c]);
+          for (int64_t c = 0; c < nc; ++c) decode(n0 + c, kb, wdec[c], true);
           TileBlock<V>(wdec, nc, xr + kb * 128, k, sr + kb, num_kb, panel_scale(n0, kb), mt, acc);
         }
       }
@@ -161,9 +163,17 @@ void Fp8GemmPanels(const Fp8GemmArgs& a, const Tile& t) {
   const int64_t ld_scale = (w.in + 127) / 128;
   BlockScaledPanels<V>(
       a.x, a.x_scales, w.in, w.out, a.y, YStride(a), t,
-      [&](int64_t col, int64_t kb, typename V::F* out) {
+      [&](int64_t col, int64_t kb, typename V::F* out, bool tile) {
         const uint8_t* p = w.codes + col * w.in + kb * 128;
-        if (col + kP < w.out) Prefetch(p + kP * w.in, 128);
+        // The tiles: this column's next block, into the L2 (the next panel's
+        // rows share the current panel's L1 sets when w.in is a multiple of
+        // 4 KiB, as in the dense tiles: gemm_dense-inl.h kNextChunk).  The
+        // few-row stretches: the next panel.
+        if (tile) {
+          if (kb + 1 < w.in / 128) PrefetchL2(p + 128, 128);
+        } else if (col + kP < w.out) {
+          Prefetch(p + kP * w.in, 128);
+        }
         V::DecodeFp8Block(p, out);
       },
       [&](int64_t n0, int64_t kb) { return E8M0Value(w.scales[(n0 / 128) * ld_scale + kb]); });

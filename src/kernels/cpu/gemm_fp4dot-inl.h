@@ -279,6 +279,47 @@ struct Fp4DotGemm {
     }
   }
 
+  void FewRow(int64_t m0, int64_t panel, __m512 (*acc)[4]) const { FewRows<1>(m0, panel, acc); }
+
+  // One row against panels pa and pb side by side, each panel's 4 chains
+  // exactly as FewRows<1> runs them (the same bits): two streams per thread
+  // (OneRowTwoStreams).
+  void OneRowTwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512 (*acc_a)[4],
+                       __m512 (*acc_b)[4]) const {
+    __m512 sa[4], sb[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) sa[q] = sb[q] = V512::Zero();
+    for (int64_t kb = 0; kb < num_kb; ++kb) {
+      const uint8_t* block_a = Block(pa, kb);
+      const uint8_t* block_b = Block(pb, kb);
+      Prefetch(Scales(pa, kb) + kFp4DotAheadBytes / 16, 64);
+      Prefetch(Scales(pb, kb) + kFp4DotAheadBytes / 16, 64);
+      const __m512i sva = _mm512_loadu_si512(Scales(pa, kb));
+      const __m512i svb = _mm512_loadu_si512(Scales(pb, kb));
+      const bf16* x = X(m0, kb);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i suba = Fp4DotScaleSub(sva, c, j);
+        const __m512i subb = Fp4DotScaleSub(svb, c, j);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          const int64_t d = 4 * j + i;
+          Prefetch(block_a + 64 * d + kFp4DotAheadBytes, 64);
+          Prefetch(block_b + 64 * d + kFp4DotAheadBytes, 64);
+          Bh wa[4], wb[4];
+          Fp4DotDecodeChunk(block_a + 64 * d, suba, c, wa);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) sa[q] = DotPair(sa[q], wa[q], x + 8 * d + 2 * q);
+          Fp4DotDecodeChunk(block_b + 64 * d, subb, c, wb);
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) sb[q] = DotPair(sb[q], wb[q], x + 8 * d + 2 * q);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) acc_a[0][q] = sa[q], acc_b[0][q] = sb[q];
+  }
+
   // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
   void Store(int64_t m0, int64_t mt, int64_t p, const __m512 (*acc)[4]) const {
     const int64_t n0 = p * kDotP, nc = Min(kDotP, a.w.out - n0);
@@ -305,6 +346,10 @@ struct Fp4DotGemm {
     __m512(*const all[kFp4DotTilePanels])[4] = {acc[0], acc[1], acc[2], acc[3]};
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
+      if (mt == 1) {
+        OneRowTwoStreams(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
+        continue;
+      }
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
         if (mt < kFp4DotTileMinRows) {
           StreamRows(m0, mt, p++, acc[0]);

@@ -279,45 +279,54 @@ struct Fp4DotGemm {
     }
   }
 
-  void FewRow(int64_t m0, int64_t panel, __m512 (*acc)[4]) const { FewRows<1>(m0, panel, acc); }
-
-  // One row against panels pa and pb side by side, each panel's 4 chains
-  // exactly as FewRows<1> runs them (the same bits): two streams per thread
-  // (OneRowTwoStreams).
-  void OneRowTwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512 (*acc_a)[4],
-                       __m512 (*acc_b)[4]) const {
-    __m512 sa[4], sb[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) sa[q] = sb[q] = V512::Zero();
+  // Rows m0..m0 + M against panels pa and pb side by side, each panel's
+  // chains exactly as FewRows<M> runs them (the same bits): two streams per
+  // thread (RowsTwoStreams).
+  template <int M>
+  void TwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512 (*acc_a)[4], __m512 (*acc_b)[4]) const {
+    __m512 sum[2][M][4];
+#pragma GCC unroll 16
+    for (int i = 0; i < 8 * M; ++i) sum[i / (4 * M)][i / 4 % M][i % 4] = V512::Zero();
+    const int64_t panels[2] = {pa, pb};
     for (int64_t kb = 0; kb < num_kb; ++kb) {
-      const uint8_t* block_a = Block(pa, kb);
-      const uint8_t* block_b = Block(pb, kb);
-      Prefetch(Scales(pa, kb) + kFp4DotAheadBytes / 16, 64);
-      Prefetch(Scales(pb, kb) + kFp4DotAheadBytes / 16, 64);
-      const __m512i sva = _mm512_loadu_si512(Scales(pa, kb));
-      const __m512i svb = _mm512_loadu_si512(Scales(pb, kb));
-      const bf16* x = X(m0, kb);
+      __m512i sv[2];
+      const uint8_t* block[2];
+#pragma GCC unroll 2
+      for (int s = 0; s < 2; ++s) {
+        block[s] = Block(panels[s], kb);
+        Prefetch(Scales(panels[s], kb) + kFp4DotAheadBytes / 16, 64);
+        sv[s] = _mm512_loadu_si512(Scales(panels[s], kb));
+      }
+      const bf16* x[M];
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) x[r] = X(m0 + r, kb);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512i suba = Fp4DotScaleSub(sva, c, j);
-        const __m512i subb = Fp4DotScaleSub(svb, c, j);
+        const __m512i sub[2] = {Fp4DotScaleSub(sv[0], c, j), Fp4DotScaleSub(sv[1], c, j)};
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           const int64_t d = 4 * j + i;
-          Prefetch(block_a + 64 * d + kFp4DotAheadBytes, 64);
-          Prefetch(block_b + 64 * d + kFp4DotAheadBytes, 64);
-          Bh wa[4], wb[4];
-          Fp4DotDecodeChunk(block_a + 64 * d, suba, c, wa);
+#pragma GCC unroll 2
+          for (int s = 0; s < 2; ++s) {
+            Prefetch(block[s] + 64 * d + kFp4DotAheadBytes, 64);
+            Bh w[4];
+            Fp4DotDecodeChunk(block[s] + 64 * d, sub[s], c, w);
 #pragma GCC unroll 4
-          for (int q = 0; q < 4; ++q) sa[q] = DotPair(sa[q], wa[q], x + 8 * d + 2 * q);
-          Fp4DotDecodeChunk(block_b + 64 * d, subb, c, wb);
+            for (int r = 0; r < M; ++r) {
 #pragma GCC unroll 4
-          for (int q = 0; q < 4; ++q) sb[q] = DotPair(sb[q], wb[q], x + 8 * d + 2 * q);
+              for (int q = 0; q < 4; ++q) {
+                sum[s][r][q] = DotPair(sum[s][r][q], w[q], x[r] + 8 * d + 2 * q);
+              }
+            }
+          }
         }
       }
     }
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) acc_a[0][q] = sa[q], acc_b[0][q] = sb[q];
+#pragma GCC unroll 16
+    for (int i = 0; i < 4 * M; ++i) {
+      acc_a[i / 4][i % 4] = sum[0][i / 4][i % 4];
+      acc_b[i / 4][i % 4] = sum[1][i / 4][i % 4];
+    }
   }
 
   // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
@@ -347,7 +356,11 @@ struct Fp4DotGemm {
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
       if (mt == 1) {
-        OneRowTwoStreams(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
+        RowsTwoStreams<1>(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
+        continue;
+      }
+      if (mt == 2) {
+        RowsTwoStreams<2>(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
         continue;
       }
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {

@@ -242,47 +242,55 @@ struct Fp8DotGemm {
     if (kb < num_kb) StreamBlocks<M, 1>(m0, panel, kb, acc);
   }
 
-  void FewRow(int64_t m0, int64_t panel, __m512* acc) const { FewRows<1>(m0, panel, acc); }
-
-  // StreamBlocks<1, NB> for panels pa and pb side by side: each panel's
+  // StreamBlocks<M, NB> for panels pa and pb side by side: each panel's
   // chains and block sums exactly as StreamBlocks runs them (the same bits),
-  // two streams per thread (OneRowTwoStreams).
-  template <int NB>
+  // two streams per thread (RowsTwoStreams).
+  template <int M, int NB>
   [[gnu::always_inline]] void StreamBlocksTwo(int64_t m0, int64_t pa, int64_t pb, int64_t kb0,
                                               __m512* acc_a, __m512* acc_b) const {
-    __m512 even[2][NB], odd[2][NB];
-#pragma GCC unroll 4
-    for (int i = 0; i < 2 * NB; ++i) even[i / NB][i % NB] = odd[i / NB][i % NB] = V512::Zero();
+    __m512 even[2][M][NB], odd[2][M][NB];
+#pragma GCC unroll 16
+    for (int i = 0; i < 2 * M * NB; ++i) {
+      even[i / (M * NB)][i / NB % M][i % NB] = odd[i / (M * NB)][i / NB % M][i % NB] = V512::Zero();
+    }
     const uint8_t* blocks[2] = {Block(pa, kb0), Block(pb, kb0)};
     const int64_t stride = ChunkStride(kb0);
     for (int64_t q = 0; q < kChunks; ++q) {
 #pragma GCC unroll 2
       for (int j = 0; j < NB; ++j) {
-        const bf16* x = X(m0, kb0 + j) + 4 * q;
 #pragma GCC unroll 2
         for (int s = 0; s < 2; ++s) {
           const uint8_t* chunk = blocks[s] + q * stride + j * 64;
           Prefetch(chunk + kAheadBytes, 64);
           Bh w[2];
           DecodeChunk(chunk, t, w);
-          even[s][j] = DotPair(even[s][j], w[0], x);
-          odd[s][j] = DotPair(odd[s][j], w[1], x + 2);
+#pragma GCC unroll 4
+          for (int r = 0; r < M; ++r) {
+            const bf16* x = X(m0 + r, kb0 + j) + 4 * q;
+            even[s][r][j] = DotPair(even[s][r][j], w[0], x);
+            odd[s][r][j] = DotPair(odd[s][r][j], w[1], x + 2);
+          }
         }
       }
     }
 #pragma GCC unroll 2
     for (int j = 0; j < NB; ++j) {
-      const float xs = XScale(m0, kb0 + j);
-      acc_a[0] = AddBlockSum(acc_a[0], even[0][j], odd[0][j], xs * PanelScale(pa, kb0 + j));
-      acc_b[0] = AddBlockSum(acc_b[0], even[1][j], odd[1][j], xs * PanelScale(pb, kb0 + j));
+      const float sa = PanelScale(pa, kb0 + j), sb = PanelScale(pb, kb0 + j);
+#pragma GCC unroll 4
+      for (int r = 0; r < M; ++r) {
+        const float xs = XScale(m0 + r, kb0 + j);
+        acc_a[r] = AddBlockSum(acc_a[r], even[0][r][j], odd[0][r][j], xs * sa);
+        acc_b[r] = AddBlockSum(acc_b[r], even[1][r][j], odd[1][r][j], xs * sb);
+      }
     }
   }
 
-  void OneRowTwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512* acc_a, __m512* acc_b) const {
-    acc_a[0] = acc_b[0] = V512::Zero();
+  template <int M>
+  void TwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512* acc_a, __m512* acc_b) const {
+    for (int r = 0; r < M; ++r) acc_a[r] = acc_b[r] = V512::Zero();
     int64_t kb = 0;
-    for (; kb + 2 <= num_kb; kb += 2) StreamBlocksTwo<2>(m0, pa, pb, kb, acc_a, acc_b);
-    if (kb < num_kb) StreamBlocksTwo<1>(m0, pa, pb, kb, acc_a, acc_b);
+    for (; kb + 2 <= num_kb; kb += 2) StreamBlocksTwo<M, 2>(m0, pa, pb, kb, acc_a, acc_b);
+    if (kb < num_kb) StreamBlocksTwo<M, 1>(m0, pa, pb, kb, acc_a, acc_b);
   }
 
   // A panel's block kb decoded into out (L1): 32 chunks, 4 KiB of BF16.
@@ -411,8 +419,9 @@ struct Fp8DotGemm {
     __m512* const both[2] = {acc[0], acc[1]};
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
-      if (mt == 1) {
-        OneRowTwoStreams(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
+      if (mt <= 2) {  // a decode step, or a K = 1 verify step
+        if (mt == 1) RowsTwoStreams<1>(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
+        if (mt == 2) RowsTwoStreams<2>(*this, m0, tile.panel_begin, tile.panel_end, acc[0], acc[1]);
         continue;
       }
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {

@@ -56,28 +56,29 @@ inline constexpr int kVecs = static_cast<int>(kChunk / V::kLanes);
   }
 }
 
-// One row against the panels [begin, end) of a tile as two streams: panel
-// begin + i beside panel begin + half + i (an odd last panel alone).  A
-// panel-layout GEMV reads its share front to back, and one stream per core
-// left DRAM bandwidth unused: a bare read loop on this host's two cores
-// read ~15 % more with two or four streams per thread than with one, and a
+// Rows m0..m0 + M (a decode step's one, a K = 1 verify step's two) against
+// the panels [begin, end) of a tile as two streams: panel begin + i beside
+// panel begin + half + i (an odd last panel alone).  A panel-layout GEMV
+// reads its share front to back, and one stream per core left DRAM
+// bandwidth unused: a bare read loop on this host's two cores read ~10 %
+// more with two streams per thread than with one (~15 % with four), and a
 // decode step on `bench` streamed 4-6 % (FP4 experts) and 12 % (with the FP8
 // projections too) more bytes per second this way (docs/performance.md
 // "Decode GEMVs: two streams per thread").  K (the kernel) supplies
-// OneRowTwoPanels(row, pa, pb, acc_a, acc_b), FewRow(row, p, acc) and
-// Store(row, 1, p, acc); each panel's sums are the one-panel walk's, so the
+// TwoPanels<M>(m0, pa, pb, acc_a, acc_b), FewRows<M>(m0, p, acc) and
+// Store(m0, M, p, acc); each panel's sums are the one-panel walk's, so the
 // bits do not change.
-template <class K, class Acc>
-void OneRowTwoStreams(const K& k, int64_t row, int64_t begin, int64_t end, Acc acc_a, Acc acc_b) {
+template <int M, class K, class Acc>
+void RowsTwoStreams(const K& k, int64_t m0, int64_t begin, int64_t end, Acc acc_a, Acc acc_b) {
   const int64_t half = (end - begin) / 2;
   for (int64_t i = 0; i < half; ++i) {
-    k.OneRowTwoPanels(row, begin + i, begin + half + i, acc_a, acc_b);
-    k.Store(row, 1, begin + i, acc_a);
-    k.Store(row, 1, begin + half + i, acc_b);
+    k.template TwoPanels<M>(m0, begin + i, begin + half + i, acc_a, acc_b);
+    k.Store(m0, M, begin + i, acc_a);
+    k.Store(m0, M, begin + half + i, acc_b);
   }
   if ((end - begin) % 2 == 1) {
-    k.FewRow(row, end - 1, acc_a);
-    k.Store(row, 1, end - 1, acc_a);
+    k.template FewRows<M>(m0, end - 1, acc_a);
+    k.Store(m0, M, end - 1, acc_a);
   }
 }
 

@@ -162,41 +162,71 @@ struct Fp4DotGemm {
   }
   const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
 
-  // Rows m0..m0 + M (1..4) against one panel, decoded as the codes stream
-  // in (a decode GEMV, a verify step's few rows): one stream front to back,
-  // 4·M chains.  acc[r][P]: chain P of row r.
-  template <int M>
-  void FewRows(int64_t m0, int64_t panel, __m512 (*acc)[4]) const {
-    __m512 sum[M][4];
+  // Rows m0..m0 + M against S panels (1, or 2 side by side:
+  // RowsTwoStreams), decoded as the codes stream in (a decode GEMV, a verify
+  // step's few rows): one stream per panel front to back, 4·M chains per
+  // panel.  acc[s][r][P]: chain P of row r for panel s; a panel's chains do
+  // not depend on S (the same bits).
+  template <int M, int S>
+  void StreamPanels(int64_t m0, const int64_t (&panel)[S], __m512 (*const (&acc)[S])[4]) const {
+    static_assert(S == 1 || S == 2);
+    __m512 sum[S][M][4];
 #pragma GCC unroll 16
-    for (int i = 0; i < 4 * M; ++i) sum[i / 4][i % 4] = V512::Zero();
+    for (int i = 0; i < 4 * S * M; ++i) sum[i / (4 * M)][i / 4 % M][i % 4] = V512::Zero();
     for (int64_t kb = 0; kb < num_kb; ++kb) {
-      const uint8_t* block = Block(panel, kb);
-      Prefetch(Scales(panel, kb) + kFp4DotAheadBytes / 16, 64);
-      const __m512i sv = _mm512_loadu_si512(Scales(panel, kb));
+      const uint8_t* block[S];
+      __m512i sv[S];
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) {
+        block[s] = Block(panel[s], kb);
+        Prefetch(Scales(panel[s], kb) + kFp4DotAheadBytes / 16, 64);
+        sv[s] = _mm512_loadu_si512(Scales(panel[s], kb));
+      }
       const bf16* x[M];
 #pragma GCC unroll 4
       for (int r = 0; r < M; ++r) x[r] = X(m0 + r, kb);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512i sub = Fp4DotScaleSub(sv, c, j);
+        __m512i sub[S];
+#pragma GCC unroll 2
+        for (int s = 0; s < S; ++s) sub[s] = Fp4DotScaleSub(sv[s], c, j);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           const int64_t d = 4 * j + i;
-          const uint8_t* chunk = block + 64 * d;
-          Prefetch(chunk + kFp4DotAheadBytes, 64);
-          Bh w[4];
-          Fp4DotDecodeChunk(chunk, sub, c, w);
+#pragma GCC unroll 2
+          for (int s = 0; s < S; ++s) {
+            const uint8_t* chunk = block[s] + 64 * d;
+            Prefetch(chunk + kFp4DotAheadBytes, 64);
+            Bh w[4];
+            Fp4DotDecodeChunk(chunk, sub[s], c, w);
 #pragma GCC unroll 4
-          for (int r = 0; r < M; ++r) {
+            for (int r = 0; r < M; ++r) {
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; ++q) sum[r][q] = DotPair(sum[r][q], w[q], x[r] + 8 * d + 2 * q);
+              for (int q = 0; q < 4; ++q) {
+                sum[s][r][q] = DotPair(sum[s][r][q], w[q], x[r] + 8 * d + 2 * q);
+              }
+            }
           }
         }
       }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < 4 * M; ++i) acc[i / 4][i % 4] = sum[i / 4][i % 4];
+    for (int i = 0; i < 4 * S * M; ++i) {
+      acc[i / (4 * M)][i / 4 % M][i % 4] = sum[i / (4 * M)][i / 4 % M][i % 4];
+    }
+  }
+
+  // Rows m0..m0 + M (1..4) against one panel.
+  template <int M>
+  void FewRows(int64_t m0, int64_t panel, __m512 (*acc)[4]) const {
+    StreamPanels<M, 1>(m0, {panel}, {acc});
+  }
+
+  // Rows m0..m0 + M (1..2) against panels pa and pb side by side: two
+  // streams per thread (RowsTwoStreams).
+  template <int M>
+  void TwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512 (*acc_a)[4], __m512 (*acc_b)[4]) const {
+    StreamPanels<M, 2>(m0, {pa, pb}, {acc_a, acc_b});
   }
 
   // A panel's block kb decoded into out (L1): 16 chunks x 4 vectors, 4 KiB.
@@ -276,56 +306,6 @@ struct Fp4DotGemm {
       if (left & 4) TileRows<4, NP>(w, m0 + r, r, kb, acc), r += 4;
       if (left & 2) TileRows<2, NP>(w, m0 + r, r, kb, acc), r += 2;
       if (left & 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
-    }
-  }
-
-  // Rows m0..m0 + M against panels pa and pb side by side, each panel's
-  // chains exactly as FewRows<M> runs them (the same bits): two streams per
-  // thread (RowsTwoStreams).
-  template <int M>
-  void TwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512 (*acc_a)[4], __m512 (*acc_b)[4]) const {
-    __m512 sum[2][M][4];
-#pragma GCC unroll 16
-    for (int i = 0; i < 8 * M; ++i) sum[i / (4 * M)][i / 4 % M][i % 4] = V512::Zero();
-    const int64_t panels[2] = {pa, pb};
-    for (int64_t kb = 0; kb < num_kb; ++kb) {
-      __m512i sv[2];
-      const uint8_t* block[2];
-#pragma GCC unroll 2
-      for (int s = 0; s < 2; ++s) {
-        block[s] = Block(panels[s], kb);
-        Prefetch(Scales(panels[s], kb) + kFp4DotAheadBytes / 16, 64);
-        sv[s] = _mm512_loadu_si512(Scales(panels[s], kb));
-      }
-      const bf16* x[M];
-#pragma GCC unroll 4
-      for (int r = 0; r < M; ++r) x[r] = X(m0 + r, kb);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i sub[2] = {Fp4DotScaleSub(sv[0], c, j), Fp4DotScaleSub(sv[1], c, j)};
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const int64_t d = 4 * j + i;
-#pragma GCC unroll 2
-          for (int s = 0; s < 2; ++s) {
-            Prefetch(block[s] + 64 * d + kFp4DotAheadBytes, 64);
-            Bh w[4];
-            Fp4DotDecodeChunk(block[s] + 64 * d, sub[s], c, w);
-#pragma GCC unroll 4
-            for (int r = 0; r < M; ++r) {
-#pragma GCC unroll 4
-              for (int q = 0; q < 4; ++q) {
-                sum[s][r][q] = DotPair(sum[s][r][q], w[q], x[r] + 8 * d + 2 * q);
-              }
-            }
-          }
-        }
-      }
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 4 * M; ++i) {
-      acc_a[i / 4][i % 4] = sum[0][i / 4][i % 4];
-      acc_b[i / 4][i % 4] = sum[1][i / 4][i % 4];
     }
   }
 

@@ -190,76 +190,31 @@ struct Fp8DotGemm {
     return V512::Add(acc, V512::Mul(V512::Add(even, odd), V512::Set1(scale)));
   }
 
-  // Blocks kb0..kb0 + NB of one panel against rows m0..m0 + M, decoded as
-  // they stream in (a decode GEMV, a verify step's few rows), and their sums
-  // added to acc in K order.  NB = 2 reads a pair of the layout (kb0 even),
-  // its chunks alternating: one stream front to back, 4·M independent chains
-  // to hide the dot products' latency.  NB = 1: an odd last block.
-  template <int M, int NB>
-  [[gnu::always_inline]] void StreamBlocks(int64_t m0, int64_t panel, int64_t kb0,
-                                           __m512* acc) const {
+  // Blocks kb0..kb0 + NB of S panels (1, or 2 side by side: RowsTwoStreams)
+  // against rows m0..m0 + M, decoded as they stream in (a decode GEMV, a
+  // verify step's few rows), and their sums added to acc[s] in K order.
+  // NB = 2 reads a pair of the layout (kb0 even), its chunks alternating: one
+  // stream per panel front to back, 4·M independent chains per panel to hide
+  // the dot products' latency.  NB = 1: an odd last block.  A panel's chains
+  // and sums do not depend on S (the same bits).
+  template <int M, int NB, int S>
+  [[gnu::always_inline]] void StreamBlocks(int64_t m0, const int64_t (&panel)[S], int64_t kb0,
+                                           __m512* const (&acc)[S]) const {
     static_assert(NB == 1 || NB == 2);
-    __m512 even[M][NB], odd[M][NB];
+    static_assert(S == 1 || S == 2);
+    __m512 even[S][M][NB], odd[S][M][NB];
 #pragma GCC unroll 16
-    for (int i = 0; i < M * NB; ++i) even[i / NB][i % NB] = odd[i / NB][i % NB] = V512::Zero();
-    const uint8_t* blocks = Block(panel, kb0);
+    for (int i = 0; i < S * M * NB; ++i) {
+      even[i / (M * NB)][i / NB % M][i % NB] = odd[i / (M * NB)][i / NB % M][i % NB] = V512::Zero();
+    }
+    const uint8_t* blocks[S];
+    for (int s = 0; s < S; ++s) blocks[s] = Block(panel[s], kb0);
     const int64_t stride = ChunkStride(kb0);  // NB = 2: block 1's chunks 64 bytes on
     for (int64_t q = 0; q < kChunks; ++q) {
 #pragma GCC unroll 2
       for (int j = 0; j < NB; ++j) {
-        const uint8_t* chunk = blocks + q * stride + j * 64;
-        Prefetch(chunk + kAheadBytes, 64);
-        Bh w[2];
-        DecodeChunk(chunk, t, w);
-#pragma GCC unroll 4
-        for (int r = 0; r < M; ++r) {
-          const bf16* x = X(m0 + r, kb0 + j) + 4 * q;
-          even[r][j] = DotPair(even[r][j], w[0], x);
-          odd[r][j] = DotPair(odd[r][j], w[1], x + 2);
-        }
-      }
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < NB; ++j) {
-      const float sw = PanelScale(panel, kb0 + j);
-#pragma GCC unroll 4
-      for (int r = 0; r < M; ++r) {
-        acc[r] = AddBlockSum(acc[r], even[r][j], odd[r][j], XScale(m0 + r, kb0 + j) * sw);
-      }
-    }
-  }
-
-  // Rows m0..m0 + M (1..4) against one panel: a pair of blocks at a time,
-  // an odd last block alone.  (Before the pairs alternated their chunks, one
-  // row read 4 blocks side by side, 4 streams 2 KiB apart: a scratch probe
-  // of that walk streamed 0.77-0.90 of a bare read's bytes per second, the
-  // pairs 0.92-1.04; docs/performance.md "FP8 block pairs".)
-  template <int M>
-  void FewRows(int64_t m0, int64_t panel, __m512* acc) const {
-    for (int r = 0; r < M; ++r) acc[r] = V512::Zero();
-    int64_t kb = 0;
-    for (; kb + 2 <= num_kb; kb += 2) StreamBlocks<M, 2>(m0, panel, kb, acc);
-    if (kb < num_kb) StreamBlocks<M, 1>(m0, panel, kb, acc);
-  }
-
-  // StreamBlocks<M, NB> for panels pa and pb side by side: each panel's
-  // chains and block sums exactly as StreamBlocks runs them (the same bits),
-  // two streams per thread (RowsTwoStreams).
-  template <int M, int NB>
-  [[gnu::always_inline]] void StreamBlocksTwo(int64_t m0, int64_t pa, int64_t pb, int64_t kb0,
-                                              __m512* acc_a, __m512* acc_b) const {
-    __m512 even[2][M][NB], odd[2][M][NB];
-#pragma GCC unroll 16
-    for (int i = 0; i < 2 * M * NB; ++i) {
-      even[i / (M * NB)][i / NB % M][i % NB] = odd[i / (M * NB)][i / NB % M][i % NB] = V512::Zero();
-    }
-    const uint8_t* blocks[2] = {Block(pa, kb0), Block(pb, kb0)};
-    const int64_t stride = ChunkStride(kb0);
-    for (int64_t q = 0; q < kChunks; ++q) {
 #pragma GCC unroll 2
-      for (int j = 0; j < NB; ++j) {
-#pragma GCC unroll 2
-        for (int s = 0; s < 2; ++s) {
+        for (int s = 0; s < S; ++s) {
           const uint8_t* chunk = blocks[s] + q * stride + j * 64;
           Prefetch(chunk + kAheadBytes, 64);
           Bh w[2];
@@ -275,22 +230,44 @@ struct Fp8DotGemm {
     }
 #pragma GCC unroll 2
     for (int j = 0; j < NB; ++j) {
-      const float sa = PanelScale(pa, kb0 + j), sb = PanelScale(pb, kb0 + j);
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) {
+        const float sw = PanelScale(panel[s], kb0 + j);
 #pragma GCC unroll 4
-      for (int r = 0; r < M; ++r) {
-        const float xs = XScale(m0 + r, kb0 + j);
-        acc_a[r] = AddBlockSum(acc_a[r], even[0][r][j], odd[0][r][j], xs * sa);
-        acc_b[r] = AddBlockSum(acc_b[r], even[1][r][j], odd[1][r][j], xs * sb);
+        for (int r = 0; r < M; ++r) {
+          acc[s][r] =
+              AddBlockSum(acc[s][r], even[s][r][j], odd[s][r][j], XScale(m0 + r, kb0 + j) * sw);
+        }
       }
     }
   }
 
+  // Rows m0..m0 + M against S panels: a pair of blocks at a time, an odd
+  // last block alone.  (Before the pairs alternated their chunks, one row
+  // read 4 blocks side by side, 4 streams 2 KiB apart: a scratch probe of
+  // that walk streamed 0.77-0.90 of a bare read's bytes per second, the
+  // pairs 0.92-1.04; docs/performance.md "FP8 block pairs".)
+  template <int M, int S>
+  void StreamPanels(int64_t m0, const int64_t (&panel)[S], __m512* const (&acc)[S]) const {
+    for (int s = 0; s < S; ++s) {
+      for (int r = 0; r < M; ++r) acc[s][r] = V512::Zero();
+    }
+    int64_t kb = 0;
+    for (; kb + 2 <= num_kb; kb += 2) StreamBlocks<M, 2, S>(m0, panel, kb, acc);
+    if (kb < num_kb) StreamBlocks<M, 1, S>(m0, panel, kb, acc);
+  }
+
+  // Rows m0..m0 + M (1..4) against one panel.
+  template <int M>
+  void FewRows(int64_t m0, int64_t panel, __m512* acc) const {
+    StreamPanels<M, 1>(m0, {panel}, {acc});
+  }
+
+  // Rows m0..m0 + M (1..2) against panels pa and pb side by side: two
+  // streams per thread (RowsTwoStreams).
   template <int M>
   void TwoPanels(int64_t m0, int64_t pa, int64_t pb, __m512* acc_a, __m512* acc_b) const {
-    for (int r = 0; r < M; ++r) acc_a[r] = acc_b[r] = V512::Zero();
-    int64_t kb = 0;
-    for (; kb + 2 <= num_kb; kb += 2) StreamBlocksTwo<M, 2>(m0, pa, pb, kb, acc_a, acc_b);
-    if (kb < num_kb) StreamBlocksTwo<M, 1>(m0, pa, pb, kb, acc_a, acc_b);
+    StreamPanels<M, 2>(m0, {pa, pb}, {acc_a, acc_b});
   }
 
   // A panel's block kb decoded into out (L1): 32 chunks, 4 KiB of BF16.

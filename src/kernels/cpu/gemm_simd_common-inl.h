@@ -49,7 +49,8 @@ inline constexpr int kVecs = static_cast<int>(kChunk / V::kLanes);
 }
 
 // The same into the L2 only (prefetcht1): for data a few microseconds ahead
-// that the L1 could not hold until then (the dense tiles' next chunk).
+// that the L1 could not hold until then (the dense and FP8 FMA tiles' next
+// chunk).
 [[gnu::always_inline]] inline void PrefetchL2(const void* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64) {
     _mm_prefetch(static_cast<const char*>(p) + i, _MM_HINT_T1);

@@ -61,10 +61,11 @@ template <class V, int kNumVecs, int R, int C>
 // Lane vector (row, column) += the chunk's products, for rows [0, mt) of a
 // tile (x: row 0's chunk, row stride ldx; num_vecs vectors, zero padded).
 // With V::kPairRows (AVX-512: 32 registers) groups of 4 rows run 4 x 4
-// register tiles (16 chains; before, 2 rows per weight load and 2 chains in
-// flight held the FP32 GEMM at ~40 % of the FMA peak), then rows in pairs
-// each weight load feeding two rows' FMAs; the per-element chain is the same
-// for every path.  kNumVecs > 0 fixes the vector count at compile time
+// register tiles (16 independent chains where row pairs had 2 per column:
+// 1.05-1.1x on the BF16-as-FP32 GEMM alone; most of that kernel's gain came
+// from the decode's prefetch, DenseDecoder), then rows in pairs, each weight
+// load feeding two rows' FMAs; the per-element chain is the same for every
+// path.  kNumVecs > 0 fixes the vector count at compile time
 // (full chunks).
 template <class V, int kNumVecs>
 void DenseTileChunk(const typename V::F (*wdec)[kVecs<V>], int64_t nc, const float* x, int64_t ldx,

@@ -62,9 +62,10 @@ inline constexpr int kVecs = static_cast<int>(kChunk / V::kLanes);
 // panel begin + half + i (an odd last panel alone).  A panel-layout GEMV
 // reads its share front to back, and one stream per core left DRAM
 // bandwidth unused: a bare read loop on this host's two cores read ~10 %
-// more with two streams per thread than with one (~15 % with four), and a
-// decode step on `bench` streamed 4-6 % (FP4 experts) and 12 % (with the FP8
-// projections too) more bytes per second this way (docs/performance.md
+// more with two streams per thread than with one (~15 % with four, but four
+// panels in the FP8 walk streamed 0.88-0.91x of two), and a decode step on
+// `bench` streamed 4-6 % (FP4 experts) and 12 % (with the FP8 projections
+// too) more bytes per second this way (docs/performance.md
 // "Decode GEMVs: two streams per thread").  K (the kernel) supplies
 // TwoPanels<M>(m0, pa, pb, acc_a, acc_b), FewRows<M>(m0, p, acc) and
 // Store(m0, M, p, acc); each panel's sums are the one-panel walk's, so the

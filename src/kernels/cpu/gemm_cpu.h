@@ -45,8 +45,10 @@ struct Fp8GemmArgs {
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
   // values (exact), against a weight in the panel layout; row r's 128-block
   // kb at xh + r·ldx + kb·ldkb (row-major: ldx = w.in, ldkb = 128; gemm.cc
-  // decodes block-major: ldx = 128, ldkb = m·128).  BF16 activations that
-  // were never quantized (wo_a) go here too, with x_scales all 1.
+  // decodes block-major: ldx = 128, ldkb = m·128).  More than 4 rows must
+  // come block-major (the register tiles address rows 128 apart).  BF16
+  // activations that were never quantized (wo_a) go here too, with
+  // x_scales all 1.
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128

@@ -77,6 +77,9 @@ constexpr int64_t kAheadBytes = 8192;
 // Rows per register tile of the many-row path: two accumulators per row
 // and panel, two panels.
 constexpr int kTileRows = 6;
+// The row stride of the tiles' activations: gemm.cc hands more than
+// kFp8DotInPlaceRows rows over block-major (a block's rows 128 apart).
+constexpr int64_t kTileLdx = 128;
 // The tiles that decode block kb + 1 prefetch the chunks of block
 // kb + 1 + kFp8TileBlocksAhead, a chunk per step (docs/performance.md "FP8
 // tiles: the next block decoded during this block's tiles"): 2 measured
@@ -304,8 +307,12 @@ struct Fp8DotGemm {
     __m512 even[NP][R], odd[NP][R];
 #pragma GCC unroll 16
     for (int i = 0; i < NP * R; ++i) even[i / R][i % R] = odd[i / R][i % R] = V512::Zero();
-    const bf16* x0 = X(row, kb);
-    for (int64_t q = 0; q < kChunks; ++q) {
+    // Block-major activations (ldx == kTileLdx: Fp8GemmArgs::xh): a row's
+    // pairs lie at constant offsets from one pointer, so the loop advances
+    // one pointer instead of one per row (GCC kept two running row pointers,
+    // 12 adds per 24 dot products).
+    const bf16* xq = X(row, kb);
+    for (int64_t q = 0; q < kChunks; ++q, xq += 4) {
       Bh w0[NP], w1[NP];
 #pragma GCC unroll 2
       for (int p = 0; p < NP; ++p) w0[p] = wdec[p][q][0], w1[p] = wdec[p][q][1];
@@ -315,8 +322,8 @@ struct Fp8DotGemm {
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const Bh xe = BroadcastPair(x0 + r * ldx + 4 * q);
-        const Bh xo = BroadcastPair(x0 + r * ldx + 4 * q + 2);
+        const Bh xe = BroadcastPair(xq + r * kTileLdx);
+        const Bh xo = BroadcastPair(xq + r * kTileLdx + 2);
 #pragma GCC unroll 2
         for (int p = 0; p < NP; ++p) {
           even[p][r] = _mm512_dpbf16_ps(even[p][r], w0[p], xe);

@@ -527,14 +527,43 @@ void BM_ReadBandwidth(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kWords * 8);
 }
 
+// BM_GemvDram's BF16 kind: the head's GEMV (GemmBf16F32, pair layout).
+void GemvDramBf16(benchmark::State& state) {
+  const int64_t out = state.range(2), in = state.range(3);
+  const int64_t bytes = out * in * 2;
+  const int64_t copies = std::max<int64_t>(2, (int64_t{512} << 20) / bytes);
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<bf16> rows(out * in);
+  for (auto& v : rows) v = F32ToBf16(normal(rng));
+  std::vector<Buffer> w;
+  for (int64_t c = 0; c < copies; ++c) {
+    w.emplace_back(bytes);
+    PackBf16Pairs(rows.data(), out, in, w.back().as<bf16>());
+  }
+  std::vector<bf16> x(in);
+  for (auto& v : x) v = F32ToBf16(normal(rng));
+  std::vector<float> y(out);
+  auto pool = MakePool(state.range(4));
+  int64_t c = 0;
+  for (auto _ : state) {
+    GemmBf16F32(x.data(), 1, in, w[c].as<bf16>(), out, y.data(), pool.get(), Bf16Layout::kPairs);
+    benchmark::DoNotOptimize(y.data());
+    c = (c + 1) % copies;
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 // One-row GEMVs streamed from DRAM at the expert and projection shapes of a
 // decode step: enough copies of the weight (512 MiB in all, in 2 MiB pages as
 // the model's) cycled that no call finds its weight in the L3, which the
 // single-weight GEMV benchmarks above partly do.  Args {isa, kind (0: MXFP4
-// panels, 1: FP8 in the kernel's layout), out, in, threads}; bytes: codes
-// and scales.  Run it beside BM_ReadBandwidth with random interleaving.
+// panels, 1: FP8 in the kernel's layout, 2: BF16 pairs with FP32 outputs, as
+// the head), out, in, threads}; bytes: codes and scales.  Run it beside
+// BM_ReadBandwidth with random interleaving.
 void BM_GemvDram(benchmark::State& state) {
   if (!SelectIsa(state)) return;
+  if (state.range(1) == 2) return GemvDramBf16(state);
   const bool fp8 = state.range(1) != 0;
   const int64_t out = state.range(2), in = state.range(3);
   const int64_t code_bytes = fp8 ? out * in : Fp4PanelPackedBytes(out, in);
@@ -589,7 +618,11 @@ void GemvDramArgs(benchmark::internal::Benchmark* b) {
   b->Args({2, 1, 2048, 4096, all});
   b->Args({2, 1, 4096, 2048, all});
   b->Args({2, 1, 4096, 8192, all});
-  b->ArgNames({"isa", "fp8", "out", "in", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->Args({2, 2, 16384, 4096, all});  // the bench head
+  b->Args({2, 2, 2048, 4096, all});
+  b->ArgNames({"isa", "kind", "out", "in", "threads"})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 
 void BM_Quant(benchmark::State& state) {

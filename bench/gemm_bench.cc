@@ -776,6 +776,12 @@ BENCHMARK(BM_Quant)
     ->ArgNames({"isa", "tokens"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_shared_w1, kSharedW1)->Apply(Fp8PrefillArgs);
+// wq_b at a 1k prefill: K = 1024, 8 blocks per panel (a task's first blocks
+// weigh more than at K = 4096), 32 MiB of weights per 64-row block.
+BENCHMARK_CAPTURE(BM_Fp8Gemm, Prefill_wq_b, kWqB)->Apply([](benchmark::internal::Benchmark* b) {
+  b->Args({2, 1024, ThreadPool::DefaultThreads()})->Args({2, 128, 1});
+  b->ArgNames({"isa", "m", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+});
 BENCHMARK_CAPTURE(BM_Fp4Gemm, Prefill_expert_w1, kExpertW1)->Apply(Fp4PrefillArgs);
 BENCHMARK(BM_GemmBf16)->Name("BM_GemmBf16/Prefill_wo_a")->Apply(PrefillArgs);
 

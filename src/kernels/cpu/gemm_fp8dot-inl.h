@@ -344,16 +344,20 @@ struct Fp8DotGemm {
   // tiles of up to kTileRows rows against each block decoded into L1.  The
   // blocks are double-buffered: while block kb's tiles run, the first NP of
   // them each decode one panel of block kb + 1 (what no tile took is decoded
-  // after them).  acc[p]: the rows' accumulators for panel p.
+  // after them).  The decoding tiles prefetch kFp8TileBlocksAhead blocks
+  // ahead; past the last block, the first blocks of the panels from `next`
+  // on (the tile's next panels, -1 for none), so the next call's first
+  // blocks do not arrive cold (with K = 1024 they are 3 of its 8).
+  // acc[p]: the rows' accumulators for panel p.
   template <int NP>
-  void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512* const* acc) const {
+  void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t next, __m512* const* acc) const {
     alignas(64) Bh wdec[2][NP][kChunks][2];
     for (int p = 0; p < NP; ++p) {
       for (int64_t r = 0; r < mt; ++r) acc[p][r] = V512::Zero();
       DecodeBlock(panel + p, 0, wdec[0][p]);
     }
     for (int64_t kb = 0; kb < num_kb; ++kb) {
-      Bh(*const next)[kChunks][2] = wdec[(kb + 1) & 1];
+      Bh(*const dec)[kChunks][2] = wdec[(kb + 1) & 1];
       const Bh(*w[NP])[2];
       float sw[NP];
       for (int p = 0; p < NP; ++p) {
@@ -372,8 +376,12 @@ struct Fp8DotGemm {
         if (taken < to_decode) {
           const int p = taken++;
           const int64_t ka = kb + 1 + kFp8TileBlocksAhead;
-          const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), next[p],
-                                ka < num_kb ? Block(panel + p, ka) : nullptr, ChunkStride(ka)};
+          const uint8_t* ahead = ka < num_kb ? Block(panel + p, ka)
+                                 : next >= 0 ? Block(next + p, ka - num_kb)
+                                             : nullptr;
+          const int64_t ahead_stride = ChunkStride(ka < num_kb ? ka : ka - num_kb);
+          const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), dec[p], ahead,
+                                ahead_stride};
           TileRows<R, NP, true>(w, m0 + r, kb, sw, at, pending);
         } else {
           TileRows<R, NP, false>(w, m0 + r, kb, sw, at, Pending{});
@@ -386,7 +394,7 @@ struct Fp8DotGemm {
       if (left & 4) tile.template operator()<4>();
       if (left & 2) tile.template operator()<2>();
       if (left & 1) tile.template operator()<1>();
-      for (int p = taken; p < to_decode; ++p) DecodeBlock(panel + p, kb + 1, next[p]);
+      for (int p = taken; p < to_decode; ++p) DecodeBlock(panel + p, kb + 1, dec[p]);
     }
   }
 
@@ -410,7 +418,7 @@ struct Fp8DotGemm {
       }
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
         if (mt > 4 && p + 1 < tile.panel_end) {  // two panels per register tile
-          ManyRows<2>(m0, mt, p, both);
+          ManyRows<2>(m0, mt, p, p + 3 < tile.panel_end ? p + 2 : -1, both);
           Store(m0, mt, p, acc[0]);
           Store(m0, mt, p + 1, acc[1]);
           p += 2;
@@ -420,7 +428,7 @@ struct Fp8DotGemm {
         if (mt == 2) FewRows<2>(m0, p, acc[0]);
         if (mt == 3) FewRows<3>(m0, p, acc[0]);
         if (mt == 4) FewRows<4>(m0, p, acc[0]);
-        if (mt > 4) ManyRows<1>(m0, mt, p, both);
+        if (mt > 4) ManyRows<1>(m0, mt, p, -1, both);
         Store(m0, mt, p, acc[0]);
         ++p;
       }

@@ -100,6 +100,9 @@ template <int NP>
 inline constexpr int kFp4DotTileRows = NP == 4   ? 6
                                        : NP == 3 ? 8
                                                  : 12;
+// The many-row tiles prefetch this many blocks ahead into the L2
+// (docs/performance.md "FP8 and FP4 tiles: the next panels' first blocks").
+constexpr int64_t kFp4DotBlocksAhead = 2;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;
@@ -282,11 +285,27 @@ struct Fp4DotGemm {
     }
   }
 
+  // Block kb + kFp4DotBlocksAhead of NP panels from `panel` into the L2
+  // (codes and scales); past the last block, the next panels' first blocks
+  // (those before `end`, the tile's end).  The hardware prefetchers follow a
+  // panel's blocks, but not the jump to the next panels.
+  template <int NP>
+  [[gnu::always_inline]] void PrefetchAhead(int64_t panel, int64_t kb, int64_t end) const {
+    const int64_t ka = kb + kFp4DotBlocksAhead;
+    const int64_t first = ka < num_kb ? panel : panel + NP;
+    const int64_t k = ka < num_kb ? ka : ka - num_kb;
+    if (k >= num_kb) return;
+    for (int64_t p = first; p < Min(first + NP, end); ++p) {
+      PrefetchL2(Block(p, k), kFp4DotBlockBytes);
+      PrefetchL2(Scales(p, k), kFp4DotScaleBytes);
+    }
+  }
+
   // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
   // into L1 once (4 KiB per panel), then register tiles of
-  // kFp4DotTileRows<NP> rows.
+  // kFp4DotTileRows<NP> rows.  `end`: the tile's last panel + 1.
   template <int NP>
-  void ManyRows(int64_t m0, int64_t mt, int64_t panel, __m512 (*const* acc)[4]) const {
+  void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t end, __m512 (*const* acc)[4]) const {
     alignas(64) Bh wdec[NP][kFp4DotChunks][4];
     const Bh(*w[NP])[4];
     for (int p = 0; p < NP; ++p) {
@@ -298,6 +317,7 @@ struct Fp4DotGemm {
     constexpr int kR = kFp4DotTileRows<NP>;
     for (int64_t kb = 0; kb < num_kb; ++kb) {
       for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
+      PrefetchAhead<NP>(panel, kb, end);
       int64_t r = 0;
       for (; r + kR <= mt; r += kR) TileRows<kR, NP>(w, m0 + r, r, kb, acc);
       const int64_t left = mt - r;  // < kR <= 15: 8, 4, 2 and 1 cover it
@@ -349,10 +369,10 @@ struct Fp4DotGemm {
           continue;
         }
         const int64_t np = Min(kFp4DotTilePanels, tile.panel_end - p);
-        if (np == 4) ManyRows<4>(m0, mt, p, all);
-        if (np == 3) ManyRows<3>(m0, mt, p, all);
-        if (np == 2) ManyRows<2>(m0, mt, p, all);
-        if (np == 1) ManyRows<1>(m0, mt, p, all);
+        if (np == 4) ManyRows<4>(m0, mt, p, tile.panel_end, all);
+        if (np == 3) ManyRows<3>(m0, mt, p, tile.panel_end, all);
+        if (np == 2) ManyRows<2>(m0, mt, p, tile.panel_end, all);
+        if (np == 1) ManyRows<1>(m0, mt, p, tile.panel_end, all);
         for (int64_t i = 0; i < np; ++i) Store(m0, mt, p + i, acc[i]);
         p += np;
       }

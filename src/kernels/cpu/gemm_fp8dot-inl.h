@@ -78,7 +78,7 @@ constexpr int64_t kAheadBytes = 8192;
 // and panel, two panels.
 constexpr int kTileRows = 6;
 // The row stride of the tiles' activations: gemm.cc hands more than
-// kFp8DotInPlaceRows rows over block-major (a block's rows 128 apart).
+// 4 rows (its kFp8DotInPlaceRows) over block-major (a block's rows 128 apart).
 constexpr int64_t kTileLdx = 128;
 // The tiles that decode block kb + 1 prefetch the chunks of block
 // kb + 1 + kFp8TileBlocksAhead, a chunk per step (docs/performance.md "FP8
@@ -283,7 +283,7 @@ struct Fp8DotGemm {
   // A panel block to decode while a tile runs: one chunk per step of the
   // tile, into a buffer the tile does not read; and the same panel's block
   // kFp8TileBlocksAhead further on, whose chunks are prefetched in the same
-  // steps (nullptr past the last block).
+  // steps (past the last block, the next panels' first blocks, or nullptr).
   struct Pending {
     const uint8_t* block = nullptr;
     int64_t stride = 0;

@@ -402,13 +402,21 @@ void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, i
 
 // FP4 BF16 dot activations, row r of m: the FP8 dot kernel's values (the
 // codes' BF16, so a NaN code keeps the sign and payload the SIMD decode
-// gives it) times the block's scale, rounded to BF16.
+// gives it) times the block's scale, rounded to BF16; each 8 stored as K 0,
+// 4, 1, 5, 2, 6, 3, 7 (the kernel pairs a chunk's weights K j and j + 4).
 void cpu::Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                                   int64_t r, bf16* xh) {
   Fp8DotActivationsScalar(codes, in, m, r, xh);
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
-    for (int64_t i = 0; i < 128; ++i) block[i] = F32ToBf16(Bf16ToF32(block[i]) * scales[kb]);
+    for (int64_t g = 0; g < 128; g += 8) {
+      bf16 v[8];
+      for (int64_t i = 0; i < 8; ++i) v[i] = F32ToBf16(Bf16ToF32(block[g + i]) * scales[kb]);
+      for (int64_t j = 0; j < 4; ++j) {
+        block[g + 2 * j] = v[j];
+        block[g + 2 * j + 1] = v[4 + j];
+      }
+    }
   }
 }
 

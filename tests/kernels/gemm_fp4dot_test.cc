@@ -186,8 +186,12 @@ TEST(Fp4Dot, ActivationsAvx512VbmiEqualScalarBitwise) {
                                      got.data());
   }
   for (int64_t i = 0; i < m * k; ++i) EXPECT_EQ(got[i].bits, want[i].bits) << "element " << i;
-  // Block-major: block kb of row r at (kb·m + r)·128, each code's value · scale.
+  // Block-major: block kb of row r at (kb·m + r)·128, each code's value ·
+  // scale, each 8 in the order K 0, 4, 1, 5, 2, 6, 3, 7: position 9 holds K
+  // 12 of the block, position 10 K 9.
   EXPECT_EQ(want[(1 * m + 2) * 128 + 9].bits,
+            F32ToBf16(E4M3ToF32(codes[2 * k + 128 + 12]) * scales[2 * (k / 128) + 1]).bits);
+  EXPECT_EQ(want[(1 * m + 2) * 128 + 10].bits,
             F32ToBf16(E4M3ToF32(codes[2 * k + 128 + 9]) * scales[2 * (k / 128) + 1]).bits);
 }
 

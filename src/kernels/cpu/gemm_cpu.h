@@ -193,7 +193,8 @@ void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, in
 // Row r of [m, in] FP8 activation codes with their [m, in/128] block scales
 // as the FP4 BF16 dot kernel reads them (Fp4GemmArgs::xh): bf16(value ·
 // scale), rounded to nearest even (exact for power-of-two scales), block-major
-// as above.  The scalar one (gemm.cc) and the AVX-512 VBMI one
+// as above, each 8 in the order K 0, 4, 1, 5, 2, 6, 3, 7 (the kernel pairs a
+// weight chunk's K j with j + 4).  The scalar one (gemm.cc) and the AVX-512 VBMI one
 // (gemm_avx512_vbmi.cc), bit for bit the same.
 // REQUIRES: in % 128 == 0; the Avx512Vbmi one AVX512-VBMI.
 void Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,

@@ -23,11 +23,18 @@
 //
 // Order.  The weights are in the FP4 panel layout (kernels/fp4_panels.cc): a
 // 64-byte chunk holds 8 K of the 16 columns, column c's 4 bytes in dword c,
-// byte P holding K pair 8d + 2P (d the chunk in its 128-block).  Pair P of
-// every chunk goes to chain P (P = 0..3) of each row and column: per chunk
-// in K order, vdpbf16ps against the row's pair broadcast to every lane (its
-// odd product, then its even one, added to the chain as the instruction
-// defines).  The result is (chain 0 + chain 1) + (chain 2 + chain 3), rounded
+// byte P holding K 8d + 2P (low nibble) and 8d + 2P + 1 (d the chunk in its
+// 128-block), so word 0 of dword c holds K 8d..8d + 3 and word 1 K
+// 8d + 4..8d + 7, a nibble each.  Shifting the words right by 4P puts K
+// 8d + P and 8d + 4 + P in the low bits vpermw reads: vector P pairs those
+// two (one shift and no byte picking per vector; 2026-12-05, before that
+// vpmultishiftqb paired 8d + 2P with 8d + 2P + 1, 3-10 % slower).  The
+// activations are stored in the same order (Fp4DotActivationsScalar: within
+// each 8, K 0, 4, 1, 5, 2, 6, 3, 7), so the row's pair P of a chunk is one
+// dword.  Pair P of every chunk goes to chain P (P = 0..3) of each row and
+// column: per chunk in K order, vdpbf16ps against the row's pair broadcast
+// to every lane (its odd product, then its even one, added to the chain as
+// the instruction defines).  The result is (chain 0 + chain 1) + (chain 2 + chain 3), rounded
 // to BF16 once.  Every path (up to 23 rows streamed 1-4 at a time, register
 // tiles from 24 rows) runs these chains, so results are batch invariant; they differ from the
 // exact kernels' in the order of the FP32 additions (docs/kernels.md "FP4
@@ -52,22 +59,16 @@ constexpr uint16_t E2M1Bf16Biased(int c) {
 }
 
 struct Fp4DotBytes {
-  // vpermw's table: word i for code i & 15 (vpermw reads 5 index bits).
+  // vpermw's table: word i for code i & 15 (vpermw reads 5 index bits; the
+  // bit above a code belongs to the next one, so the table repeats).
   alignas(64) uint16_t table[32];
-  // vpmultishiftqb controls: pair P's low code into word 0 of each dword and
-  // its high code into word 1 (the 8 bits from bit 8P and 8P + 4 of the
-  // dword; the bits above a code repeat the table, so need no masking).
-  alignas(64) uint8_t pick[4][64];
   // vpshufb controls: byte j of each dword (32-block j's scale of the
   // column) into both of its words, zero extended.
   alignas(64) uint8_t scale_pick[4][64];
-  constexpr Fp4DotBytes() : table(), pick(), scale_pick() {
+  constexpr Fp4DotBytes() : table(), scale_pick() {
     for (int i = 0; i < 32; ++i) table[i] = E2M1Bf16Biased(i & 15);
     for (int p = 0; p < 4; ++p) {
       for (int b = 0; b < 64; ++b) {
-        const int half = (b % 8) / 4;  // the qword's dword
-        const int high = (b % 4) / 2;  // word 1: the pair's high code
-        pick[p][b] = static_cast<uint8_t>(32 * half + 8 * p + 4 * high);
         const int dword = (b % 16) / 4;
         scale_pick[p][b] = b % 2 == 0 ? static_cast<uint8_t>(4 * dword + p) : uint8_t{0x80};
       }
@@ -79,13 +80,9 @@ constexpr Fp4DotBytes kFp4DotBytes;
 // The constants in registers (loaded once per kernel call).
 struct Fp4DotConsts {
   __m512i table;
-  __m512i pick[4];
   __m512i scale_pick[4];
   [[gnu::always_inline]] Fp4DotConsts() : table(_mm512_load_si512(kFp4DotBytes.table)) {
-    for (int p = 0; p < 4; ++p) {
-      pick[p] = _mm512_load_si512(kFp4DotBytes.pick[p]);
-      scale_pick[p] = _mm512_load_si512(kFp4DotBytes.scale_pick[p]);
-    }
+    for (int p = 0; p < 4; ++p) scale_pick[p] = _mm512_load_si512(kFp4DotBytes.scale_pick[p]);
   }
 };
 
@@ -116,30 +113,48 @@ constexpr int64_t kFp4DotTileMinRows = 24;
 }
 
 // One chunk (64 bytes: 8 K of 16 columns) -> 4 vectors of BF16 pairs, w[P]
-// lane c = column c's weights at K 8d + 2P and 8d + 2P + 1, scaled.
+// lane c = column c's weights at K 8d + P and 8d + 4 + P, scaled.
 [[gnu::always_inline]] inline void Fp4DotDecodeChunk(const uint8_t* p, __m512i sub,
                                                      const Fp4DotConsts& c, Bh* w) {
   const __m512i v = _mm512_loadu_si512(p);
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
-    const __m512i idx = _mm512_multishift_epi64_epi8(c.pick[q], v);
+    const __m512i idx = q == 0 ? v : _mm512_srli_epi16(v, 4 * q);
     w[q] = reinterpret_cast<Bh>(_mm512_subs_epu16(_mm512_permutexvar_epi16(idx, c.table), sub));
   }
 }
 
+// vpermw index: within each 8 words, words 0, 4, 1, 5, 2, 6, 3, 7 (the
+// weights' pairing, Fp4DotActivationsScalar).
+struct Fp4DotXOrder {
+  alignas(64) uint16_t index[32];
+  constexpr Fp4DotXOrder() : index() {
+    for (int i = 0; i < 32; ++i)
+      index[i] = static_cast<uint16_t>(8 * (i / 8) + i % 8 / 2 + 4 * (i % 2));
+  }
+};
+constexpr Fp4DotXOrder kFp4DotXOrder;
+
 // Row r of [m, in] activation codes as this kernel reads them: each code's
 // value times its block's scale, rounded to BF16 (exact for a power-of-two
 // scale), block-major like the FP8 dot kernel's (block kb of row r at
-// xh + (kb·m + r)·128).  Bit for bit Fp4DotActivationsScalar (gemm.cc).
+// xh + (kb·m + r)·128), each 8 in the weights' pair order.  Bit for bit
+// Fp4DotActivationsScalar (gemm.cc).
 inline void Fp4DotActivations(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                               int64_t r, bf16* xh) {
   Fp8DotActivations(codes, in, m, r, xh);
+  const __m512i order = _mm512_load_si512(kFp4DotXOrder.index);
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
     const __m512 s = _mm512_set1_ps(scales[kb]);
 #pragma GCC unroll 8
     for (int64_t i = 0; i < 8; ++i) {
       StoreBf16x16(block + 16 * i, _mm512_mul_ps(GemmAvx512::LoadBf16(block + 16 * i), s), 16);
+    }
+#pragma GCC unroll 4
+    for (int64_t i = 0; i < 4; ++i) {
+      const __m512i v = _mm512_loadu_si512(block + 32 * i);
+      _mm512_storeu_si512(block + 32 * i, _mm512_permutexvar_epi16(order, v));
     }
   }
 }

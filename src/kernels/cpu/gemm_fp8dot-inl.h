@@ -424,9 +424,7 @@ struct Fp8DotGemm {
           p += 2;
           continue;
         }
-        if (mt == 1) FewRows<1>(m0, p, acc[0]);
-        if (mt == 2) FewRows<2>(m0, p, acc[0]);
-        if (mt == 3) FewRows<3>(m0, p, acc[0]);
+        if (mt == 3) FewRows<3>(m0, p, acc[0]);  // 1 and 2 rows took RowsTwoStreams
         if (mt == 4) FewRows<4>(m0, p, acc[0]);
         if (mt > 4) ManyRows<1>(m0, mt, p, -1, both);
         Store(m0, mt, p, acc[0]);

@@ -103,6 +103,10 @@ constexpr int64_t kFp4DotBlocksAhead = 2;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;
+// The streamed walk keeps a block's four 32-blocks rolled up to this many
+// rows (StreamPanels): 1-2 rows 5-16 % faster from cache, 3 rows the same,
+// 4 rows 2-8 % slower than unrolled.
+constexpr int kFp4DotRolledRows = 3;
 
 // What the decode subtracts from the biased table value for 32-block j of a
 // group block whose scale bytes are sv: (252 − e) << 7 in both words of each
@@ -180,11 +184,44 @@ struct Fp4DotGemm {
   }
   const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
 
+  // 32-block j (chunks 4j..4j + 3) of block kb of S panels against rows
+  // m0..m0 + M: sum[s][r][P] += chain P's products (StreamPanels).
+  template <int M, int S>
+  [[gnu::always_inline]] void StreamSubBlock(int j, const uint8_t* const (&block)[S],
+                                             const __m512i (&sv)[S], const bf16* const (&x)[M],
+                                             __m512 (&sum)[S][M][4]) const {
+    __m512i sub[S];
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) sub[s] = Fp4DotScaleSub(sv[s], c, j);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int64_t d = 4 * j + i;
+#pragma GCC unroll 2
+      for (int s = 0; s < S; ++s) {
+        const uint8_t* chunk = block[s] + 64 * d;
+        Prefetch(chunk + kFp4DotAheadBytes, 64);
+        Bh w[4];
+        Fp4DotDecodeChunk(chunk, sub[s], c, w);
+#pragma GCC unroll 4
+        for (int r = 0; r < M; ++r) {
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            sum[s][r][q] = DotPair(sum[s][r][q], w[q], x[r] + 8 * d + 2 * q);
+          }
+        }
+      }
+    }
+  }
+
   // Rows m0..m0 + M against S panels (1, or 2 side by side:
   // RowsTwoStreams), decoded as the codes stream in (a decode GEMV, a verify
   // step's few rows): one stream per panel front to back, 4·M chains per
   // panel.  acc[s][r][P]: chain P of row r for panel s; a panel's chains do
-  // not depend on S (the same bits).
+  // not depend on S (the same bits).  Up to kFp4DotRolledRows rows the four
+  // 32-blocks of a block run as a loop: unrolled, GCC's schedule of 4 x 4
+  // chunks needed more registers than there are and shuffled the chains
+  // between them (39 register copies per block at 2 rows; docs/performance.md
+  // "FP4 GEMV: the 32-blocks as a loop").
   template <int M, int S>
   void StreamPanels(int64_t m0, const int64_t (&panel)[S], __m512 (*const (&acc)[S])[4]) const {
     static_assert(S == 1 || S == 2);
@@ -203,29 +240,12 @@ struct Fp4DotGemm {
       const bf16* x[M];
 #pragma GCC unroll 4
       for (int r = 0; r < M; ++r) x[r] = X(m0 + r, kb);
+      if constexpr (M <= kFp4DotRolledRows) {
+#pragma GCC unroll 1
+        for (int j = 0; j < 4; ++j) StreamSubBlock<M, S>(j, block, sv, x, sum);
+      } else {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        __m512i sub[S];
-#pragma GCC unroll 2
-        for (int s = 0; s < S; ++s) sub[s] = Fp4DotScaleSub(sv[s], c, j);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          const int64_t d = 4 * j + i;
-#pragma GCC unroll 2
-          for (int s = 0; s < S; ++s) {
-            const uint8_t* chunk = block[s] + 64 * d;
-            Prefetch(chunk + kFp4DotAheadBytes, 64);
-            Bh w[4];
-            Fp4DotDecodeChunk(chunk, sub[s], c, w);
-#pragma GCC unroll 4
-            for (int r = 0; r < M; ++r) {
-#pragma GCC unroll 4
-              for (int q = 0; q < 4; ++q) {
-                sum[s][r][q] = DotPair(sum[s][r][q], w[q], x[r] + 8 * d + 2 * q);
-              }
-            }
-          }
-        }
+        for (int j = 0; j < 4; ++j) StreamSubBlock<M, S>(j, block, sv, x, sum);
       }
     }
 #pragma GCC unroll 16

@@ -26,3 +26,8 @@ add_executable(dsv4_ops_bench ${CMAKE_CURRENT_LIST_DIR}/ops_bench.cc)
 dsv4_apply_flags(dsv4_ops_bench)
 target_link_libraries(dsv4_ops_bench PRIVATE dsv4_kernels dsv4_base dsv4_tensor
                       benchmark::benchmark)
+
+# Which AVX-512 instructions share vdpbf16ps's ports (bench/port_mix_bench.cc).
+add_executable(dsv4_port_mix_bench ${CMAKE_CURRENT_LIST_DIR}/port_mix_bench.cc)
+dsv4_apply_flags(dsv4_port_mix_bench)
+target_link_libraries(dsv4_port_mix_bench PRIVATE dsv4_base benchmark::benchmark)

@@ -12,6 +12,11 @@
 namespace dsv4::kernels::cpu {
 namespace {
 
+// How far ahead of its reads a column's walk prefetches (elements): 8 KiB,
+// in the pair layout both columns' chunks there (docs/performance.md "The
+// draft head's GEMV: a software prefetch"; 2 and 16 KiB measured worse).
+constexpr int64_t kBf16DotAhead = 4096;
+
 // Rows [0, kRows) of x against one column of w: each step adds 2·kLanes
 // products to one of two accumulators (alternating steps, summed at the end),
 // so a row's chain is fixed whatever M.  The K tail is zero padded.
@@ -23,11 +28,14 @@ template <class V, int kRows>
                                              bool pairs, typename V::F* out) {
   constexpr int64_t kStep = 2 * V::kLanes;  // BF16 values per instruction
   static_assert(kChunk % (2 * kStep) == 0);
+  constexpr int64_t kStepBytes = 2 * kStep * static_cast<int64_t>(sizeof(bf16));  // per step
   typename V::F even[kRows], odd[kRows];
   for (int r = 0; r < kRows; ++r) even[r] = odd[r] = V::Zero();
   int64_t k0 = 0;
   for (; k0 + 2 * kStep <= a.k; k0 += 2 * kStep) {
     const bf16* wk = wc + (pairs ? k0 + (k0 / kChunk) * kChunk : k0);
+    Prefetch(wk + kBf16DotAhead, kStepBytes);
+    if (pairs) Prefetch(wk + kBf16DotAhead + kChunk, kStepBytes);
     const typename V::BH w0 = V::LoadBh(wk);
     const typename V::BH w1 = V::LoadBh(wk + kStep);
 #pragma GCC unroll 4
@@ -61,9 +69,10 @@ void DotPanelRows(const Bf16DotArgs& a, int64_t r0, int64_t n0, int64_t nc) {
     for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
   }
   for (int64_t c = 0; c < nc; ++c) {
-    // Column by column a panel is one contiguous stream, which the hardware
-    // prefetchers follow without help (in pairs: a pair's region twice, the
-    // second pass from cache).
+    // Column by column a panel is one contiguous stream (in pairs: a pair's
+    // region twice, the second pass from cache); DotColumn prefetches ahead
+    // of it, which the hardware prefetchers alone left 11-13 % slower at two
+    // threads.
     const int64_t n = n0 + c;
     const bf16* wc = a.w_pairs ? a.w + (n >> 1) * 2 * a.k + (n & 1) * kChunk : a.w + n * a.k;
     typename V::F col[kRows];

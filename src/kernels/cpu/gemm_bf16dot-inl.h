@@ -14,7 +14,7 @@ namespace {
 
 // How far ahead of its reads a column's walk prefetches (elements): 8 KiB,
 // in the pair layout both columns' chunks there (docs/performance.md "The
-// draft head's GEMV: a software prefetch"; 2 and 16 KiB measured worse).
+// draft head's GEMV: a software prefetch"; 4 and 16 KiB measured worse).
 constexpr int64_t kBf16DotAhead = 4096;
 
 // Rows [0, kRows) of x against one column of w: each step adds 2·kLanes

@@ -71,8 +71,8 @@ void DotPanelRows(const Bf16DotArgs& a, int64_t r0, int64_t n0, int64_t nc) {
   for (int64_t c = 0; c < nc; ++c) {
     // Column by column a panel is one contiguous stream (in pairs: a pair's
     // region twice, the second pass from cache); DotColumn prefetches ahead
-    // of it, which the hardware prefetchers alone left 11-13 % slower at two
-    // threads.
+    // in it (with the hardware prefetchers alone the MTP forward of `bench`
+    // took 11-13 % longer).
     const int64_t n = n0 + c;
     const bf16* wc = a.w_pairs ? a.w + (n >> 1) * 2 * a.k + (n & 1) * kChunk : a.w + n * a.k;
     typename V::F col[kRows];

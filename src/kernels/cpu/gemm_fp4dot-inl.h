@@ -105,7 +105,7 @@ constexpr int64_t kFp4DotBlocksAhead = 2;
 constexpr int64_t kFp4DotTileMinRows = 24;
 // The streamed walk keeps a block's four 32-blocks rolled up to this many
 // rows (StreamPanels): 1-2 rows 5-16 % faster from cache, 3 rows the same,
-// 4 rows 2-8 % slower than unrolled.
+// 4 rows 2-13 % slower than unrolled.
 constexpr int kFp4DotRolledRows = 3;
 
 // What the decode subtracts from the biased table value for 32-block j of a
@@ -184,8 +184,9 @@ struct Fp4DotGemm {
   }
   const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
 
-  // 32-block j (chunks 4j..4j + 3) of block kb of S panels against rows
-  // m0..m0 + M: sum[s][r][P] += chain P's products (StreamPanels).
+  // 32-block j (chunks 4j..4j + 3) of the 128-block of S panels whose codes
+  // start at block[s] (scale bytes sv[s]) against the rows whose activations
+  // start at x[r]: sum[s][r][P] += chain P's products (StreamPanels).
   template <int M, int S>
   [[gnu::always_inline]] void StreamSubBlock(int j, const uint8_t* const (&block)[S],
                                              const __m512i (&sv)[S], const bf16* const (&x)[M],

@@ -132,11 +132,16 @@ void RunFp8(benchmark::State& state, const std::vector<bf16>& x, int64_t m, bf16
   std::vector<uint8_t> x_codes(static_cast<size_t>(m * kK));
   std::vector<float> x_scales(static_cast<size_t>(m * kK / 128));
   ActQuantFp8(x.data(), m, kK, 128, x_codes.data(), x_scales.data());
-  // In the layout the model packs its FP8 weights into for this CPU's kernel.
-  std::vector<uint8_t> panels(static_cast<size_t>(Fp8PanelBytes(kN, kK)));
+  // In the layout the model packs its FP8 weights into for this CPU's kernel,
+  // in 2 MiB pages as its WeightStore holds them (a std::vector's 4 KiB pages
+  // made the tiles' weight loads miss the TLB: docs/performance.md "FP8 tiles:
+  // activation scales folded in").
+  Buffer panels(static_cast<size_t>(Fp8PanelBytes(kN, kK)));
   const Fp8Weight rows{codes.data(), scales.data(), kN, kK};
-  const Fp8Weight w = Fp8GemmUsesBf16Dots() ? PackFp8Panels(rows, panels.data()) : rows;
+  const Fp8Weight w =
+      Fp8GemmUsesBf16Dots() ? PackFp8Panels(rows, static_cast<uint8_t*>(panels.data())) : rows;
   auto pool = MakePool(state.range(2));
+  Fp8Gemm(x_codes.data(), x_scales.data(), m, w, y, pool.get());  // scratch grown untimed
   for (auto _ : state) {
     Fp8Gemm(x_codes.data(), x_scales.data(), m, w, y, pool.get());
     benchmark::DoNotOptimize(y);

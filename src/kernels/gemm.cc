@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -169,10 +170,12 @@ void BuildFp4Record(const uint8_t* codes, const int32_t* int_of, uint8_t* rec) {
 
 // The form a block-scaled kernel reads its activations in: FP32 values
 // ×2^8 (the FP8 FMA kernel), BF16 values block-major (the FP8 BF16 dot
-// kernel: cpu::Fp8DotActivationsScalar), FP4 records, or scaled BF16 values
-// block-major (the FP4 BF16 dot kernel: cpu::Fp4DotActivationsScalar).  Each
-// takes at most the bytes of [m, in] floats.
-enum class ActivationForm { kFp8Fma, kFp8Dot, kFp4, kFp4Dot };
+// kernel: cpu::Fp8DotActivationsScalar), the same times their scales
+// (kFp8DotScaled: Fp8GemmArgs::x_scaled), FP4 records, or scaled BF16
+// values block-major (the FP4 BF16 dot kernel:
+// cpu::Fp4DotActivationsScalar).  Each takes at most the bytes of [m, in]
+// floats.
+enum class ActivationForm { kFp8Fma, kFp8Dot, kFp8DotScaled, kFp4, kFp4Dot };
 
 // Row r of [m, in] activation codes (x_scales [m, in/128]) in `form` into
 // out, the [m, in] array of that form.
@@ -181,12 +184,15 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
   switch (form) {
     case ActivationForm::kFp8Fma:
       return DecodeFp8Row(x_codes + r * in, in, out + r * in);
-    case ActivationForm::kFp8Dot: {
+    case ActivationForm::kFp8Dot:
+    case ActivationForm::kFp8DotScaled: {
       const cpu::GemmKernels* simd = SimdKernels();
       const auto decode = simd != nullptr && simd->fp8_dot_activations != nullptr
                               ? simd->fp8_dot_activations
                               : &cpu::Fp8DotActivationsScalar;
-      return decode(x_codes + r * in, in, m, r, reinterpret_cast<bf16*>(out));
+      const float* scales = form == ActivationForm::kFp8DotScaled ? x_scales + r * (in / 128)
+                                                                   : nullptr;
+      return decode(x_codes + r * in, scales, in, m, r, reinterpret_cast<bf16*>(out));
     }
     case ActivationForm::kFp4: {
       const cpu::GemmKernels* simd = SimdKernels();
@@ -315,15 +321,49 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
   return dot ? Fp8Choice{simd.fp8_bf16dot, true} : Fp8Choice{simd.fp8, false};
 }
 
-// Points FP8 kernel args at their activations in `buffer`, in the form the
-// chosen kernel reads.
-ActivationForm SetFp8Activations(bool dot, float* buffer, cpu::Fp8GemmArgs* args) {
-  if (dot) {
-    SetDotActivations(buffer, args);
-    return ActivationForm::kFp8Dot;
+}  // namespace
+
+// Whether the [m, w.in/128] activation scales fold exactly into the BF16
+// dot kernel's values against w (cpu::kFp8FoldMinScale): powers of two in
+// the range, and no product with one of w's scales above 2^127.  act_quant's
+// always do, short of activations near the BF16 maximum.  The weight's
+// scales are ~1/16384 of its bytes, so the check costs nothing beside the
+// GEMM's stream.
+bool cpu::Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w) {
+  int max_exponent = -127;
+  for (int64_t i = 0; i < m * (w.in / 128); ++i) {
+    const float s = x_scales[i];
+    if (!(s >= cpu::kFp8FoldMinScale && s <= cpu::kFp8FoldMaxScale) ||
+        (std::bit_cast<uint32_t>(s) & 0x7fffff) != 0) {
+      return false;
+    }
+    max_exponent = std::max(max_exponent, static_cast<int>(std::bit_cast<uint32_t>(s) >> 23) - 127);
   }
-  args->x = buffer;
-  return ActivationForm::kFp8Fma;
+  const int64_t num_scales = CeilDiv(w.out, 128) * (w.in / 128);
+  for (int64_t i = 0; i < num_scales; ++i) {
+    const int e = w.scales[i];  // 2^(e - 127); 255 is NaN, NaN either way
+    if (e != 255 && e - 127 + max_exponent > 127) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// The form the chosen FP8 kernel reads [m, w.in] activations with these
+// scales in: the dot kernel's with the scales folded in where they fold.
+ActivationForm Fp8ActivationForm(bool dot, const float* x_scales, int64_t m, const Fp8Weight& w) {
+  if (!dot) return ActivationForm::kFp8Fma;
+  return cpu::Fp8ScalesFold(x_scales, m, w) ? ActivationForm::kFp8DotScaled : ActivationForm::kFp8Dot;
+}
+
+// Points FP8 kernel args at their activations in `buffer`, in `form`.
+void SetFp8Activations(ActivationForm form, float* buffer, cpu::Fp8GemmArgs* args) {
+  if (form == ActivationForm::kFp8Fma) {
+    args->x = buffer;
+    return;
+  }
+  SetDotActivations(buffer, args);
+  args->x_scaled = form == ActivationForm::kFp8DotScaled;
 }
 
 // The FP8 BF16 dot kernel reads weights in the panel layout, the FMA kernel
@@ -383,12 +423,13 @@ void cpu::BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec) 
 }
 
 // FP8 GEMM activations for the BF16 dot kernel, row r of m: each code's
-// value in BF16 (exact), block-major (block kb of row r at (kb·m + r)·128):
+// value in BF16 (exact; times the block's power-of-two scale where scales
+// is given, exact too), block-major (block kb of row r at (kb·m + r)·128):
 // the kernel's register tiles read one block of several rows at a time,
 // which in rows `in` elements apart (8 KB on Flash) would all fall in the
 // same L1 sets.
-void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, int64_t r,
-                                  bf16* xh) {
+void cpu::Fp8DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in,
+                                  int64_t m, int64_t r, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));
@@ -396,7 +437,10 @@ void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, i
   }();
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
-    for (int64_t i = 0; i < 128; ++i) block[i] = kTable[codes[kb * 128 + i]];
+    for (int64_t i = 0; i < 128; ++i) {
+      const bf16 v = kTable[codes[kb * 128 + i]];
+      block[i] = scales == nullptr ? v : F32ToBf16(Bf16ToF32(v) * scales[kb]);
+    }
   }
 }
 
@@ -406,7 +450,7 @@ void cpu::Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, i
 // 4, 1, 5, 2, 6, 3, 7 (the kernel pairs a chunk's weights K j and j + 4).
 void cpu::Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                                   int64_t r, bf16* xh) {
-  Fp8DotActivationsScalar(codes, in, m, r, xh);
+  Fp8DotActivationsScalar(codes, nullptr, in, m, r, xh);
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
     for (int64_t g = 0; g < 128; g += 8) {
@@ -437,7 +481,9 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   const Fp8Choice fp8 = Fp8Kernel(*simd);
   cpu::Fp8GemmArgs args{nullptr, x_scales, m, Fp8ForKernel(w, fp8.dot), y};
   float* x = Activations(m * w.in);
-  PrepareActivations(SetFp8Activations(fp8.dot, x, &args), x_codes, x_scales, m, w.in, x, pool);
+  const ActivationForm form = Fp8ActivationForm(fp8.dot, x_scales, m, w);
+  SetFp8Activations(form, x, &args);
+  PrepareActivations(form, x_codes, x_scales, m, w.in, x, pool);
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
               [&](const cpu::Tile& t) { fp8.kernel(args, t); });
 }
@@ -569,7 +615,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
           Fp4GemmUsesBf16Dots(*g.fp4) ? ActivationForm::kFp4Dot : ActivationForm::kFp4;
     } else {
       fp8_repack_bytes += Fp8RepackBytes(*g.fp8, fp8.dot);
-      entries[i].form = fp8.dot ? ActivationForm::kFp8Dot : ActivationForm::kFp8Fma;
+      entries[i].form = Fp8ActivationForm(fp8.dot, g.x_scales, g.m, *g.fp8);
     }
   }
   int64_t floats = 0;  // activation floats of the distinct inputs
@@ -612,8 +658,9 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       fp8_repacked += Fp8RepackBytes(*g.fp8, fp8.dot);
       if (shared >= 0) {
         ShareActivations(entries[shared].fp8, &e.fp8);
+        e.fp8.x_scaled = entries[shared].fp8.x_scaled;  // the same form
       } else {
-        SetFp8Activations(fp8.dot, e.x, &e.fp8);
+        SetFp8Activations(e.form, e.x, &e.fp8);
       }
       out = g.fp8->out;
       panel_bytes = width * in;
@@ -779,7 +826,7 @@ constexpr int64_t kFp8DotInPlaceRows = 4;
 
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
 // activations (group g reads x's columns [g·in, (g+1)·in)), in place or
-// block-major, activation scales 1, w in the panel layout.  groups == 1 or
+// block-major, as already scaled ones (scale 1), w in the panel layout.  groups == 1 or
 // (w.out / groups) % panel == 0.
 void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, int64_t ldx,
                     int64_t m, int64_t groups, const Fp8Weight& w, bf16* y, int64_t ldy,
@@ -789,9 +836,7 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
   const bool in_place = m <= kFp8DotInPlaceRows;
   static_assert(sizeof(float) == 2 * sizeof(bf16));
   const int64_t copy_floats = in_place ? 0 : groups * m * w.in / 2;
-  float* buffer = Activations(copy_floats + m * num_kb);
-  float* ones = buffer + copy_floats;
-  std::fill(ones, ones + m * num_kb, 1.0f);
+  float* buffer = Activations(copy_floats);
   // Block-major per group: group g's block kb of row r at ((g·num_kb + kb)·m + r)·128.
   auto* blocks = reinterpret_cast<bf16*>(buffer);
   if (!in_place) {
@@ -806,8 +851,9 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
   ForEachTile(pool, m, groups * group_panels * simd.panel, simd.panel, simd.panel * w.in,
               [&](const cpu::Tile& t) {
                 ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
-                  cpu::Fp8GemmArgs args{nullptr, ones, m, Fp8Group(pw, rows, g), y + g * rows};
+                  cpu::Fp8GemmArgs args{nullptr, nullptr, m, Fp8Group(pw, rows, g), y + g * rows};
                   args.xh = in_place ? x + g * w.in : blocks + g * num_kb * m * 128;
+                  args.x_scaled = true;  // scale 1: the block sums times the weight's alone
                   args.ldx = in_place ? ldx : 128;
                   args.ldkb = in_place ? 128 : m * 128;
                   args.ldy = ldy;

@@ -285,6 +285,86 @@ TEST(GemmBatchInvariance, Fp8GemvLongRows) {
                                  "Fp8Gemm block-order sensitive long rows");
 }
 
+// Activation scales folded into the BF16 dot kernel's values (gemm.cc, on
+// CPUs with AVX512-BF16) give the bits of the unfolded ones: rows whose
+// scales span the fold range, against weight scales from 2^-127 up, with
+// outputs from subnormal to 2^100, equal bit for bit the same rows in a call
+// that one more row's scale (not a power of two) keeps unfolded.  13 rows:
+// register tiles and a one-row tail; 1..4 rows: the few-row walk.
+TEST(GemmBatchInvariance, Fp8FoldedScalesEqualUnfolded) {
+  std::mt19937 rng(59);
+  const int64_t n = 200, k = 640;
+  const int64_t num_kb = k / 128;
+  Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+  // Columns 0..127: scales 2^-127 and 2^-126; 128..199: 2^-7 .. 2^0.
+  const std::vector<uint8_t> w_scales = {0, 1, 0, 1, 0, 120, 127, 126, 127, 125};
+  const Fp8Weight w{codes.data(), w_scales.data(), n, k};
+  // Rows 0, 3, 6, ..: every block 2^-22; rows 1, 4, ..: 2^100; the rest mixed.
+  const float kActScales[] = {cpu::kFp8FoldMinScale, 0x1p-10f, 1.0f, 0x1p20f,
+                              cpu::kFp8FoldMaxScale, 0x1p-22f, 0x1p3f};
+  const auto act_scale = [&](int64_t r, int64_t kb) {
+    if (r % 3 == 0) return cpu::kFp8FoldMinScale;
+    if (r % 3 == 1) return cpu::kFp8FoldMaxScale;
+    return kActScales[(r * 3 + kb) % 7];
+  };
+  for (const int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{13}}) {
+    Misaligned x = RandomBytes((m + 1) * k, &rng, 0, 255, true);
+    std::vector<float> x_scales((m + 1) * num_kb);
+    for (int64_t i = 0; i < m * num_kb; ++i) x_scales[i] = act_scale(i / num_kb, i % num_kb);
+    for (int64_t i = m * num_kb; i < (m + 1) * num_kb; ++i) x_scales[i] = 0.75f;
+    ASSERT_TRUE(cpu::Fp8ScalesFold(x_scales.data(), m, w));
+    ASSERT_FALSE(cpu::Fp8ScalesFold(x_scales.data(), m + 1, w));
+    for (Isa isa : AllIsas()) {
+      IsaScope scope(isa);
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<bf16> folded(m * n), unfolded((m + 1) * n);
+        Fp8Gemm(x.data(), x_scales.data(), m, w, folded.data(), &pool);
+        Fp8Gemm(x.data(), x_scales.data(), m + 1, w, unfolded.data(), &pool);
+        ASSERT_EQ(std::memcmp(folded.data(), unfolded.data(), m * n * sizeof(bf16)), 0)
+            << IsaName(isa) << " m " << m << " threads " << threads;
+        if (m < 13 || !Fp8GemmUsesBf16Dots()) continue;
+        // The ends of the range really occur.
+        int tiny = 0, huge = 0;
+        for (const bf16 v : folded) {
+          const float f = std::fabs(Bf16ToF32(v));
+          tiny += f > 0.0f && f < 0x1p-126f;
+          huge += f > 0x1p90f;
+        }
+        EXPECT_GT(tiny, 0);
+        EXPECT_GT(huge, 0);
+      }
+    }
+  }
+}
+
+// Which activation scales fold (cpu::kFp8FoldMinScale): powers of two in
+// [2^-22, 2^100] whose products with the weight's scales stay at or below
+// 2^127 (a NaN weight scale, 255, is NaN either way).
+TEST(GemmBatchInvariance, Fp8ScalesFoldRange) {
+  std::vector<uint8_t> w_scales = {127, 127};  // one 128-row group, K 256
+  const Fp8Weight w{nullptr, w_scales.data(), 100, 256};
+  const auto folds = [&](float a, float b) {
+    const float s[2] = {a, b};
+    return cpu::Fp8ScalesFold(s, 1, w);
+  };
+  EXPECT_TRUE(folds(0x1p-22f, 0x1p100f));
+  EXPECT_TRUE(folds(1.0f, 0x1p-5f));
+  EXPECT_FALSE(folds(0x1p-23f, 1.0f));
+  EXPECT_FALSE(folds(1.0f, 0x1p101f));
+  EXPECT_FALSE(folds(0.75f, 1.0f));
+  EXPECT_FALSE(folds(1.0f, std::nanf("")));
+  EXPECT_FALSE(folds(-1.0f, 1.0f));
+  EXPECT_FALSE(folds(1.0f, 0.0f));
+  w_scales[1] = 254;  // 2^127: only with activation scales up to 1
+  EXPECT_TRUE(folds(1.0f, 0x1p-3f));
+  EXPECT_FALSE(folds(2.0f, 1.0f));
+  w_scales[1] = 255;  // NaN
+  EXPECT_TRUE(folds(0x1p100f, 1.0f));
+  const float none = 1.0f;
+  EXPECT_TRUE(cpu::Fp8ScalesFold(&none, 0, w));
+}
+
 TEST(GemmBatchInvariance, OrderSensitiveData) {
   std::mt19937 rng(23);
   const int64_t m = 13, n = 1100, k = 256;

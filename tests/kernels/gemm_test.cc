@@ -323,13 +323,45 @@ TEST(Fp8DotActivations, Avx512VbmiEqualsScalarBitwise) {
   std::vector<uint8_t> codes(kIn);
   for (int64_t i = 0; i < kIn; ++i) codes[i] = static_cast<uint8_t>((i * 37 + i / 256) & 0xff);
   std::vector<bf16> want(kRows * kIn, bf16{0x1234}), got = want;
-  cpu::Fp8DotActivationsScalar(codes.data(), kIn, kRows, 1, want.data());
-  cpu::Fp8DotActivationsAvx512Vbmi(codes.data(), kIn, kRows, 1, got.data());
+  cpu::Fp8DotActivationsScalar(codes.data(), nullptr, kIn, kRows, 1, want.data());
+  cpu::Fp8DotActivationsAvx512Vbmi(codes.data(), nullptr, kIn, kRows, 1, got.data());
   for (int64_t i = 0; i < kRows * kIn; ++i) {
     ASSERT_EQ(got[i].bits, want[i].bits) << i;
     // Row 1's block kb sits at (kb·3 + 1)·128; the rest keeps its fill.
     ASSERT_EQ(want[i].bits == 0x1234, i / 128 % 3 != 1) << i;
   }
+}
+
+// With the row's block scales folded in (Fp8GemmArgs::x_scaled): the
+// AVX-512 VBMI decoder writes the scalar one's bits, which are each code's
+// value times its block's scale exactly (NaNs and zeros as they were), for
+// scales across the fold range, its two ends included.
+TEST(Fp8DotActivations, ScaledAvx512VbmiEqualsScalarAndIsExact) {
+  constexpr int64_t kIn = 768, kRows = 2;
+  std::vector<uint8_t> codes(kIn);
+  for (int64_t i = 0; i < kIn; ++i) codes[i] = static_cast<uint8_t>((i * 53 + i / 256) & 0xff);
+  const std::vector<float> scales = {cpu::kFp8FoldMinScale, 0x1p-9f, 1.0f,
+                                     0x1p17f,               0x1p63f, cpu::kFp8FoldMaxScale};
+  ASSERT_EQ(static_cast<int64_t>(scales.size()), kIn / 128);
+  std::vector<bf16> want(kRows * kIn, bf16{0x1234});
+  cpu::Fp8DotActivationsScalar(codes.data(), scales.data(), kIn, kRows, 1, want.data());
+  for (int64_t kb = 0; kb < kIn / 128; ++kb) {
+    for (int64_t i = 0; i < 128; ++i) {
+      const uint8_t c = codes[kb * 128 + i];
+      const float v = Bf16ToF32(want[(kb * kRows + 1) * 128 + i]);
+      if ((c & 0x7f) == 0x7f) {
+        ASSERT_TRUE(std::isnan(v)) << int{c};
+      } else {
+        ASSERT_EQ(v, E4M3ToF32(c) * scales[kb]) << int{c} << " block " << kb;
+        ASSERT_EQ(std::signbit(v), (c & 0x80) != 0) << int{c};
+      }
+    }
+  }
+  const CpuFeatures cpu = CpuFeatures::Detect();
+  if (BestSupportedIsa() != Isa::kAvx512 || !cpu.avx512vbmi) GTEST_SKIP() << "no AVX512-VBMI";
+  std::vector<bf16> got(kRows * kIn, bf16{0x1234});
+  cpu::Fp8DotActivationsAvx512Vbmi(codes.data(), scales.data(), kIn, kRows, 1, got.data());
+  for (int64_t i = 0; i < kRows * kIn; ++i) ASSERT_EQ(got[i].bits, want[i].bits) << i;
 }
 
 // The FP8 panel layout (docs/kernels.md): a group's blocks are 2 KiB each

@@ -41,8 +41,9 @@ void Fp4DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int6
   Fp4DotActivations(codes, scales, in, m, r, xh);
 }
 
-void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
-  Fp8DotActivations(codes, in, m, r, xh);
+void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                 int64_t r, bf16* xh) {
+  Fp8DotActivations(codes, scales, in, m, r, xh);
 }
 
 }  // namespace dsv4::kernels::cpu

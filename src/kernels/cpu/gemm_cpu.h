@@ -46,14 +46,41 @@ struct Fp8GemmArgs {
   // values (exact), against a weight in the panel layout; row r's 128-block
   // kb at xh + r·ldx + kb·ldkb (row-major: ldx = w.in, ldkb = 128; gemm.cc
   // decodes block-major: ldx = 128, ldkb = m·128).  More than 4 rows must
-  // come block-major (the register tiles address rows 128 apart).  BF16
-  // activations that were never quantized (wo_a) go here too, with
-  // x_scales all 1.
+  // come block-major (the register tiles address rows 128 apart).
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128
   int64_t ldy = 0;   // row stride of y; 0 means w.out
+  // xh already holds each code's value times its block's scale (gemm.cc
+  // does this when every scale folds exactly: Fp8ScalesFold), so the kernel
+  // multiplies a block's sum by the weight's scale alone and x_scales is not
+  // read.  The same bits as unscaled values: see kFp8FoldMinScale.  BF16
+  // activations that were never quantized (wo_a) come this way, unscaled.
+  bool x_scaled = false;
 };
+
+// Folding a power-of-two activation scale s = 2^k into the BF16 values of
+// its codes is exact, and so is everything after it: every product, sum and
+// rounding of a block's two chains is the unscaled one times 2^k (scaling
+// by a power of two commutes with rounding while nothing overflows or turns
+// subnormal), and the block's sum times the weight's scale is then the same
+// real number as the unscaled sum times (s · s_w), rounded once the same
+// way: s · s_w is exact down to 2^-149, which s >= 2^-22 and s_w >= 2^-127
+// (E8M0) guarantee, and up to 2^127, which gemm.cc checks against the
+// weight's largest scale (a real checkpoint's are far below 1).  With codes in [2^-9, 448] in magnitude, k in [-22, 100]
+// keeps every scaled value, product and partial sum of 128 products inside
+// the FP32 normal range (2^-40 .. 2^124.7) and each scaled value's exponent
+// within BF16's, so vdpbf16ps flushes nothing.  act_quant's scales are
+// powers of two in [2^-22, 2^120] (its 1e-4 floor; above 2^100 only for
+// activations near the BF16 maximum): a call with any scale outside the
+// range keeps them apart.
+inline constexpr float kFp8FoldMinScale = 0x1p-22f;
+inline constexpr float kFp8FoldMaxScale = 0x1p100f;
+
+// Whether [m, w.in/128] activation scales fold into the values exactly
+// against w: all powers of two in [kFp8FoldMinScale, kFp8FoldMaxScale], and
+// the largest times each of w's scales at most 2^127 (gemm.cc).
+bool Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w);
 
 // FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block
 // of a row (row r, block kb at x + (r·in/128 + kb)·kFp4RecordBytes), built
@@ -167,8 +194,8 @@ struct GemmKernels {
   // builder serves.
   void (*fp4_records)(const uint8_t* codes, int64_t in, uint8_t* rec) = nullptr;
   // fp8_bf16dot's activations of one row (below); set where fp8_bf16dot is.
-  void (*fp8_dot_activations)(const uint8_t* codes, int64_t in, int64_t m, int64_t r,
-                              bf16* xh) = nullptr;
+  void (*fp8_dot_activations)(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                              int64_t r, bf16* xh) = nullptr;
   // fp4_bf16dot's activations of one row (below); set where fp4_bf16dot is.
   void (*fp4_dot_activations)(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                               int64_t r, bf16* xh) = nullptr;
@@ -182,13 +209,18 @@ void BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec);
 void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec);
 
 // Row r of [m, in] FP8 activation codes as the BF16 dot kernel reads them
-// (Fp8GemmArgs::xh): each code's BF16 value (exact), block-major (block kb
-// of row r at xh + (kb·m + r)·128).  The scalar one (gemm.cc, a table
-// lookup per code) and the AVX-512 VBMI one (gemm_avx512_vbmi.cc, 64 codes
-// through the weight decode's byte tables), bit for bit the same.
-// REQUIRES: in % 128 == 0; the Avx512Vbmi one AVX512-VBMI.
-void Fp8DotActivationsScalar(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
-void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh);
+// (Fp8GemmArgs::xh): each code's BF16 value (exact), times its 128-block's
+// scale where `scales` (the row's in/128) is not null (Fp8GemmArgs::x_scaled),
+// block-major (block kb of row r at xh + (kb·m + r)·128).  The scalar one
+// (gemm.cc, a table lookup per code) and the AVX-512 VBMI one
+// (gemm_avx512_vbmi.cc, 64 codes through the weight decode's byte tables),
+// bit for bit the same.
+// REQUIRES: in % 128 == 0; every scale a power of two in [kFp8FoldMinScale,
+// kFp8FoldMaxScale]; the Avx512Vbmi one AVX512-VBMI.
+void Fp8DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                             int64_t r, bf16* xh);
+void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                 int64_t r, bf16* xh);
 
 // Row r of [m, in] FP8 activation codes with their [m, in/128] block scales
 // as the FP4 BF16 dot kernel reads them (Fp4GemmArgs::xh): bf16(value ·

@@ -146,7 +146,7 @@ constexpr Fp4DotXOrder kFp4DotXOrder;
 // Fp4DotActivationsScalar (gemm.cc).
 inline void Fp4DotActivations(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                               int64_t r, bf16* xh) {
-  Fp8DotActivations(codes, in, m, r, xh);
+  Fp8DotActivations(codes, nullptr, in, m, r, xh);
   const __m512i order = _mm512_load_si512(kFp4DotXOrder.index);
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;

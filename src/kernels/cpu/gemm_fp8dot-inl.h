@@ -18,6 +18,9 @@
 // the even pairs 0, 2, .., 62 in order into one accumulator from +0, the odd
 // pairs 1, 3, .., 63 into another, then even + odd; the block sums are
 // multiplied by the row's and the block's scales and added in K order.
+// Where gemm.cc folded the row's power-of-two scales into the activation
+// values (Fp8GemmArgs::x_scaled), the sums carry the row's scale already
+// and take the block's alone: the same bits (gemm_cpu.h kFp8FoldMinScale).
 // Every path (1..4 rows, tiles) runs that chain, so results are batch
 // invariant; they differ from the FMA kernel's in the order of the block's
 // FP32 additions (docs/kernels.md "FP8 with BF16 dot products").  The same
@@ -26,6 +29,8 @@
 // exact there too, but a product below 2^-126 (a tiny activation times a
 // small weight) is flushed to zero, a difference under 2^-126 each.
 #pragma once
+
+#include <bit>
 
 #include "kernels/cpu/gemm_avx512_traits-inl.h"
 #include "kernels/cpu/gemm_block_scaled-inl.h"
@@ -120,19 +125,43 @@ struct NaturalOrder {
 };
 constexpr NaturalOrder kNaturalOrder;
 
+// v times 2^k, for words holding BF16 values of e4m3 codes and k in
+// [-22, 100] (gemm_cpu.h kFp8FoldMinScale): the exponent field raised by k
+// in every word that is neither zero nor NaN, which is the product exactly
+// (no such value is subnormal or leaves the range); zeros and NaNs stay.
+[[gnu::always_inline]] inline Bh ScaleByPowerOfTwo(Bh v, __m512i k_shifted) {
+  const __m512i u = reinterpret_cast<__m512i>(v);
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi16(0x7fff));
+  // mag - 1 < 0x7f7f: 0 < mag < 0x7f80 (a zero wraps to 0xffff).
+  const __mmask32 finite_nonzero = _mm512_cmp_epu16_mask(
+      _mm512_sub_epi16(mag, _mm512_set1_epi16(1)), _mm512_set1_epi16(0x7f7f), _MM_CMPINT_LT);
+  return reinterpret_cast<Bh>(_mm512_mask_add_epi16(u, finite_nonzero, u, k_shifted));
+}
+
 // Row r of the activation codes into the BF16 dot kernel's block-major
 // form (gemm_cpu.h Fp8DotActivationsScalar): 64 codes per step, permuted
-// into kNaturalOrder and decoded like a weight chunk.
-inline void Fp8DotActivations(const uint8_t* codes, int64_t in, int64_t m, int64_t r, bf16* xh) {
+// into kNaturalOrder and decoded like a weight chunk, then, with `scales`
+// (the row's, powers of two in the fold range), times the block's scale.
+inline void Fp8DotActivations(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                              int64_t r, bf16* xh) {
   const Fp8DotTables t;
   const __m512i order = _mm512_load_si512(kNaturalOrder.index);
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
+    // The scale's exponent minus the bias, in a BF16 word's exponent field.
+    const __m512i k_shifted =
+        scales == nullptr ? _mm512_setzero_si512()
+                          : _mm512_set1_epi16(static_cast<int16_t>(
+                                ((std::bit_cast<int32_t>(scales[kb]) >> 23) - 127) << 7));
     for (int64_t h = 0; h < 2; ++h) {
       const __m512i v =
           _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + kb * 128 + 64 * h));
       alignas(64) Bh w[2];
       DecodeChunk(reinterpret_cast<const uint8_t*>(&v), t, w);
+      if (scales != nullptr) {
+        w[0] = ScaleByPowerOfTwo(w[0], k_shifted);
+        w[1] = ScaleByPowerOfTwo(w[1], k_shifted);
+      }
       _mm512_storeu_si512(block + 64 * h, reinterpret_cast<__m512i>(w[0]));
       _mm512_storeu_si512(block + 64 * h + 32, reinterpret_cast<__m512i>(w[1]));
     }
@@ -184,13 +213,20 @@ struct Fp8DotGemm {
     return E8M0Value(a.w.scales[(panel * kDotP / 128) * ld_scale + kb]);
   }
   const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
-  float XScale(int64_t row, int64_t kb) const { return a.x_scales[row * num_kb + kb]; }
+  // The activation scale still to apply: 1 where xh carries it (x_scaled).
+  float XScale(int64_t row, int64_t kb) const {
+    return a.x_scaled ? 1.0f : a.x_scales[row * num_kb + kb];
+  }
 
   // acc += (even + odd) · (row scale · block scale): a block's sum into a
   // row's result, in K order.
   [[gnu::always_inline]] static __m512 AddBlockSum(__m512 acc, __m512 even, __m512 odd,
                                                    float scale) {
-    return V512::Add(acc, V512::Mul(V512::Add(even, odd), V512::Set1(scale)));
+    return AddBlockSum(acc, even, odd, V512::Set1(scale));
+  }
+  [[gnu::always_inline]] static __m512 AddBlockSum(__m512 acc, __m512 even, __m512 odd,
+                                                   __m512 scale) {
+    return V512::Add(acc, V512::Mul(V512::Add(even, odd), scale));
   }
 
   // Blocks kb0..kb0 + NB of S panels (1, or 2 side by side: RowsTwoStreams)
@@ -300,7 +336,12 @@ struct Fp8DotGemm {
   // run beside the dot products instead of between blocks (a scratch probe:
   // a 6 x 2 tile's 768 dot products took 124 ns alone, 127 ns with 32 chunks
   // decoded among them, against 28 ns for those chunks on their own).
-  template <int R, int NP, bool DECODE>
+  // SCALED: xh carries the activation scales (x_scaled), so a block's sums
+  // take the panel's scale alone, broadcast once per tile rather than a
+  // scalar load, product and broadcast per row (per tile and block: 12
+  // vmulss and vbroadcastss fewer, and GCC reloaded x_scales' address and
+  // stride for each row, as the accumulator stores might alias them).
+  template <int R, int NP, bool DECODE, bool SCALED>
   [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[2], int64_t row, int64_t kb,
                                        const float* sw, __m512* const* acc,
                                        const Pending& next) const {
@@ -333,9 +374,11 @@ struct Fp8DotGemm {
     }
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
+      const __m512 scale = V512::Set1(sw[p]);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        acc[p][r] = AddBlockSum(acc[p][r], even[p][r], odd[p][r], XScale(row + r, kb) * sw[p]);
+        acc[p][r] = AddBlockSum(acc[p][r], even[p][r], odd[p][r],
+                                SCALED ? scale : V512::Set1(XScale(row + r, kb) * sw[p]));
       }
     }
   }
@@ -349,7 +392,7 @@ struct Fp8DotGemm {
   // on (the tile's next panels, -1 for none), so the next call's first
   // blocks do not arrive cold (with K = 1024 they are 3 of its 8).
   // acc[p]: the rows' accumulators for panel p.
-  template <int NP>
+  template <int NP, bool SCALED>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t next, __m512* const* acc) const {
     alignas(64) Bh wdec[2][NP][kChunks][2];
     for (int p = 0; p < NP; ++p) {
@@ -382,9 +425,9 @@ struct Fp8DotGemm {
           const int64_t ahead_stride = ChunkStride(ka < num_kb ? ka : ka - num_kb);
           const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), dec[p], ahead,
                                 ahead_stride};
-          TileRows<R, NP, true>(w, m0 + r, kb, sw, at, pending);
+          TileRows<R, NP, true, SCALED>(w, m0 + r, kb, sw, at, pending);
         } else {
-          TileRows<R, NP, false>(w, m0 + r, kb, sw, at, Pending{});
+          TileRows<R, NP, false, SCALED>(w, m0 + r, kb, sw, at, Pending{});
         }
         r += R;
       };
@@ -418,7 +461,12 @@ struct Fp8DotGemm {
       }
       for (int64_t p = tile.panel_begin; p < tile.panel_end;) {
         if (mt > 4 && p + 1 < tile.panel_end) {  // two panels per register tile
-          ManyRows<2>(m0, mt, p, p + 3 < tile.panel_end ? p + 2 : -1, both);
+          const int64_t next = p + 3 < tile.panel_end ? p + 2 : -1;
+          if (a.x_scaled) {
+            ManyRows<2, true>(m0, mt, p, next, both);
+          } else {
+            ManyRows<2, false>(m0, mt, p, next, both);
+          }
           Store(m0, mt, p, acc[0]);
           Store(m0, mt, p + 1, acc[1]);
           p += 2;
@@ -426,7 +474,8 @@ struct Fp8DotGemm {
         }
         if (mt == 3) FewRows<3>(m0, p, acc[0]);  // 1 and 2 rows took RowsTwoStreams
         if (mt == 4) FewRows<4>(m0, p, acc[0]);
-        if (mt > 4) ManyRows<1>(m0, mt, p, -1, both);
+        if (mt > 4 && a.x_scaled) ManyRows<1, true>(m0, mt, p, -1, both);
+        if (mt > 4 && !a.x_scaled) ManyRows<1, false>(m0, mt, p, -1, both);
         Store(m0, mt, p, acc[0]);
         ++p;
       }

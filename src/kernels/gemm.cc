@@ -190,8 +190,8 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
       const auto decode = simd != nullptr && simd->fp8_dot_activations != nullptr
                               ? simd->fp8_dot_activations
                               : &cpu::Fp8DotActivationsScalar;
-      const float* scales = form == ActivationForm::kFp8DotScaled ? x_scales + r * (in / 128)
-                                                                   : nullptr;
+      const float* scales =
+          form == ActivationForm::kFp8DotScaled ? x_scales + r * (in / 128) : nullptr;
       return decode(x_codes + r * in, scales, in, m, r, reinterpret_cast<bf16*>(out));
     }
     case ActivationForm::kFp4: {
@@ -353,7 +353,8 @@ namespace {
 // scales in: the dot kernel's with the scales folded in where they fold.
 ActivationForm Fp8ActivationForm(bool dot, const float* x_scales, int64_t m, const Fp8Weight& w) {
   if (!dot) return ActivationForm::kFp8Fma;
-  return cpu::Fp8ScalesFold(x_scales, m, w) ? ActivationForm::kFp8DotScaled : ActivationForm::kFp8Dot;
+  return cpu::Fp8ScalesFold(x_scales, m, w) ? ActivationForm::kFp8DotScaled
+                                            : ActivationForm::kFp8Dot;
 }
 
 // Points FP8 kernel args at their activations in `buffer`, in `form`.
@@ -428,8 +429,8 @@ void cpu::BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec) 
 // the kernel's register tiles read one block of several rows at a time,
 // which in rows `in` elements apart (8 KB on Flash) would all fall in the
 // same L1 sets.
-void cpu::Fp8DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in,
-                                  int64_t m, int64_t r, bf16* xh) {
+void cpu::Fp8DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
+                                  int64_t r, bf16* xh) {
   static const std::array<bf16, 256> kTable = [] {
     std::array<bf16, 256> t;
     for (int c = 0; c < 256; ++c) t[c] = F32ToBf16(E4M3ToF32(static_cast<uint8_t>(c)));

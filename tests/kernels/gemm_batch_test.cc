@@ -300,7 +300,7 @@ TEST(GemmBatchInvariance, Fp8FoldedScalesEqualUnfolded) {
   const std::vector<uint8_t> w_scales = {0, 1, 0, 1, 0, 120, 127, 126, 127, 125};
   const Fp8Weight w{codes.data(), w_scales.data(), n, k};
   // Rows 0, 3, 6, ..: every block 2^-22; rows 1, 4, ..: 2^100; the rest mixed.
-  const float kActScales[] = {cpu::kFp8FoldMinScale, 0x1p-10f, 1.0f, 0x1p20f,
+  const float kActScales[] = {cpu::kFp8FoldMinScale, 0x1p-10f, 1.0f,  0x1p20f,
                               cpu::kFp8FoldMaxScale, 0x1p-22f, 0x1p3f};
   const auto act_scale = [&](int64_t r, int64_t kb) {
     if (r % 3 == 0) return cpu::kFp8FoldMinScale;

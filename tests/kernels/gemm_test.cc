@@ -340,8 +340,8 @@ TEST(Fp8DotActivations, ScaledAvx512VbmiEqualsScalarAndIsExact) {
   constexpr int64_t kIn = 768, kRows = 2;
   std::vector<uint8_t> codes(kIn);
   for (int64_t i = 0; i < kIn; ++i) codes[i] = static_cast<uint8_t>((i * 53 + i / 256) & 0xff);
-  const std::vector<float> scales = {cpu::kFp8FoldMinScale, 0x1p-9f, 1.0f,
-                                     0x1p17f,               0x1p63f, cpu::kFp8FoldMaxScale};
+  const std::vector<float> scales = {cpu::kFp8FoldMinScale, 0x1p-9f, 1.0f, 0x1p17f, 0x1p63f,
+                                     cpu::kFp8FoldMaxScale};
   ASSERT_EQ(static_cast<int64_t>(scales.size()), kIn / 128);
   std::vector<bf16> want(kRows * kIn, bf16{0x1234});
   cpu::Fp8DotActivationsScalar(codes.data(), scales.data(), kIn, kRows, 1, want.data());

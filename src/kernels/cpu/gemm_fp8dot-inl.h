@@ -149,10 +149,10 @@ inline void Fp8DotActivations(const uint8_t* codes, const float* scales, int64_t
   for (int64_t kb = 0; kb < in / 128; ++kb) {
     bf16* block = xh + (kb * m + r) * 128;
     // The scale's exponent minus the bias, in a BF16 word's exponent field.
-    const __m512i k_shifted =
-        scales == nullptr ? _mm512_setzero_si512()
-                          : _mm512_set1_epi16(static_cast<int16_t>(
-                                ((std::bit_cast<int32_t>(scales[kb]) >> 23) - 127) << 7));
+    const __m512i k_shifted = scales == nullptr
+                                  ? _mm512_setzero_si512()
+                                  : _mm512_set1_epi16(static_cast<int16_t>(
+                                        ((std::bit_cast<int32_t>(scales[kb]) >> 23) - 127) << 7));
     for (int64_t h = 0; h < 2; ++h) {
       const __m512i v =
           _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes + kb * 128 + 64 * h));

@@ -90,13 +90,19 @@ constexpr int64_t kFp4DotChunks = 16;           // per 128-block of a panel
 constexpr int64_t kFp4DotBlockBytes = 64 * 16;  // a panel's 128-block of codes
 constexpr int64_t kFp4DotScaleBytes = 4 * 16;   // and of scales
 constexpr int64_t kFp4DotAheadBytes = 8192;     // GEMV prefetch distance (codes)
-// Register tiles: one chain at a time, 24 sums: 6 rows x 4 panels, 8 x 3,
-// 12 x 2 (a task of the driver may hold any number of panels), 12 x 1.
-constexpr int64_t kFp4DotTilePanels = 4;
-template <int NP>
-inline constexpr int kFp4DotTileRows = NP == 4   ? 6
-                                       : NP == 3 ? 8
-                                                 : 12;
+// Register tiles: one chain at a time, 24 sums: 12 rows x 2 panels (12 x 1
+// for a task's odd last panel).  The four chains of every row and panel
+// live in memory between blocks: 64 rows x 4 panels of them (64 KiB, the
+// earlier 6 x 4 tiles) did not stay in the 48 KiB L1 beside the decoded
+// block and the activations, and each tile's chain pass waited on the L2
+// for its 24 sums; with 2 panels they take 32 KiB, and the FP4 prefill
+// GEMM ran 5-11 % faster (docs/performance.md "FP4 tiles: two panels").
+constexpr int64_t kFp4DotTilePanels = 2;
+constexpr int kFp4DotTileRows = 12;
+// Rows below a whole tile go to tiles of this many and then 4, 2, 1, a
+// 12-row tile giving way to two 8-row ones rather than leave a 4-row tail
+// (8 chains in flight, too few to hide the dot products' latency).
+constexpr int kFp4DotTailRows = 8;
 // The many-row tiles prefetch this many blocks ahead into the L2
 // (docs/performance.md "FP8 and FP4 tiles: the next panels' first blocks").
 constexpr int64_t kFp4DotBlocksAhead = 2;
@@ -338,8 +344,9 @@ struct Fp4DotGemm {
   }
 
   // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
-  // into L1 once (4 KiB per panel), then register tiles of
-  // kFp4DotTileRows<NP> rows.  `end`: the tile's last panel + 1.
+  // into L1 once (4 KiB per panel), then register tiles of kFp4DotTileRows
+  // rows, the rest in tiles of kFp4DotTailRows, 4, 2 and 1.  `end`: the
+  // tile's last panel + 1.
   template <int NP>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t end, __m512 (*const* acc)[4]) const {
     alignas(64) Bh wdec[NP][kFp4DotChunks][4];
@@ -350,15 +357,18 @@ struct Fp4DotGemm {
         for (int q = 0; q < 4; ++q) acc[p][r][q] = V512::Zero();
       }
     }
-    constexpr int kR = kFp4DotTileRows<NP>;
+    constexpr int kR = kFp4DotTileRows, kT = kFp4DotTailRows;
     for (int64_t kb = 0; kb < num_kb; ++kb) {
       for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
       PrefetchAhead<NP>(panel, kb, end);
       int64_t r = 0;
-      for (; r + kR <= mt; r += kR) TileRows<kR, NP>(w, m0 + r, r, kb, acc);
-      const int64_t left = mt - r;  // < kR <= 15: 8, 4, 2 and 1 cover it
-      static_assert(kR < 16);
-      if (left & 8) TileRows<8, NP>(w, m0 + r, r, kb, acc), r += 8;
+      // Whole tiles while the rest is none or at least a tail tile.
+      for (; r + kR <= mt && (r + kR == mt || mt - r - kR >= kT); r += kR) {
+        TileRows<kR, NP>(w, m0 + r, r, kb, acc);
+      }
+      for (; r + kT <= mt; r += kT) TileRows<kT, NP>(w, m0 + r, r, kb, acc);
+      const int64_t left = mt - r;  // < kT = 8: 4, 2 and 1 cover it
+      static_assert(kT == 8);
       if (left & 4) TileRows<4, NP>(w, m0 + r, r, kb, acc), r += 4;
       if (left & 2) TileRows<2, NP>(w, m0 + r, r, kb, acc), r += 2;
       if (left & 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
@@ -388,7 +398,7 @@ struct Fp4DotGemm {
 
   void Run(const Tile& tile) const {
     alignas(64) __m512 acc[kFp4DotTilePanels][kMTile][4];
-    __m512(*const all[kFp4DotTilePanels])[4] = {acc[0], acc[1], acc[2], acc[3]};
+    __m512(*const all[kFp4DotTilePanels])[4] = {acc[0], acc[1]};
     for (int64_t m0 = tile.row_begin; m0 < tile.row_end; m0 += kMTile) {
       const int64_t mt = Min(kMTile, tile.row_end - m0);
       if (mt == 1) {
@@ -405,8 +415,6 @@ struct Fp4DotGemm {
           continue;
         }
         const int64_t np = Min(kFp4DotTilePanels, tile.panel_end - p);
-        if (np == 4) ManyRows<4>(m0, mt, p, tile.panel_end, all);
-        if (np == 3) ManyRows<3>(m0, mt, p, tile.panel_end, all);
         if (np == 2) ManyRows<2>(m0, mt, p, tile.panel_end, all);
         if (np == 1) ManyRows<1>(m0, mt, p, tile.panel_end, all);
         for (int64_t i = 0; i < np; ++i) Store(m0, mt, p + i, acc[i]);

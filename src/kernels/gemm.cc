@@ -327,8 +327,8 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
 // dot kernel's values against w (cpu::kFp8FoldMinScale): powers of two in
 // the range, and no product with one of w's scales above 2^127.  act_quant's
 // always do, short of activations near the BF16 maximum.  The weight's
-// scales are ~1/16384 of its bytes, so the check costs nothing beside the
-// GEMM's stream.
+// scales are 1/16384 of its bytes: a byte-at-a-time scan of them takes
+// ~0.1 % of the time the GEMM streams the weight in.
 bool cpu::Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w) {
   int max_exponent = -127;
   for (int64_t i = 0; i < m * (w.in / 128); ++i) {

@@ -96,7 +96,8 @@ constexpr int64_t kFp4DotAheadBytes = 8192;     // GEMV prefetch distance (codes
 // earlier 6 x 4 tiles) did not stay in the 48 KiB L1 beside the decoded
 // block and the activations, and each tile's chain pass waited on the L2
 // for its 24 sums; with 2 panels they take 32 KiB, and the FP4 prefill
-// GEMM ran 5-11 % faster (docs/performance.md "FP4 tiles: two panels").
+// GEMM ran 3-14 % faster in 11 of 12 paired runs, 2 % slower in one
+// (docs/performance.md "FP4 tiles: two panels").
 constexpr int64_t kFp4DotTilePanels = 2;
 constexpr int kFp4DotTileRows = 12;
 // Rows below a whole tile go to tiles of this many and then 4, 2, 1, a

@@ -326,9 +326,9 @@ Fp8Choice Fp8Kernel(const cpu::GemmKernels& simd) {
 // Whether the [m, w.in/128] activation scales fold exactly into the BF16
 // dot kernel's values against w (cpu::kFp8FoldMinScale): powers of two in
 // the range, and no product with one of w's scales above 2^127.  act_quant's
-// always do, short of activations near the BF16 maximum.  The weight's
-// scales are 1/16384 of its bytes: a byte-at-a-time scan of them takes
-// ~0.1 % of the time the GEMM streams the weight in.
+// always do, short of activations near the BF16 maximum.  Scales up to 1
+// cannot reach 2^127 with any E8M0 weight scale (at most 2^127), so the
+// weight's scales are read only when some activation scale exceeds 1.
 bool cpu::Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w) {
   int max_exponent = -127;
   for (int64_t i = 0; i < m * (w.in / 128); ++i) {
@@ -339,6 +339,7 @@ bool cpu::Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w) {
     }
     max_exponent = std::max(max_exponent, static_cast<int>(std::bit_cast<uint32_t>(s) >> 23) - 127);
   }
+  if (max_exponent <= 0) return true;
   const int64_t num_scales = CeilDiv(w.out, 128) * (w.in / 128);
   for (int64_t i = 0; i < num_scales; ++i) {
     const int e = w.scales[i];  // 2^(e - 127); 255 is NaN, NaN either way

@@ -67,11 +67,13 @@ struct Fp8GemmArgs {
 // real number as the unscaled sum times (s · s_w), rounded once the same
 // way: s · s_w is exact down to 2^-149, which s >= 2^-22 and s_w >= 2^-127
 // (E8M0) guarantee, and up to 2^127, which gemm.cc checks against the
-// weight's largest scale (a real checkpoint's are far below 1).  With codes in [2^-9, 448] in
-// magnitude, k in [-22, 100] keeps every scaled value, product and partial sum of 128 products
-// inside the FP32 normal range (2^-40 .. 2^124.7) and each scaled value's exponent within BF16's,
-// so vdpbf16ps flushes nothing.  act_quant's scales are powers of two in [2^-22, 2^120] (its 1e-4
-// floor; above 2^100 only for activations near the BF16 maximum): a call with any scale outside the
+// weight's scales where some s exceeds 1 (a real checkpoint's s_w are far
+// below 1).  With codes in [2^-9, 448] in magnitude, k in [-22, 100] keeps
+// every scaled value, product and partial sum of 128 products inside the
+// FP32 normal range (2^-40 .. 2^124.7) and each scaled value's exponent
+// within BF16's, so vdpbf16ps flushes nothing.  act_quant's scales are
+// powers of two in [2^-22, 2^120] (its 1e-4 floor; above 2^100 only for
+// activations near the BF16 maximum): a call with any scale outside the
 // range keeps them apart.
 inline constexpr float kFp8FoldMinScale = 0x1p-22f;
 inline constexpr float kFp8FoldMaxScale = 0x1p100f;

@@ -543,13 +543,14 @@ void GemvDramBf16(benchmark::State& state) {
     w.emplace_back(bytes);
     PackBf16Pairs(rows.data(), out, in, w.back().as<bf16>());
   }
-  std::vector<bf16> x(in);
+  const int64_t m = state.range(5);
+  std::vector<bf16> x(m * in);
   for (auto& v : x) v = F32ToBf16(normal(rng));
-  std::vector<float> y(out);
+  std::vector<float> y(m * out);
   auto pool = MakePool(state.range(4));
   int64_t c = 0;
   for (auto _ : state) {
-    GemmBf16F32(x.data(), 1, in, w[c].as<bf16>(), out, y.data(), pool.get(), Bf16Layout::kPairs);
+    GemmBf16F32(x.data(), m, in, w[c].as<bf16>(), out, y.data(), pool.get(), Bf16Layout::kPairs);
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
   }
@@ -561,7 +562,7 @@ void GemvDramBf16(benchmark::State& state) {
 // the model's) cycled that no call finds its weight in the L3, which the
 // single-weight GEMV benchmarks above partly do.  Args {isa, kind (0: MXFP4
 // panels, 1: FP8 in the kernel's layout, 2: BF16 pairs with FP32 outputs, as
-// the head), out, in, threads}; bytes: codes and scales.  Run it beside
+// the head), out, in, threads, m}; bytes: codes and scales.  Run it beside
 // BM_ReadBandwidth with random interleaving.
 void BM_GemvDram(benchmark::State& state) {
   if (!SelectIsa(state)) return;
@@ -588,19 +589,20 @@ void BM_GemvDram(benchmark::State& state) {
       std::copy_n(scales[0].as<uint8_t>(), scale_bytes, scales.back().as<uint8_t>());
     }
   }
-  const Activation a = RandomActivation(1, in);
-  std::vector<bf16> y(out);
+  const int64_t m = state.range(5);
+  const Activation a = RandomActivation(m, in);
+  std::vector<bf16> y(m * out);
   auto pool = MakePool(state.range(4));
   int64_t c = 0;
   for (auto _ : state) {
     if (fp8) {
       const Fp8Weight w =
           InKernelLayout({codes[c].as<uint8_t>(), scales[c].as<uint8_t>(), out, in});
-      Fp8Gemm(a.codes.data(), a.scales.data(), 1, w, y.data(), pool.get());
+      Fp8Gemm(a.codes.data(), a.scales.data(), m, w, y.data(), pool.get());
     } else {
       const Fp4Weight w{codes[c].as<uint8_t>(), scales[c].as<uint8_t>(), out, in,
                         Fp4Layout::kPanels};
-      Fp4Gemm(a.codes.data(), a.scales.data(), 1, w, y.data(), pool.get());
+      Fp4Gemm(a.codes.data(), a.scales.data(), m, w, y.data(), pool.get());
     }
     benchmark::DoNotOptimize(y.data());
     c = (c + 1) % copies;
@@ -608,21 +610,24 @@ void BM_GemvDram(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * (code_bytes + scale_bytes));
 }
 
-// {isa, kind, out, in, threads}: the driver's AVX-512 kernels (and the exact
-// FP4 kernels, isa 5) on all CPUs: an expert's w1 / w3 and w2, the shared
-// expert's, wo_b.
+// {isa, kind, out, in, threads, m}: the driver's AVX-512 kernels (and the
+// exact FP4 kernels, isa 5) on all CPUs: an expert's w1 / w3 and w2, the
+// shared expert's, wo_b, the head; m 1 (a decode step), 2 (a K = 1 verify,
+// whose rows share each weight byte) and 4 (batch 4, or a K = 3 verify).
 void GemvDramArgs(benchmark::internal::Benchmark* b) {
   const int64_t all = ThreadPool::DefaultThreads();
-  for (int64_t isa : {2, 5}) {
-    b->Args({isa, 0, 2048, 4096, all});
-    b->Args({isa, 0, 4096, 2048, all});
+  for (int64_t m : {1, 2, 4}) {
+    for (int64_t isa : {2, 5}) {
+      b->Args({isa, 0, 2048, 4096, all, m});
+      b->Args({isa, 0, 4096, 2048, all, m});
+    }
+    b->Args({2, 1, 2048, 4096, all, m});
+    b->Args({2, 1, 4096, 2048, all, m});
+    b->Args({2, 1, 4096, 8192, all, m});
+    b->Args({2, 2, 16384, 4096, all, m});  // the bench head
+    b->Args({2, 2, 2048, 4096, all, m});
   }
-  b->Args({2, 1, 2048, 4096, all});
-  b->Args({2, 1, 4096, 2048, all});
-  b->Args({2, 1, 4096, 8192, all});
-  b->Args({2, 2, 16384, 4096, all});  // the bench head
-  b->Args({2, 2, 2048, 4096, all});
-  b->ArgNames({"isa", "kind", "out", "in", "threads"})
+  b->ArgNames({"isa", "kind", "out", "in", "threads", "m"})
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
 }

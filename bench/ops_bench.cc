@@ -166,13 +166,16 @@ void BM_IndexerDecode(benchmark::State& state) {
   SetIsaForTesting(BestSupportedIsa());
 }
 
-// The mHC pre-mix projection of one decode token (HcMixes: 24 mixes x 16384
-// = hc 4 x hidden 4096, FP32 weights, 1.5 MB), `layers` weight sets cycled
-// (24 = 36 MB: from DRAM, as the model's 86 calls per step on Flash).
-void BM_HcMixesDecode(benchmark::State& state) {
+// mHC around one decode step's block (hc 4 x hidden 4096) for `tokens` rows
+// (1: a decode step, 2: a K = 1 verify): `stages` 0 the pre-mix projection
+// alone (HcMixes: 24 mixes x 16384, FP32 weights, 1.5 MB), 1 and the
+// Sinkhorn split, 2 and the weighted sum (all of HcPre), 3 and HcPost.  `layers` weight sets
+// cycled (24 = 36 MB: from DRAM, as the model's 86 calls per step on Flash).
+void BM_HcDecode(benchmark::State& state) {
   if (!SelectIsa(state, false)) return;
-  constexpr int64_t kMixes = 24, kWidth = 4 * 4096;
-  const int64_t threads = state.range(1), layers = state.range(2);
+  constexpr int64_t kHc = 4, kHidden = 4096, kMixes = (2 + kHc) * kHc, kWidth = kHc * kHidden;
+  const int64_t threads = state.range(1), layers = state.range(2), tokens = state.range(3);
+  const int64_t stages = state.range(4);
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<Buffer> fn;
@@ -181,15 +184,28 @@ void BM_HcMixesDecode(benchmark::State& state) {
     float* f = fn.back().as<float>();
     for (int64_t i = 0; i < kMixes * kWidth; ++i) f[i] = 0.01f * normal(rng);
   }
-  std::vector<bf16> x(kWidth);
+  std::vector<bf16> x(tokens * kWidth), a(tokens * kHidden), y(tokens * kWidth);
   for (bf16& v : x) v = F32ToBf16(normal(rng));
-  std::vector<float> mixes(kMixes);
+  for (bf16& v : a) v = F32ToBf16(normal(rng));
+  std::vector<float> mixes(tokens * kMixes), pre(tokens * kHc), post(tokens * kHc),
+      comb(tokens * kHc * kHc), base(kMixes, 0.1f), scale(3, 1.0f);
   std::unique_ptr<ThreadPool> pool =
       threads > 1 ? std::make_unique<ThreadPool>(static_cast<int>(threads)) : nullptr;
   int64_t layer = 0;
   for (auto _ : state) {
-    HcMixes(x.data(), 1, kWidth, fn[layer].as<float>(), kMixes, 1e-6f, mixes.data(), pool.get());
+    HcMixes(x.data(), tokens, kWidth, fn[layer].as<float>(), kMixes, 1e-6f, mixes.data(),
+            pool.get());
+    if (stages >= 1) {
+      HcSplitSinkhorn(mixes.data(), tokens, kHc, scale.data(), base.data(), 20, 1e-6f, pre.data(),
+                      post.data(), comb.data());
+    }
+    if (stages >= 2) HcWeightedSum(x.data(), tokens, kHc, kHidden, pre.data(), a.data());
+    if (stages >= 3) {
+      HcPost(a.data(), x.data(), tokens, kHc, kHidden, post.data(), comb.data(), y.data(),
+             pool.get());
+    }
     benchmark::DoNotOptimize(mixes.data());
+    benchmark::DoNotOptimize(y.data());
     layer = (layer + 1) % layers;
   }
   state.SetBytesProcessed(state.iterations() * kMixes * kWidth *
@@ -285,9 +301,19 @@ BENCHMARK(BM_AttentionDecode)->Name("BM_Attention/Decode")->Apply(DecodeArgs);
 BENCHMARK(BM_IndexerDecode)
     ->Name("BM_Indexer/Decode")
     ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 32); });
-BENCHMARK(BM_HcMixesDecode)
-    ->Name("BM_HcMixes/Decode")
-    ->Apply([](benchmark::internal::Benchmark* b) { IsaLayersArgs(b, 24); });
+BENCHMARK(BM_HcDecode)->Name("BM_Hc/Decode")->Apply([](benchmark::internal::Benchmark* b) {
+  const int64_t all = std::min<int64_t>(ThreadPool::DefaultThreads(), 2);
+  for (int64_t isa : {int64_t{1}, int64_t{2}}) {
+    for (int64_t layers : {int64_t{1}, int64_t{24}}) {
+      for (int64_t tokens : {1, 2}) {
+        for (int64_t stages : {0, 1, 2, 3}) b->Args({isa, all, layers, tokens, stages});
+      }
+    }
+  }
+  b->ArgNames({"isa", "threads", "layers", "tokens", "stages"})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+});
 BENCHMARK(BM_IndexerQueriesPrefill)->Name("BM_IndexerQueries/Prefill")->Apply(ThreadsArgs);
 BENCHMARK(BM_SwiGlu)
     ->ArgsProduct({{0, 1, 2}, {7, 384}})

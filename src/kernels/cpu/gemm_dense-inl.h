@@ -151,7 +151,8 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   }
 }
 
-// Dense GEMV (one row, or 2..4: a verify step's rows) column by column
+// Dense GEMV (one row, or 2..4: a verify step's rows; BF16 and FP32
+// weights take DenseGemvColumns below for 2..4) column by column
 // instead of chunk by chunk: each column's weights decoded into registers
 // and fed to every row's lane chain, which runs over the whole K in the
 // same order as DenseTileChunk (so the same bits), and a panel's weights
@@ -274,6 +275,125 @@ auto DenseDecoder(const DenseGemmArgs& a, const W* w) {
   };
 }
 
+// Vector v of a chunk of count weights at p, zero padded past count (a
+// whole vector unmasked where the chunk is whole).
+template <class V, typename W>
+[[gnu::always_inline]] inline typename V::F LoadDenseVector(const W* p, int64_t v, int64_t count) {
+  const int64_t at = V::kLanes * v;
+  if constexpr (sizeof(W) == 2) {
+    return count == kChunk ? V::LoadBf16(p + at) : V::LoadBf16Upto(p + at, count - at);
+  } else {
+    return count == kChunk ? V::Load(p + at) : V::LoadUpto(p + at, count - at);
+  }
+}
+
+// acc[r][j] += vector v of column j's chunk wc[j] times row r's at x.
+template <class V, int M, int C, typename W>
+[[gnu::always_inline]] inline void DenseColumnsStep(const W* const (&wc)[C], int64_t v,
+                                                    int64_t count, const float* x, int64_t ldx,
+                                                    typename V::F (&acc)[M][C]) {
+  typename V::F wv[C];
+#pragma GCC unroll 4
+  for (int j = 0; j < C; ++j) wv[j] = LoadDenseVector<V>(wc[j], v, count);
+#pragma GCC unroll 4
+  for (int r = 0; r < M; ++r) {
+    const typename V::F xv = V::Load(x + r * ldx + V::kLanes * v);
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) acc[r][j] = V::Fma(wv[j], xv, acc[r][j]);
+  }
+}
+
+// Columns col..col + C of a BF16 or FP32 weight against rows 0..M of x:
+// lanes[r][c + j] = row r's lane chains for column col + j.  Each chunk's
+// vectors are loaded as the walk reaches them, one per column, and fed to
+// every row's chain of that column: M·C independent chains, each in
+// DenseTileChunk's per-element order (so the same bits).  Each chunk
+// prefetches the same chunk C columns on (the walk's next step).
+template <class V, int M, int C, typename W>
+[[gnu::always_inline]] inline void DenseColumns(const DenseGemmArgs& a, const W* w, const float* x,
+                                                int64_t col, int64_t c,
+                                                typename V::F (*lanes)[V::kLanes]) {
+  constexpr int64_t kP = V::kLanes;
+  const bool pairs = sizeof(W) == 2 && a.w_pairs;  // FP32 weights stay in rows
+  typename V::F acc[M][C];
+#pragma GCC unroll 16
+  for (int i = 0; i < M * C; ++i) acc[i / C][i % C] = V::Zero();
+  for (int64_t k0 = 0; k0 < a.k; k0 += kChunk) {
+    const int64_t count = Min(kChunk, a.k - k0);
+    const W* wc[C];
+#pragma GCC unroll 4
+    for (int j = 0; j < C; ++j) {
+      wc[j] = w + DenseChunkAt(pairs, a.k, col + j, k0);
+      if (col + j + C < a.n) {
+        Prefetch(w + DenseChunkAt(pairs, a.k, col + j + C, k0),
+                 count * static_cast<int64_t>(sizeof(W)));
+      }
+    }
+    if (count == kChunk) {
+#pragma GCC unroll 8
+      for (int v = 0; v < kVecs<V>; ++v) DenseColumnsStep<V>(wc, v, kChunk, x + k0, a.ldx, acc);
+    } else {
+      for (int64_t v = 0; v * kP < count; ++v)
+        DenseColumnsStep<V>(wc, v, count, x + k0, a.ldx, acc);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M * C; ++i) lanes[i / C][c + i % C] = acc[i / C][i % C];
+}
+
+// The dense GEMV of 2..4 rows (a verify step's, or a batch's) over BF16 or
+// FP32 weights: four columns at a time (DenseColumns; a leftover 2 and 1),
+// 4·M chains, no column's chunk held whole in registers.  Against
+// DenseGemv (two columns, each chunk decoded whole: 2·M chains) the bench
+// head streams from DRAM 3-7 % faster at 2 rows and 1.9x at 4; one row
+// keeps DenseGemv, where four columns (two streams in the pair layout)
+// read ~6 % slower (docs/performance.md "Dense GEMV: four columns for a
+// verify's rows").
+template <class V, int M, typename W>
+void DenseGemvColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
+  constexpr int64_t kP = V::kLanes;
+  const float* x = a.x + t.row_begin * a.ldx;
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * kP;
+    const int64_t nc = Min(kP, a.n - n0);
+    alignas(sizeof(typename V::F)) typename V::F lanes[M][kP];
+    for (int r = 0; r < M; ++r) {
+      for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
+    }
+    int64_t c = 0;
+    for (; c + 4 <= nc; c += 4) DenseColumns<V, M, 4>(a, w, x, n0 + c, c, lanes);
+    if (c + 2 <= nc) {
+      DenseColumns<V, M, 2>(a, w, x, n0 + c, c, lanes);
+      c += 2;
+    }
+    if (c < nc) DenseColumns<V, M, 1>(a, w, x, n0 + c, c, lanes);
+    for (int r = 0; r < M; ++r) {
+      const int64_t y0 = (t.row_begin + r) * a.ldy + n0;
+      StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
+                    a.y_f32 ? a.y_f32 + y0 : nullptr);
+    }
+  }
+}
+
+// BF16 or FP32 weights: tiles of 1-4 rows take DenseGemv (one row) and
+// DenseGemvColumns where the ISA's policy says they pay.
+template <class V, typename W>
+void DenseDispatchColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
+  if constexpr (V::kFewRowPaths) {
+    switch (t.row_end - t.row_begin) {
+      case 2:
+        return DenseGemvColumns<V, 2>(a, w, t);
+      case 3:
+        return DenseGemvColumns<V, 3>(a, w, t);
+      case 4:
+        return DenseGemvColumns<V, 4>(a, w, t);
+      default:
+        break;
+    }
+  }
+  DenseDispatch<V>(a, DenseDecoder<V>(a, w), t);
+}
+
 template <class V>
 void DenseGemmPanels(const DenseGemmArgs& a, const Tile& t) {
   if (a.w_fp8 != nullptr) {
@@ -298,9 +418,9 @@ void DenseGemmPanels(const DenseGemmArgs& a, const Tile& t) {
         },
         t);
   } else if (a.w_bf16 != nullptr) {
-    DenseDispatch<V>(a, DenseDecoder<V>(a, a.w_bf16), t);
+    DenseDispatchColumns<V>(a, a.w_bf16, t);
   } else {
-    DenseDispatch<V>(a, DenseDecoder<V>(a, a.w_f32), t);
+    DenseDispatchColumns<V>(a, a.w_f32, t);
   }
 }
 

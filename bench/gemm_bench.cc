@@ -183,7 +183,7 @@ void BM_GemmBf16(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 
-// attn.o at decode (M = 1) on the Flash shapes: wo_a grouped (8 groups,
+// attn.o at decode (M = 1, or `m` rows) on the Flash shapes: wo_a grouped (8 groups,
 // each [1024, 4096] FP8 read in place with BF16 numerics, one
 // GemmBf16Fp8Grouped call as in the model) then
 // wo_b ([4096, 8192] FP8, ActQuantFp8 + Fp8Gemm).  Arg `part`: 0 wo_a only,
@@ -208,43 +208,47 @@ void BM_AttnODecode(benchmark::State& state) {
   }
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<bf16> o(kGroups * kGroupIn), z(za), y(kDim);
+  const int64_t m = state.range(3);
+  std::vector<bf16> o(m * kGroups * kGroupIn), z(m * za), y(m * kDim);
   for (auto& v : o) v = F32ToBf16(normal(rng));
   for (auto& v : z) v = F32ToBf16(normal(rng));
-  std::vector<uint8_t> z_codes(za);
-  std::vector<float> z_scales(za / 128);
+  std::vector<uint8_t> z_codes(m * za);
+  std::vector<float> z_scales(m * za / 128);
   auto pool = MakePool(state.range(2));
   int64_t layer = 0;
   for (auto _ : state) {
     if (part != 1) {
       const Fp8Weight w = InKernelLayout(
           {a_codes[layer].as<uint8_t>(), a_scales[layer].as<uint8_t>(), za, kGroupIn});
-      GemmBf16Fp8Grouped(o.data(), kGroups * kGroupIn, 1, kGroups, w, z.data(), za, pool.get());
+      GemmBf16Fp8Grouped(o.data(), kGroups * kGroupIn, m, kGroups, w, z.data(), za, pool.get());
     }
     if (part != 0) {
       const Fp8Weight w =
           InKernelLayout({b_codes[layer].as<uint8_t>(), b_scales[layer].as<uint8_t>(), kDim, za});
-      ActQuantFp8(z.data(), 1, za, 128, z_codes.data(), z_scales.data());
-      Fp8Gemm(z_codes.data(), z_scales.data(), 1, w, y.data(), pool.get());
+      ActQuantFp8(z.data(), m, za, 128, z_codes.data(), z_scales.data());
+      Fp8Gemm(z_codes.data(), z_scales.data(), m, w, y.data(), pool.get());
     }
     benchmark::DoNotOptimize(y.data());
     layer = (layer + 1) % kAttnOLayers;
   }
-  const int64_t bytes = (part != 1 ? za * kGroupIn : 0) + (part != 0 ? kDim * za : 0);
+  const int64_t bytes = (part != 1 ? za * kGroupIn : 0) + (part != 0 ? kDim * za : 0);  // weights
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
-// {isa, part, threads}: AVX-512 and AVX2, one thread and all CPUs.
+// {isa, part, threads, m}: AVX-512 and AVX2, one thread and all CPUs, one
+// row (a decode step); AVX-512 on all CPUs also at 2 and 4 rows (a K = 1
+// verify, batch 4).
 void AttnOArgs(benchmark::internal::Benchmark* b) {
   const int64_t all = ThreadPool::DefaultThreads();
   for (int64_t part = 0; part <= 2; ++part) {
     // Part 0 (wo_a) has no FP8 block-scaled GEMM: no FMA-kernel row.
     for (int64_t isa = 1; isa <= (part == 0 ? 2 : kAvx512Fp8Fma); ++isa) {
-      b->Args({isa, part, 1});
-      if (all > 1) b->Args({isa, part, all});
+      b->Args({isa, part, 1, 1});
+      if (all > 1) b->Args({isa, part, all, 1});
     }
+    for (int64_t m : {2, 4}) b->Args({2, part, all, m});
   }
-  b->ArgNames({"isa", "part", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  b->ArgNames({"isa", "part", "threads", "m"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 // The expert GEMVs of one decode step's MoE layer at DeepSeek-V4-Flash shapes,

@@ -5,6 +5,8 @@
 // path and the one-row DenseGemv run the same per-element chain.
 #pragma once
 
+#include <utility>
+
 #include "kernels/cpu/gemm_simd_common-inl.h"
 
 namespace dsv4::kernels::cpu {
@@ -151,6 +153,29 @@ void DensePanels(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   }
 }
 
+// The few-row walks' panel loop: for each panel of tile t, walk(n0, nc,
+// lanes) fills rows 0..M's lane chains for its nc columns from n0 (the
+// rest stay zero), then each row's panel is reduced and stored.
+template <class V, int M, typename Walk>
+[[gnu::always_inline]] inline void DenseRowPanels(const DenseGemmArgs& a, const Tile& t,
+                                                  const Walk& walk) {
+  constexpr int64_t kP = V::kLanes;
+  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
+    const int64_t n0 = p * kP;
+    const int64_t nc = Min(kP, a.n - n0);
+    alignas(sizeof(typename V::F)) typename V::F lanes[M][kP];
+    for (int r = 0; r < M; ++r) {
+      for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
+    }
+    walk(n0, nc, lanes);
+    for (int r = 0; r < M; ++r) {
+      const int64_t y0 = (t.row_begin + r) * a.ldy + n0;
+      StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
+                    a.y_f32 ? a.y_f32 + y0 : nullptr);
+    }
+  }
+}
+
 // Dense GEMV (one row, or 2..4: a verify step's rows; BF16 and FP32
 // weights take DenseGemvColumns below for 2..4) column by column
 // instead of chunk by chunk: each column's weights decoded into registers
@@ -171,13 +196,8 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
   constexpr int64_t kP = V::kLanes;
   constexpr int64_t kNextPair = 2;  // prefetch distance in columns
   const float* x = a.x + t.row_begin * a.ldx;
-  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
-    const int64_t n0 = p * kP;
-    const int64_t nc = Min(kP, a.n - n0);
-    alignas(sizeof(typename V::F)) typename V::F lanes[M][kP];
-    for (int r = 0; r < M; ++r) {
-      for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
-    }
+  const auto walk = [&](int64_t n0, int64_t nc, typename V::F(*lanes)[kP])
+      __attribute__((always_inline)) {
     int64_t c = 0;
     for (; c + 2 <= nc; c += 2) {
       typename V::F la[M], lb[M];
@@ -221,32 +241,29 @@ void DenseGemv(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
       }
       for (int r = 0; r < M; ++r) lanes[r][c] = la[r];
     }
-    for (int r = 0; r < M; ++r) {
-      const int64_t y0 = (t.row_begin + r) * a.ldy + n0;
-      StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
-                    a.y_f32 ? a.y_f32 + y0 : nullptr);
+  };
+  DenseRowPanels<V, M>(a, t, walk);
+}
+
+// f(std::integral_constant<int, M>) for a tile of M = rows in [kFirst, 4]
+// where the ISA's policy takes the few-row walks (V::kFewRowPaths); false
+// (nothing run) otherwise.
+template <class V, int kFirst, typename F>
+[[gnu::always_inline]] inline bool ForFewRows(int64_t rows, const F& f) {
+  if constexpr (V::kFewRowPaths) {
+    return [&]<int... I>(std::integer_sequence<int, I...>) {
+      return ((rows == kFirst + I && (f(std::integral_constant<int, kFirst + I>{}), true)) || ...);
     }
+    (std::make_integer_sequence<int, 5 - kFirst>{});
   }
+  return false;
 }
 
 // Tiles of 1-4 rows take DenseGemv where the ISA's policy says it pays.
 template <class V, typename Decode>
 void DenseDispatch(const DenseGemmArgs& a, const Decode& decode, const Tile& t) {
-  if constexpr (V::kFewRowPaths) {
-    switch (t.row_end - t.row_begin) {
-      case 1:
-        return DenseGemv<V, 1>(a, decode, t);
-      case 2:
-        return DenseGemv<V, 2>(a, decode, t);
-      case 3:
-        return DenseGemv<V, 3>(a, decode, t);
-      case 4:
-        return DenseGemv<V, 4>(a, decode, t);
-      default:
-        break;
-    }
-  }
-  DensePanels<V>(a, decode, t);
+  const auto gemv = [&](auto m) { DenseGemv<V, decltype(m)::value>(a, decode, t); };
+  if (!ForFewRows<V, 1>(t.row_end - t.row_begin, gemv)) DensePanels<V>(a, decode, t);
 }
 
 // Where column col's elements from k0 (a multiple of kChunk) on lie: in
@@ -351,15 +368,9 @@ template <class V, int M, int C, typename W>
 // verify's rows").
 template <class V, int M, typename W>
 void DenseGemvColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
-  constexpr int64_t kP = V::kLanes;
   const float* x = a.x + t.row_begin * a.ldx;
-  for (int64_t p = t.panel_begin; p < t.panel_end; ++p) {
-    const int64_t n0 = p * kP;
-    const int64_t nc = Min(kP, a.n - n0);
-    alignas(sizeof(typename V::F)) typename V::F lanes[M][kP];
-    for (int r = 0; r < M; ++r) {
-      for (int64_t c = nc; c < kP; ++c) lanes[r][c] = V::Zero();
-    }
+  const auto walk = [&](int64_t n0, int64_t nc, typename V::F(*lanes)[V::kLanes])
+      __attribute__((always_inline)) {
     int64_t c = 0;
     for (; c + 4 <= nc; c += 4) DenseColumns<V, M, 4>(a, w, x, n0 + c, c, lanes);
     if (c + 2 <= nc) {
@@ -367,31 +378,18 @@ void DenseGemvColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
       c += 2;
     }
     if (c < nc) DenseColumns<V, M, 1>(a, w, x, n0 + c, c, lanes);
-    for (int r = 0; r < M; ++r) {
-      const int64_t y0 = (t.row_begin + r) * a.ldy + n0;
-      StorePanel<V>(V::ReducePanel(lanes[r]), nc, a.y_bf16 ? a.y_bf16 + y0 : nullptr,
-                    a.y_f32 ? a.y_f32 + y0 : nullptr);
-    }
-  }
+  };
+  DenseRowPanels<V, M>(a, t, walk);
 }
 
 // BF16 or FP32 weights: tiles of 1-4 rows take DenseGemv (one row) and
 // DenseGemvColumns where the ISA's policy says they pay.
 template <class V, typename W>
 void DenseDispatchColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
-  if constexpr (V::kFewRowPaths) {
-    switch (t.row_end - t.row_begin) {
-      case 2:
-        return DenseGemvColumns<V, 2>(a, w, t);
-      case 3:
-        return DenseGemvColumns<V, 3>(a, w, t);
-      case 4:
-        return DenseGemvColumns<V, 4>(a, w, t);
-      default:
-        break;
-    }
+  const auto gemv = [&](auto m) { DenseGemvColumns<V, decltype(m)::value>(a, w, t); };
+  if (!ForFewRows<V, 2>(t.row_end - t.row_begin, gemv)) {
+    DenseDispatch<V>(a, DenseDecoder<V>(a, w), t);
   }
-  DenseDispatch<V>(a, DenseDecoder<V>(a, w), t);
 }
 
 template <class V>

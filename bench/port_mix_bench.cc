@@ -42,10 +42,12 @@ constexpr int64_t kIters = 1 << 20;
 // the loop only reads: alone, and folded into the dot product.
 #define DSV4_BCAST(a) "vpbroadcastd -8(%%rsp), %%zmm" #a "\n\t"
 #define DSV4_DOTM(a) "vdpbf16ps -8(%%rsp)%{1to16%}, %%zmm20, %%zmm" #a "\n\t"
-#define DSV4_DOTM16                                                                             \
-  DSV4_DOTM(0) DSV4_DOTM(1) DSV4_DOTM(2) DSV4_DOTM(3) DSV4_DOTM(4) DSV4_DOTM(5) DSV4_DOTM(6) \
-      DSV4_DOTM(7) DSV4_DOTM(8) DSV4_DOTM(9) DSV4_DOTM(10) DSV4_DOTM(11) DSV4_DOTM(12)       \
-          DSV4_DOTM(13) DSV4_DOTM(14) DSV4_DOTM(15)
+#define DSV4_DOTM8 \
+  DSV4_DOTM(0)     \
+  DSV4_DOTM(1) DSV4_DOTM(2) DSV4_DOTM(3) DSV4_DOTM(4) DSV4_DOTM(5) DSV4_DOTM(6) DSV4_DOTM(7)
+#define DSV4_DOTM16                                                                            \
+  DSV4_DOTM8 DSV4_DOTM(8) DSV4_DOTM(9) DSV4_DOTM(10) DSV4_DOTM(11) DSV4_DOTM(12) DSV4_DOTM(13) \
+      DSV4_DOTM(14) DSV4_DOTM(15)
 #define DSV4_FMA4                             \
   "vfmadd231ps %%zmm21, %%zmm20, %%zmm16\n\t" \
   "vfmadd231ps %%zmm21, %%zmm20, %%zmm17\n\t" \

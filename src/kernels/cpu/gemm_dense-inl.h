@@ -362,7 +362,7 @@ template <class V, int M, int C, typename W>
 // FP32 weights: four columns at a time (DenseColumns; a leftover 2 and 1),
 // 4·M chains, no column's chunk held whole in registers.  Against
 // DenseGemv (two columns, each chunk decoded whole: 2·M chains) the bench
-// head streams from DRAM 3-7 % faster at 2 rows and 1.9x at 4; one row
+// head streams from DRAM 2-8 % faster at 2 rows and 1.9x at 4; one row
 // keeps DenseGemv, where four columns (two streams in the pair layout)
 // read ~6 % slower (docs/performance.md "Dense GEMV: four columns for a
 // verify's rows").

@@ -176,8 +176,8 @@ template <class V, int M, typename Walk>
   }
 }
 
-// Dense GEMV (one row, or 2..4: a verify step's rows; BF16 and FP32
-// weights take DenseGemvColumns below for 2..4) column by column
+// Dense GEMV (one row; FP8-as-BF16 weights also 2..4, a verify step's
+// rows, which BF16 and FP32 weights give DenseGemvColumns below) column by column
 // instead of chunk by chunk: each column's weights decoded into registers
 // and fed to every row's lane chain, which runs over the whole K in the
 // same order as DenseTileChunk (so the same bits), and a panel's weights
@@ -364,8 +364,8 @@ template <class V, int M, int C, typename W>
 // DenseGemv (two columns, each chunk decoded whole: 2·M chains) the bench
 // head streams from DRAM 2-8 % faster at 2 rows and 1.9x at 4; one row
 // keeps DenseGemv, where four columns (two streams in the pair layout)
-// read ~6 % slower (docs/performance.md "Dense GEMV: four columns for a
-// verify's rows").
+// read the head 1-19 % slower in 5 runs (docs/performance.md "Dense GEMV:
+// four columns for a verify's rows").
 template <class V, int M, typename W>
 void DenseGemvColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
   const float* x = a.x + t.row_begin * a.ldx;
@@ -382,14 +382,21 @@ void DenseGemvColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
   DenseRowPanels<V, M>(a, t, walk);
 }
 
-// BF16 or FP32 weights: tiles of 1-4 rows take DenseGemv (one row) and
-// DenseGemvColumns where the ISA's policy says they pay.
+// BF16 or FP32 weights: a tile of one row takes DenseGemv, of 2-4 rows
+// DenseGemvColumns where the ISA's policy says they pay, more rows the
+// tiled path.
 template <class V, typename W>
 void DenseDispatchColumns(const DenseGemmArgs& a, const W* w, const Tile& t) {
-  const auto gemv = [&](auto m) { DenseGemvColumns<V, decltype(m)::value>(a, w, t); };
-  if (!ForFewRows<V, 2>(t.row_end - t.row_begin, gemv)) {
-    DenseDispatch<V>(a, DenseDecoder<V>(a, w), t);
-  }
+  const auto decode = DenseDecoder<V>(a, w);
+  const auto gemv = [&](auto m) {
+    constexpr int kM = decltype(m)::value;
+    if constexpr (kM == 1) {
+      DenseGemv<V, 1>(a, decode, t);
+    } else {
+      DenseGemvColumns<V, kM>(a, w, t);
+    }
+  };
+  if (!ForFewRows<V, 1>(t.row_end - t.row_begin, gemv)) DensePanels<V>(a, decode, t);
 }
 
 template <class V>

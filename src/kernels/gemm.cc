@@ -192,7 +192,9 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
                               : &cpu::Fp8DotActivationsScalar;
       const float* scales =
           form == ActivationForm::kFp8DotScaled ? x_scales + r * (in / 128) : nullptr;
-      return decode(x_codes + r * in, scales, in, m, r, reinterpret_cast<bf16*>(out));
+      const cpu::DotActivationLayout l(m, in);
+      return decode(x_codes + r * in, scales, in, l.rows, r % cpu::kRowBlock,
+                    reinterpret_cast<bf16*>(out) + l.BlockOffset(r));
     }
     case ActivationForm::kFp4: {
       const cpu::GemmKernels* simd = SimdKernels();
@@ -207,8 +209,9 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
       const auto decode = simd != nullptr && simd->fp4_dot_activations != nullptr
                               ? simd->fp4_dot_activations
                               : &cpu::Fp4DotActivationsScalar;
-      return decode(x_codes + r * in, x_scales + r * (in / 128), in, m, r,
-                    reinterpret_cast<bf16*>(out));
+      const cpu::DotActivationLayout l(m, in);
+      return decode(x_codes + r * in, x_scales + r * (in / 128), in, l.rows, r % cpu::kRowBlock,
+                    reinterpret_cast<bf16*>(out) + l.BlockOffset(r));
     }
   }
 }
@@ -288,13 +291,15 @@ bool Fp4Dot(const cpu::GemmKernels& simd, const Fp4Weight& w) {
 }
 
 // Points a BF16 dot kernel's args (cpu::Fp8GemmArgs, cpu::Fp4GemmArgs) at
-// block-major BF16 activations in `buffer` (cpu::Fp8DotActivationsScalar,
-// cpu::Fp4DotActivationsScalar).
+// BF16 activations in `buffer`, in the cpu::DotActivationLayout that
+// PrepareActivationRow writes.
 template <typename Args>
 void SetDotActivations(float* buffer, Args* args) {
+  const cpu::DotActivationLayout l(args->m, args->w.in);
   args->xh = reinterpret_cast<bf16*>(buffer);
-  args->ldx = 128;
-  args->ldkb = args->m * 128;
+  args->ldx = l.ldx;
+  args->ldkb = l.ldkb;
+  args->ldrb = l.ldrb;
 }
 
 // Points FP4 kernel args at their activations in `buffer`, in the form the
@@ -550,6 +555,7 @@ void ShareActivations(const Args& from, Args* to) {
   to->xh = from.xh;
   to->ldx = from.ldx;
   to->ldkb = from.ldkb;
+  to->ldrb = from.ldrb;
 }
 
 // The entry before i that reads the same activation in the same decoded
@@ -823,28 +829,31 @@ Fp8Weight Fp8Group(const Fp8Weight& w, int64_t rows, int64_t g) {
 }
 
 // Up to this many rows the dot kernel reads BF16 activations in place; more
-// rows (its register tiles) are copied block-major first (cpu::Fp8DotActivationsScalar's layout).
+// rows (its register tiles) are copied into a cpu::DotActivationLayout first.
 constexpr int64_t kFp8DotInPlaceRows = 4;
 
 // GemmBf16Fp8(Grouped) through the FP8 BF16 dot kernel: the BF16
 // activations (group g reads x's columns [g·in, (g+1)·in)), in place or
-// block-major, as already scaled ones (scale 1), w in the panel layout.  groups == 1 or
-// (w.out / groups) % panel == 0.
+// copied (each group's own DotActivationLayout), as already scaled ones
+// (scale 1), w in the panel layout.  groups == 1 or (w.out / groups) % panel == 0.
 void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, int64_t ldx,
                     int64_t m, int64_t groups, const Fp8Weight& w, bf16* y, int64_t ldy,
                     ThreadPool* pool) {
   if (m <= 0) return;
   const int64_t rows = w.out / groups, num_kb = w.in / 128;
   const bool in_place = m <= kFp8DotInPlaceRows;
+  const cpu::DotActivationLayout l(m, w.in);
+  const int64_t group_elements = l.elements;
   static_assert(sizeof(float) == 2 * sizeof(bf16));
-  const int64_t copy_floats = in_place ? 0 : groups * m * w.in / 2;
-  float* buffer = Activations(copy_floats);
-  // Block-major per group: group g's block kb of row r at ((g·num_kb + kb)·m + r)·128.
+  float* buffer = Activations(in_place ? 0 : groups * group_elements / 2);
   auto* blocks = reinterpret_cast<bf16*>(buffer);
   if (!in_place) {
     ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
       for (int64_t b = 0; b < groups * num_kb; ++b) {
-        std::memcpy(blocks + (b * m + r) * 128, x + r * ldx + b * 128, 128 * sizeof(bf16));
+        const int64_t g = b / num_kb, kb = b % num_kb;
+        bf16* to = blocks + g * group_elements + l.BlockOffset(r) +
+                   (kb * l.rows + r % cpu::kRowBlock) * 128;
+        std::memcpy(to, x + r * ldx + b * 128, 128 * sizeof(bf16));
       }
     });
   }
@@ -854,10 +863,11 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
               [&](const cpu::Tile& t) {
                 ForEachGroupPart(t, group_panels, [&](int64_t g, const cpu::Tile& part) {
                   cpu::Fp8GemmArgs args{nullptr, nullptr, m, Fp8Group(pw, rows, g), y + g * rows};
-                  args.xh = in_place ? x + g * w.in : blocks + g * num_kb * m * 128;
+                  args.xh = in_place ? x + g * w.in : blocks + g * group_elements;
                   args.x_scaled = true;  // scale 1: the block sums times the weight's alone
-                  args.ldx = in_place ? ldx : 128;
-                  args.ldkb = in_place ? 128 : m * 128;
+                  args.ldx = in_place ? ldx : l.ldx;
+                  args.ldkb = in_place ? 128 : l.ldkb;
+                  args.ldrb = in_place ? 0 : l.ldrb;
                   args.ldy = ldy;
                   fp8.kernel(args, part);
                 });

@@ -27,6 +27,31 @@ namespace dsv4::kernels::cpu {
 // Rows per parallel task when a batch is split over rows too.
 inline constexpr int64_t kRowBlock = 64;
 
+// Where gemm.cc puts the BF16 dot kernels' activations (Fp8GemmArgs::xh,
+// Fp4GemmArgs::xh) of m rows, `in` wide: by row block, block-major within
+// each (the rows of a kRowBlock-row block together; row r's 128-block kb
+// at (r / kRowBlock)·ldrb + (kb·min(m, kRowBlock) + r % kRowBlock)·128).
+// A register tile's rows are 128 apart, so a block of several rows is one
+// short span, and a row block's blocks follow each other, so a tile's pass
+// over its K streams one contiguous region (block-major over all m rows put
+// them m·256 bytes apart: docs/performance.md "GEMM outputs: rows 4 KiB
+// apart").  With more than kRowBlock rows the last block is padded to
+// kRowBlock rows, so ldkb is the same for every block.
+inline constexpr int64_t kDotTileLdx = 128;
+struct DotActivationLayout {
+  int64_t rows = 0;  // per block: min(m, kRowBlock)
+  int64_t ldx = kDotTileLdx, ldkb = 0, ldrb = 0;
+  int64_t elements = 0;  // BF16 values spanned: at most 2·m·in (m·in floats)
+  DotActivationLayout(int64_t m, int64_t in)
+      : rows(m < kRowBlock ? m : kRowBlock),
+        ldkb(rows * 128),
+        ldrb(kRowBlock * in),
+        elements(m <= kRowBlock ? m * in : (m + kRowBlock - 1) / kRowBlock * ldrb) {}
+  // Row r's row block: its offset, where Fp8DotActivations* and
+  // Fp4DotActivations* write r as row r % kRowBlock of `rows`.
+  int64_t BlockOffset(int64_t r) const { return r / kRowBlock * ldrb; }
+};
+
 // The part of the output one task computes.
 struct Tile {
   int64_t row_begin = 0, row_end = 0;
@@ -44,12 +69,14 @@ struct Fp8GemmArgs {
   bf16* y = nullptr;  // [m, w.out]
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
   // values (exact), against a weight in the panel layout; row r's 128-block
-  // kb at xh + r·ldx + kb·ldkb (row-major: ldx = w.in, ldkb = 128; gemm.cc
-  // decodes block-major: ldx = 128, ldkb = m·128).  More than 4 rows must
-  // come block-major (the register tiles address rows 128 apart).
+  // kb at xh + (r / kRowBlock)·ldrb + (r % kRowBlock)·ldx + kb·ldkb
+  // (row-major: ldx = w.in, ldkb = 128; gemm.cc decodes into a
+  // DotActivationLayout).  More than 4 rows must come with ldx = 128 (the
+  // register tiles address rows 128 apart).
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128
+  int64_t ldrb = 0;  // 0 means kRowBlock·ldx
   int64_t ldy = 0;   // row stride of y; 0 means w.out
   // xh already holds each code's value times its block's scale (gemm.cc
   // does this when every scale folds exactly: Fp8ScalesFold), so the kernel
@@ -131,12 +158,14 @@ struct Fp4GemmArgs {
   int64_t outer_min_rows = kFp4OuterMinRows;
   // Instead of x and x_scales, for GemmKernels::fp4_bf16dot: [m, w.in] each
   // code's value times its block's scale in BF16 (Fp4DotActivationsScalar),
-  // row r's 128-block kb at xh + r·ldx + kb·ldkb (gemm.cc: block-major,
-  // ldx = 128, ldkb = m·128), against a weight in the panel layout whose
-  // scales fit (Fp4PanelsFitBf16).
+  // row r's 128-block kb at xh + (r / kRowBlock)·ldrb + (r % kRowBlock)·ldx
+  // + kb·ldkb (gemm.cc: a DotActivationLayout, whose ldx = 128 the register
+  // tiles assume), against a weight in the panel layout whose scales fit
+  // (Fp4PanelsFitBf16).
   const bf16* xh = nullptr;
   int64_t ldx = 0;   // 0 means w.in
   int64_t ldkb = 0;  // 0 means 128
+  int64_t ldrb = 0;  // 0 means kRowBlock·ldx
 };
 
 // Dense GEMM with BF16 or FP32 weights and BF16 or FP32 output.

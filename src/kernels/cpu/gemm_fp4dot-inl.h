@@ -176,12 +176,14 @@ struct Fp4DotGemm {
   const int64_t num_kb;
   const int64_t ldx;   // row stride of the activations
   const int64_t ldkb;  // their block stride
+  const int64_t ldrb;  // and their row-block stride
 
   explicit Fp4DotGemm(const Fp4GemmArgs& args)
       : a(args),
         num_kb(args.w.in / 128),
         ldx(args.ldx > 0 ? args.ldx : args.w.in),
-        ldkb(args.ldkb > 0 ? args.ldkb : 128) {}
+        ldkb(args.ldkb > 0 ? args.ldkb : 128),
+        ldrb(args.ldrb > 0 ? args.ldrb : kRowBlock * ldx) {}
 
   const uint8_t* Block(int64_t panel, int64_t kb) const {
     return a.w.packed + (panel * num_kb + kb) * kFp4DotBlockBytes;
@@ -189,7 +191,9 @@ struct Fp4DotGemm {
   const uint8_t* Scales(int64_t panel, int64_t kb) const {
     return a.w.scales + (panel * num_kb + kb) * kFp4DotScaleBytes;
   }
-  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
+  const bf16* X(int64_t row, int64_t kb) const {
+    return a.xh + row / kRowBlock * ldrb + row % kRowBlock * ldx + kb * ldkb;
+  }
 
   // 32-block j (chunks 4j..4j + 3) of the 128-block of S panels whose codes
   // start at block[s] (scale bytes sv[s]) against the rows whose activations
@@ -291,10 +295,14 @@ struct Fp4DotGemm {
   // decoded into wdec[p]: chain by chain (q outer), so a tile holds R x NP
   // sums and each step loads NP weight vectors and R activation pairs for
   // R·NP dot products.  acc[p][r][q]: the chains, carried in memory from
-  // block to block.
-  template <int R, int NP>
+  // block to block.  The rows' activations are kDotTileLdx apart (one
+  // pointer with constant offsets; a runtime stride had GCC keep a pointer
+  // per row, spilled, reloaded before every broadcast).  LAST: kb is the
+  // last block, and the rows' results go to `out` (Bf16TileOut).
+  template <int R, int NP, bool LAST = false>
   [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[4], int64_t row, int64_t r,
-                                       int64_t kb, __m512 (*const* acc)[4]) const {
+                                       int64_t kb, __m512 (*const* acc)[4],
+                                       const Bf16TileOut& out) const {
     const bf16* x0 = X(row, kb);
 #pragma GCC unroll 1
     for (int q = 0; q < 4; ++q) {
@@ -315,10 +323,27 @@ struct Fp4DotGemm {
         }
 #pragma GCC unroll 12
         for (int i = 0; i < R; ++i) {
-          const Bh xb = BroadcastPair(x0 + i * ldx + 8 * d + 2 * q);
+          const Bh xb = BroadcastPair(x0 + i * kDotTileLdx + 8 * d + 2 * q);
 #pragma GCC unroll 4
           for (int p = 0; p < NP; ++p) sum[p][i] = _mm512_dpbf16_ps(sum[p][i], w[p], xb);
         }
+      }
+      if (LAST && q == 3) {
+#pragma GCC unroll 12
+        for (int i = 0; i < R; ++i) {
+          __m512 y[NP];
+#pragma GCC unroll 4
+          for (int p = 0; p < NP; ++p) {
+            const __m512(&ch)[4] = acc[p][r + i];
+            y[p] = V512::Add(V512::Add(ch[0], ch[1]), V512::Add(ch[2], sum[p][i]));  // as Store
+          }
+          if constexpr (NP == 2) {
+            out.Store(i, y[0], y[1]);
+          } else {
+            out.Store(i, y[0]);
+          }
+        }
+        continue;
       }
 #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) {
@@ -346,8 +371,9 @@ struct Fp4DotGemm {
 
   // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
   // into L1 once (4 KiB per panel), then register tiles of kFp4DotTileRows
-  // rows, the rest in tiles of kFp4DotTailRows, 4, 2 and 1.  `end`: the
-  // tile's last panel + 1.
+  // rows, the rest in tiles of kFp4DotTailRows, 4, 2 and 1, each of which
+  // stores its rows' results in y after the last block.  `end`: the tile's
+  // last panel + 1.
   template <int NP>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t end, __m512 (*const* acc)[4]) const {
     alignas(64) Bh wdec[NP][kFp4DotChunks][4];
@@ -359,24 +385,34 @@ struct Fp4DotGemm {
       }
     }
     constexpr int kR = kFp4DotTileRows, kT = kFp4DotTailRows;
+    const int64_t n0 = panel * kDotP;
     for (int64_t kb = 0; kb < num_kb; ++kb) {
       for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
       PrefetchAhead<NP>(panel, kb, end);
       int64_t r = 0;
+      const auto tile = [&]<int R>() __attribute__((always_inline)) {
+        if (kb + 1 < num_kb) {
+          TileRows<R, NP>(w, m0 + r, r, kb, acc, Bf16TileOut{});
+        } else {
+          const Bf16TileOut out{a.y + (m0 + r) * a.w.out + n0, a.w.out,
+                                Min(NP * kDotP, a.w.out - n0)};
+          TileRows<R, NP, true>(w, m0 + r, r, kb, acc, out);
+        }
+        r += R;
+      };
       // Whole tiles while the rest is none or at least a tail tile.
-      for (; r + kR <= mt && (r + kR == mt || mt - r - kR >= kT); r += kR) {
-        TileRows<kR, NP>(w, m0 + r, r, kb, acc);
-      }
-      for (; r + kT <= mt; r += kT) TileRows<kT, NP>(w, m0 + r, r, kb, acc);
+      while (r + kR <= mt && (r + kR == mt || mt - r - kR >= kT)) tile.template operator()<kR>();
+      while (r + kT <= mt) tile.template operator()<kT>();
       const int64_t left = mt - r;  // < kT = 8: 4, 2 and 1 cover it
       static_assert(kT == 8);
-      if (left & 4) TileRows<4, NP>(w, m0 + r, r, kb, acc), r += 4;
-      if (left & 2) TileRows<2, NP>(w, m0 + r, r, kb, acc), r += 2;
-      if (left & 1) TileRows<1, NP>(w, m0 + r, r, kb, acc);
+      if (left & 4) tile.template operator()<4>();
+      if (left & 2) tile.template operator()<2>();
+      if (left & 1) tile.template operator()<1>();
     }
   }
 
-  // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
+  // Panel p's results for rows [m0, m0 + mt) (its first nc columns): the
+  // few-row walks' (the register tiles store their own).
   void Store(int64_t m0, int64_t mt, int64_t p, const __m512 (*acc)[4]) const {
     const int64_t n0 = p * kDotP, nc = Min(kDotP, a.w.out - n0);
     for (int64_t r = 0; r < mt; ++r) {
@@ -418,7 +454,6 @@ struct Fp4DotGemm {
         const int64_t np = Min(kFp4DotTilePanels, tile.panel_end - p);
         if (np == 2) ManyRows<2>(m0, mt, p, tile.panel_end, all);
         if (np == 1) ManyRows<1>(m0, mt, p, tile.panel_end, all);
-        for (int64_t i = 0; i < np; ++i) Store(m0, mt, p + i, acc[i]);
         p += np;
       }
     }

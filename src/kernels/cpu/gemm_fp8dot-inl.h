@@ -82,9 +82,6 @@ constexpr int64_t kAheadBytes = 8192;
 // Rows per register tile of the many-row path: two accumulators per row
 // and panel, two panels.
 constexpr int kTileRows = 6;
-// The row stride of the tiles' activations: gemm.cc hands more than
-// 4 rows (its kFp8DotInPlaceRows) over block-major (a block's rows 128 apart).
-constexpr int64_t kTileLdx = 128;
 // The tiles that decode block kb + 1 prefetch the chunks of block
 // kb + 1 + kFp8TileBlocksAhead, a chunk per step (docs/performance.md "FP8
 // tiles: the next block decoded during this block's tiles"): 2 measured
@@ -195,13 +192,15 @@ struct Fp8DotGemm {
   const int64_t ld_scale;
   const int64_t ldx;   // row stride of the activations
   const int64_t ldkb;  // their block stride
+  const int64_t ldrb;  // and their row-block stride
 
   explicit Fp8DotGemm(const Fp8GemmArgs& args)
       : a(args),
         num_kb(args.w.in / 128),
         ld_scale((args.w.in + 127) / 128),
         ldx(args.ldx > 0 ? args.ldx : args.w.in),
-        ldkb(args.ldkb > 0 ? args.ldkb : 128) {}
+        ldkb(args.ldkb > 0 ? args.ldkb : 128),
+        ldrb(args.ldrb > 0 ? args.ldrb : kRowBlock * ldx) {}
 
   // Chunk 0 of a panel's block kb, and the step from one of its chunks to
   // the next (blocks go in pairs whose chunks alternate: Fp8PanelChunkAt).
@@ -212,7 +211,9 @@ struct Fp8DotGemm {
   float PanelScale(int64_t panel, int64_t kb) const {
     return E8M0Value(a.w.scales[(panel * kDotP / 128) * ld_scale + kb]);
   }
-  const bf16* X(int64_t row, int64_t kb) const { return a.xh + row * ldx + kb * ldkb; }
+  const bf16* X(int64_t row, int64_t kb) const {
+    return a.xh + row / kRowBlock * ldrb + row % kRowBlock * ldx + kb * ldkb;
+  }
   // The activation scale still to apply: 1 where xh carries it (x_scaled).
   float XScale(int64_t row, int64_t kb) const {
     return a.x_scaled ? 1.0f : a.x_scales[row * num_kb + kb];
@@ -341,14 +342,15 @@ struct Fp8DotGemm {
   // scalar load, product and broadcast per row (per tile and block: 12
   // vmulss and vbroadcastss fewer, and GCC reloaded x_scales' address and
   // stride for each row, as the accumulator stores might alias them).
-  template <int R, int NP, bool DECODE, bool SCALED>
+  // LAST: kb is the last block, and the rows' results go to `out`.
+  template <int R, int NP, bool DECODE, bool SCALED, bool LAST = false>
   [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[2], int64_t row, int64_t kb,
-                                       const float* sw, __m512* const* acc,
-                                       const Pending& next) const {
+                                       const float* sw, __m512* const* acc, const Pending& next,
+                                       const Bf16TileOut& out) const {
     __m512 even[NP][R], odd[NP][R];
 #pragma GCC unroll 16
     for (int i = 0; i < NP * R; ++i) even[i / R][i % R] = odd[i / R][i % R] = V512::Zero();
-    // Block-major activations (ldx == kTileLdx: Fp8GemmArgs::xh): a row's
+    // Block-major activations (ldx == kDotTileLdx: Fp8GemmArgs::xh): a row's
     // pairs lie at constant offsets from one pointer, so the loop advances
     // one pointer instead of one per row (GCC kept two running row pointers,
     // 12 adds per 24 dot products).
@@ -363,8 +365,8 @@ struct Fp8DotGemm {
       }
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        const Bh xe = BroadcastPair(xq + r * kTileLdx);
-        const Bh xo = BroadcastPair(xq + r * kTileLdx + 2);
+        const Bh xe = BroadcastPair(xq + r * kDotTileLdx);
+        const Bh xo = BroadcastPair(xq + r * kDotTileLdx + 2);
 #pragma GCC unroll 2
         for (int p = 0; p < NP; ++p) {
           even[p][r] = _mm512_dpbf16_ps(even[p][r], w0[p], xe);
@@ -372,13 +374,25 @@ struct Fp8DotGemm {
         }
       }
     }
+    __m512 sum[NP][R];
 #pragma GCC unroll 2
     for (int p = 0; p < NP; ++p) {
       const __m512 scale = V512::Set1(sw[p]);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        acc[p][r] = AddBlockSum(acc[p][r], even[p][r], odd[p][r],
+        sum[p][r] = AddBlockSum(acc[p][r], even[p][r], odd[p][r],
                                 SCALED ? scale : V512::Set1(XScale(row + r, kb) * sw[p]));
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      if constexpr (!LAST) {
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; ++p) acc[p][r] = sum[p][r];
+      } else if constexpr (NP == 2) {
+        out.Store(r, sum[0][r], sum[1][r]);
+      } else {
+        out.Store(r, sum[0][r]);
       }
     }
   }
@@ -391,7 +405,8 @@ struct Fp8DotGemm {
   // ahead; past the last block, the first blocks of the panels from `next`
   // on (the tile's next panels, -1 for none), so the next call's first
   // blocks do not arrive cold (with K = 1024 they are 3 of its 8).
-  // acc[p]: the rows' accumulators for panel p.
+  // acc[p]: the rows' accumulators for panel p; each register tile stores
+  // its rows' results in y after its last block (Bf16TileOut).
   template <int NP, bool SCALED>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t next, __m512* const* acc) const {
     alignas(64) Bh wdec[2][NP][kChunks][2];
@@ -409,6 +424,7 @@ struct Fp8DotGemm {
       }
       // Panels of block kb + 1 to decode, and how many a tile has taken.
       const int to_decode = kb + 1 < num_kb ? NP : 0;
+      const bool last = kb + 1 == num_kb;
       int taken = 0;
       int64_t r = 0;
       // Inlined by force: GCC made the lambda a call per tile, and the
@@ -425,9 +441,13 @@ struct Fp8DotGemm {
           const int64_t ahead_stride = ChunkStride(ka < num_kb ? ka : ka - num_kb);
           const Pending pending{Block(panel + p, kb + 1), ChunkStride(kb + 1), dec[p], ahead,
                                 ahead_stride};
-          TileRows<R, NP, true, SCALED>(w, m0 + r, kb, sw, at, pending);
+          TileRows<R, NP, true, SCALED>(w, m0 + r, kb, sw, at, pending, Bf16TileOut{});
+        } else if (last) {
+          const int64_t ldy = YStride(a), n0 = panel * kDotP;
+          const Bf16TileOut out{a.y + (m0 + r) * ldy + n0, ldy, Min(NP * kDotP, a.w.out - n0)};
+          TileRows<R, NP, false, SCALED, true>(w, m0 + r, kb, sw, at, Pending{}, out);
         } else {
-          TileRows<R, NP, false, SCALED>(w, m0 + r, kb, sw, at, Pending{});
+          TileRows<R, NP, false, SCALED>(w, m0 + r, kb, sw, at, Pending{}, Bf16TileOut{});
         }
         r += R;
       };
@@ -441,7 +461,8 @@ struct Fp8DotGemm {
     }
   }
 
-  // Panel p's results for rows [m0, m0 + mt) (its first nc columns).
+  // Panel p's results for rows [m0, m0 + mt) (its first nc columns): the
+  // few-row walks' (the register tiles store their own).
   void Store(int64_t m0, int64_t mt, int64_t p, const __m512* acc) const {
     const int64_t n0 = p * kDotP, nc = Min(kDotP, a.w.out - n0);
     for (int64_t r = 0; r < mt; ++r) {
@@ -467,16 +488,14 @@ struct Fp8DotGemm {
           } else {
             ManyRows<2, false>(m0, mt, p, next, both);
           }
-          Store(m0, mt, p, acc[0]);
-          Store(m0, mt, p + 1, acc[1]);
           p += 2;
           continue;
         }
         if (mt == 3) FewRows<3>(m0, p, acc[0]);  // 1 and 2 rows took RowsTwoStreams
         if (mt == 4) FewRows<4>(m0, p, acc[0]);
+        if (mt <= 4) Store(m0, mt, p, acc[0]);
         if (mt > 4 && a.x_scaled) ManyRows<1, true>(m0, mt, p, -1, both);
         if (mt > 4 && !a.x_scaled) ManyRows<1, false>(m0, mt, p, -1, both);
-        Store(m0, mt, p, acc[0]);
         ++p;
       }
     }

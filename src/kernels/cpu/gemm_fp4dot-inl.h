@@ -107,6 +107,13 @@ constexpr int kFp4DotTailRows = 8;
 // The many-row tiles prefetch this many blocks ahead into the L2
 // (docs/performance.md "FP8 and FP4 tiles: the next panels' first blocks").
 constexpr int64_t kFp4DotBlocksAhead = 2;
+// Blocks decoded into L1 side by side (4 KiB per block and panel), which
+// each register tile's chain pass then runs over: a pass loads and stores
+// its 24 sums once per round rather than once per block.  Against one block
+// per round, 2 measured 1.14-1.17x and 4 1.11-1.15x on the 128-row expert
+// GEMM, 4 against 2 0.98x on one thread and 1.09x on two (docs/performance.md
+// "FP4 tiles: four blocks per chain pass").
+constexpr int64_t kFp4DotRoundBlocks = 4;
 // Fewer rows stream the panel 4 rows at a time (the decode per 4 rows costs
 // less than a pass through L1).
 constexpr int64_t kFp4DotTileMinRows = 24;
@@ -291,19 +298,19 @@ struct Fp4DotGemm {
     }
   }
 
-  // Rows row..row + R (acc's rows r..r + R) against one block of NP panels
-  // decoded into wdec[p]: chain by chain (q outer), so a tile holds R x NP
-  // sums and each step loads NP weight vectors and R activation pairs for
-  // R·NP dot products.  acc[p][r][q]: the chains, carried in memory from
-  // block to block.  The rows' activations are kDotTileLdx apart (one
-  // pointer with constant offsets; a runtime stride had GCC keep a pointer
-  // per row, spilled, reloaded before every broadcast).  LAST: kb is the
-  // last block, and the rows' results go to `out` (Bf16TileOut).
+  // Rows row..row + R (acc's rows r..r + R) against blocks kb..kb + nb of
+  // NP panels decoded into wdec[p][0..nb): chain by chain (q outer), so a
+  // tile holds R x NP sums and each step loads NP weight vectors and R
+  // activation pairs for R·NP dot products.  acc[p][r][q]: the chains,
+  // carried in memory from round to round.  The rows' activations are
+  // kDotTileLdx apart (one pointer with constant offsets; a runtime stride
+  // had GCC keep a pointer per row, spilled, reloaded before every
+  // broadcast).  LAST: the round ends with the last block, and the rows'
+  // results go to `out` (Bf16TileOut).
   template <int R, int NP, bool LAST = false>
-  [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[4], int64_t row, int64_t r,
-                                       int64_t kb, __m512 (*const* acc)[4],
+  [[gnu::always_inline]] void TileRows(const Bh (*const* wdec)[kFp4DotChunks][4], int64_t row,
+                                       int64_t r, int64_t kb, int64_t nb, __m512 (*const* acc)[4],
                                        const Bf16TileOut& out) const {
-    const bf16* x0 = X(row, kb);
 #pragma GCC unroll 1
     for (int q = 0; q < 4; ++q) {
       __m512 sum[NP][R];
@@ -312,20 +319,24 @@ struct Fp4DotGemm {
 #pragma GCC unroll 12
         for (int i = 0; i < R; ++i) sum[p][i] = acc[p][r + i][q];
       }
-      for (int64_t d = 0; d < kFp4DotChunks; ++d) {
-        Bh w[NP];
+#pragma GCC unroll 1
+      for (int64_t j = 0; j < nb; ++j) {
+        const bf16* x0 = X(row, kb + j);
+        for (int64_t d = 0; d < kFp4DotChunks; ++d) {
+          Bh w[NP];
 #pragma GCC unroll 4
-        for (int p = 0; p < NP; ++p) {
-          w[p] = wdec[p][d][q];
-          // Opaque: held in a register for all R rows (GCC otherwise
-          // reloads it from L1 for every row, a load per dot product).
-          asm("" : "+v"(w[p]));
-        }
+          for (int p = 0; p < NP; ++p) {
+            w[p] = wdec[p][j][d][q];
+            // Opaque: held in a register for all R rows (GCC otherwise
+            // reloads it from L1 for every row, a load per dot product).
+            asm("" : "+v"(w[p]));
+          }
 #pragma GCC unroll 12
-        for (int i = 0; i < R; ++i) {
-          const Bh xb = BroadcastPair(x0 + i * kDotTileLdx + 8 * d + 2 * q);
+          for (int i = 0; i < R; ++i) {
+            const Bh xb = BroadcastPair(x0 + i * kDotTileLdx + 8 * d + 2 * q);
 #pragma GCC unroll 4
-          for (int p = 0; p < NP; ++p) sum[p][i] = _mm512_dpbf16_ps(sum[p][i], w[p], xb);
+            for (int p = 0; p < NP; ++p) sum[p][i] = _mm512_dpbf16_ps(sum[p][i], w[p], xb);
+          }
         }
       }
       if (LAST && q == 3) {
@@ -369,15 +380,15 @@ struct Fp4DotGemm {
     }
   }
 
-  // Rows [m0, m0 + mt) against NP panels from `panel` on: each block decoded
-  // into L1 once (4 KiB per panel), then register tiles of kFp4DotTileRows
-  // rows, the rest in tiles of kFp4DotTailRows, 4, 2 and 1, each of which
-  // stores its rows' results in y after the last block.  `end`: the tile's
-  // last panel + 1.
+  // Rows [m0, m0 + mt) against NP panels from `panel` on: rounds of up to
+  // kFp4DotRoundBlocks blocks decoded into L1 once (4 KiB per block and
+  // panel), then register tiles of kFp4DotTileRows rows, the rest in tiles
+  // of kFp4DotTailRows, 4, 2 and 1, each of which stores its rows' results
+  // in y after the last round.  `end`: the tile's last panel + 1.
   template <int NP>
   void ManyRows(int64_t m0, int64_t mt, int64_t panel, int64_t end, __m512 (*const* acc)[4]) const {
-    alignas(64) Bh wdec[NP][kFp4DotChunks][4];
-    const Bh(*w[NP])[4];
+    alignas(64) Bh wdec[NP][kFp4DotRoundBlocks][kFp4DotChunks][4];
+    const Bh(*w[NP])[kFp4DotChunks][4];
     for (int p = 0; p < NP; ++p) {
       w[p] = wdec[p];
       for (int64_t r = 0; r < mt; ++r) {
@@ -386,17 +397,20 @@ struct Fp4DotGemm {
     }
     constexpr int kR = kFp4DotTileRows, kT = kFp4DotTailRows;
     const int64_t n0 = panel * kDotP;
-    for (int64_t kb = 0; kb < num_kb; ++kb) {
-      for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb, wdec[p]);
-      PrefetchAhead<NP>(panel, kb, end);
+    for (int64_t kb = 0; kb < num_kb;) {
+      const int64_t nb = Min(kFp4DotRoundBlocks, num_kb - kb);
+      for (int64_t j = 0; j < nb; ++j) {
+        for (int p = 0; p < NP; ++p) DecodeBlock(panel + p, kb + j, wdec[p][j]);
+        PrefetchAhead<NP>(panel, kb + j, end);
+      }
       int64_t r = 0;
       const auto tile = [&]<int R>() __attribute__((always_inline)) {
-        if (kb + 1 < num_kb) {
-          TileRows<R, NP>(w, m0 + r, r, kb, acc, Bf16TileOut{});
+        if (kb + nb < num_kb) {
+          TileRows<R, NP>(w, m0 + r, r, kb, nb, acc, Bf16TileOut{});
         } else {
           const Bf16TileOut out{a.y + (m0 + r) * a.w.out + n0, a.w.out,
                                 Min(NP * kDotP, a.w.out - n0)};
-          TileRows<R, NP, true>(w, m0 + r, r, kb, acc, out);
+          TileRows<R, NP, true>(w, m0 + r, r, kb, nb, acc, out);
         }
         r += R;
       };
@@ -408,6 +422,7 @@ struct Fp4DotGemm {
       if (left & 4) tile.template operator()<4>();
       if (left & 2) tile.template operator()<2>();
       if (left & 1) tile.template operator()<1>();
+      kb += nb;
     }
   }
 

@@ -220,8 +220,11 @@ void ThreadPool::RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t c
     const auto begin = static_cast<int64_t>(state & 0xffffffffu);
     if (begin >= n) return;
     // Guided: a share of what is left (large claims first, few CAS), never
-    // under `chunk`, so the last claims are small and end together.
-    const int64_t size = std::max(chunk, (n - begin) / (2 * static_cast<int64_t>(num_threads_)));
+    // under `chunk`, so the last claims are small and end together; whole
+    // multiples of `chunk`, so claims start on its multiples (a GEMM's chunk
+    // is an even count of panels, which its kernels walk in pairs).
+    const int64_t share = (n - begin) / (2 * static_cast<int64_t>(num_threads_));
+    const int64_t size = std::max<int64_t>(1, (share + chunk - 1) / chunk) * chunk;
     const int64_t end = std::min(n, begin + size);
     const uint64_t next = (static_cast<uint64_t>(tag) << 32) | static_cast<uint64_t>(end);
     if (claim_.compare_exchange_weak(state, next, std::memory_order_acq_rel,

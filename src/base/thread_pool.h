@@ -50,7 +50,8 @@ class ThreadPool {
 
   // Runs fn over [0, n) in contiguous chunks that the calling thread and the
   // workers claim as they become free (guided: each claim takes
-  // max(chunk, remaining / (2·num_threads())) items), so a preempted or
+  // max(chunk, remaining / (2·num_threads())) items rounded up to a multiple
+  // of chunk, or what is left), so a preempted or
   // late-waking worker delays the call by at most one small chunk instead of
   // a whole static share.  Which thread runs a chunk depends on
   // timing: use it only where fn's results depend on the items alone, never on

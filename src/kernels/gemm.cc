@@ -44,8 +44,14 @@ const cpu::GemmKernels* SimdKernels() {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Panels per claimed chunk of a GEMM's tasks: enough bytes to pay for a
+// wake-up, and even: the kernels walk panels in pairs (two streams per thread
+// at 1-2 rows, two panels per register tile), and an odd chunk left a panel
+// to walk alone (the FP8 decode GEMVs spent 6 % of their time in such
+// one-stream walks: docs/performance.md "GEMM tasks: panels in pairs").
 int64_t Grain(int64_t bytes_per_panel) {
-  return std::max<int64_t>(1, CeilDiv(kMinBytesPerTask, std::max<int64_t>(1, bytes_per_panel)));
+  const int64_t grain = CeilDiv(kMinBytesPerTask, std::max<int64_t>(1, bytes_per_panel));
+  return std::max<int64_t>(2, CeilDiv(grain, 2) * 2);
 }
 
 // Decoded activation codes: e4m3 value · `factor` for each code byte.

@@ -56,7 +56,12 @@ TEST(ThreadPool, DynamicCoversRangeExactlyOnce) {
         for (int rep = 0; rep < 5; ++rep) {
           pool.ParallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
             if (b < 0 || e > n || b >= e) bad_range = true;
-            if (threads > 1 && e - b > std::max(chunk, (n - b) / (2 * threads))) bad_range = true;
+            // Guided claims: whole multiples of chunk (the last one what is
+            // left), starting on one, at most a chunk over the guided share.
+            const int64_t share = std::max(chunk, (n - b) / (2 * threads));
+            if (threads > 1 && (b % chunk != 0 || e - b > (share + chunk - 1) / chunk * chunk)) {
+              bad_range = true;
+            }
             for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
           });
           pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {

@@ -855,11 +855,12 @@ void GemmBf16Fp8Dot(const cpu::GemmKernels& simd, Fp8Choice fp8, const bf16* x, 
   auto* blocks = reinterpret_cast<bf16*>(buffer);
   if (!in_place) {
     ForEachRow(pool, m, groups * w.in, [&](int64_t r) {
-      for (int64_t b = 0; b < groups * num_kb; ++b) {
-        const int64_t g = b / num_kb, kb = b % num_kb;
-        bf16* to = blocks + g * group_elements + l.BlockOffset(r) +
-                   (kb * l.rows + r % cpu::kRowBlock) * 128;
-        std::memcpy(to, x + r * ldx + b * 128, 128 * sizeof(bf16));
+      const bf16* from = x + r * ldx;
+      for (int64_t g = 0; g < groups; ++g) {
+        bf16* to = blocks + g * group_elements + l.BlockOffset(r) + r % cpu::kRowBlock * 128;
+        for (int64_t kb = 0; kb < num_kb; ++kb, from += 128) {
+          std::memcpy(to + kb * l.ldkb, from, 128 * sizeof(bf16));
+        }
       }
     });
   }

@@ -1,9 +1,12 @@
 // Dispatch and driver of the linear-layer kernels: prepares the activations
-// once per call, then splits the output into fixed column panels (and row
-// blocks) over the thread pool.  An element's arithmetic never depends on
+// once per call (the block-scaled GEMMs: a row block at a time, by the tasks
+// that first need it), and splits the output into fixed column panels (and
+// row blocks) over the thread pool.  An element's arithmetic never depends on
 // which task computes it, so results do not depend on the thread count.
 // Design notes: docs/kernels.md.
 #include "kernels/gemm.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <array>
@@ -11,6 +14,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "base/cpu_features.h"
 #include "base/logging.h"
@@ -222,12 +226,65 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
   }
 }
 
-// Every row of [m, in] activation codes in `form` into out.
-void PrepareActivations(ActivationForm form, const uint8_t* x_codes, const float* x_scales,
-                        int64_t m, int64_t in, float* out, ThreadPool* pool) {
-  ForEachRow(pool, m, in,
-             [&](int64_t r) { PrepareActivationRow(form, x_codes, x_scales, m, in, out, r); });
-}
+// A GEMM's activation rows prepared by its own tasks, a row block at a time
+// where a tile first needs it, instead of all rows in a pass of their own
+// before the tiles: one dispatch instead of two, and a row block is written
+// just before its tiles read it, from the L2 of the thread that wrote it,
+// rather than [m, in] values going out to the L3 and coming back
+// (docs/performance.md "Activations prepared by the GEMM's tasks").
+// Threads that need the same row block at once share its rows (claims of
+// kClaimRows), then wait for the rest: a row is a microsecond or so of work.
+class RowBlockPreparation {
+ public:
+  // Counters for the row blocks of m rows, in this thread's scratch (one
+  // GEMM at a time per calling thread, as Activations), reset; the pool's
+  // dispatch publishes them to the workers.
+  explicit RowBlockPreparation(int64_t m)
+      : m_(m),
+        blocks_(ScratchArray<Counters, Counters>::Get(
+            static_cast<size_t>(CeilDiv(m, cpu::kRowBlock)))) {
+    for (int64_t b = 0; b < CeilDiv(m, cpu::kRowBlock); ++b) {
+      blocks_[b].next.store(0, std::memory_order_relaxed);
+      blocks_[b].done.store(0, std::memory_order_relaxed);
+    }
+  }
+
+  // Returns once every row of the block holding `row` has been through
+  // prepare_row(r) (on this thread or another), with its writes visible.
+  template <typename Fn>
+  void Ensure(int64_t row, const Fn& prepare_row) const {
+    const int64_t first = row / cpu::kRowBlock * cpu::kRowBlock;
+    const auto rows = static_cast<int32_t>(std::min(cpu::kRowBlock, m_ - first));
+    Counters& c = blocks_[first / cpu::kRowBlock];
+    if (c.done.load(std::memory_order_acquire) == rows) return;
+    for (int32_t r; (r = c.next.fetch_add(kClaimRows, std::memory_order_relaxed)) < rows;) {
+      const int32_t end = std::min(rows, r + kClaimRows);
+      for (int32_t i = r; i < end; ++i) prepare_row(first + i);
+      // Release: a thread that reads `rows` here sees every row's values
+      // (the increments form one release sequence).
+      c.done.fetch_add(end - r, std::memory_order_release);
+    }
+    for (int spins = 0; c.done.load(std::memory_order_acquire) != rows; ++spins) {
+      if (spins < 1024) {
+        _mm_pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  // Rows per claim: fewer round trips of the counters' line between cores
+  // than one row per claim, and a register tile's rows mostly from one
+  // writer.
+  static constexpr int32_t kClaimRows = 8;
+  struct Counters {
+    std::atomic<int32_t> next;  // rows claimed
+    std::atomic<int32_t> done;  // rows prepared
+  };
+  int64_t m_;
+  Counters* blocks_;
+};
 
 // True when the environment variable `name` is set to `value`.
 bool EnvIs(const char* name, const char* value) {
@@ -496,9 +553,13 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   float* x = Activations(m * w.in);
   const ActivationForm form = Fp8ActivationForm(fp8.dot, x_scales, m, w);
   SetFp8Activations(form, x, &args);
-  PrepareActivations(form, x_codes, x_scales, m, w.in, x, pool);
-  ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in,
-              [&](const cpu::Tile& t) { fp8.kernel(args, t); });
+  const RowBlockPreparation prepared(m);
+  ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in, [&](const cpu::Tile& t) {
+    prepared.Ensure(t.row_begin, [&](int64_t r) {
+      PrepareActivationRow(form, x_codes, x_scales, m, w.in, x, r);
+    });
+    fp8.kernel(args, t);
+  });
 }
 
 bool Fp8GemmUsesBf16Dots() {
@@ -518,9 +579,15 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(RepackBytes(w)));
   cpu::Fp4GemmArgs args{nullptr, x_scales, m, ForKernels(w, repacked), y, Fp4OuterMinRows()};
   const bool dot = Fp4Dot(*simd, args.w);
-  PrepareActivations(SetFp4Activations(dot, x, &args), x_codes, x_scales, m, w.in, x, pool);
+  const ActivationForm form = SetFp4Activations(dot, x, &args);
   const auto fp4 = dot ? simd->fp4_bf16dot : Fp4Kernel(*simd);
-  ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) { fp4(args, t); });
+  const RowBlockPreparation prepared(m);
+  ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) {
+    prepared.Ensure(t.row_begin, [&](int64_t r) {
+      PrepareActivationRow(form, x_codes, x_scales, m, w.in, x, r);
+    });
+    fp4(args, t);
+  });
 }
 
 bool Fp4GemmUsesBf16Dots(const Fp4Weight& w) {

@@ -186,6 +186,46 @@ TEST(GemmBatchInvariance, AllKernels) {
   }
 }
 
+// The block-scaled GEMMs prepare their activation rows inside their tasks, a
+// row block where a tile first needs it, threads sharing a block's rows: with
+// more threads than row blocks and calls alternating between two activations
+// on one pool (the per-call counters start afresh each call), every call
+// equals the one-thread call on its own activation, bit for bit.
+TEST(GemmBatchInvariance, RowsPreparedByTasksPerCall) {
+  std::mt19937 rng(29);
+  const int64_t m = 3 * cpu::kRowBlock + 5, n = 520, k = 384;
+  const QuantizedActivation a[2] = {RandomActivation(m, k, &rng), RandomActivation(m, k, &rng)};
+  Misaligned codes = RandomBytes(n * k, &rng, 0, 255, true);
+  Misaligned fp8_scales = RandomBytes(((n + 127) / 128) * (k / 128), &rng, 116, 124, false);
+  const Fp8Weight w8{codes.data(), fp8_scales.data(), n, k};
+  Misaligned packed = RandomBytes(n * k / 2, &rng, 0, 255, false);
+  Misaligned fp4_scales = RandomBytes(n * k / 32, &rng, 118, 126, false);
+  const Fp4Weight w4{packed.data(), fp4_scales.data(), n, k};
+  for (Isa isa : AllIsas()) {
+    if (isa == Isa::kScalar) continue;  // the reference prepares no rows
+    IsaScope scope(isa);
+    std::vector<bf16> want8[2], want4[2];
+    for (int i = 0; i < 2; ++i) {
+      want8[i].resize(m * n);
+      want4[i].resize(m * n);
+      Fp8Gemm(a[i].codes.data(), a[i].scales.data(), m, w8, want8[i].data(), nullptr);
+      Fp4Gemm(a[i].codes.data(), a[i].scales.data(), m, w4, want4[i].data(), nullptr);
+    }
+    ASSERT_NE(std::memcmp(want8[0].data(), want8[1].data(), m * n * sizeof(bf16)), 0);
+    ThreadPool pool(5);
+    std::vector<bf16> got(m * n);
+    for (int call = 0; call < 6; ++call) {
+      const int i = call % 2;
+      Fp8Gemm(a[i].codes.data(), a[i].scales.data(), m, w8, got.data(), &pool);
+      ASSERT_EQ(std::memcmp(got.data(), want8[i].data(), m * n * sizeof(bf16)), 0)
+          << "Fp8Gemm " << IsaName(isa) << " call " << call;
+      Fp4Gemm(a[i].codes.data(), a[i].scales.data(), m, w4, got.data(), &pool);
+      ASSERT_EQ(std::memcmp(got.data(), want4[i].data(), m * n * sizeof(bf16)), 0)
+          << "Fp4Gemm " << IsaName(isa) << " call " << call;
+    }
+  }
+}
+
 // Inputs whose dot products cancel: in every 128-block the products at j and
 // j + 64 (j < 56) are exact negatives of each other and large (~10^5), the
 // other 16 products tiny (~2^-11).  What survives is the rounding residue of

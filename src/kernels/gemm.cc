@@ -236,26 +236,26 @@ void PrepareActivationRow(ActivationForm form, const uint8_t* x_codes, const flo
 // kClaimRows), then wait for the rest: a row is a microsecond or so of work.
 class RowBlockPreparation {
  public:
-  // Counters for the row blocks of m rows, in this thread's scratch (one
-  // GEMM at a time per calling thread, as Activations), reset; the pool's
+  // Counters for num_blocks row blocks, in this thread's scratch (one GEMM
+  // at a time per calling thread, as Activations), reset; the pool's
   // dispatch publishes them to the workers.
-  explicit RowBlockPreparation(int64_t m)
-      : m_(m),
-        blocks_(ScratchArray<Counters, Counters>::Get(
-            static_cast<size_t>(CeilDiv(m, cpu::kRowBlock)))) {
-    for (int64_t b = 0; b < CeilDiv(m, cpu::kRowBlock); ++b) {
+  explicit RowBlockPreparation(int64_t num_blocks)
+      : blocks_(ScratchArray<Counters, Counters>::Get(static_cast<size_t>(num_blocks))) {
+    for (int64_t b = 0; b < num_blocks; ++b) {
       blocks_[b].next.store(0, std::memory_order_relaxed);
       blocks_[b].done.store(0, std::memory_order_relaxed);
     }
   }
 
-  // Returns once every row of the block holding `row` has been through
-  // prepare_row(r) (on this thread or another), with its writes visible.
+  // Returns once each of the tile's rows (its row block: [row_begin,
+  // row_end)) has been through prepare_row(r), on this thread or another,
+  // with its writes visible; `block` numbers the row block among all the
+  // call's.
   template <typename Fn>
-  void Ensure(int64_t row, const Fn& prepare_row) const {
-    const int64_t first = row / cpu::kRowBlock * cpu::kRowBlock;
-    const auto rows = static_cast<int32_t>(std::min(cpu::kRowBlock, m_ - first));
-    Counters& c = blocks_[first / cpu::kRowBlock];
+  void Ensure(int64_t block, const cpu::Tile& t, const Fn& prepare_row) const {
+    const int64_t first = t.row_begin;
+    const auto rows = static_cast<int32_t>(t.row_end - t.row_begin);
+    Counters& c = blocks_[block];
     if (c.done.load(std::memory_order_acquire) == rows) return;
     for (int32_t r; (r = c.next.fetch_add(kClaimRows, std::memory_order_relaxed)) < rows;) {
       const int32_t end = std::min(rows, r + kClaimRows);
@@ -282,7 +282,6 @@ class RowBlockPreparation {
     std::atomic<int32_t> next;  // rows claimed
     std::atomic<int32_t> done;  // rows prepared
   };
-  int64_t m_;
   Counters* blocks_;
 };
 
@@ -553,9 +552,9 @@ void Fp8Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp8
   float* x = Activations(m * w.in);
   const ActivationForm form = Fp8ActivationForm(fp8.dot, x_scales, m, w);
   SetFp8Activations(form, x, &args);
-  const RowBlockPreparation prepared(m);
+  const RowBlockPreparation prepared(CeilDiv(m, cpu::kRowBlock));
   ForEachTile(pool, m, w.out, simd->panel, simd->panel * w.in, [&](const cpu::Tile& t) {
-    prepared.Ensure(t.row_begin, [&](int64_t r) {
+    prepared.Ensure(t.row_begin / cpu::kRowBlock, t, [&](int64_t r) {
       PrepareActivationRow(form, x_codes, x_scales, m, w.in, x, r);
     });
     fp8.kernel(args, t);
@@ -581,9 +580,9 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   const bool dot = Fp4Dot(*simd, args.w);
   const ActivationForm form = SetFp4Activations(dot, x, &args);
   const auto fp4 = dot ? simd->fp4_bf16dot : Fp4Kernel(*simd);
-  const RowBlockPreparation prepared(m);
+  const RowBlockPreparation prepared(CeilDiv(m, cpu::kRowBlock));
   ForEachTile(pool, m, w.out, width, width * w.in / 2, [&](const cpu::Tile& t) {
-    prepared.Ensure(t.row_begin, [&](int64_t r) {
+    prepared.Ensure(t.row_begin / cpu::kRowBlock, t, [&](int64_t r) {
       PrepareActivationRow(form, x_codes, x_scales, m, w.in, x, r);
     });
     fp4(args, t);
@@ -610,10 +609,12 @@ struct BatchEntry {
   int64_t num_panels = 0;
   int64_t first_task = 0;
   // Its own activation (not shared with an earlier entry): where it goes,
-  // in which form, and the first of its rows among all entries' own rows.
+  // in which form, and the first of its row blocks among all entries' own.
   float* x = nullptr;
   ActivationForm form = ActivationForm::kFp4;
-  int64_t first_row = 0;
+  int64_t first_block = 0;
+  // The entry whose activation it reads: itself, or the earlier one it shares.
+  int64_t owner = 0;
 };
 
 struct BatchEntriesTag {};
@@ -643,27 +644,6 @@ int64_t SharedActivation(const BlockScaledGemm* gemms, const BatchEntry* entries
     }
   }
   return -1;
-}
-
-// The activations of every entry that has its own, as one parallel loop over
-// all their rows (a decode step's down projections read 7 distinct 1-row
-// activations: one dispatch instead of 7 builds on the calling thread).  The
-// grain keeps a task at >= 4K elements (a few microseconds of work), below
-// ForEachRow's, which is sized for one long batch.
-void PrepareBatchActivations(const BlockScaledGemm* gemms, const BatchEntry* entries, int64_t rows,
-                             int64_t max_in, ThreadPool* pool) {
-  constexpr int64_t kMinElementsPerTask = 4096;
-  ParallelFor(pool, rows, CeilDiv(kMinElementsPerTask, std::max<int64_t>(max_in, 1)),
-              [&](int64_t begin, int64_t end) {
-                int64_t i = 0;
-                for (int64_t row = begin; row < end; ++row) {
-                  // The entry owning this row: the last own one starting at or before it.
-                  while (entries[i].x == nullptr || entries[i].first_row + gemms[i].m <= row) ++i;
-                  const BlockScaledGemm& g = gemms[i];
-                  PrepareActivationRow(entries[i].form, g.x_codes, g.x_scales, g.m, InOf(g),
-                                       entries[i].x, row - entries[i].first_row);
-                }
-              });
 }
 
 }  // namespace
@@ -707,18 +687,18 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
   uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(repack_bytes));
   uint8_t* fp8_repacked =
       ScratchArray<Fp8RepackTag, uint8_t>::Get(static_cast<size_t>(fp8_repack_bytes));
-  int64_t next_x = 0, tasks = 0, min_panel_bytes = 0, own_rows = 0, max_in = 0;
+  int64_t next_x = 0, tasks = 0, min_panel_bytes = 0, own_blocks = 0;
   for (int64_t i = 0; i < count; ++i) {
     const BlockScaledGemm& g = gemms[i];
     BatchEntry& e = entries[i];
     const int64_t in = InOf(g);
     const int64_t shared = SharedActivation(gemms, entries, i);
-    if (shared < 0 && g.m > 0) {  // built below, with every other own activation
+    e.owner = shared < 0 ? i : shared;
+    if (shared < 0 && g.m > 0) {  // prepared by the tasks, a row block at a time
       e.x = x + next_x;
-      e.first_row = own_rows;
+      e.first_block = own_blocks;
       next_x += g.m * in;
-      own_rows += g.m;
-      max_in = std::max(max_in, in);
+      own_blocks += CeilDiv(g.m, cpu::kRowBlock);
     }
     e.is_fp4 = g.fp4 != nullptr;
     int64_t out = 0, panel_bytes = 0;
@@ -751,7 +731,7 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
     tasks += g.m > 0 ? e.num_panels * CeilDiv(g.m, cpu::kRowBlock) : 0;
     min_panel_bytes = i == 0 ? panel_bytes : std::min(min_panel_bytes, panel_bytes);
   }
-  PrepareBatchActivations(gemms, entries, own_rows, max_in, pool);
+  const RowBlockPreparation prepared(own_blocks);
   // Global task t belongs to the last entry whose first_task <= t; within
   // it, tasks are numbered as ForEachTile numbers them, so every entry runs
   // exactly the tiles its own call would.
@@ -767,6 +747,11 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       const int64_t n = std::min(e.num_panels - panel, end - begin);
       const cpu::Tile t{row_block * cpu::kRowBlock, std::min(m, (row_block + 1) * cpu::kRowBlock),
                         panel, panel + n};
+      const BatchEntry& o = entries[e.owner];
+      const BlockScaledGemm& g = gemms[e.owner];
+      prepared.Ensure(o.first_block + row_block, t, [&](int64_t r) {
+        PrepareActivationRow(o.form, g.x_codes, g.x_scales, g.m, InOf(g), o.x, r);
+      });
       if (e.form == ActivationForm::kFp4Dot) {
         simd->fp4_bf16dot(e.fp4, t);
       } else if (e.is_fp4) {

@@ -190,7 +190,8 @@ TEST(GemmBatchInvariance, AllKernels) {
 // row block where a tile first needs it, threads sharing a block's rows: with
 // more threads than row blocks and calls alternating between two activations
 // on one pool (the per-call counters start afresh each call), every call
-// equals the one-thread call on its own activation, bit for bit.
+// equals the one-thread call on its own activation, bit for bit; so does a
+// batch whose entries share an activation or have their own.
 TEST(GemmBatchInvariance, RowsPreparedByTasksPerCall) {
   std::mt19937 rng(29);
   const int64_t m = 3 * cpu::kRowBlock + 5, n = 520, k = 384;
@@ -222,6 +223,19 @@ TEST(GemmBatchInvariance, RowsPreparedByTasksPerCall) {
       Fp4Gemm(a[i].codes.data(), a[i].scales.data(), m, w4, got.data(), &pool);
       ASSERT_EQ(std::memcmp(got.data(), want4[i].data(), m * n * sizeof(bf16)), 0)
           << "Fp4Gemm " << IsaName(isa) << " call " << call;
+      // The batch: entries 0 and 2 share one activation, entry 1 has its own.
+      std::vector<bf16> y0(m * n), y1(m * n), y2(m * n);
+      const BlockScaledGemm batch[] = {
+          {a[i].codes.data(), a[i].scales.data(), m, &w8, nullptr, y0.data()},
+          {a[i].codes.data(), a[i].scales.data(), m, nullptr, &w4, y1.data()},
+          {a[i].codes.data(), a[i].scales.data(), m, &w8, nullptr, y2.data()}};
+      BlockScaledGemmBatch(batch, 3, &pool);
+      ASSERT_EQ(std::memcmp(y0.data(), want8[i].data(), m * n * sizeof(bf16)), 0)
+          << "batch entry 0 " << IsaName(isa) << " call " << call;
+      ASSERT_EQ(std::memcmp(y1.data(), want4[i].data(), m * n * sizeof(bf16)), 0)
+          << "batch entry 1 " << IsaName(isa) << " call " << call;
+      ASSERT_EQ(std::memcmp(y2.data(), want8[i].data(), m * n * sizeof(bf16)), 0)
+          << "batch entry 2 " << IsaName(isa) << " call " << call;
     }
   }
 }

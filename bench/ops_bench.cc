@@ -197,9 +197,11 @@ void BM_HcDecode(benchmark::State& state) {
             pool.get());
     if (stages >= 1) {
       HcSplitSinkhorn(mixes.data(), tokens, kHc, scale.data(), base.data(), 20, 1e-6f, pre.data(),
-                      post.data(), comb.data());
+                      post.data(), comb.data(), pool.get());
     }
-    if (stages >= 2) HcWeightedSum(x.data(), tokens, kHc, kHidden, pre.data(), a.data());
+    if (stages >= 2) {
+      HcWeightedSum(x.data(), tokens, kHc, kHidden, pre.data(), a.data(), pool.get());
+    }
     if (stages >= 3) {
       HcPost(a.data(), x.data(), tokens, kHc, kHidden, post.data(), comb.data(), y.data(),
              pool.get());

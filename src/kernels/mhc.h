@@ -18,13 +18,16 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
 // Splits mixes [tokens, (2+hc)*hc] into pre [tokens, hc], post [tokens, hc],
 // comb [tokens, hc, hc] (row j = source stream) with Sinkhorn (`iters` total
 // row/column rounds).  scale [3], base [(2+hc)*hc].
+// Per token, so any split of the tokens over `pool` (may be null) gives the
+// same bits.
 void HcSplitSinkhorn(const float* mixes, int64_t tokens, int64_t hc, const float* scale,
                      const float* base, int64_t iters, float eps, float* pre, float* post,
-                     float* comb);
+                     float* comb, ThreadPool* pool);
 
-// y[t] = bf16(sum_j pre[t, j] * x[t, j]), x [tokens, hc, dim], y [tokens, dim].
+// y[t] = bf16(sum_j pre[t, j] * x[t, j]), x [tokens, hc, dim], y [tokens, dim];
+// tokens split over `pool` (may be null), the same bits either way.
 void HcWeightedSum(const bf16* x, int64_t tokens, int64_t hc, int64_t dim, const float* pre,
-                   bf16* y);
+                   bf16* y, ThreadPool* pool);
 
 // y[t, k] = bf16(post[t,k]*f[t] + sum_j comb[t,j,k]*res[t,j]) (j-sum first).
 // REQUIRES: y does not overlap res or f.  Elementwise, so any split over

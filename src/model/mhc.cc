@@ -33,8 +33,8 @@ void HcPre(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, b
   float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));  // [n, hc]
   kernels::HcMixes(x, n, shape.width(), w.fn, w.num_mix, shape.norm_eps, mixes, pool);
   kernels::HcSplitSinkhorn(mixes, n, shape.hc, w.scale, w.base, shape.sinkhorn_iters, shape.hc_eps,
-                           pre, post, comb);
-  kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, a);
+                           pre, post, comb, pool);
+  kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, a, pool);
 }
 
 void HcPost(const HcShape& shape, const bf16* f, const bf16* res, int64_t n, const float* post,
@@ -50,7 +50,7 @@ void HcHead(const HcShape& shape, const HcWeights& w, const bf16* x, int64_t n, 
   float* pre = ws.Get<float>(WsSlot::kHcPre, static_cast<size_t>(n * shape.hc));       // [n, hc]
   kernels::HcMixes(x, n, shape.width(), w.fn, w.num_mix, shape.norm_eps, mixes, pool);
   kernels::HcHeadPre(mixes, n, shape.hc, w.scale[0], w.base, shape.hc_eps, pre);
-  kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, y);
+  kernels::HcWeightedSum(x, n, shape.hc, shape.dim, pre, y, pool);
 }
 
 }  // namespace dsv4::model

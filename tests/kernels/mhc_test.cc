@@ -57,13 +57,13 @@ TEST(MhcTest, HcPreGolden) {
 
     std::vector<float> pre(kTokens * kHc), post(kTokens * kHc), comb(kTokens * kHc * kHc);
     HcSplitSinkhorn(mixes.data(), kTokens, kHc, scale.data(), base.data(), 20, kEps, pre.data(),
-                    post.data(), comb.data());
+                    post.data(), comb.data(), &pool);
     ExpectRelClose(pre, ReadF32(*f, "hc_pre.s6.pre"), 1e-6f, "pre " + tag);
     ExpectRelClose(post, ReadF32(*f, "hc_pre.s6.post"), 1e-6f, "post " + tag);
     ExpectAbsClose(comb, ReadF32(*f, "hc_pre.s6.comb"), 1e-6f, "comb " + tag);
 
     std::vector<bf16> y(kTokens * kDim);
-    HcWeightedSum(x.data(), kTokens, kHc, kDim, pre.data(), y.data());
+    HcWeightedSum(x.data(), kTokens, kHc, kDim, pre.data(), y.data(), &pool);
     ExpectBf16Close(y, ReadBf16(*f, "hc_pre.s6.y"), 1, 0.005, "y " + tag);
   }
 }
@@ -97,7 +97,7 @@ TEST(MhcTest, HcHeadGolden) {
     HcMixes(x.data(), kTokens, kHc * kDim, fn.data(), kHc, kEps, mixes.data(), nullptr);
     HcHeadPre(mixes.data(), kTokens, kHc, scale[0], base.data(), kEps, pre.data());
     std::vector<bf16> y(kTokens * kDim);
-    HcWeightedSum(x.data(), kTokens, kHc, kDim, pre.data(), y.data());
+    HcWeightedSum(x.data(), kTokens, kHc, kDim, pre.data(), y.data(), nullptr);
     ExpectBf16Close(y, ReadBf16(*f, "hc_head.s6.y"), 1, 0.005,
                     "hc_head " + std::string(IsaName(isa)));
   }
@@ -112,7 +112,7 @@ TEST(MhcTest, SinkhornEdgeRows) {
   const std::vector<float> base = ReadF32(*f, "hc_sinkhorn.edge.base");
   std::vector<float> pre(rows * kHc), post(rows * kHc), comb(rows * kHc * kHc);
   HcSplitSinkhorn(mixes.data(), rows, kHc, scale.data(), base.data(), 20, kEps, pre.data(),
-                  post.data(), comb.data());
+                  post.data(), comb.data(), nullptr);
   ExpectRelClose(pre, ReadF32(*f, "hc_sinkhorn.edge.pre"), 1e-6f, "pre");
   ExpectRelClose(post, ReadF32(*f, "hc_sinkhorn.edge.post"), 1e-6f, "post");
   const std::vector<float> want = ReadF32(*f, "hc_sinkhorn.edge.comb");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <string>
@@ -159,7 +160,7 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
         for (float& v : comb) v = weight(rng);
         Misaligned<bf16> y(tokens * dim), y_post(tokens * hc * dim);
         std::vector<bf16> want(tokens * dim), want_post(tokens * hc * dim);
-        HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data());
+        HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data(), nullptr);
         ref::HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), want.data());
         HcPost(f.data(), x.data(), tokens, hc, dim, pre.data(), comb.data(), y_post.data(),
                nullptr);
@@ -184,6 +185,77 @@ TEST(OpsSimdTest, HcWeightedSumAndPostEqualReference) {
               << IsaName(isa);
         }
       }
+    }
+  }
+}
+
+// A prefill's tokens go over fn in column passes (64 tokens and more, in
+// blocks of 32 with the accumulators carried between passes): every token's
+// mixes stay bitwise what it gives alone, at widths with several passes and
+// a tail, with leftover tokens after the last whole group, on 1-3 threads.
+TEST(OpsSimdTest, HcMixesInColumnPassesEqualOneTokenCalls) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    for (int64_t width : {64, 2048, 4096 + 16, 16387}) {
+      const int64_t tokens = 70, n_mix = 5;
+      Misaligned<bf16> x(tokens * width);
+      Misaligned<float> fn(n_mix * width);
+      FillBf16(x.data(), tokens * width, rng, 2.0f);
+      for (int64_t i = 0; i < n_mix * width; ++i) fn[i] = dist(rng);
+      std::vector<float> one(tokens * n_mix);
+      for (int64_t t = 0; t < tokens; ++t) {
+        HcMixes(x.data() + t * width, 1, width, fn.data(), n_mix, 1e-6f, one.data() + t * n_mix,
+                nullptr);
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> got(tokens * n_mix);
+        HcMixes(x.data(), tokens, width, fn.data(), n_mix, 1e-6f, got.data(), &pool);
+        for (int64_t i = 0; i < tokens * n_mix; ++i) {
+          ASSERT_EQ(F32ToBits(got[i]), F32ToBits(one[i]))
+              << "width " << width << " token " << i / n_mix << " mix " << i % n_mix << " threads "
+              << threads << " " << IsaName(isa);
+        }
+      }
+    }
+  }
+}
+
+// The per-token mHC steps split a prefill's tokens over the pool: the same
+// bits as on the calling thread alone.
+TEST(OpsSimdTest, HcSinkhornAndWeightedSumSplitOverThreads) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t tokens = 70, hc = 4, dim = 320, n_mix = (2 + hc) * hc;
+  std::vector<float> mixes(tokens * n_mix), scale(3), base(n_mix);
+  for (float& v : mixes) v = dist(rng);
+  for (float& v : scale) v = 0.5f + 0.1f * dist(rng);
+  for (float& v : base) v = 0.1f * dist(rng);
+  std::vector<bf16> x(tokens * hc * dim);
+  FillBf16(x.data(), x.size(), rng, 1.0f);
+  for (Isa isa : SimdIsas()) {
+    ScopedIsa scoped(isa);
+    std::vector<float> pre(tokens * hc), post(tokens * hc), comb(tokens * hc * hc);
+    HcSplitSinkhorn(mixes.data(), tokens, hc, scale.data(), base.data(), 20, 1e-6f, pre.data(),
+                    post.data(), comb.data(), nullptr);
+    std::vector<bf16> y(tokens * dim);
+    HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y.data(), nullptr);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> pre_t(pre.size()), post_t(post.size()), comb_t(comb.size());
+      HcSplitSinkhorn(mixes.data(), tokens, hc, scale.data(), base.data(), 20, 1e-6f, pre_t.data(),
+                      post_t.data(), comb_t.data(), &pool);
+      std::vector<bf16> y_t(y.size());
+      HcWeightedSum(x.data(), tokens, hc, dim, pre.data(), y_t.data(), &pool);
+      EXPECT_EQ(std::memcmp(pre_t.data(), pre.data(), pre.size() * sizeof(float)), 0)
+          << "pre " << threads << " " << IsaName(isa);
+      EXPECT_EQ(std::memcmp(post_t.data(), post.data(), post.size() * sizeof(float)), 0)
+          << "post " << threads << " " << IsaName(isa);
+      EXPECT_EQ(std::memcmp(comb_t.data(), comb.data(), comb.size() * sizeof(float)), 0)
+          << "comb " << threads << " " << IsaName(isa);
+      EXPECT_EQ(testing::CountUlpDiffs(y_t, y, 0), 0) << threads << " " << IsaName(isa);
     }
   }
 }

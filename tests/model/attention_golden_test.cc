@@ -56,9 +56,10 @@ class AttentionGoldenTest : public ::testing::Test {
     const auto eps = static_cast<float>(cfg_.rms_norm_eps);
     kernels::HcMixes(streams.data(), n, hc * d, fn.data(), mix, eps, mixes.data(), nullptr);
     kernels::HcSplitSinkhorn(mixes.data(), n, hc, scale.data(), base.data(), cfg_.hc_sinkhorn_iters,
-                             static_cast<float>(cfg_.hc_eps), pre.data(), post.data(), comb.data());
+                             static_cast<float>(cfg_.hc_eps), pre.data(), post.data(), comb.data(),
+                             nullptr);
     std::vector<bf16> a(static_cast<size_t>(n * d)), x(a.size());
-    kernels::HcWeightedSum(streams.data(), n, hc, d, pre.data(), a.data());
+    kernels::HcWeightedSum(streams.data(), n, hc, d, pre.data(), a.data(), nullptr);
     kernels::RmsNorm(a.data(), n, d, norm.data(), eps, x.data());
     return x;
   }

@@ -67,6 +67,13 @@ struct OpsKernels {
   // the same four results.  Null where the ISA has too few registers.
   void (*dot4_bf16_f32)(const bf16* v, int64_t ldv, const float* f, int64_t n,
                         float* out) = nullptr;
+  // dot4_bf16_f32 over the columns [c0, c1), its lane accumulators carried
+  // in state (4 rows x 4 vectors of kLanes floats) from the call over the
+  // columns before (c0 == 0: from zero); the call with c1 == n writes out.
+  // c0 and c1 < n are multiples of 4·kLanes.  Bitwise dot4_bf16_f32's
+  // results.  Null where dot4_bf16_f32 is.
+  void (*dot4_bf16_f32_cols)(const bf16* v, int64_t ldv, const float* f, int64_t n, int64_t c0,
+                             int64_t c1, float* state, float* out) = nullptr;
   // Per-head query RMS (kernels/norm.h QHeadRms): the five BF16 roundings, the
   // sum of the rounded squares in four lane-vector accumulators.
   void (*q_head_rms)(bf16* q, int64_t rows, int64_t dim, float eps) = nullptr;

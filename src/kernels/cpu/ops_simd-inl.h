@@ -98,17 +98,28 @@ float DotBf16F32(const bf16* v, const float* f, int64_t n) {
       [f](int64_t i, int64_t m) { return LoadF32Tail<V>(f + i, m); });
 }
 
-// DotBf16F32 of R rows v[r] (stride ldv) against one f, sharing f's loads:
-// each result is bitwise DotBf16F32's (the same four accumulators, the same
-// order).
-template <class V, int R>
-void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, float* out) {
+// DotRowsBf16F32 (below) over the columns [c0, c1) only, its accumulators
+// carried between calls in `state` (R x 4 vectors of kLanes floats): FIRST
+// (c0 == 0) starts them at zero, LAST (c1 == n) finishes into out (the
+// one-vector steps, the tail, the sum); other calls leave them in state.  c0
+// and, below n, c1 are multiples of 4·kLanes, the full walk's step, so calls
+// over consecutive ranges perform its operations in its order: the same bits.
+template <class V, int R, bool FIRST, bool LAST>
+void DotRowsBf16F32Part(const bf16* v0, int64_t ldv, const float* f, int64_t n, int64_t c0,
+                        int64_t c1, float* state, float* out) {
   constexpr int64_t L = V::kLanes;
   using F = typename V::F;
   F acc[R][4];
-  for (auto& a : acc) a[0] = a[1] = a[2] = a[3] = V::Zero();
-  int64_t i = 0;
-  for (; i + 4 * L <= n; i += 4 * L) {
+#pragma GCC unroll 16
+  for (int j = 0; j < 4 * R; ++j) {
+    if constexpr (FIRST) {
+      acc[j / 4][j % 4] = V::Zero();
+    } else {
+      acc[j / 4][j % 4] = V::Load(state + j * L);
+    }
+  }
+  int64_t i = c0;
+  for (; i + 4 * L <= c1; i += 4 * L) {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const F fk = V::Load(f + i + k * L);
@@ -117,6 +128,11 @@ void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, floa
         acc[r][k] = V::Fma(V::LoadBf16(v0 + r * ldv + i + k * L), fk, acc[r][k]);
       }
     }
+  }
+  if constexpr (!LAST) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 4 * R; ++j) V::Store(state + j * L, acc[j / 4][j % 4]);
+    return;
   }
   for (; i + L <= n; i += L) {
     const F fi = V::Load(f + i);
@@ -131,6 +147,25 @@ void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, floa
   for (int r = 0; r < R; ++r) {
     out[r] = V::ReduceAdd(V::Add(V::Add(acc[r][0], acc[r][1]), V::Add(acc[r][2], acc[r][3])));
   }
+}
+
+// DotBf16F32 of R rows v[r] (stride ldv) against one f, sharing f's loads:
+// each result is bitwise DotBf16F32's (the same four accumulators, the same
+// order).
+template <class V, int R>
+void DotRowsBf16F32(const bf16* v0, int64_t ldv, const float* f, int64_t n, float* out) {
+  DotRowsBf16F32Part<V, R, true, true>(v0, ldv, f, n, 0, n, nullptr, out);
+}
+
+// ops_cpu.h dot4_bf16_f32_cols (R rows): DotRowsBf16F32Part for the range.
+template <class V, int R>
+void DotRowsBf16F32Cols(const bf16* v0, int64_t ldv, const float* f, int64_t n, int64_t c0,
+                        int64_t c1, float* state, float* out) {
+  if (c0 == 0 && c1 == n)
+    return DotRowsBf16F32Part<V, R, true, true>(v0, ldv, f, n, c0, c1, state, out);
+  if (c0 == 0) return DotRowsBf16F32Part<V, R, true, false>(v0, ldv, f, n, c0, c1, state, out);
+  if (c1 == n) return DotRowsBf16F32Part<V, R, false, true>(v0, ldv, f, n, c0, c1, state, out);
+  DotRowsBf16F32Part<V, R, false, false>(v0, ldv, f, n, c0, c1, state, out);
 }
 
 // kernels/moe.h SwiGlu on one row (ops_cpu.h swiglu_row).  The last
@@ -509,7 +544,10 @@ constexpr OpsKernels OpsKernelTable() {
   k.dot_bf16_f32 = &DotBf16F32<V>;
   k.dot2_bf16_f32 = &DotRowsBf16F32<V, 2>;
   // 4 rows hold 16 accumulators: only where there are 32 registers.
-  if constexpr (V::kLanes == 16) k.dot4_bf16_f32 = &DotRowsBf16F32<V, 4>;
+  if constexpr (V::kLanes == 16) {
+    k.dot4_bf16_f32 = &DotRowsBf16F32<V, 4>;
+    k.dot4_bf16_f32_cols = &DotRowsBf16F32Cols<V, 4>;
+  }
   k.q_head_rms = &QHeadRmsRows<V>;
   k.swiglu_row = &SwiGluRow<V>;
   k.hc_weighted_sum = &HcWeightedSumRows<V>;

@@ -54,8 +54,10 @@ void MixesInColumnPasses(const cpu::OpsKernels& simd, const bf16* x, int64_t tok
 
 // Per token a [n_mix x width] FP32 projection (24 x 16384 in Flash): the rms
 // pass is split over tokens, the dot products over (token, mix) items, so a
-// single decode token still spreads over the pool.  Each item is one
-// fixed-order dot (cpu::DotBf16F32*), hence batch invariant.
+// single decode token still spreads over the pool; from 64 tokens on, whole
+// groups of 4 go in column passes (MixesInColumnPasses) and the rest as
+// items.  Each token's dot is one fixed-order dot (cpu::DotBf16F32*) either
+// way, hence batch invariant.
 void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int64_t n_mix,
              float eps, float* mixes, ThreadPool* pool) {
   const cpu::OpsKernels* simd = cpu::ActiveOpsKernels();

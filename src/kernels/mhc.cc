@@ -80,6 +80,9 @@ void HcMixes(const bf16* x, int64_t tokens, int64_t width, const float* fn, int6
   // [24, 16384] FP32 on Flash, 1.5 MB: L3, read by every token of every mHC
   // pre otherwise).  Every grouping gives each token DotBf16F32's bits.
   const int64_t per = simd->dot4_bf16_f32 != nullptr ? 4 : 2;
+  // Column passes split the work over blocks of 8 groups only: below two
+  // blocks (64 tokens, one per thread of a 2-thread pool) the (group, mix)
+  // items spread better over the pool, and fn's reads are few.
   int64_t first = 0;  // tokens before it went through the column passes
   if (simd->dot4_bf16_f32_cols != nullptr && tokens >= 2 * kMixGroupsPerBlock * 4) {
     first = tokens / 4 * 4;

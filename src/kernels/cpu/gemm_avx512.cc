@@ -1,5 +1,5 @@
 // AVX-512 instantiation of the GEMM kernel families (gemm_simd-inl.h): 16
-// FP32 lanes, 16-column panels.  Compiled with AVX-512 flags; gemm.cc reaches
+// FP32 lanes, 16-column panels.  Compiled with AVX-512 flags; gemm_driver.cc reaches
 // it only through kGemmKernelsAvx512 when ActiveIsa() == kAvx512.  Layout and
 // numerics: docs/kernels.md.
 #include "kernels/cpu/gemm_avx512_traits-inl.h"

@@ -35,7 +35,7 @@ struct GemmAvx512 {
   static constexpr bool kXInRegisters = true;
   static constexpr bool kPairRows = true;
   static constexpr bool kFewRowPaths = true;
-  // vdpbf16ps (the CPU must also report AVX512-BF16; gemm.cc checks).
+  // vdpbf16ps (the CPU must also report AVX512-BF16; the GEMM drivers check).
   static constexpr bool kBf16Dot = true;
 
   [[gnu::always_inline]] static F Zero() { return _mm512_setzero_ps(); }

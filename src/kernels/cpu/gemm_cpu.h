@@ -1,10 +1,11 @@
 // SIMD panel kernels behind kernels/gemm.h (internal to the kernels layer).
 //
-// The driver in gemm.cc prepares the activations once per call (decoded to
-// FP32, see the Args structs) and splits the output columns into panels of
-// GemmKernels::panel columns (and, for long batches, blocks of kRowBlock
-// rows) over the thread pool; each kernel call computes rows
-// [row_begin, row_end) of the panels [panel_begin, panel_end).  Which panel a
+// The drivers (gemm.cc, gemm_block_scaled.cc; gemm_driver.h) prepare the
+// activations once per call (decoded to FP32 or BF16, see the Args structs)
+// and split the output columns into panels of GemmKernels::panel columns
+// (and, for long batches, blocks of kRowBlock rows) over the thread pool;
+// each kernel call computes rows [row_begin, row_end) of the panels
+// [panel_begin, panel_end).  Which panel a
 // column belongs to never depends on M or on the thread count, and every
 // output element goes through one fixed sequence of FP32 operations, so the
 // results are batch invariant per ISA (docs/kernels.md).
@@ -27,7 +28,7 @@ namespace dsv4::kernels::cpu {
 // Rows per parallel task when a batch is split over rows too.
 inline constexpr int64_t kRowBlock = 64;
 
-// Where gemm.cc puts the BF16 dot kernels' activations (Fp8GemmArgs::xh,
+// Where gemm_activations.cc puts the BF16 dot kernels' activations (Fp8GemmArgs::xh,
 // Fp4GemmArgs::xh) of m rows, `in` wide: by row block, block-major within
 // each (the rows of a kRowBlock-row block together; row r's 128-block kb
 // at (r / kRowBlock)·ldrb + (kb·min(m, kRowBlock) + r % kRowBlock)·128).
@@ -70,7 +71,7 @@ struct Fp8GemmArgs {
   // Instead of x, for GemmKernels::fp8_bf16dot: [m, w.in] the codes' BF16
   // values (exact), against a weight in the panel layout; row r's 128-block
   // kb at xh + (r / kRowBlock)·ldrb + (r % kRowBlock)·ldx + kb·ldkb
-  // (row-major: ldx = w.in, ldkb = 128; gemm.cc decodes into a
+  // (row-major: ldx = w.in, ldkb = 128; gemm_activations.cc decodes into a
   // DotActivationLayout).  More than 4 rows must come with ldx = 128 (the
   // register tiles address rows 128 apart).
   const bf16* xh = nullptr;
@@ -78,7 +79,7 @@ struct Fp8GemmArgs {
   int64_t ldkb = 0;  // 0 means 128
   int64_t ldrb = 0;  // 0 means kRowBlock·ldx
   int64_t ldy = 0;   // row stride of y; 0 means w.out
-  // xh already holds each code's value times its block's scale (gemm.cc
+  // xh already holds each code's value times its block's scale (gemm_activations.cc
   // does this when every scale folds exactly: Fp8ScalesFold), so the kernel
   // multiplies a block's sum by the weight's scale alone and x_scales is not
   // read.  The same bits as unscaled values: see kFp8FoldMinScale.  BF16
@@ -93,7 +94,7 @@ struct Fp8GemmArgs {
 // subnormal), and the block's sum times the weight's scale is then the same
 // real number as the unscaled sum times (s · s_w), rounded once the same
 // way: s · s_w is exact down to 2^-149, which s >= 2^-22 and s_w >= 2^-127
-// (E8M0) guarantee, and up to 2^127, which gemm.cc checks against the
+// (E8M0) guarantee, and up to 2^127, which gemm_activations.cc checks against the
 // weight's scales where some s exceeds 1 (a real checkpoint's s_w are far
 // below 1).  With codes in [2^-9, 448] in magnitude, k in [-22, 100] keeps
 // every scaled value, product and partial sum of 128 products inside the
@@ -107,12 +108,12 @@ inline constexpr float kFp8FoldMaxScale = 0x1p100f;
 
 // Whether [m, w.in/128] activation scales fold into the values exactly
 // against w: all powers of two in [kFp8FoldMinScale, kFp8FoldMaxScale], and
-// the largest times each of w's scales at most 2^127 (gemm.cc).
+// the largest times each of w's scales at most 2^127 (gemm_activations.cc).
 bool Fp8ScalesFold(const float* x_scales, int64_t m, const Fp8Weight& w);
 
 // FP4 GEMM activations: one record of kFp4RecordBytes per 128-element block
 // of a row (row r, block kb at x + (r·in/128 + kb)·kFp4RecordBytes), built
-// once per call by gemm.cc.  The kernels compute each 32-block's exact
+// once per call by gemm_activations.cc.  The kernels compute each 32-block's exact
 // integer sum Σ a·(2·e2m1 + 12) with unsigned x signed byte dot products
 // (vpdpbusd), where a = e4m3·2^9 is the code's value as an integer
 // (|a| <= 448·2^9 < 2^18):
@@ -159,7 +160,7 @@ struct Fp4GemmArgs {
   // Instead of x and x_scales, for GemmKernels::fp4_bf16dot: [m, w.in] each
   // code's value times its block's scale in BF16 (Fp4DotActivationsScalar),
   // row r's 128-block kb at xh + (r / kRowBlock)·ldrb + (r % kRowBlock)·ldx
-  // + kb·ldkb (gemm.cc: a DotActivationLayout, whose ldx = 128 the register
+  // + kb·ldkb (gemm_activations.cc: a DotActivationLayout, whose ldx = 128 the register
   // tiles assume), against a weight in the panel layout whose scales fit
   // (Fp4PanelsFitBf16).
   const bf16* xh = nullptr;
@@ -232,7 +233,7 @@ struct GemmKernels {
 };
 
 // The FP4 GEMM activation records (Fp4GemmArgs above) of one row of `in`
-// FP8 codes, in/128 records at rec: the scalar builder (gemm.cc) and the
+// FP8 codes, in/128 records at rec: the scalar builder (gemm_activations.cc) and the
 // AVX-512 one (fp4_records_avx512.cc), byte for byte the same.
 // REQUIRES: in % 128 == 0; the Avx512 one the CPU's AVX-512 (F, BW, VL, DQ).
 void BuildFp4RecordsScalar(const uint8_t* codes, int64_t in, uint8_t* rec);
@@ -242,7 +243,7 @@ void BuildFp4RecordsAvx512(const uint8_t* codes, int64_t in, uint8_t* rec);
 // (Fp8GemmArgs::xh): each code's BF16 value (exact), times its 128-block's
 // scale where `scales` (the row's in/128) is not null (Fp8GemmArgs::x_scaled),
 // block-major (block kb of row r at xh + (kb·m + r)·128).  The scalar one
-// (gemm.cc, a table lookup per code) and the AVX-512 VBMI one
+// (gemm_activations.cc, a table lookup per code) and the AVX-512 VBMI one
 // (gemm_avx512_vbmi.cc, 64 codes through the weight decode's byte tables),
 // bit for bit the same.
 // REQUIRES: in % 128 == 0; every scale a power of two in [kFp8FoldMinScale,
@@ -256,7 +257,7 @@ void Fp8DotActivationsAvx512Vbmi(const uint8_t* codes, const float* scales, int6
 // as the FP4 BF16 dot kernel reads them (Fp4GemmArgs::xh): bf16(value ·
 // scale), rounded to nearest even (exact for power-of-two scales), block-major
 // as above, each 8 in the order K 0, 4, 1, 5, 2, 6, 3, 7 (the kernel pairs a
-// weight chunk's K j with j + 4).  The scalar one (gemm.cc) and the AVX-512 VBMI one
+// weight chunk's K j with j + 4).  The scalar one (gemm_activations.cc) and the AVX-512 VBMI one
 // (gemm_avx512_vbmi.cc), bit for bit the same.
 // REQUIRES: in % 128 == 0; the Avx512Vbmi one AVX512-VBMI.
 void Fp4DotActivationsScalar(const uint8_t* codes, const float* scales, int64_t in, int64_t m,

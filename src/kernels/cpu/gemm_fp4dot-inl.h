@@ -1,5 +1,5 @@
 // The FP4 (MXFP4) GEMM with BF16 pair dot products (AVX512-BF16 and
-// AVX512-VBMI; gemm.cc picks it through GemmKernels::fp4_bf16dot for a weight
+// AVX512-VBMI; gemm_driver.cc picks it through GemmKernels::fp4_bf16dot for a weight
 // whose scales all lie in [kFp4Bf16MinScale, kFp4Bf16MaxScale]).  Included only
 // by gemm_avx512_vbmi.cc.
 //
@@ -16,7 +16,7 @@
 // looks the code up in a table of e2m1 · 2^125 (vpermw on the code as a word
 // index) and lowers the exponent field by 252 − e with an unsigned saturating
 // subtract, which leaves a zero code zero.  An activation is bf16(e4m3 · s)
-// with s its 128-block's scale (gemm.cc, Fp4DotActivations): exact when s is
+// with s its 128-block's scale (gemm_activations.cc, Fp4DotActivations): exact when s is
 // a power of two, as act_quant makes it.  Each product of two such values is
 // exact in FP32, and with e >= kFp4Bf16MinScale and s >= 2^-22 (act_quant's
 // floor) every product is a multiple of 2^-126, so none is flushed.
@@ -157,7 +157,7 @@ constexpr Fp4DotXOrder kFp4DotXOrder;
 // value times its block's scale, rounded to BF16 (exact for a power-of-two
 // scale), block-major like the FP8 dot kernel's (block kb of row r at
 // xh + (kb·m + r)·128), each 8 in the weights' pair order.  Bit for bit
-// Fp4DotActivationsScalar (gemm.cc).
+// Fp4DotActivationsScalar (gemm_activations.cc).
 inline void Fp4DotActivations(const uint8_t* codes, const float* scales, int64_t in, int64_t m,
                               int64_t r, bf16* xh) {
   Fp8DotActivations(codes, nullptr, in, m, r, xh);

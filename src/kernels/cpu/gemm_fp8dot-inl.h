@@ -1,11 +1,11 @@
 // The FP8 block-scaled GEMM with BF16 pair dot products (AVX512-BF16 and
-// AVX512-VBMI; gemm.cc picks it through GemmKernels::fp8_bf16dot).  Included
+// AVX512-VBMI; gemm_driver.cc picks it through GemmKernels::fp8_bf16dot).  Included
 // only by gemm_avx512_vbmi.cc.
 //
 // Every e4m3 value is exact in BF16 (3 mantissa bits of 7; the subnormal
 // codes m·2^-9 are normal BF16 numbers), so a weight code becomes its BF16
 // value through two 128-entry byte tables (vpermi2b: high and low byte of the
-// BF16, the sign merged from the code), and gemm.cc decodes the activation
+// BF16, the sign merged from the code), and gemm_activations.cc decodes the activation
 // codes once per call into the same values, in their natural order.  The
 // weights are in the panel layout (kernels/fp8_panels.cc): one 64-byte chunk
 // decodes to two vectors, lane c of vector h holding column c's two codes of
@@ -18,7 +18,7 @@
 // the even pairs 0, 2, .., 62 in order into one accumulator from +0, the odd
 // pairs 1, 3, .., 63 into another, then even + odd; the block sums are
 // multiplied by the row's and the block's scales and added in K order.
-// Where gemm.cc folded the row's power-of-two scales into the activation
+// Where gemm_activations.cc folded the row's power-of-two scales into the activation
 // values (Fp8GemmArgs::x_scaled), the sums carry the row's scale already
 // and take the block's alone: the same bits (gemm_cpu.h kFp8FoldMinScale).
 // Every path (1..4 rows, tiles) runs that chain, so results are batch

@@ -1,7 +1,7 @@
 // The GEMM kernel families, written once (gemm_block_scaled-inl.h,
 // gemm_fp4-inl.h, gemm_dense-inl.h, gemm_bf16dot-inl.h) and bound to one ISA's traits V by
 // GemmKernelTable<V>() in that ISA's translation unit, which is compiled with
-// the ISA's target flags.  gemm.cc picks the table (the one dispatch point).
+// the ISA's target flags.  gemm_driver.cc picks the table (the one dispatch point).
 #pragma once
 
 #include "kernels/cpu/gemm_bf16dot-inl.h"

@@ -46,7 +46,8 @@ void Fp4Gemm(const uint8_t* x_codes, const float* x_scales, int64_t m, const Fp4
   const int64_t width = simd->panel;
   static_assert(cpu::kFp4RecordBytes == 128 * sizeof(float));
   float* x = Activations(m * w.in);  // m·in/128 records, or [m, in] BF16
-  uint8_t* repacked = ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(Fp4RepackBytes(w)));
+  uint8_t* repacked =
+      ScratchArray<Fp4RepackTag, uint8_t>::Get(static_cast<size_t>(Fp4RepackBytes(w)));
   cpu::Fp4GemmArgs args{nullptr, x_scales, m, Fp4ForKernels(w, repacked), y, Fp4OuterMinRows()};
   const bool dot = Fp4Dot(*simd, args.w);
   const ActivationForm form = SetFp4Activations(dot, x, &args);

@@ -1,7 +1,7 @@
 // The block-scaled linear layers (FP8 and MXFP4 weights against FP8
 // activation codes): single GEMMs and BlockScaledGemmBatch, which runs
-// several (an expert's gate/up/down, a layer's projections) in one task
-// space.  Each prepares its activations inside its own tasks, a row block
+// several (a MoE step's gate/up GEMMs of every selected expert, then their
+// down GEMMs) in one task space.  Each prepares its activations inside its own tasks, a row block
 // at a time (RowBlockPreparation), and splits the output into fixed column
 // panels and row blocks over the thread pool; an element's arithmetic
 // never depends on which task computes it, so results do not depend on the

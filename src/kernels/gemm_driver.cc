@@ -23,7 +23,10 @@ const cpu::GemmKernels* SimdKernels() {
   return nullptr;
 }
 
+namespace {
 struct GemmActivationsTag {};
+}  // namespace
+
 float* Activations(int64_t n) {
   return ScratchArray<GemmActivationsTag, float>::Get(static_cast<size_t>(n));
 }

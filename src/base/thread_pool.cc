@@ -179,6 +179,14 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_grain, const RangeFn& fn) {
 }
 
 void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn) {
+  RunDynamic(n, chunk, fn, false);
+}
+
+void ThreadPool::ParallelForDynamicBothEnds(int64_t n, int64_t chunk, const RangeFn& fn) {
+  RunDynamic(n, chunk, fn, true);
+}
+
+void ThreadPool::RunDynamic(int64_t n, int64_t chunk, const RangeFn& fn, bool both_ends) {
   if (n <= 0) return;
   PinCaller();
   chunk = std::max<int64_t>(1, chunk);
@@ -186,22 +194,34 @@ void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn)
     fn(0, n);
     return;
   }
+  // Both ends: positions in units of whole chunks, as few chunks per unit as
+  // keep the unit count within 16 bits.
+  constexpr int64_t kMaxUnits = 0xffff;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  const int64_t unit = both_ends ? chunk * ((chunks + kMaxUnits - 1) / kMaxUnits) : chunk;
+  const auto units = static_cast<uint64_t>((n + unit - 1) / unit);
   uint32_t tag;
   {
     MutexLock lock(&mu_);
     job_ = &fn;
     job_n_ = n;
-    chunk_ = chunk;
+    chunk_ = unit;
     dynamic_ = true;
+    both_ends_ = both_ends;
     done_items_.store(0, std::memory_order_relaxed);
     tag = static_cast<uint32_t>(generation_.load() + 1);
-    claim_.store(static_cast<uint64_t>(tag) << 32, std::memory_order_release);
+    claim_.store(static_cast<uint64_t>(tag) << 32 | (both_ends ? units : 0),
+                 std::memory_order_release);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.SignalAll();
   {
     ObservedShare observed(0);
-    RunChunks(tag, &fn, n, chunk);
+    if (both_ends) {
+      RunChunksBothEnds(tag, &fn, n, unit, false);
+    } else {
+      RunChunks(tag, &fn, n, chunk);
+    }
   }
   // Only chunks already claimed by a worker remain: at most one per worker.
   for (int spins = 0; done_items_.load(std::memory_order_acquire) != n; ++spins) {
@@ -236,6 +256,32 @@ void ThreadPool::RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t c
   }
 }
 
+void ThreadPool::RunChunksBothEnds(uint32_t tag, const RangeFn* fn, int64_t n, int64_t unit,
+                                   bool from_back) {
+  uint64_t state = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(state >> 32) != tag) return;  // a later job: ours is done
+    const auto front = static_cast<int64_t>((state >> 16) & 0xffff);
+    const auto back = static_cast<int64_t>(state & 0xffff);
+    if (front >= back) return;
+    // Guided as RunChunks: a share of what lies between the ends.
+    const int64_t take =
+        std::max<int64_t>(1, (back - front) / (2 * static_cast<int64_t>(num_threads_)));
+    const int64_t first = from_back ? back - take : front;
+    const int64_t last = from_back ? back : front + take;
+    const uint64_t next = (static_cast<uint64_t>(tag) << 32) |
+                          static_cast<uint64_t>(from_back ? front : last) << 16 |
+                          static_cast<uint64_t>(from_back ? first : back);
+    if (claim_.compare_exchange_weak(state, next, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      const int64_t begin = first * unit, end = std::min(n, last * unit);
+      (*fn)(begin, end);
+      done_items_.fetch_add(end - begin, std::memory_order_acq_rel);
+      state = claim_.load(std::memory_order_acquire);
+    }
+  }
+}
+
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
@@ -245,7 +291,7 @@ void ThreadPool::WorkerLoop(int index) {
          ++spins) {
       _mm_pause();
     }
-    bool dynamic;
+    bool dynamic, both_ends;
     const RangeFn* fn;
     int64_t n, chunk;
     int parts;
@@ -255,6 +301,7 @@ void ThreadPool::WorkerLoop(int index) {
       seen = generation_.load();
       if (stop_) return;
       dynamic = dynamic_;
+      both_ends = both_ends_;
       fn = job_;
       n = job_n_;
       chunk = chunk_;
@@ -264,7 +311,11 @@ void ThreadPool::WorkerLoop(int index) {
       // Not counted in pending_: the caller waits for claimed chunks only, so
       // a worker that wakes after the job is done simply finds nothing left.
       ObservedShare observed(index);
-      RunChunks(static_cast<uint32_t>(seen), fn, n, chunk);
+      if (both_ends) {
+        RunChunksBothEnds(static_cast<uint32_t>(seen), fn, n, chunk, index % 2 == 1);
+      } else {
+        RunChunks(static_cast<uint32_t>(seen), fn, n, chunk);
+      }
     } else {
       if (index < parts) {
         ObservedShare observed(index);

@@ -60,6 +60,17 @@ class ThreadPool {
   // REQUIRES: as ParallelFor; n < 2^32.
   void ParallelForDynamic(int64_t n, int64_t chunk, const RangeFn& fn);
 
+  // As ParallelForDynamic, but claimed from both ends of [0, n): the calling
+  // thread and the workers of even index take the front's next chunk,
+  // workers of odd index the back's (each claim still guided, a share of
+  // what lies between the two ends), so with two threads each starts on
+  // its own end and they meet wherever the host lets them.  For tasks
+  // whose neighbours share data (a GEMM's row blocks): each thread keeps to
+  // its own (docs/performance.md "Claims from both ends").  Positions are
+  // kept in units of a multiple of chunk, at most 2^16 - 1 units, so a very
+  // long range claims in larger steps.
+  void ParallelForDynamicBothEnds(int64_t n, int64_t chunk, const RangeFn& fn);
+
   // Pins worker i to cpus[i] now and the calling thread (index 0) to cpus[0]
   // at its first ParallelFor from each thread that calls.  cpus.size() ==
   // num_threads().  Scheduling only: results never depend on placement.
@@ -78,8 +89,13 @@ class ThreadPool {
   // as arguments (copied under mu_ by workers) rather than reading the
   // members, which only mu_ guards.
   static void RunShare(const RangeFn& fn, int64_t n, int parts, int index);
+  // Publishes and runs a dynamic job (from the front only, or both ends).
+  void RunDynamic(int64_t n, int64_t chunk, const RangeFn& fn, bool both_ends) EXCLUDES(mu_);
   // Claims and runs chunks of the dynamic job tagged `tag` until none is left.
   void RunChunks(uint32_t tag, const RangeFn* fn, int64_t n, int64_t chunk);
+  // The same for a job claimed from both ends in units of `unit` items,
+  // from the back when `from_back`.
+  void RunChunksBothEnds(uint32_t tag, const RangeFn* fn, int64_t n, int64_t unit, bool from_back);
 
   // Pins the calling thread to caller_cpu_ once (see PinTo).
   void PinCaller();
@@ -95,14 +111,17 @@ class ThreadPool {
   int64_t job_n_ GUARDED_BY(mu_) = 0;
   int job_parts_ GUARDED_BY(mu_) = 0;
   bool stop_ GUARDED_BY(mu_) = false;
-  bool dynamic_ GUARDED_BY(mu_) = false;  // the published job is a ParallelForDynamic
-  int64_t chunk_ GUARDED_BY(mu_) = 0;
+  bool dynamic_ GUARDED_BY(mu_) = false;    // the published job is a ParallelForDynamic
+  int64_t chunk_ GUARDED_BY(mu_) = 0;       // for both ends: the claim unit
+  bool both_ends_ GUARDED_BY(mu_) = false;  // ... claimed from both ends
   // Written under mu_ (so a waiting worker cannot miss a bump), read without
   // it by spinning workers.
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
-  // Dynamic jobs: (job tag << 32) | next unclaimed item.  A claim is a CAS on
-  // the whole word, so a worker holding a finished job's tag claims nothing.
+  // Dynamic jobs: (job tag << 32) | next unclaimed item, or for jobs claimed
+  // from both ends (job tag << 32) | (front unit << 16) | back unit.  A claim
+  // is a CAS on the whole word, so a worker holding a finished job's tag
+  // claims nothing.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_items_{0};  // items of the current dynamic job finished
 };

@@ -234,12 +234,9 @@ void BlockScaledGemmBatch(const BlockScaledGemm* gemms, int64_t count, ThreadPoo
       begin += n;
     }
   };
-  const int64_t grain = Grain(min_panel_bytes);
-  if (pool == nullptr || pool->num_threads() == 1 || tasks < 2 * grain) {
-    if (tasks > 0) run(0, tasks);
-    return;
-  }
-  pool->ParallelForDynamic(tasks, grain, run);
+  bool several_row_blocks = false;
+  for (int64_t i = 0; i < count; ++i) several_row_blocks |= gemms[i].m > cpu::kRowBlock;
+  DispatchTasks(pool, tasks, Grain(min_panel_bytes), several_row_blocks, run);
 }
 
 }  // namespace dsv4::kernels

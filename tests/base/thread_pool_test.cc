@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace dsv4 {
@@ -75,6 +77,70 @@ TEST(ThreadPool, DynamicCoversRangeExactlyOnce) {
       }
     }
   }
+}
+
+TEST(ThreadPool, BothEndsCoverRangeExactlyOnce) {
+  for (int threads : {1, 2, 3, 4}) {
+    ThreadPool pool(threads);
+    // 200,003 items in chunks of 1 take more than 2^16 - 1 units: claims in
+    // whole units of 4 items, the last one short.
+    for (int64_t n : {1, 2, 5, 17, 100, 1000, 200003}) {
+      for (int64_t chunk : {1, 3, 64}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<bool> bad_range{false};
+        const int64_t chunks = (n + chunk - 1) / chunk;
+        const int64_t unit = chunk * ((chunks + 0xfffe) / 0xffff);
+        for (int rep = 0; rep < 5; ++rep) {
+          pool.ParallelForDynamicBothEnds(n, chunk, [&](int64_t b, int64_t e) {
+            if (b < 0 || e > n || b >= e) bad_range = true;
+            // Whole units, starting on one; only the range's last may be short.
+            if (threads > 1 && (b % unit != 0 || (e % unit != 0 && e != n))) bad_range = true;
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+          pool.ParallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          });
+        }
+        EXPECT_FALSE(bad_range.load());
+        for (auto& h : hits) {
+          ASSERT_EQ(h.load(), 10) << "threads=" << threads << " n=" << n << " chunk=" << chunk;
+        }
+      }
+    }
+  }
+}
+
+// With two threads each claims from its own end only: the caller's first
+// range starts at item 0 and the worker's first range ends at the last
+// item, whenever each claims anything (the worker may wake after the caller
+// has taken everything).
+TEST(ThreadPool, BothEndsEachThreadStartsAtItsEnd) {
+  ThreadPool pool(2);
+  const int64_t n = 64;
+  const std::thread::id caller = std::this_thread::get_id();
+  int worker_ran = 0;
+  for (int rep = 0; rep < 200; ++rep) {
+    int64_t caller_first = -1, worker_first_end = -1;  // each written by one thread
+    pool.ParallelForDynamicBothEnds(n, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() == caller) {
+        if (caller_first < 0) caller_first = b;
+      } else if (worker_first_end < 0) {
+        worker_first_end = e;
+      }
+      // Long enough for the worker to wake and claim.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    });
+    if (caller_first >= 0) {
+      EXPECT_EQ(caller_first, 0);
+    }
+    if (worker_first_end >= 0) {
+      EXPECT_EQ(worker_first_end, n);
+      ++worker_ran;
+    }
+  }
+  EXPECT_GT(worker_ran, 0);
 }
 
 }  // namespace

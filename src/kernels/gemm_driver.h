@@ -47,7 +47,7 @@ inline int64_t Grain(int64_t bytes_per_panel) {
 // dynamically with at least `grain` tasks per claim: from both ends of the
 // task space when its tiles span several row blocks, so that each thread
 // starts on row blocks of its own instead of both sharing the first one's
-// activation rows (at M 128, FP8, two threads: +5-9 % in four interleaved
+// activation rows (at M 128, FP8, two threads: +5-9 % in five interleaved
 // runs; docs/performance.md "Claims from both ends"); from the front
 // otherwise (a decode step's single row block: nothing to keep apart).
 template <typename Run>

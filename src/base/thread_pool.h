@@ -68,7 +68,7 @@ class ThreadPool {
   // whose neighbours share data (a GEMM's row blocks): each thread keeps to
   // its own (docs/performance.md "Claims from both ends").  Positions are
   // kept in units of a multiple of chunk, at most 2^16 - 1 units, so a very
-  // long range claims in larger steps.
+  // long range claims in larger steps.  REQUIRES: as ParallelFor.
   void ParallelForDynamicBothEnds(int64_t n, int64_t chunk, const RangeFn& fn);
 
   // Pins worker i to cpus[i] now and the calling thread (index 0) to cpus[0]

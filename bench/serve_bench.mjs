@@ -1,5 +1,6 @@
-// Load benchmark for `dsv4 serve` (not a test), with the metric definitions
-// of vLLM's `vllm bench serve` (vllm/benchmarks/serve.py):
+// Load benchmark for an OpenAI-compatible server such as `dsv4 serve` (not a
+// test), with the metric definitions of vLLM's `vllm bench serve`
+// (vllm/benchmarks/serve.py):
 //   TTFT  time from sending the request to the first streamed token
 //   TPOT  (E2EL - TTFT) / (output tokens - 1), per request
 //   ITL   gaps between consecutive streamed chunks (all requests pooled)
@@ -39,13 +40,34 @@ async function model() {
   return (await (await fetch(`${base}/v1/models`, { headers })).json()).data[0].id;
 }
 
+// A server may close a keep-alive connection after a response without saying
+// so (llama-server closes it after every streamed response while its headers
+// announce keep-alive): a request the client then sends on that connection
+// fails before a byte of the response, and the server never saw it.  As curl
+// does, such a request is sent again, on another connection (the pool may
+// hold one dead connection per client, hence the bound) and counted; it is
+// timed from the attempt the server answered, so that the client's failed
+// write does not count against the server's TTFT.
+let retried = 0;
+async function post(body) {
+  const send = () => fetch(`${base}/v1/completions`, { method: 'POST', headers, body: JSON.stringify(body) });
+  for (let attempt = 1; ; ++attempt) {
+    const t0 = performance.now();
+    try {
+      return { res: await send(), t0 };
+    } catch (e) {
+      if (e.cause?.code !== 'UND_ERR_SOCKET' || attempt === 64) throw e;
+      ++retried;
+    }
+  }
+}
+
 async function oneRequest(name) {
   // Greedy, as vLLM's benchmark requests are: the server's default sampling now
   // comes from the model's generation_config.json (--generation-config auto).
   const body = { model: name, prompt: prompt(), max_tokens: outputLen, ignore_eos: true,
                  temperature: 0, stream: true, stream_options: { include_usage: true } };
-  const t0 = performance.now();
-  const res = await fetch(`${base}/v1/completions`, { method: 'POST', headers, body: JSON.stringify(body) });
+  const { res, t0 } = await post(body);
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
   const decoder = new TextDecoder();
   let buf = '', ttft = -1, last = t0, outputTokens = 0, promptTokens = 0;
@@ -106,7 +128,7 @@ async function level(name, concurrency) {
 }
 
 const name = await model();
-console.log(`dsv4 serve benchmark: ${base} model ${name}, input ${inputLen}, output ${outputLen}, ` +
+console.log(`serve benchmark: ${base} model ${name}, input ${inputLen}, output ${outputLen}, ` +
             `${perClient} requests per client`);
 await oneRequest(name);  // warm-up
 const rows = [];
@@ -115,3 +137,4 @@ const keys = Object.keys(rows[0]);
 console.log(`| ${keys.join(' | ')} |`);
 console.log(`|${keys.map(() => '---').join('|')}|`);
 for (const r of rows) console.log(`| ${keys.map((k) => r[k]).join(' | ')} |`);
+if (retried) console.log(`${retried} retries: the server had closed a reused connection before the request`);

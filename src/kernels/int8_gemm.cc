@@ -61,22 +61,36 @@ struct alignas(64) PanelLine {
   int8_t bytes[64];
 };
 
-// The panel path: activations offset to unsigned once (in the caller's
-// scratch, read by every task), then tasks of 64 columns x PackedRowBlock
-// rows, each reading its block of a kPanels weight in place or packing its
-// columns of a kRows weight into its own thread's scratch.
+// The panel path: activations offset to unsigned as the tiles broadcast them
+// (or, for K not a multiple of 4, once into scratch read by every task),
+// then tasks of 64 columns x PackedRowBlock rows, each reading its block of
+// a kPanels weight in place or packing its columns of a kRows weight into
+// its own thread's scratch.
 void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, const Int8Weight& w,
                     bf16* y, ThreadPool* pool) {
   const int64_t k = w.in;
-  const int64_t ldx = RoundUp(k, 4);
-  const int64_t m_pad = RoundUp(m, cpu::kInt8PackedRows);
-  uint8_t* xu =
-      ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m_pad * ldx));
-  ParallelFor(pool, m_pad, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
-              [&](int64_t begin, int64_t end) {
-                cpu::Int8OffsetRowsAvx512(x_codes, m, k, ldx, begin, end, xu);
-              });
-  const cpu::Int8PackedArgs args{xu, ldx, x_scales, m, w, y};
+  cpu::Int8PackedArgs args{nullptr, 0, false, x_scales, m, w, y};
+  // Whole 4-byte groups: the tiles read the caller's codes and offset each
+  // broadcast (+2 to +8 % against a pass of its own, which wrote and then
+  // read back a second copy of the activations: docs/performance.md "W8A8:
+  // the activation offset in the tiles").  Otherwise a row's last group
+  // would reach past it, so the rows are copied, offset and padded first.
+  if (k % 4 == 0) {
+    args.xu = reinterpret_cast<const uint8_t*>(x_codes);
+    args.ldx = k;
+    args.x_signed = true;
+  } else {
+    const int64_t ldx = RoundUp(k, 4);
+    const int64_t m_pad = RoundUp(m, cpu::kInt8PackedRows);
+    uint8_t* xu =
+        ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m_pad * ldx));
+    ParallelFor(pool, m_pad, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
+                [&](int64_t begin, int64_t end) {
+                  cpu::Int8OffsetRowsAvx512(x_codes, m, k, ldx, begin, end, xu);
+                });
+    args.xu = xu;
+    args.ldx = ldx;
+  }
   const int64_t num_col_blocks = CeilDiv(w.out, cpu::kInt8PackedCols);
   const int64_t threads = pool == nullptr ? 1 : pool->num_threads();
   const int64_t row_block = PackedRowBlock(m, num_col_blocks, threads);

@@ -2,8 +2,10 @@
 // the panel layout (int8_gemm.h: packed at load, or per task here from rows).
 //
 // vpdpbusd multiplies unsigned by signed bytes, so the activation is offset
-// to unsigned: a + 128 = a XOR 0x80, and sum (a + 128) w = sum a w + 128 sum w,
-// where 128 sum w is stored after each block (no second dot product).  For
+// to unsigned (by the driver's pass, or by the tile after each broadcast:
+// Int8PackedArgs::x_signed): a + 128 = a XOR 0x80, and sum (a + 128) w =
+// sum a w + 128 sum w, where 128 sum w is stored after each block (no
+// second dot product).  For
 // each group of 4 consecutive k a block holds 4 vectors of 16 columns x 4
 // bytes; a 6-row x 64-column micro-tile keeps 24 INT32 accumulator vectors
 // in registers and, per 4 k, loads 4 weight vectors and broadcasts each
@@ -66,7 +68,7 @@ void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int8_t* 
   if constexpr (R > (r)) {                          \
     int32_t four;                                   \
     std::memcpy(&four, x + (r)*ldx + 4 * q, 4);     \
-    const __m512i xv = _mm512_set1_epi32(four);     \
+    const __m512i xv = Offset<kSigned>(four);       \
     c##r##0 = _mm512_dpbusd_epi32(c##r##0, xv, w0); \
     c##r##1 = _mm512_dpbusd_epi32(c##r##1, xv, w1); \
     c##r##2 = _mm512_dpbusd_epi32(c##r##2, xv, w2); \
@@ -82,10 +84,20 @@ void PackPanel(const Int8Weight& w, int64_t col_begin, int64_t col_end, int8_t* 
 
 static_assert(kInt8PackedRows == 6 && kInt8PackedCols == 64);
 
+// A row's 4 activation bytes in every lane, as vpdpbusd's unsigned operand:
+// kSigned, the codes themselves, offset here (XOR 0x80 after the broadcast,
+// on a vector pipe beside the dot products); else already offset.
+template <bool kSigned>
+[[gnu::always_inline]] inline __m512i Offset(int32_t four) {
+  const __m512i v = _mm512_set1_epi32(four);
+  if constexpr (kSigned) return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  return v;
+}
+
 // R (1..6) rows computed: a batch's last rows (and a decode step's one)
 // take a tile of their own size instead of a padded 6-row one.  The
 // offset sums (comp) follow the block's k4n groups.
-template <int R>
+template <int R, bool kSigned>
 void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_t n0,
                 int64_t cols) {
   static_assert(R >= 1 && R <= kInt8PackedRows);
@@ -132,6 +144,31 @@ void PackedTile(const Int8PackedArgs& a, const int8_t* panel, int64_t r0, int64_
 #undef DSV4_INT8_ROW
 #undef DSV4_INT8_SAVE
 
+// Rows [row_begin, row_end) against one packed panel: 6-row tiles, the
+// last rows in a tile of their own size.
+template <bool kSigned>
+void PackedRows(const Int8PackedArgs& a, const int8_t* panel, int64_t row_begin, int64_t row_end,
+                int64_t n0, int64_t cols) {
+  int64_t r = row_begin;
+  for (; r + kInt8PackedRows <= row_end; r += kInt8PackedRows) {
+    PackedTile<kInt8PackedRows, kSigned>(a, panel, r, n0, cols);
+  }
+  switch (row_end - r) {
+    case 1:
+      return PackedTile<1, kSigned>(a, panel, r, n0, cols);
+    case 2:
+      return PackedTile<2, kSigned>(a, panel, r, n0, cols);
+    case 3:
+      return PackedTile<3, kSigned>(a, panel, r, n0, cols);
+    case 4:
+      return PackedTile<4, kSigned>(a, panel, r, n0, cols);
+    case 5:
+      return PackedTile<5, kSigned>(a, panel, r, n0, cols);
+    default:
+      return;
+  }
+}
+
 }  // namespace
 
 void Int8OffsetRowsAvx512(const int8_t* x, int64_t m, int64_t k, int64_t ldx, int64_t row_begin,
@@ -170,23 +207,10 @@ void Int8GemmAvx512VnniPacked(const Int8PackedArgs& a, int64_t row_begin, int64_
     panel = static_cast<const int8_t*>(scratch);
   }
   const int64_t cols = col_end - col_begin;
-  int64_t r = row_begin;
-  for (; r + kInt8PackedRows <= row_end; r += kInt8PackedRows) {
-    PackedTile<kInt8PackedRows>(a, panel, r, col_begin, cols);
-  }
-  switch (row_end - r) {
-    case 1:
-      return PackedTile<1>(a, panel, r, col_begin, cols);
-    case 2:
-      return PackedTile<2>(a, panel, r, col_begin, cols);
-    case 3:
-      return PackedTile<3>(a, panel, r, col_begin, cols);
-    case 4:
-      return PackedTile<4>(a, panel, r, col_begin, cols);
-    case 5:
-      return PackedTile<5>(a, panel, r, col_begin, cols);
-    default:
-      return;
+  if (a.x_signed) {
+    PackedRows<true>(a, panel, row_begin, row_end, col_begin, cols);
+  } else {
+    PackedRows<false>(a, panel, row_begin, row_end, col_begin, cols);
   }
 }
 

@@ -40,12 +40,14 @@ inline constexpr int64_t kInt8PackedRows = 6;
 inline constexpr int64_t kInt8PackedCols = kInt8PanelColumns;
 
 struct Int8PackedArgs {
-  // [m_pad, ldx] activation codes offset to unsigned (code XOR 0x80 = code +
-  // 128); m_pad = m rounded up to kInt8PackedRows, ldx = w.in rounded up to 4;
-  // the padding holds any bytes (padded k lanes meet zero weights, padded rows
-  // are never stored).
+  // [m, ldx] activation codes offset to unsigned (code XOR 0x80 = code +
+  // 128), ldx = w.in rounded up to 4 (the padding holds any bytes: padded k
+  // lanes meet zero weights); or, with x_signed, the signed codes themselves
+  // ([m, w.in], w.in a multiple of 4), offset by the tiles as they broadcast
+  // them (no pass of their own).
   const uint8_t* xu = nullptr;
   int64_t ldx = 0;
+  bool x_signed = false;
   const float* xs = nullptr;  // [m]
   int64_t m = 0;
   Int8Weight w;

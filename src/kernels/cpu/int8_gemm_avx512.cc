@@ -5,11 +5,11 @@
 // to unsigned (by the driver's pass, or by the tile after each broadcast:
 // Int8PackedArgs::x_signed): a + 128 = a XOR 0x80, and sum (a + 128) w =
 // sum a w + 128 sum w, where 128 sum w is stored after each block (no
-// second dot product).  For
-// each group of 4 consecutive k a block holds 4 vectors of 16 columns x 4
-// bytes; a 6-row x 64-column micro-tile keeps 24 INT32 accumulator vectors
-// in registers and, per 4 k, loads 4 weight vectors and broadcasts each
-// row's 4 activation bytes: 24 vpdpbusd per 10 loads, no horizontal sums.
+// second dot product).  For each group of 4 consecutive k a block holds 4
+// vectors of 16 columns x 4 bytes; a 6-row x 64-column micro-tile keeps 24
+// INT32 accumulator vectors in registers and, per 4 k, loads 4 weight
+// vectors and broadcasts each row's 4 activation bytes: 24 vpdpbusd per 10
+// loads, no horizontal sums.
 // All sums are exact INT32 (|a + 128| <= 255, |w| <= 128; the per-row total
 // stays below 2^31 for K <= 65,536, checked by the driver; INT32 sums wrap
 // modulo 2^32 and the true total fits), and any int8 weight, -128 included,

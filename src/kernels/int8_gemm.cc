@@ -72,9 +72,10 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
   cpu::Int8PackedArgs args{nullptr, 0, false, x_scales, m, w, y};
   // Whole 4-byte groups: the tiles read the caller's codes and offset each
   // broadcast (+1 to +8 % at 1,024 rows against a pass of its own, which
-  // wrote and then read back a second copy of the activations: docs/performance.md "W8A8:
-  // the activation offset in the tiles").  Otherwise a row's last group
-  // would reach past it, so the rows are copied, offset and padded first.
+  // wrote and then read back a second copy of the activations:
+  // docs/performance.md "W8A8: the activation offset in the tiles").
+  // Otherwise a row's last group would reach past it, so the rows are
+  // copied, offset and padded first.
   if (k % 4 == 0) {
     args.xu = reinterpret_cast<const uint8_t*>(x_codes);
     args.ldx = k;

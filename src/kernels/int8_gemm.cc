@@ -81,13 +81,14 @@ void PackedInt8Gemm(const int8_t* x_codes, const float* x_scales, int64_t m, con
     args.ldx = k;
     args.x_signed = true;
   } else {
+    // The tiles never read a row past m (the last rows take a tile of their
+    // own size), so only the K padding is written.
     const int64_t ldx = RoundUp(k, 4);
-    const int64_t m_pad = RoundUp(m, cpu::kInt8PackedRows);
     uint8_t* xu =
-        ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m_pad * ldx));
-    ParallelFor(pool, m_pad, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
+        ScratchArray<Int8OffsetActivationsTag, uint8_t>::Get(static_cast<size_t>(m * ldx));
+    ParallelFor(pool, m, CeilDiv(32 * 1024, std::max<int64_t>(ldx, 1)),
                 [&](int64_t begin, int64_t end) {
-                  cpu::Int8OffsetRowsAvx512(x_codes, m, k, ldx, begin, end, xu);
+                  cpu::Int8OffsetRowsAvx512(x_codes, k, ldx, begin, end, xu);
                 });
     args.xu = xu;
     args.ldx = ldx;

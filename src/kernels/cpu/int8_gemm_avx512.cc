@@ -171,16 +171,11 @@ void PackedRows(const Int8PackedArgs& a, const int8_t* panel, int64_t row_begin,
 
 }  // namespace
 
-void Int8OffsetRowsAvx512(const int8_t* x, int64_t m, int64_t k, int64_t ldx, int64_t row_begin,
+void Int8OffsetRowsAvx512(const int8_t* x, int64_t k, int64_t ldx, int64_t row_begin,
                           int64_t row_end, uint8_t* xu) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t r = row_begin; r < row_end; ++r) {
     uint8_t* row = xu + r * ldx;
-    if (r >= m) {
-      for (int64_t i = 0; i < ldx; i += 64)
-        _mm512_mask_storeu_epi8(row + i, TailMask(ldx - i), _mm512_setzero_si512());
-      continue;
-    }
     const int8_t* src = x + r * k;
     for (int64_t i = 0; i < ldx; i += 64) {
       const __mmask64 in = i < k ? TailMask(k - i) : 0;  // past k: zeros

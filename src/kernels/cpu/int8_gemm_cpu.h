@@ -54,11 +54,11 @@ struct Int8PackedArgs {
   bf16* y = nullptr;  // [m, w.out]
 };
 
-// Rows [row_begin, row_end) of the activation codes x ([m, k] int8) offset
-// to unsigned into xu ([.., ldx]: code XOR 0x80, then zeros up to ldx; rows
-// at or past m all zeros).  A byte loop the portable driver's -O2 build
-// leaves scalar took 6 % of a 1,024-row GEMM.
-void Int8OffsetRowsAvx512(const int8_t* x, int64_t m, int64_t k, int64_t ldx, int64_t row_begin,
+// Rows [row_begin, row_end) of the activation codes x ([.., k] int8) offset
+// to unsigned into xu ([.., ldx]: code XOR 0x80, then zeros up to ldx).  A
+// byte loop the portable driver's -O2 build leaves scalar took 6 % of a
+// 1,024-row GEMM.
+void Int8OffsetRowsAvx512(const int8_t* x, int64_t k, int64_t ldx, int64_t row_begin,
                           int64_t row_end, uint8_t* xu);
 
 // The block of the panel layout holding columns [col_begin, col_begin + 64)

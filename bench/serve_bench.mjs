@@ -41,8 +41,8 @@ async function model() {
 }
 
 // A server may close a keep-alive connection after a response without saying
-// so (llama-server closes it after every streamed response while its headers
-// announce keep-alive): a request the client then sends on that connection
+// so (llama-server closed it after streamed responses while its headers
+// announced keep-alive): a request the client then sends on that connection
 // fails before a byte of the response, and the server never saw it.  As curl
 // does, such a request is sent again, on another connection (the pool may
 // hold one dead connection per client, hence the bound) and counted; it is

@@ -1,11 +1,11 @@
 // The block-scaled linear layers (FP8 and MXFP4 weights against FP8
 // activation codes): single GEMMs and BlockScaledGemmBatch, which runs
 // several (a MoE step's gate/up GEMMs of every selected expert, then their
-// down GEMMs) in one task space.  Each prepares its activations inside its own tasks, a row block
-// at a time (RowBlockPreparation), and splits the output into fixed column
-// panels and row blocks over the thread pool; an element's arithmetic
-// never depends on which task computes it, so results do not depend on the
-// thread count.  Design notes: docs/kernels.md.
+// down GEMMs) in one task space.  Each prepares its activations inside its
+// own tasks, a row block at a time (RowBlockPreparation), and splits the
+// output into fixed column panels and row blocks over the thread pool; an
+// element's arithmetic never depends on which task computes it, so results
+// do not depend on the thread count.  Design notes: docs/kernels.md.
 #include "base/logging.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/ref/gemm_ref.h"
